@@ -1,0 +1,14 @@
+# Convenience wrappers; the README's two commands are what CI and users run.
+.PHONY: setup demo test lint bench clean
+setup:
+	bash scripts/setup.sh
+demo: setup
+	.venv/bin/tinyprop demo
+test: setup
+	.venv/bin/python -m pytest -q tests
+lint: setup
+	.venv/bin/ruff check host tests datasets
+bench: setup
+	.venv/bin/tinyprop bench
+clean:
+	rm -rf build .pytest_cache
