@@ -1,0 +1,304 @@
+"""Text renderings of a RunState: braille charts, bars and panels, shared by the dashboard and
+the plain line output. Pure functions of the state, so what they show is testable on its own."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+
+from ..runlog import MEMORY_PARTS, RunState, error_line
+
+# Braille cells are 2 dots wide and 4 high; bit of dot (column, row) in U+2800 + bits.
+_DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+_BLOCKS = " ▏▎▍▌▋▊▉█"
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def fmt_count(value: float | None, unit: str = "") -> str:
+    """1834000 -> '1.83M' (for tight spaces)."""
+    if value is None:
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f}{suffix}{unit}"
+    return f"{value:.0f}{unit}"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def fmt_float(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def bar(fraction: float, width: int) -> str:
+    """A left-aligned bar of eighth-cell resolution, `width` cells, padded with spaces."""
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (_BLOCKS[part] if part and full < width else "")
+    return text.ljust(width)
+
+
+def sparkline(values: list[float], width: int) -> str:
+    """The last `width` values as block heights between their min and max."""
+    values = [v for v in values[-width:] if math.isfinite(v)]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    span = high - low or 1.0
+    return "".join(_SPARKS[round((v - low) / span * (len(_SPARKS) - 1))] for v in values)
+
+
+def _resample(values: list[float], points: int) -> list[float]:
+    """`points` means of equal slices of `values` (all of them if fewer)."""
+    if len(values) <= points:
+        return list(values)
+    out = []
+    for i in range(points):
+        chunk = values[i * len(values) // points:(i + 1) * len(values) // points]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+def braille_chart(
+    series: list[tuple[list[float], str]],
+    width: int,
+    height: int,
+    y_range: tuple[float, float] | None = None,
+    y_format: str = "{:.2f}",
+) -> Text:
+    """Line chart of one or more (values, style) series over a shared x axis (their index),
+    `width` x `height` cells including a y-axis label column. Later series draw over earlier."""
+    labels_width = 7
+    cols, rows = max(1, width - labels_width - 1), max(1, height)
+    finite = [v for values, _ in series for v in values if math.isfinite(v)]
+    if not finite:
+        return Text("\n".join(" " * width for _ in range(rows)))
+    low, high = y_range or (min(finite), max(finite))
+    if high - low < 1e-12:
+        low, high = low - 0.5, high + 0.5
+    dots = [[0] * cols for _ in range(rows)]
+    styles: list[list[str | None]] = [[None] * cols for _ in range(rows)]
+    length = max(len(values) for values, _ in series)
+    for values, style in series:
+        # Scale each series to the longest one's x axis so they line up.
+        points = _resample(values, max(1, round(cols * 2 * len(values) / length)))
+        last_y = None
+        for x, value in enumerate(points):
+            if not math.isfinite(value):
+                last_y = None
+                continue
+            frac = (min(max(value, low), high) - low) / (high - low)
+            y = round((1 - frac) * (rows * 4 - 1))
+            span = (y, y) if last_y is None else (min(y, last_y), max(y, last_y))
+            for dy in range(span[0], span[1] + 1):  # join steep moves with a vertical stroke
+                row, col = dy // 4, x // 2
+                if col < cols:
+                    dots[row][col] |= _DOT_BITS[x % 2][dy % 4]
+                    styles[row][col] = style
+            last_y = y
+    text = Text()
+    for r in range(rows):
+        label = y_format.format(high) if r == 0 else y_format.format(low) if r == rows - 1 else ""
+        text.append(label[:labels_width].rjust(labels_width) + "┤", style="dim")
+        for c in range(cols):
+            text.append(chr(0x2800 + dots[r][c]), style=styles[r][c] or "")
+        if r < rows - 1:
+            text.append("\n")
+    return text
+
+
+def identity_text(state: RunState) -> Text:
+    start = state.start
+    text = Text()
+    fields = [
+        ("board", start.get("board")),
+        ("model", start.get("model")),
+        ("blob", str(start["blob_id"])[:12] if start.get("blob_id") else None),
+        ("scheme", start.get("scheme")),
+        ("lr", start.get("lr")),
+        ("seed", start.get("seed")),
+    ]
+    for name, value in fields:
+        if value is not None:
+            text.append(f"{name} ", style="dim")
+            text.append(f"{value}  ", style="bold")
+    return text if text else Text("waiting for the run's start event", style="dim")
+
+
+def status_text(state: RunState) -> Text:
+    status = state.status
+    style = {"DISCONNECTED": "bold white on red", "FINISHED": "bold black on green"}
+    text = Text(f" {status} ", style=style.get(status, "bold black on yellow"))
+    if state.disconnected and state.disconnect_text:
+        text.append(f" {state.disconnect_text}", style="red")
+    return text
+
+
+def progress_text(state: RunState, width: int) -> Text:
+    total = state.steps_total
+    head = f"step {state.steps_done}/{total}" if total else f"step {state.steps_done}"
+    tail = (
+        f" {fmt_pct(state.progress)}  ETA {fmt_duration(state.eta_s)}"
+        f"  elapsed {fmt_duration(state.time)}"
+    )
+    text = Text(head + " ", style="bold")
+    text.append(bar(state.progress or 0.0, max(10, width - len(head) - len(tail) - 2)), "green")
+    text.append(tail)
+    return text
+
+
+def loss_panel(state: RunState, width: int, height: int) -> Text:
+    text = Text()
+    text.append("loss ", style="dim")
+    text.append(fmt_float(state.loss), style="bold")
+    text.append("   smoothed ", style="dim")
+    text.append(fmt_float(state.loss_smoothed), style="bold cyan")
+    text.append(f"   (EMA α={state.ema_alpha:g})\n", style="dim")
+    series = [(state.losses, "grey50"), (state.loss_ema, "bold cyan")]
+    text.append_text(braille_chart(series, width, height - 1))
+    return text
+
+
+def accuracy_panel(state: RunState, width: int, height: int) -> Text:
+    text = Text()
+    text.append("running ", style="dim")
+    text.append(fmt_pct(state.accuracy), style="bold yellow")
+    text.append(f"   last {state.window} ", style="dim")
+    text.append(fmt_pct(state.accuracy_window), style="bold green")
+    if state.evals:
+        last = state.evals[-1]
+        text.append(f"   eval {last.get('split', '')}@{last.get('step', '?')} ", style="dim")
+        text.append(fmt_pct(last.get("accuracy")), style="bold magenta")
+    text.append("\n")
+    series = [(state.accuracy_running, "yellow"), (state.accuracy_windowed, "green")]
+    chart = braille_chart(series, width, height - 1, y_range=(0.0, 1.0), y_format="{:.0%}")
+    text.append_text(chart)
+    return text
+
+
+def classes_panel(state: RunState) -> Text:
+    """Per-class accuracy of training predictions and their confusion matrix."""
+    names = state.class_names
+    text = Text()
+    if not names:
+        return Text("no predictions yet", style="dim")
+    name_width = max(8, *(len(n) for n in names))
+    for name, accuracy in state.per_class_accuracy.items():
+        text.append(f"{name:<{name_width}} ", style="dim")
+        text.append(f"{fmt_pct(accuracy):>6} ", style="bold")
+        text.append(bar(accuracy or 0.0, 12) + "\n", style="green")
+    cell = max(6, *(len(n[:8]) + 1 for n in names))
+    text.append(f"\n{'label↓ pred→':<{name_width}}", style="dim")
+    text.append("".join(f"{n[:8]:>{cell}}" for n in names) + "\n", style="dim")
+    for i, row in enumerate(state.confusion):
+        text.append(f"{names[i]:<{name_width}}", style="dim")
+        for j, count in enumerate(row):
+            text.append(f"{count:>{cell}}", style="bold green" if i == j else "red" if count else "")
+        text.append("\n")
+    return text
+
+
+def memory_panel(state: RunState, width: int) -> Text:
+    """Each measured memory part as a bar against the board's SRAM."""
+    memory, sram = state.memory, state.sram
+    if not memory or not sram:
+        return Text("no memory figures yet", style="dim")
+    bar_width = max(6, width - 30)
+    text = Text()
+    colors = dict(zip(MEMORY_PARTS, ("blue", "magenta", "yellow", "cyan")))
+    for part in MEMORY_PARTS:
+        used = int(memory.get(part) or 0)
+        text.append(f"{part:<10} ", style="dim")
+        text.append(bar(used / sram, bar_width), style=colors[part])
+        text.append(f" {used:>8,} B\n")
+    total = state.memory_total
+    text.append(f"{'total':<10} ", style="bold")
+    text.append(bar(total / sram, bar_width), style="red" if total > sram else "bold green")
+    text.append(f" {total:>8,} B\n", style="bold")
+    text.append(f"of SRAM {sram:,} B: {fmt_pct(total / sram)} used", style="dim")
+    return text
+
+
+def perf_panel(state: RunState, width: int) -> Text:
+    unit = state.start.get("counter_unit", "counter")
+    text = Text()
+    text.append(f"{unit}/step ", style="dim")
+    text.append(f"{state.counter:,.0f}" if state.counter is not None else "-", style="bold")
+    if state.counters:
+        mean = sum(state.counters) / len(state.counters)
+        text.append(f"  mean {fmt_count(mean)}", style="dim")
+    text.append("\n")
+    text.append(sparkline(state.counters, max(1, width)) + "\n", style="cyan")
+    text.append("samples/s ", style="dim")
+    text.append(fmt_float(state.samples_per_s, 2), style="bold")
+    text.append(f"   steps {state.steps_seen}  skipped {state.skipped}", style="dim")
+    return text
+
+
+def log_panel(state: RunState) -> Text:
+    text = Text()
+    for line in state.logs:
+        text.append(line + "\n", style="bold red" if " ERROR " in line else "")
+    if not state.logs:
+        text.append("no log lines yet", style="dim")
+    return text
+
+
+def step_line(state: RunState, event: dict) -> str:
+    """One readable line for a step event, already folded into `state` (plain output)."""
+    names = state.class_names
+    total = f"/{state.steps_total}" if state.steps_total else ""
+
+    def name(index: object) -> str:
+        return names[index] if isinstance(index, int) and 0 <= index < len(names) else str(index)
+
+    if event.get("skipped"):
+        return f"step {state.step}{total} skipped"
+    mark = "ok  " if event.get("correct") else "MISS"
+    counter = f"  {state.counter:,.0f} {state.start.get('counter_unit', '')}".rstrip()
+    return (
+        f"step {state.step}{total} ep {event.get('epoch', '-')} loss {fmt_float(state.loss)}"
+        f" (ema {fmt_float(state.loss_smoothed)}) {mark} {name(event.get('label'))}"
+        f"->{name(event.get('prediction'))} acc {fmt_pct(state.accuracy)}"
+        f" last{state.window} {fmt_pct(state.accuracy_window)}"
+        f"{counter if state.counter is not None else ''}"
+        f"  {fmt_float(state.samples_per_s, 2)}/s ETA {fmt_duration(state.eta_s)}"
+    )
+
+
+def event_line(state: RunState, event: dict) -> str | None:
+    """One readable line for any event (plain output); None for events not shown."""
+    kind = event.get("type")
+    if kind == "step":
+        return step_line(state, event)
+    if kind == "start":
+        return "start " + identity_text(state).plain.strip() + f"  steps {state.steps_total}"
+    if kind == "eval":
+        per_class = ", ".join(f"{k} {fmt_pct(v)}" for k, v in (event.get("per_class") or {}).items())
+        return (
+            f"eval {event.get('split', '')} @step {event.get('step', '?')}: accuracy "
+            f"{fmt_pct(event.get('accuracy'))}" + (f" ({per_class})" if per_class else "")
+        )
+    if kind == "log":
+        return f"log {event.get('text', '')}"
+    if kind == "error":
+        return "ERROR " + error_line(event)
+    if kind == "disconnect":
+        return f"DISCONNECTED {event.get('text', '')}".rstrip()
+    if kind == "summary":
+        fields = {k: v for k, v in event.items() if k not in ("type", "time")}
+        return "summary " + "  ".join(
+            f"{k} {fmt_float(v) if isinstance(v, float) else v}" for k, v in fields.items()
+        )
+    return None

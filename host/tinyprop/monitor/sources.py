@@ -1,0 +1,101 @@
+"""Where monitor events come from, and the pump that moves them off the producer's thread.
+
+An EventSource is any iterator of event dicts (docs/runlog.md); it ending means the run is over
+or the link was lost. The pump consumes it on a worker thread into an unbounded queue, so a slow
+display never holds up the producer: the display drains the queue at its own pace.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import TinypropError
+from ..runlog import RunLog, read_runlog
+
+EventSource = Iterator[dict]
+
+
+def replay_source(path: str | Path, speed: float | None = None) -> EventSource:
+    """The events of a recorded run log; with `speed`, paced by their `time` (2.0 = twice as
+    fast as recorded), else as fast as they can be read."""
+    if speed is not None and speed <= 0:
+        raise TinypropError(f"--speed {speed}: must be a positive factor, e.g. 1 or 10")
+    events = read_runlog(path)
+
+    def generate() -> EventSource:
+        t0 = time.monotonic()
+        for event in events:
+            if speed is not None and isinstance(event.get("time"), (int, float)):
+                delay = event["time"] / speed - (time.monotonic() - t0)
+                if delay > 0:
+                    time.sleep(delay)
+            yield event
+
+    return generate()
+
+
+def live_source(url: str) -> EventSource:
+    """Events from a device link (serial port, socket://host:port). The seam for the protocol
+    module: it will read METRIC/ERROR/LOG frames and turn them into run log events."""
+    raise TinypropError(
+        f"live monitoring of {url} needs the device protocol module, which is not there yet; "
+        "monitor a recorded run instead: tinyprop monitor RUN.jsonl"
+    )
+
+
+END = object()  # queued after the source's last event
+
+
+class EventPump:
+    """Runs `source` on a daemon thread, queueing each event (and writing it to `log_path` if
+    given, on the same thread, so the log is complete whatever the display does). A source that
+    raises is reported as a `disconnect` event; the END marker follows the last event."""
+
+    def __init__(self, source: EventSource, log_path: str | Path | None = None) -> None:
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self._source = source
+        self._log_path = log_path
+        self._thread = threading.Thread(target=self._run, name="tinyprop-events", daemon=True)
+        self.finished = threading.Event()
+
+    def start(self) -> EventPump:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        log = RunLog(self._log_path) if self._log_path is not None else None
+        try:
+            for event in self._source:
+                if log is not None:
+                    event = log.write(event)
+                self.events.put(event)
+        except Exception as exc:  # noqa: BLE001 - any failure of the link ends the run the same way
+            event = {"type": "disconnect", "text": f"{type(exc).__name__}: {exc}"}
+            self.events.put(log.write(event) if log is not None else event)
+        finally:
+            if log is not None:
+                log.close()
+            self.events.put(END)
+            self.finished.set()
+
+    def __iter__(self) -> EventSource:
+        """Queued events as they come, blocking, until the source ends."""
+        while (item := self.events.get()) is not END:
+            yield item
+
+    def drain(self, limit: int | None = None) -> tuple[list[dict], bool]:
+        """Events queued so far (at most `limit`), and whether the source has ended."""
+        taken: list[dict] = []
+        while limit is None or len(taken) < limit:
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                return taken, False
+            if item is END:
+                return taken, True
+            taken.append(item)
+        return taken, False

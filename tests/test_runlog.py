@@ -1,0 +1,194 @@
+"""Run log writing/reading and the RunState fold. `synth_run` (a realistic recorded run) is
+also the fixture of test_monitor.py, test_report.py and docs/make_screenshots.py."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from tinyprop.errors import TinypropError
+from tinyprop.runlog import RunLog, RunState, read_runlog
+
+CLASSES = ["non_person", "person"]
+
+
+def synth_run(steps: int = 552, seed: int = 0, eval_every: int = 276,
+              end: str = "summary") -> list[dict]:
+    """Events of a plausible VWW fine-tuning run on qemu-m4: loss falling from ~0.7 with noise,
+    accuracy rising from ~55 % to ~85 %, ~1.83M instructions a step, ~3 samples/s, a few
+    skipped samples and one device error, evals on the holdout. `end` is "summary",
+    "disconnect" or "none" (the source just stops)."""
+    rng = random.Random(seed)
+    sram = 262144
+    memory = {"static": 5120, "arena_peak": 61234, "trainable": 9000, "stack_peak": 1400,
+              "sram": sram}
+    events: list[dict] = [{
+        "type": "start", "time": 0.0, "board": "qemu-m4", "counter_unit": "instructions",
+        "sram": sram, "model": "vww_96_int8.tflite", "blob_id": "8c1f9a02d4e6b7c3",
+        "classes": CLASSES, "steps_total": steps, "scheme": "auto@256KB", "lr": 0.01,
+        "seed": seed, "firmware": "0.1.0",  # an unknown field: kept, ignored
+    }]
+    t, correct_total, losses = 0.4, 0, []
+    for step in range(steps):
+        t += rng.uniform(0.28, 0.38)
+        if step in (40, 41, 300):
+            events.append({"type": "step", "step": step, "epoch": step // 276, "time": round(t, 3),
+                           "skipped": True, "memory": memory})
+            continue
+        p_correct = 0.55 + 0.30 * (1 - math.exp(-step / 120))
+        label = rng.randrange(2)
+        correct = rng.random() < p_correct
+        prediction = label if correct else 1 - label
+        loss = max(0.02, (0.72 - 0.45 * (1 - math.exp(-step / 150))) * rng.uniform(0.5, 1.5))
+        correct_total += correct
+        losses.append(loss)
+        events.append({
+            "type": "step", "step": step, "epoch": step // 276, "time": round(t, 3),
+            "loss": round(loss, 4), "label": label, "prediction": prediction,
+            "correct": correct, "skipped": False,
+            "counter": 1834000 + rng.randrange(-2000, 2000),
+            "memory": {**memory, "stack_peak": 1400 + rng.randrange(0, 64)},
+            "lr": 0.01,  # unknown field
+        })
+        if step == 40:
+            events.append({"type": "log", "time": round(t, 3), "text": "label 7 out of range"})
+        if step == 39:
+            events.append({"type": "error", "time": round(t, 3), "code": 7,
+                           "name": "WRONG_SAMPLE_SIZE", "text": "sample 41 has 27000 bytes"})
+        if (step + 1) % eval_every == 0:
+            accuracy = 0.6 + 0.2 * (step + 1) / steps
+            events.append({
+                "type": "eval", "time": round(t + 0.2, 3), "split": "holdout", "step": step + 1,
+                "accuracy": round(accuracy, 3),
+                "per_class": {"non_person": round(accuracy + 0.08, 3),
+                              "person": round(accuracy - 0.1, 3)},
+                "confusion": [[61, 7], [16, 37]],
+            })
+            t += 0.5
+        if step == steps // 3:
+            events.append({"type": "log", "time": round(t, 3), "text": "epoch checkpoint"})
+    if end == "summary":
+        scored = len(losses)
+        events.append({
+            "type": "summary", "time": round(t + 0.1, 3), "steps": steps,
+            "loss_mean_last_50": round(sum(losses[-50:]) / len(losses[-50:]), 4),
+            "accuracy_train": round(correct_total / scored, 4), "elapsed_s": round(t, 2),
+            "samples_per_s": round(steps / t, 3),
+        })
+    elif end == "disconnect":
+        events.append({"type": "disconnect", "time": round(t + 0.1, 3),
+                       "text": "socket://127.0.0.1:4444 closed"})
+    return events
+
+
+def write_run(path, events: list[dict]) -> None:
+    with RunLog(path) as log:
+        for event in events:
+            log.write(event)
+
+
+def test_round_trip_keeps_unknown_fields(tmp_path):
+    events = synth_run(60, eval_every=30)
+    write_run(tmp_path / "run.jsonl", events)
+    assert read_runlog(tmp_path / "run.jsonl") == events
+    assert read_runlog(tmp_path / "run.jsonl")[0]["firmware"] == "0.1.0"
+
+
+def test_writer_stamps_time_and_numpy_values(tmp_path):
+    np = pytest.importorskip("numpy")
+    with RunLog(tmp_path / "run.jsonl") as log:
+        written = log.write({"type": "log", "text": "hi", "values": np.arange(3, dtype=np.int8),
+                             "loss": np.float32(0.5)})
+    (back,) = read_runlog(tmp_path / "run.jsonl")
+    assert back["time"] == written["time"] and 0 <= back["time"] < 5
+    assert back["values"] == [0, 1, 2] and back["loss"] == 0.5
+
+
+def test_killed_writer_leaves_every_complete_line(tmp_path):
+    """A real writer process is killed while it writes; the log reads up to its last full line."""
+    path = tmp_path / "run.jsonl"
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        from tinyprop.runlog import RunLog
+        log = RunLog({str(path)!r})
+        for i in range(200):
+            log.write({{"type": "step", "step": i, "time": i * 0.1, "loss": 0.5}})
+        # Half a line without a newline, as a write cut short by the kill leaves it.
+        log._file.write('{{"type": "step", "step": 200, "lo'); log._file.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], check=False)
+    assert proc.returncode == -9
+    events = read_runlog(path)
+    assert [e["step"] for e in events] == list(range(200))
+
+
+def test_damaged_line_in_the_middle_is_an_error(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_text('{"type": "log", "text": "a"}\n{"type": "lo\n{"type": "log", "text": "b"}\n')
+    with pytest.raises(TinypropError, match=r"run.jsonl:2: not a JSON object"):
+        read_runlog(path)
+    path.write_text('[1, 2]\n')
+    with pytest.raises(TinypropError, match=r"run.jsonl:1: an event must be a JSON object"):
+        read_runlog(path)
+    with pytest.raises(TinypropError, match="cannot read the run log"):
+        read_runlog(tmp_path / "missing.jsonl")
+
+
+def test_runstate_folds_a_run():
+    events = synth_run(552)
+    state = RunState.from_events(events)
+    steps = [e for e in events if e["type"] == "step"]
+    scored = [e for e in steps if not e["skipped"]]
+    assert state.steps_seen == 552 and state.skipped == 3 and state.steps_done == 552
+    assert state.progress == 1.0 and state.status == "FINISHED" and state.eta_s is None
+    assert state.scored == len(scored) == len(state.losses) == len(state.loss_ema)
+    assert state.accuracy == pytest.approx(sum(e["correct"] for e in scored) / len(scored))
+    assert state.accuracy == pytest.approx(events[-1]["accuracy_train"], abs=1e-4)
+    last50 = [e["correct"] for e in steps[-50:] if not e["skipped"]]
+    assert state.accuracy_window == pytest.approx(sum(last50) / len(last50))
+    # Confusion rows are labels, columns predictions; per-class accuracy is the diagonal share.
+    for label, name in enumerate(CLASSES):
+        row = [sum(1 for e in scored if e["label"] == label and e["prediction"] == p)
+               for p in range(2)]
+        assert state.confusion[label] == row
+        assert state.per_class_accuracy[name] == pytest.approx(row[label] / sum(row))
+    assert state.counter == scored[-1]["counter"] and len(state.counters) == len(scored)
+    assert state.memory == scored[-1]["memory"] and state.sram == 262144
+    assert state.memory_total == 5120 + 61234 + 9000 + scored[-1]["memory"]["stack_peak"]
+    assert len(state.evals) == 2 and state.evals[-1]["step"] == 552
+    assert state.last_error["name"] == "WRONG_SAMPLE_SIZE"
+    assert any("ERROR WRONG_SAMPLE_SIZE (7)" in line for line in state.logs)
+    # The EMA is smoother than the loss itself and ends near the late mean.
+    assert abs(state.loss_smoothed - sum(state.losses[-50:]) / 50) < 0.1
+    window_times = [e["time"] for e in steps[-50:]]
+    assert state.samples_per_s == pytest.approx(49 / (window_times[-1] - window_times[0]))
+
+
+def test_runstate_midway_eta_and_endings():
+    events = synth_run(200, eval_every=100)
+    half = [e for e in events if e["type"] != "summary"][:120]
+    state = RunState.from_events(half)
+    assert state.status == "RUNNING" and 0 < state.progress < 1
+    remaining = 200 - state.steps_done
+    assert state.eta_s == pytest.approx(remaining / state.samples_per_s)
+    state.end_of_source()  # the source ended without a summary: the link was lost
+    assert state.status == "DISCONNECTED" and state.losses  # data kept
+    cut = RunState.from_events(synth_run(50, eval_every=25, end="disconnect"))
+    assert cut.status == "DISCONNECTED" and "closed" in cut.disconnect_text
+
+
+def test_runstate_tolerates_unknown_and_partial_events():
+    state = RunState.from_events([
+        {"type": "mystery", "time": 1.0, "x": 1},
+        {"type": "step", "step": 0, "time": 2.0, "loss": 0.5, "label": 2, "prediction": 0},
+        {"type": "step", "time": 3.0, "loss": 0.4},
+    ])
+    assert state.events == 3 and state.time == 3.0 and state.steps_done == 2
+    assert state.accuracy == 0.0 and state.confusion[2][0] == 1 and len(state.confusion) == 3
+    assert state.class_names == ["class 0", "class 1", "class 2"]
+    assert state.progress is None and state.status == "RUNNING"
