@@ -54,7 +54,7 @@ def synth_run(steps: int = 552, seed: int = 0, eval_every: int = 276,
             "memory": {**memory, "stack_peak": 1400 + rng.randrange(0, 64)},
             "lr": 0.01,  # unknown field
         })
-        if step == 40:
+        if step == 42:
             events.append({"type": "log", "time": round(t, 3), "text": "label 7 out of range"})
         if step == 39:
             events.append({"type": "error", "time": round(t, 3), "code": 7,

@@ -214,11 +214,11 @@ class RunState:
         self.evals.append(event)
 
     def _fold_log(self, event: dict) -> None:
-        self.logs.append(f"{self.time:7.1f}s {event.get('text', '')}")
+        self.logs.append(f"{self.time:.1f}s {event.get('text', '')}")
 
     def _fold_error(self, event: dict) -> None:
         self.errors.append(event)
-        self.logs.append(f"{self.time:7.1f}s ERROR {error_line(event)}")
+        self.logs.append(f"{self.time:.1f}s ERROR {error_line(event)}")
 
     def _fold_disconnect(self, event: dict) -> None:
         self.disconnected = True

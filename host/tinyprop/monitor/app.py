@@ -38,7 +38,7 @@ class Dashboard(App):
     #classes { height: auto; }
     #memory { height: auto; }
     #perf { height: auto; }
-    #log { height: 8; }
+    #log { height: 1fr; min-height: 4; text-wrap: nowrap; text-overflow: ellipsis; }
     Screen.disconnected .panel { border: round $error; }
     """
 
@@ -63,7 +63,7 @@ class Dashboard(App):
                 yield self._panel("classes", "per class (training predictions)")
                 yield self._panel("memory", "memory (measured on the device)")
                 yield self._panel("perf", "speed")
-        yield self._panel("log", "log")
+                yield self._panel("log", "log")
         yield Footer()
 
     @staticmethod
@@ -108,7 +108,8 @@ class Dashboard(App):
         memory.update(render.memory_panel(state, memory.content_size.width))
         perf = self.query_one("#perf", Static)
         perf.update(render.perf_panel(state, perf.content_size.width))
-        self.query_one("#log", Static).update(render.log_panel(state))
+        log = self.query_one("#log", Static)
+        log.update(render.log_panel(state, max(1, log.content_size.height)))
 
 
 def run_dashboard(source: EventSource, log_path: str | Path | None = None) -> RunState:

@@ -4,6 +4,7 @@ the plain line output. Pure functions of the state, so what they show is testabl
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from rich.text import Text
 
@@ -70,18 +71,24 @@ def _resample(values: list[float], points: int) -> list[float]:
     return out
 
 
+class Series(NamedTuple):
+    values: list[float]
+    style: str
+    line: bool = True  # join consecutive points; False draws scattered dots (noisy raw data)
+
+
 def braille_chart(
-    series: list[tuple[list[float], str]],
+    series: list[Series],
     width: int,
     height: int,
     y_range: tuple[float, float] | None = None,
     y_format: str = "{:.2f}",
 ) -> Text:
-    """Line chart of one or more (values, style) series over a shared x axis (their index),
+    """Chart of one or more series over a shared x axis (their index),
     `width` x `height` cells including a y-axis label column. Later series draw over earlier."""
     labels_width = 7
     cols, rows = max(1, width - labels_width - 1), max(1, height)
-    finite = [v for values, _ in series for v in values if math.isfinite(v)]
+    finite = [v for s in series for v in s.values if math.isfinite(v)]
     if not finite:
         return Text("\n".join(" " * width for _ in range(rows)))
     low, high = y_range or (min(finite), max(finite))
@@ -89,18 +96,21 @@ def braille_chart(
         low, high = low - 0.5, high + 0.5
     dots = [[0] * cols for _ in range(rows)]
     styles: list[list[str | None]] = [[None] * cols for _ in range(rows)]
-    length = max(len(values) for values, _ in series)
-    for values, style in series:
-        # Scale each series to the longest one's x axis so they line up.
-        points = _resample(values, max(1, round(cols * 2 * len(values) / length)))
+    length = max(len(s.values) for s in series)
+    for values, style, line in series:
+        # Scale each series to the longest one's x axis so they line up. Lines are resampled
+        # to one point a dot column; dots keep every value, so the noise stays visible.
+        dot_cols = max(1, round(cols * 2 * len(values) / length))
+        points = _resample(values, dot_cols) if line else values
         last_y = None
-        for x, value in enumerate(points):
+        for i, value in enumerate(points):
+            x = i if line else i * dot_cols // len(values)
             if not math.isfinite(value):
                 last_y = None
                 continue
             frac = (min(max(value, low), high) - low) / (high - low)
             y = round((1 - frac) * (rows * 4 - 1))
-            span = (y, y) if last_y is None else (min(y, last_y), max(y, last_y))
+            span = (y, y) if last_y is None or not line else (min(y, last_y), max(y, last_y))
             for dy in range(span[0], span[1] + 1):  # join steep moves with a vertical stroke
                 row, col = dy // 4, x // 2
                 if col < cols:
@@ -153,7 +163,9 @@ def progress_text(state: RunState, width: int) -> Text:
         f"  elapsed {fmt_duration(state.time)}"
     )
     text = Text(head + " ", style="bold")
-    text.append(bar(state.progress or 0.0, max(10, width - len(head) - len(tail) - 2)), "green")
+    filled = bar(state.progress or 0.0, max(10, width - len(head) - len(tail) - 2))
+    text.append(filled.rstrip(), "green")
+    text.append("░" * (len(filled) - len(filled.rstrip())), "grey30")
     text.append(tail)
     return text
 
@@ -165,7 +177,7 @@ def loss_panel(state: RunState, width: int, height: int) -> Text:
     text.append("   smoothed ", style="dim")
     text.append(fmt_float(state.loss_smoothed), style="bold cyan")
     text.append(f"   (EMA α={state.ema_alpha:g})\n", style="dim")
-    series = [(state.losses, "grey50"), (state.loss_ema, "bold cyan")]
+    series = [Series(state.losses, "grey50", line=False), Series(state.loss_ema, "bold cyan")]
     text.append_text(braille_chart(series, width, height - 1))
     return text
 
@@ -181,7 +193,7 @@ def accuracy_panel(state: RunState, width: int, height: int) -> Text:
         text.append(f"   eval {last.get('split', '')}@{last.get('step', '?')} ", style="dim")
         text.append(fmt_pct(last.get("accuracy")), style="bold magenta")
     text.append("\n")
-    series = [(state.accuracy_running, "yellow"), (state.accuracy_windowed, "green")]
+    series = [Series(state.accuracy_running, "yellow"), Series(state.accuracy_windowed, "green")]
     chart = braille_chart(series, width, height - 1, y_range=(0.0, 1.0), y_format="{:.0%}")
     text.append_text(chart)
     return text
@@ -198,9 +210,9 @@ def classes_panel(state: RunState) -> Text:
         text.append(f"{name:<{name_width}} ", style="dim")
         text.append(f"{fmt_pct(accuracy):>6} ", style="bold")
         text.append(bar(accuracy or 0.0, 12) + "\n", style="green")
-    cell = max(6, *(len(n[:8]) + 1 for n in names))
-    text.append(f"\n{'label↓ pred→':<{name_width}}", style="dim")
-    text.append("".join(f"{n[:8]:>{cell}}" for n in names) + "\n", style="dim")
+    cell = max(6, *(len(n[:10]) + 1 for n in names))
+    text.append(f"\n{'label↓pred→':<{name_width}}", style="dim")
+    text.append("".join(f"{n[:10]:>{cell}}" for n in names) + "\n", style="dim")
     for i, row in enumerate(state.confusion):
         text.append(f"{names[i]:<{name_width}}", style="dim")
         for j, count in enumerate(row):
@@ -246,9 +258,10 @@ def perf_panel(state: RunState, width: int) -> Text:
     return text
 
 
-def log_panel(state: RunState) -> Text:
+def log_panel(state: RunState, lines: int) -> Text:
+    """The newest `lines` log and error lines, errors in red."""
     text = Text()
-    for line in state.logs:
+    for line in list(state.logs)[-lines:]:
         text.append(line + "\n", style="bold red" if " ERROR " in line else "")
     if not state.logs:
         text.append("no log lines yet", style="dim")

@@ -1,0 +1,45 @@
+"""`tinyprop monitor SOURCE`: the live dashboard for a recorded run (RUN.jsonl) or a device."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import TinypropError
+from ..monitor import live_source, plain_lines, replay_source, run_dashboard
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "monitor",
+        help="show a training run live: loss, accuracy, memory, speed",
+        description="Full-screen dashboard of a training run. SOURCE is a recorded run log "
+        "(RUN.jsonl, replayed) or a device link (serial port or socket://host:port). "
+        "When stdout is not a terminal, prints one line an event instead.",
+    )
+    parser.add_argument("source", metavar="RUN.jsonl|PORT_OR_URL")
+    parser.add_argument("--plain", action="store_true", help="one line an event, no dashboard")
+    parser.add_argument("--speed", type=float, default=None, metavar="X",
+                        help="replay at X times the recorded pace (default: as fast as it reads)")
+    parser.add_argument("--log", type=Path, default=None, metavar="FILE",
+                        help="also append every event received to FILE (JSONL)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.source.endswith(".jsonl"):
+        if args.log is not None and Path(args.log).resolve() == Path(args.source).resolve():
+            raise TinypropError(f"--log {args.log}: is the run being replayed; give another file")
+        source = replay_source(args.source, args.speed)
+    else:
+        source = live_source(args.source)
+    if args.plain or not sys.stdout.isatty():
+        try:
+            state = plain_lines(source, sys.stdout, log_path=args.log)
+        except BrokenPipeError:  # the reader (e.g. `| head`) has had enough: not an error
+            sys.stdout = None  # no flush of the closed pipe at exit
+            return 0
+    else:
+        state = run_dashboard(source, log_path=args.log)
+    return 1 if state.disconnected else 0
