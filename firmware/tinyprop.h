@@ -1,0 +1,118 @@
+/* tinyprop: int8 forward and sparse-update training of a TFLite-derived blob, in place.
+ *
+ * The caller owns all memory: the blob (flash or RAM, read only), one arena for activations,
+ * gradients and scratch, and one params region for the trainable parameters (RAM copies of
+ * the biases and weights the blob marks trainable). No heap, no globals: everything lives in
+ * the tp_session the caller provides. Ask the blob first how much memory it needs
+ * (tp_blob_requirements), then hand the memory to tp_session_init.
+ */
+#ifndef TINYPROP_H
+#define TINYPROP_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TP_VERSION "0.1.0"
+
+typedef enum {
+    TP_OK = 0,
+    /* blob loader: each failure has its own code (docs/blob-format.md) */
+    TP_ERR_BLOB_TRUNCATED = 1, /* shorter than a header, or than the size it declares */
+    TP_ERR_BLOB_MAGIC = 2,     /* not a tinyprop blob */
+    TP_ERR_BLOB_VERSION = 3,   /* a version this firmware does not read */
+    TP_ERR_BLOB_SIZE = 4,      /* declared size differs from the buffer's (oversized length) */
+    TP_ERR_BLOB_CRC = 5,       /* corrupted */
+    TP_ERR_BLOB_BOUNDS = 6,    /* a section, tensor or parameter array outside its region */
+    TP_ERR_BLOB_INVALID = 7,   /* fields that contradict each other (shapes, op codes, types) */
+    /* memory */
+    TP_ERR_ARENA_TOO_SMALL = 8,
+    TP_ERR_PARAMS_TOO_SMALL = 9,
+    /* use */
+    TP_ERR_BAD_LABEL = 10,
+    TP_ERR_BAD_INPUT = 11,
+    TP_ERR_NOT_LOADED = 12,
+    TP_ERR_NONFINITE = 13, /* loss or gradient not finite: update skipped, weights untouched */
+    TP_ERR_NO_TRAIN = 14,  /* the blob has no training program */
+    TP_ERR_ARG = 15
+} tp_status;
+
+/* What one blob needs from the caller, read from its (checked) header. */
+typedef struct {
+    uint32_t arena_infer; /* arena bytes for inference only */
+    uint32_t arena_train; /* arena bytes for a training step (0: no training program) */
+    uint32_t params;      /* bytes of trainable parameters (and optimizer state) */
+    uint32_t input_bytes;
+    uint32_t n_classes;
+    uint32_t model_id; /* CRC32 of the source .tflite */
+    uint32_t blob_id;  /* CRC32 stored in the blob's trailer */
+} tp_requirements;
+
+typedef struct {
+    float lr;        /* SGD learning rate */
+    float momentum;  /* 0: plain SGD (no optimizer state) */
+    uint32_t seed;   /* stochastic rounding generator */
+    uint32_t flags;  /* TP_HP_* */
+} tp_hparams;
+
+#define TP_HP_NO_QAS 1u /* ablation: update without quantization-aware scaling */
+
+typedef struct {
+    float loss;          /* cross-entropy of the dequantized logits (train step only) */
+    int32_t prediction;  /* argmax of the logits */
+    int32_t label;
+    uint32_t arena_peak; /* measured arena high-water mark of this call, bytes */
+    uint32_t skipped;    /* 1 if the update was skipped (non-finite loss or gradient) */
+} tp_result;
+
+typedef struct {
+    const uint8_t *blob;
+    uint32_t blob_len;
+    /* section views (offsets checked by tp_session_init) */
+    const uint8_t *tensors;
+    const uint8_t *ops;
+    const uint8_t *data;
+    const uint8_t *train;
+    uint32_t n_tensors, n_ops, data_len, train_len;
+    uint32_t input, output, logits;
+    tp_requirements req;
+    uint8_t *arena;
+    uint32_t arena_len;
+    uint8_t *params;
+    uint32_t params_len;
+    uint32_t arena_high; /* high-water mark of the current call */
+    tp_hparams hp;
+    uint32_t rng;  /* xorshift32 state for stochastic rounding */
+    uint32_t step; /* training steps taken */
+} tp_session;
+
+/* Check a blob completely (bounds, CRC, fields) and report what it needs. Never reads
+ * outside blob[0..len). */
+tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirements *out);
+
+/* Bind a checked blob to caller memory. params may be NULL (and params_len 0) for inference
+ * only; when given, the trainable parameters are copied in from the blob. */
+tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint8_t *arena,
+                          uint32_t arena_len, uint8_t *params, uint32_t params_len);
+
+/* Restore the trainable parameters to the blob's values (no training lost elsewhere). */
+tp_status tp_reset_params(tp_session *s);
+
+/* The model's int8 input tensor inside the arena: write a sample here before a call. */
+int8_t *tp_input(tp_session *s);
+/* The model's int8 output (after tp_infer) inside the arena. */
+const int8_t *tp_output(const tp_session *s);
+uint32_t tp_output_bytes(const tp_session *s);
+
+tp_status tp_infer(tp_session *s, tp_result *r);
+tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r);
+void tp_set_hparams(tp_session *s, const tp_hparams *hp);
+
+const char *tp_status_name(tp_status st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,263 @@
+"""Training blob v1: writer and reader. The format is specified in docs/blob-format.md; the C
+loader (firmware/tp_blob.c) checks every field this writer produces.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import TinypropError
+from .graph import OP_CODES, Graph
+from .opparams import OpParams, all_op_params
+from .planner import Buffer, plan_memory
+
+MAGIC = b"TPRB"
+VERSION = 1
+HEADER = struct.Struct("<4sHHIIHHIIIHHHHII")  # 48 bytes
+SECTION = struct.Struct("<4sII")
+TENSOR = struct.Struct("<BBBB4HfiIIIIHH")  # 40 bytes
+OP = struct.Struct("<BBBB4HiiihhBBBBBBBBIHhif12x")  # 64 bytes
+NONE16 = 0xFFFF
+NONE32 = 0xFFFFFFFF
+
+DTYPES = {"int8": 1, "int32": 2, "float32": 3}
+DTYPE_SIZE = {1: 1, 2: 4, 3: 4}
+ACT_CODES = {"NONE": 0, "RELU": 1, "RELU6": 2}
+
+T_CONST, T_ARENA, T_TRAINABLE = 1, 2, 4
+
+assert HEADER.size == 48 and TENSOR.size == 40 and OP.size == 64
+
+
+@dataclass
+class BlobTensor:
+    dtype: int
+    shape: tuple[int, ...]
+    flags: int
+    scale: float
+    zero_point: int
+    offset: int
+    size: int
+    scales_offset: int
+    params_offset: int
+    n_scales: int
+
+
+@dataclass
+class BlobOp:
+    kind: int
+    activation: int
+    mode: int
+    depth_multiplier: int
+    inputs: tuple[int, int, int]
+    output: int
+    in_zp: int
+    in2_zp: int
+    out_zp: int
+    act_min: int
+    act_max: int
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    k: tuple[int, int]
+    pad_after: tuple[int, int]
+    mult_offset: int
+    n_mult: int
+    left_shift: int
+    diff_min: int
+    float_scale: float
+
+
+@dataclass
+class Blob:
+    """A parsed blob (the reader's view; also what tests compare)."""
+
+    model_id: int
+    arena_bytes: int
+    train_arena_bytes: int
+    params_bytes: int
+    input: int
+    output: int
+    logits: int
+    n_classes: int
+    tensors: list[BlobTensor]
+    ops: list[BlobOp]
+    sections: dict[str, bytes] = field(default_factory=dict)
+    raw: bytes = b""
+
+    def data(self, offset: int, n: int, dtype) -> np.ndarray:
+        d = self.sections["DATA"]
+        return np.frombuffer(d, dtype=dtype, count=n, offset=offset)
+
+    @property
+    def blob_id(self) -> int:
+        """CRC32 of the whole blob: what the device reports in READY."""
+        return zlib.crc32(self.raw)
+
+
+class _Data:
+    """The DATA section: constants appended at 8-byte alignment."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def add(self, arr: np.ndarray) -> int:
+        while len(self.buf) % 8:
+            self.buf.append(0)
+        off = len(self.buf)
+        self.buf += np.ascontiguousarray(arr).tobytes()
+        return off
+
+
+def plan_inference(graph: Graph) -> tuple[dict[int, int], int]:
+    """Arena offsets of every activation for inference (RESHAPE aliases its input)."""
+    alias: dict[int, int] = {}
+    for op in graph.ops:
+        if op.kind == "RESHAPE":
+            alias[op.outputs[0]] = alias.get(op.inputs[0], op.inputs[0])
+    n = len(graph.ops)
+    life: dict[int, list[int]] = {}
+    for t in graph.tensors:
+        if not t.is_const and t.dtype == "int8":
+            root = alias.get(t.index, t.index)
+            life.setdefault(root, [n + 1, -1])
+    for step, op in enumerate(graph.ops):
+        for ti in op.inputs + op.outputs:
+            if ti >= 0 and not graph.tensors[ti].is_const:
+                root = alias.get(ti, ti)
+                if root in life:
+                    life[root][0] = min(life[root][0], step)
+                    life[root][1] = max(life[root][1], step)
+    life[alias.get(graph.inputs[0], graph.inputs[0])][0] = 0
+    life[alias.get(graph.outputs[0], graph.outputs[0])][1] = n
+    roots = sorted(life)
+    bufs = [Buffer(f"t{r}", graph.tensors[r].size, *life[r]) for r in roots]
+    offsets, total = plan_memory(bufs)
+    placed = dict(zip(roots, offsets))
+    return {t.index: placed[alias.get(t.index, t.index)] for t in graph.tensors
+            if alias.get(t.index, t.index) in placed}, total
+
+
+def _op_record(graph: Graph, op, p: OpParams, data: _Data) -> bytes:
+    ins = [i if i >= 0 else NONE16 for i in op.inputs] + [NONE16] * 3
+    geo = p.geometry
+    stride = geo.get("stride", (1, 1))
+    pad = geo.get("pad", (0, 0))
+    k = geo.get("k", (1, 1))
+    pad_after = (0, 0)
+    if op.kind == "PAD":
+        (ph0, ph1), (pw0, pw1) = op.options["pads"]
+        pad, pad_after = (ph0, pw0), (ph1, pw1)
+    mult = np.concatenate([p.mult, p.mult2]).astype(np.int32)
+    shift = np.concatenate([p.shift, p.shift2]).astype(np.int32)
+    mult_off = data.add(np.concatenate([mult, shift])) if mult.size else NONE32
+    for v in (*stride, *pad, *k, *pad_after):
+        if not 0 <= v <= 255:
+            raise TinypropError(f"operator #{op.index} {op.kind}: kernel/stride/padding {v} > 255")
+    return OP.pack(
+        OP_CODES[op.kind], ACT_CODES[op.activation], p.mode,
+        op.options.get("depth_multiplier", 1), ins[0], ins[1], ins[2], op.outputs[0],
+        p.in_zp, p.in2_zp, p.out_zp, p.act_min, p.act_max,
+        stride[0], stride[1], pad[0], pad[1], k[0], k[1], pad_after[0], pad_after[1],
+        mult_off, mult.size, p.left_shift, p.diff_min, p.float_scale,
+    )
+
+
+def pack_blob(graph: Graph, model_id: int, train=None) -> bytes:
+    """Serialize a graph (and optionally a training program, see tinyprop.train_plan) to v1."""
+    params = all_op_params(graph)
+    arena_off, arena_bytes = plan_inference(graph)
+    data = _Data()
+    trainable = train.trainable_offsets if train is not None else {}
+    tensors = bytearray()
+    for t in graph.tensors:
+        if t.dtype not in DTYPES:
+            # shape operands of RESHAPE/MEAN/PAD: folded into the op records, not needed here
+            tensors += TENSOR.pack(0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0, 0, NONE32, NONE32, 0, 0)
+            continue
+        dims = list(t.shape) + [0] * (4 - len(t.shape))
+        if len(t.shape) > 4 or any(d > 0xFFFF for d in t.shape):
+            raise TinypropError(f"tensor '{t.name}' shape {t.shape} too large for blob v1")
+        flags, offset, scales_off, n_scales = 0, 0, NONE32, 0
+        if t.is_const:
+            flags |= T_CONST
+            offset = data.add(t.data)
+            if t.scale.size > 1:
+                scales_off = data.add(t.scale.astype(np.float32))
+                n_scales = t.scale.size
+        elif t.index in arena_off:
+            flags |= T_ARENA
+            offset = arena_off[t.index]
+        params_off = trainable.get(t.index, NONE32)
+        if params_off != NONE32:
+            flags |= T_TRAINABLE
+        scale = float(t.scale[0]) if t.scale.size else 0.0
+        zp = int(t.zero_point[0]) if t.zero_point.size else 0
+        tensors += TENSOR.pack(DTYPES[t.dtype], len(t.shape), flags, 0, *dims, scale, zp, offset,
+                               t.size * DTYPE_SIZE[DTYPES[t.dtype]], scales_off, params_off,
+                               n_scales, 0)
+    ops = b"".join(_op_record(graph, op, p, data) for op, p in zip(graph.ops, params))
+    sections = [(b"TENS", bytes(tensors)), (b"OPS ", ops), (b"DATA", bytes(data.buf)),
+                (b"NAME", graph.name.encode()[:63])]
+    train_arena = params_bytes = 0
+    if train is not None:
+        sections.append((b"TRAN", train.pack(data)))
+        sections[2] = (b"DATA", bytes(data.buf))
+        train_arena, params_bytes = train.arena_bytes, train.params_bytes
+    logits = graph.logits_op().outputs[0]
+    n_classes = graph.tensors[logits].size
+    body_off = HEADER.size + SECTION.size * len(sections)
+    table, payload = bytearray(), bytearray()
+    for sid, content in sections:
+        while (body_off + len(payload)) % 8:
+            payload.append(0)
+        table += SECTION.pack(sid, body_off + len(payload), len(content))
+        payload += content
+    total = body_off + len(payload) + 4
+    header = HEADER.pack(MAGIC, VERSION, HEADER.size, total, model_id & 0xFFFFFFFF,
+                         len(sections), 0, arena_bytes, train_arena, params_bytes,
+                         graph.inputs[0], graph.outputs[0], logits, n_classes, 0, 0)
+    blob = header + bytes(table) + bytes(payload)
+    return blob + struct.pack("<I", zlib.crc32(blob))
+
+
+def read_blob(raw: bytes, name: str = "blob") -> Blob:
+    """Parse and check a v1 blob (the same checks as the C loader, for the host side)."""
+    if len(raw) < HEADER.size + 4:
+        raise TinypropError(f"{name}: truncated ({len(raw)} bytes); re-run tinyprop convert")
+    (magic, version, hsize, total, model_id, n_sec, _flags, arena, train_arena, params_bytes,
+     tin, tout, tlog, n_classes, _r0, _r1) = HEADER.unpack_from(raw)
+    if magic != MAGIC:
+        raise TinypropError(f"{name}: not a tinyprop blob (bad magic); run tinyprop convert")
+    if version != VERSION:
+        raise TinypropError(f"{name}: blob version {version}, this tinyprop reads {VERSION}; "
+                            "re-run tinyprop convert")
+    if total != len(raw):
+        raise TinypropError(f"{name}: header says {total} bytes but file has {len(raw)}; "
+                            "truncated or corrupted, re-run tinyprop convert")
+    if zlib.crc32(raw[:-4]) != struct.unpack_from("<I", raw, total - 4)[0]:
+        raise TinypropError(f"{name}: CRC mismatch (corrupted); re-run tinyprop convert")
+    sections = {}
+    for i in range(n_sec):
+        sid, off, size = SECTION.unpack_from(raw, hsize + i * SECTION.size)
+        if off + size > total - 4:
+            raise TinypropError(f"{name}: section {sid!r} out of bounds")
+        sections[sid.decode().strip()] = raw[off : off + size]
+    tens = sections["TENS"]
+    tensors = []
+    for i in range(len(tens) // TENSOR.size):
+        f = TENSOR.unpack_from(tens, i * TENSOR.size)
+        tensors.append(BlobTensor(f[0], tuple(f[4 : 4 + f[1]]), f[2], f[8], f[9], f[10], f[11],
+                                  f[12], f[13], f[14]))
+    ops_raw = sections["OPS"]
+    ops = []
+    for i in range(len(ops_raw) // OP.size):
+        f = OP.unpack_from(ops_raw, i * OP.size)
+        ops.append(BlobOp(f[0], f[1], f[2], f[3], (f[4], f[5], f[6]), f[7], f[8], f[9], f[10],
+                          f[11], f[12], (f[13], f[14]), (f[15], f[16]), (f[17], f[18]),
+                          (f[19], f[20]), f[21], f[22], f[23], f[24], f[25]))
+    return Blob(model_id, arena, train_arena, params_bytes, tin, tout, tlog, n_classes, tensors,
+                ops, sections, bytes(raw))

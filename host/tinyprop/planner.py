@@ -1,0 +1,84 @@
+"""Offsets in one arena for buffers with lifetimes.
+
+A buffer lives from the step that writes it first to the step that reads it last (inclusive).
+Two buffers may share bytes only when their lifetimes do not overlap. We place greedily, first
+fit at the lowest offset that clears every already-placed overlapping buffer (TFLite Micro's
+GreedyMemoryPlanner), under several orders, and keep the smallest arena.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALIGN = 8
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    size: int
+    first: int
+    last: int
+
+    def overlaps(self, other: Buffer) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _place(buffers: list[Buffer], order: list[int]) -> tuple[list[int], int]:
+    offsets = [-1] * len(buffers)
+    placed: list[int] = []
+    for i in order:
+        b = buffers[i]
+        if b.size == 0:
+            offsets[i] = 0
+            continue
+        busy = sorted(
+            (offsets[j], offsets[j] + _align(buffers[j].size))
+            for j in placed
+            if buffers[j].overlaps(b)
+        )
+        at = 0
+        for lo, hi in busy:
+            if at + _align(b.size) <= lo:
+                break
+            at = max(at, hi)
+        offsets[i] = at
+        placed.append(i)
+    total = max((offsets[i] + _align(b.size) for i, b in enumerate(buffers) if b.size), default=0)
+    return offsets, total
+
+
+def plan_memory(buffers: list[Buffer]) -> tuple[list[int], int]:
+    """(offset of each buffer, arena bytes). Offsets are ALIGN-byte aligned."""
+    n = len(buffers)
+    idx = list(range(n))
+    orders = [
+        sorted(idx, key=lambda i: (-buffers[i].size, buffers[i].first)),  # TFLM greedy by size
+        sorted(idx, key=lambda i: (buffers[i].first, -buffers[i].size)),  # by first use
+        sorted(idx, key=lambda i: (-(buffers[i].last - buffers[i].first), -buffers[i].size)),
+        sorted(idx, key=lambda i: (-buffers[i].size * (buffers[i].last - buffers[i].first + 1))),
+    ]
+    best: tuple[list[int], int] | None = None
+    for order in orders:
+        offsets, total = _place(buffers, order)
+        if best is None or total < best[1]:
+            best = (offsets, total)
+    assert best is not None
+    return best
+
+
+def check_plan(buffers: list[Buffer], offsets: list[int], total: int) -> None:
+    """Raise AssertionError if two live buffers overlap or one leaves the arena."""
+    for i, a in enumerate(buffers):
+        if a.size == 0:
+            continue
+        assert 0 <= offsets[i] and offsets[i] + a.size <= total, a
+        for j in range(i + 1, len(buffers)):
+            b = buffers[j]
+            if b.size and a.overlaps(b):
+                disjoint = (offsets[i] + a.size <= offsets[j]) or (offsets[j] + b.size <= offsets[i])
+                assert disjoint, (a, b, offsets[i], offsets[j])
