@@ -1,0 +1,237 @@
+/*
+ * tp_proto.h - the serial protocol between the host and the device (docs/protocol.md).
+ *
+ * A frame body is: type u8, seq u16, payload length u16, payload, CRC32 (IEEE) of everything
+ * before it; all little-endian. On the wire the body is COBS-encoded and ends with one 0x00, so
+ * a receiver resynchronises at the next 0x00 after any garbage.
+ *
+ * This module has no heap, no globals and no board code: the decoder fills a buffer the caller
+ * owns, the encoders write whole wire frames into a buffer the caller owns, and every function
+ * returns a tp_proto_status. host/tinyprop/protocol.py is the Python twin; the two are checked
+ * against the same vectors (tests/vectors/protocol.json).
+ */
+#ifndef TP_PROTO_H
+#define TP_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TP_PROTO_VERSION 1u
+
+#define TP_PROTO_MAX_PAYLOAD 1024u /* bytes; bulk data moves in chunks of at most this */
+#define TP_PROTO_OVERHEAD 9u       /* type + seq + length + CRC32 */
+#define TP_PROTO_MAX_BODY (TP_PROTO_MAX_PAYLOAD + TP_PROTO_OVERHEAD)
+/* Wire bytes of a frame whose body has n bytes: COBS adds one code byte per started 254-byte
+ * block, then the 0x00 delimiter. */
+#define TP_PROTO_WIRE_SIZE(n) ((n) + (n) / 254u + 2u)
+#define TP_PROTO_MAX_FRAME TP_PROTO_WIRE_SIZE(TP_PROTO_MAX_BODY)
+
+/* Message types. Host -> device below 0x80, device -> host from 0x80. */
+typedef enum {
+    TP_MSG_HELLO = 0x01,       /* (empty) -> READY */
+    TP_MSG_LOAD_BEGIN = 0x02,  /* size u32, crc32 u32 -> ACK */
+    TP_MSG_LOAD_CHUNK = 0x03,  /* offset u32, data -> ACK(bytes received so far) */
+    TP_MSG_LOAD_END = 0x04,    /* (empty) -> ACK(blob id) */
+    TP_MSG_INPUT_CHUNK = 0x05, /* offset u32, data -> ACK(bytes written) */
+    TP_MSG_TRAIN = 0x06,       /* label u8, flags u8 -> [OUTPUT], METRIC */
+    TP_MSG_EVAL = 0x07,        /* label u8 (0xFF: none), flags u8 -> [OUTPUT], METRIC */
+    TP_MSG_SET_HPARAMS = 0x08, /* lr f32, momentum f32, seed u32, flags u32 -> ACK */
+    TP_MSG_PULL_PARAMS = 0x09, /* offset u32, max_len u16 -> PARAMS */
+    TP_MSG_PUSH_PARAMS = 0x0A, /* offset u32, data -> ACK(bytes written) */
+    TP_MSG_SAVE_PARAMS = 0x0B, /* (empty) -> ACK(bytes saved) */
+    TP_MSG_RESET = 0x0C,       /* (empty) -> ACK */
+    TP_MSG_BULK_OPEN = 0x0D,   /* path (UTF-8, 1..1024 bytes, no NUL) -> ACK(sample count) */
+    TP_MSG_BULK_SAMPLE = 0x0E, /* index u32, mode u8, flags u8 -> [OUTPUT], METRIC */
+
+    TP_MSG_READY = 0x81,  /* sram, arena, blob id, fw version u32; max payload u16;
+                             protocol version u8, counter unit u8; board name */
+    TP_MSG_ACK = 0x82,    /* acked type u8, value u32 */
+    TP_MSG_METRIC = 0x83, /* see tp_msg_metric */
+    TP_MSG_OUTPUT = 0x84, /* output tensor bytes (int8) */
+    TP_MSG_PARAMS = 0x85, /* offset u32, data */
+    TP_MSG_ERROR = 0x86,  /* code u16, text */
+    TP_MSG_LOG = 0x87     /* text */
+} tp_msg_type;
+
+/* Flags of TRAIN, EVAL and BULK_SAMPLE. */
+#define TP_SAMPLE_FLAG_OUTPUT 0x01u /* send OUTPUT (the output tensor) before METRIC */
+#define TP_LABEL_NONE 0xFFu         /* EVAL without a label: loss and correct are not known */
+/* BULK_SAMPLE modes. */
+#define TP_BULK_TRAIN 0u
+#define TP_BULK_EVAL 1u
+/* SET_HPARAMS flags. */
+#define TP_HPARAM_FLAG_QAS 0x01u /* quantization-aware scaling of the gradients */
+/* METRIC flags. */
+#define TP_METRIC_FLAG_SKIPPED 0x01u /* the step computed a gradient but applied no update */
+#define TP_METRIC_FLAG_EVAL 0x02u    /* an evaluation, not a training step */
+#define TP_CORRECT_UNKNOWN 0xFFu     /* METRIC.correct when the sample had no label */
+/* READY counter units: what METRIC.counter counts. */
+#define TP_COUNTER_INSTRUCTIONS 0u
+#define TP_COUNTER_MICROSECONDS 1u
+#define TP_COUNTER_CYCLES 2u
+
+/* Error codes of the ERROR message (u16), shared with protocol.py's ErrorCode. */
+typedef enum {
+    TP_ERR_BAD_FRAME = 0x0001,    /* bad COBS, truncated, or length field disagrees */
+    TP_ERR_BAD_CRC = 0x0002,      /* CRC32 mismatch: the frame was corrupted on the line */
+    TP_ERR_UNKNOWN_TYPE = 0x0003, /* valid frame of a type this device does not handle */
+    TP_ERR_BAD_LENGTH = 0x0004,   /* payload size wrong for the message type */
+    TP_ERR_TOO_LONG = 0x0005,     /* frame larger than the device's receive buffer */
+    TP_ERR_BAD_STATE = 0x0006,    /* message not valid now (e.g. LOAD_CHUNK before LOAD_BEGIN) */
+    TP_ERR_BAD_OFFSET = 0x0007,   /* offset + length outside the target */
+    TP_ERR_BAD_ARGUMENT = 0x0008, /* a field value out of range (mode, hyper-parameter) */
+    TP_ERR_UNSUPPORTED = 0x0009,  /* this board cannot do it (e.g. BULK_OPEN without files) */
+    TP_ERR_NOT_LOADED = 0x0010,   /* no training blob loaded */
+    TP_ERR_WRONG_SAMPLE_SIZE = 0x0011, /* input bytes received differ from the input tensor */
+    TP_ERR_LABEL_OUT_OF_RANGE = 0x0012,
+    TP_ERR_NON_FINITE_LOSS = 0x0013,
+    TP_ERR_STORE_FAILURE = 0x0014,  /* persistent parameter storage failed */
+    TP_ERR_BULK_IO = 0x0015,        /* the bulk sample file could not be opened or read */
+    TP_ERR_LOAD_MISMATCH = 0x0016,  /* blob bytes received differ from LOAD_BEGIN size/CRC */
+    TP_ERR_BLOB_BASE = 0x0100,      /* 0x0100..0x01FF: blob loader status (base + its code) */
+    TP_ERR_BLOB_LAST = 0x01FF,
+    TP_ERR_INTERNAL = 0xFFFF
+} tp_error_code;
+
+/* Status of every function here: 0 success, 1 "need more bytes", negative an error. */
+typedef enum {
+    TP_PROTO_OK = 0,
+    TP_PROTO_MORE = 1,            /* decoder: all input consumed, no frame complete yet */
+    TP_PROTO_E_BAD_COBS = -1,     /* a COBS block ran past the delimiter */
+    TP_PROTO_E_TOO_LONG = -2,     /* decoded body larger than the decoder's buffer */
+    TP_PROTO_E_TRUNCATED = -3,    /* fewer bytes than the header + CRC or the length field */
+    TP_PROTO_E_LENGTH_MISMATCH = -4, /* more bytes than the length field says */
+    TP_PROTO_E_BAD_CRC = -5,      /* CRC32 mismatch */
+    TP_PROTO_E_UNKNOWN_TYPE = -6, /* intact frame of a type the protocol does not define */
+    TP_PROTO_E_BAD_PAYLOAD = -7,  /* unpack: payload size or content wrong for the type */
+    TP_PROTO_E_NO_SPACE = -8,     /* encode: the output buffer is too small */
+    TP_PROTO_E_ARG = -9           /* null pointer, payload above TP_PROTO_MAX_PAYLOAD */
+} tp_proto_status;
+
+/* A decoded frame. payload points into the decoder's buffer: valid until the next feed. */
+typedef struct {
+    uint8_t type;
+    uint16_t seq;
+    uint16_t len;
+    const uint8_t *payload;
+} tp_frame;
+
+/* Streaming frame decoder. Set up with tp_frame_decoder_init; fields are private. */
+typedef struct {
+    uint8_t *buf;
+    size_t cap;
+    size_t len;         /* decoded body bytes so far */
+    size_t raw;         /* wire bytes since the last delimiter */
+    uint8_t block_left; /* data bytes left in the current COBS block */
+    uint8_t zero_due;   /* the current block ends with an implicit 0x00 */
+    uint8_t overflow;
+} tp_frame_decoder;
+
+/* buf receives decoded bodies; cap >= TP_PROTO_MAX_BODY accepts every legal frame (a smaller
+ * buffer rejects longer frames with TP_PROTO_E_TOO_LONG). */
+tp_proto_status tp_frame_decoder_init(tp_frame_decoder *d, uint8_t *buf, size_t cap);
+
+/* Consume wire bytes until a frame ends (at a 0x00) or the input runs out; *used says how many
+ * were consumed. Returns TP_PROTO_MORE (all consumed, nothing complete), TP_PROTO_OK (*frame
+ * holds a frame), or an error for the frame that just ended (TP_PROTO_E_UNKNOWN_TYPE also
+ * fills *frame, whose CRC was good, so the answer can carry its seq). Empty frames (repeated
+ * 0x00) are skipped silently. Call again with the rest of the input. */
+tp_proto_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n,
+                                      size_t *used, tp_frame *frame);
+
+/* Encode one wire frame (COBS + delimiter) into out. The payload is the concatenation of head
+ * and tail (either may be NULL when its length is 0), so fixed fields packed on the stack and
+ * bulk data elsewhere need no copy. *out_len receives the wire size. */
+tp_proto_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
+                                const uint8_t *head, size_t head_len, const uint8_t *tail,
+                                size_t tail_len, size_t *out_len);
+
+/* Largest payload whose frame fits a buffer of cap bytes (0 if none fits), capped at
+ * TP_PROTO_MAX_PAYLOAD: how much PARAMS data a small transmit buffer can carry. */
+size_t tp_proto_max_payload_for(size_t cap);
+
+/* CRC32 (IEEE 802.3, as zlib), continued from crc (0 to start). */
+uint32_t tp_crc32(uint32_t crc, const uint8_t *data, size_t n);
+
+/* The ERROR code a device answers for a decoder or unpack status. */
+uint16_t tp_proto_error_code(tp_proto_status st);
+
+/* Short lower-case name of a status ("bad_crc"), for ERROR texts and logs. */
+const char *tp_proto_status_name(tp_proto_status st);
+
+/* ---- host -> device messages (the device decodes these) ---- */
+
+typedef struct {
+    uint8_t type; /* tp_msg_type */
+    uint16_t seq;
+    union {
+        struct {
+            uint32_t size, crc32;
+        } load_begin;
+        struct {
+            uint32_t offset; /* LOAD_CHUNK, INPUT_CHUNK, PUSH_PARAMS: data is the tail */
+        } chunk;
+        struct {
+            uint8_t label, flags; /* TRAIN, EVAL */
+        } sample;
+        struct {
+            float lr, momentum;
+            uint32_t seed, flags;
+        } hparams;
+        struct {
+            uint32_t offset;
+            uint16_t max_len;
+        } pull;
+        struct {
+            uint32_t index;
+            uint8_t mode, flags;
+        } bulk_sample;
+    } u;
+    const uint8_t *data; /* variable tail (chunk bytes, BULK_OPEN path): points into the frame */
+    size_t data_len;
+} tp_host_msg;
+
+/* Check a frame's payload against its type's layout and fill *msg (no copies). Returns
+ * TP_PROTO_E_UNKNOWN_TYPE for device -> host types and TP_PROTO_E_BAD_PAYLOAD for a wrong
+ * size or an empty / NUL-containing BULK_OPEN path. */
+tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg);
+
+/* ---- device -> host messages (the device encodes these into wire frames) ---- */
+
+typedef struct {
+    uint32_t sram_bytes, arena_bytes, blob_id, fw_version; /* fw_version: major<<16|minor<<8|patch */
+    uint16_t max_payload; /* largest payload the device accepts (its receive buffer) */
+    uint8_t counter_unit; /* TP_COUNTER_* */
+    const char *board;    /* NUL-terminated */
+} tp_msg_ready;
+
+typedef struct {
+    uint32_t step;
+    float loss;
+    uint32_t counter; /* cost of this step in the READY counter unit */
+    uint32_t arena_peak, stack_peak, trainable_bytes, static_bytes;
+    uint8_t label, prediction, correct, flags; /* correct: 1, 0 or TP_CORRECT_UNKNOWN */
+} tp_msg_metric;
+
+/* TP_COUNTER_* for a board's counter unit name ("instructions", "us", "cycles");
+ * TP_PROTO_E_ARG for any other name. */
+tp_proto_status tp_proto_counter_unit(const char *name, uint8_t *unit);
+
+/* Each writes one wire frame into out (capacity cap) and its size into *out_len. Texts (board,
+ * error, log) are cut to fit the payload limit and cap; byte tails never are (E_NO_SPACE). */
+tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
+                                      const tp_msg_ready *m, size_t *out_len);
+tp_proto_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint8_t acked_type,
+                                    uint32_t value, size_t *out_len);
+tp_proto_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
+                                       const tp_msg_metric *m, size_t *out_len);
+tp_proto_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq,
+                                       const uint8_t *data, size_t n, size_t *out_len);
+tp_proto_status tp_proto_encode_params(uint8_t *out, size_t cap, uint16_t seq, uint32_t offset,
+                                       const uint8_t *data, size_t n, size_t *out_len);
+tp_proto_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, uint16_t code,
+                                      const char *text, size_t *out_len);
+tp_proto_status tp_proto_encode_log(uint8_t *out, size_t cap, uint16_t seq, const char *text,
+                                    size_t *out_len);
+
+#endif /* TP_PROTO_H */
