@@ -1,0 +1,161 @@
+"""Dataset layout, splits, and the int8 preprocessing checked against TFLite's own QUANTIZE op."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from tinyprop.datasets import (
+    CLASSES,
+    fit_to_size,
+    load_dataset,
+    load_images,
+    load_split,
+    quantize_pixels,
+    to_model_input,
+)
+from tinyprop.errors import TinypropError
+
+VWW_SCALE = np.float32(0.003921568859)  # the MLPerf int8 model's input scale (float32 of 1/255)
+
+
+def _write(folder, name, rgb):
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rgb).save(folder / name)
+
+
+def _tiny_dataset(root, holdout=("b.png",)):
+    grey = np.full((8, 8, 3), 100, np.uint8)
+    for cls, names in (("person", ["a.png", "b.png"]), ("non_person", ["c.png"])):
+        for n in names:
+            _write(root / cls, n, grey)
+    (root / "holdout.txt").write_text("".join(n + "\n" for n in holdout))
+    return root
+
+
+def test_vww_mini_layout_and_splits(vww_data_dir):
+    ds = load_dataset(vww_data_dir)
+    assert CLASSES == ("non_person", "person")
+    assert len(ds.split("all")) == 397
+    assert len(ds.split("train")) == 276
+    holdout = ds.split("holdout")
+    assert len(holdout) == 121
+    assert {s.name for s in holdout} == set((vww_data_dir / "holdout.txt").read_text().split())
+    assert sum(s.label for s in ds.samples) == 175  # person images
+    assert all(s.path.parent.name == CLASSES[s.label] for s in ds.samples)
+
+
+def test_tiny_dataset_labels_and_split(tmp_path):
+    ds = load_dataset(_tiny_dataset(tmp_path))
+    assert [(s.name, s.label, s.split) for s in ds.samples] == [
+        ("c.png", 0, "train"), ("a.png", 1, "train"), ("b.png", 1, "holdout"),
+    ]
+    with pytest.raises(TinypropError, match="split 'test' is unknown"):
+        ds.split("test")
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda r: None, "dataset folder not found"),
+        (lambda r: (r / "person").mkdir(parents=True), "missing non_person/"),
+        (lambda r: [(r / c).mkdir(parents=True) for c in CLASSES], "no images"),
+        (lambda r: _tiny_dataset(r, holdout=("zz.png",)), "not in person/ or non_person/"),
+    ],
+)
+def test_bad_layouts_name_the_folder(tmp_path, setup, message):
+    root = tmp_path / "data"
+    setup(root)
+    with pytest.raises(TinypropError, match=message) as err:
+        load_dataset(root)
+    assert str(root) in str(err.value)
+
+
+def test_empty_holdout_split_is_an_error(tmp_path):
+    root = _tiny_dataset(tmp_path, holdout=())
+    with pytest.raises(TinypropError, match="split 'holdout' is empty"):
+        load_split(root, "holdout", VWW_SCALE, -128)
+
+
+def test_vww_scale_is_exactly_pixel_minus_128():
+    pixels = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    q = quantize_pixels(pixels, VWW_SCALE, -128)
+    assert q.dtype == np.int8
+    np.testing.assert_array_equal(q.astype(np.int16), pixels.astype(np.int16) - 128)
+
+
+@pytest.fixture(scope="module")
+def tflite_input_quantizer():
+    """A real TFLite model whose first op is QUANTIZE (float input kept, int8 inside), with an
+    awkward input range so the scale is not 1/255 and rounding ties matter."""
+    import tensorflow as tf
+
+    inp = tf.keras.Input((16, 16, 3))
+    model = tf.keras.Model(inp, tf.keras.layers.Conv2D(2, 1)(inp))
+
+    def representative():
+        for v in (-0.37, 1.61):
+            yield [np.full((1, 16, 16, 3), v, np.float32)]
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    interp = tf.lite.Interpreter(
+        model_content=conv.convert(),
+        experimental_preserve_all_tensors=True,
+        experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF,
+    )
+    interp.allocate_tensors()
+    (quantize_op,) = [op for op in interp._get_ops_details() if op["op_name"] == "QUANTIZE"]
+    return interp, quantize_op["outputs"][0]
+
+
+def test_quantization_matches_tflite_quantize_op(tflite_input_quantizer):
+    interp, q_index = tflite_input_quantizer
+    (scale,), (zero_point,) = (
+        interp._get_tensor_details(q_index, 0)["quantization_parameters"][k]
+        for k in ("scales", "zero_points")
+    )
+    assert abs(scale * 255 - 1) > 1e-3  # not the trivial 1/255 case
+    pixels = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    # Feed exactly what quantize_pixels feeds itself: x = pixel/255 in float32.
+    x = pixels.astype(np.float32) / np.float32(255.0)
+    interp.set_tensor(interp.get_input_details()[0]["index"], x[None])
+    interp.invoke()
+    expected = interp.get_tensor(q_index)[0]
+    np.testing.assert_array_equal(quantize_pixels(pixels, scale, zero_point), expected)
+
+
+def test_to_model_input_center_crops_then_resizes():
+    # 120 x 200: a green center square between red side bands that the crop must drop.
+    img = np.zeros((120, 200, 3), np.uint8)
+    img[:, :, 0] = 255
+    img[:, 40:160] = (0, 200, 0)
+    out = to_model_input(img, VWW_SCALE, -128)
+    assert out.shape == (96, 96, 3) and out.dtype == np.int8
+    assert np.all(out == np.array([-128, 72, -128], np.int8))
+    # Portrait images crop top and bottom.
+    assert fit_to_size(img.transpose(1, 0, 2)).shape == (96, 96, 3)
+    with pytest.raises(TinypropError, match="expected a uint8"):
+        to_model_input(img.astype(np.float32), VWW_SCALE, -128)
+
+
+def test_load_split_matches_the_files(vww_data_dir):
+    x, labels, names = load_split(vww_data_dir, "holdout", VWW_SCALE, -128)
+    assert x.shape == (121, 96, 96, 3) and x.dtype == np.int8 and labels.dtype == np.int64
+    first = np.asarray(Image.open(vww_data_dir / CLASSES[labels[0]] / names[0]).convert("RGB"))
+    np.testing.assert_array_equal(x[0].astype(np.int16), first.astype(np.int16) - 128)
+    night, night_labels, night_names = load_split(vww_data_dir, "holdout", VWW_SCALE, -128, "night")
+    assert night_names == names and np.array_equal(night_labels, labels)
+    assert night.astype(np.float32).mean() < x.astype(np.float32).mean()
+
+
+def test_load_images_resizes_any_size(tmp_path):
+    root = tmp_path / "d"
+    _write(root / "person", "p.png", np.full((50, 70, 3), 30, np.uint8))
+    _write(root / "non_person", "n.png", np.full((300, 200, 3), 220, np.uint8))
+    x, labels, names = load_images(root, "all")
+    assert x.shape == (2, 96, 96, 3) and names == ["n.png", "p.png"]
+    assert labels.tolist() == [0, 1]
+    assert np.all(x[0] == 220) and np.all(x[1] == 30)
