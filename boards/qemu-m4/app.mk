@@ -1,0 +1,52 @@
+# app.mk - what every board Makefile shares: the repository paths, the application choice and the
+# portable sources. A board Makefile sets BOARD, includes this, then adds its own sources, flags
+# and link rule.
+#
+#   APP=device    (default) the device main loop: tp_device_main() in firmware/tp_device.c
+#   APP=selftest  the HAL self-test, boards/qemu-m4/selftest.c (tp_selftest_main)
+#   APP=<file.c> APP_ENTRY=<function>   any other application
+#
+# Output: build/$(BOARD)/$(PROG)$(EXT), objects under build/$(BOARD)/obj-$(PROG)/.
+# `make path` prints the output path (tinyprop.qemu.build_firmware uses it).
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
+APP ?= device
+
+ifeq ($(APP),device)
+  APP_SRC :=
+  APP_ENTRY := tp_device_main
+  PROG := tinyprop
+  ifeq ($(wildcard $(ROOT)/firmware/tp_device.c),)
+    ifneq ($(filter path,$(MAKECMDGOALS)),path)
+      $(error APP=device needs firmware/tp_device.c, which does not exist yet; use APP=selftest)
+    endif
+  endif
+else ifeq ($(APP),selftest)
+  APP_SRC := $(ROOT)/boards/qemu-m4/selftest.c
+  APP_ENTRY := tp_selftest_main
+  PROG := selftest
+else
+  APP_SRC := $(abspath $(APP))
+  PROG := $(basename $(notdir $(APP)))
+  ifeq ($(APP_ENTRY),)
+    $(error APP=$(APP) needs APP_ENTRY=<name of its int entry(void) function>)
+  endif
+endif
+
+BUILD := $(ROOT)/build/$(BOARD)
+OBJ_DIR := $(BUILD)/obj-$(PROG)
+FIRMWARE_SRCS := $(sort $(wildcard $(ROOT)/firmware/*.c))
+INCLUDES := -I$(ROOT)/firmware -I$(ROOT)/boards/$(BOARD)
+# Same numerics on every board: no fused multiply-add, so floats match the host reference.
+COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
+                 -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY)
+
+# Object path for a source anywhere in the repository: build/<board>/obj-<prog>/<relative path>.o
+obj_of = $(patsubst $(ROOT)/%.c,$(OBJ_DIR)/%.o,$(1))
+
+# Relink when the set of sources changes (a firmware/*.c added or removed), not only when a
+# source is newer: the list is rewritten only when it differs.
+SOURCES_LIST := $(OBJ_DIR)/sources.txt
+define record_sources
+$(shell mkdir -p $(OBJ_DIR) && echo '$(1)' | cmp -s - $(SOURCES_LIST) || echo '$(1)' > $(SOURCES_LIST))
+endef

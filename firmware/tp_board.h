@@ -1,0 +1,91 @@
+/*
+ * tp_board.h - the board HAL: the only functions the portable core and the device main loop
+ * call to reach the outside world.
+ *
+ * A board is one folder under boards/<name>/ that implements every function below (startup,
+ * link, timer, storage). Functions a board cannot provide return TP_BOARD_ERR_UNSUPPORTED;
+ * none of them allocates, and every buffer belongs to the caller.
+ *
+ * Application entry: the board's startup (reset handler, or main() on a hosted board) sets up
+ * the C runtime and calls the application entry chosen at build time (APP_ENTRY in the board
+ * Makefile, tp_device_main by default), declared as `int entry(void)`. Its return value is
+ * passed to tp_board_exit(). The application calls tp_board_init() before anything else.
+ */
+#ifndef TP_BOARD_H
+#define TP_BOARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes: 0 is success, negative values are errors (functions that return a count
+ * return it as a non-negative value instead of TP_BOARD_OK). */
+#define TP_BOARD_OK 0
+#define TP_BOARD_ERR_UNSUPPORTED (-1) /* this board has no such facility */
+#define TP_BOARD_ERR_CLOSED (-2)      /* the host link is closed (end of file on the pipe) */
+#define TP_BOARD_ERR_IO (-3)          /* the host or file system refused the operation */
+#define TP_BOARD_ERR_NOT_FOUND (-4)   /* no such bulk file, or nothing stored yet */
+#define TP_BOARD_ERR_TOO_BIG (-5)     /* data larger than the caller's buffer */
+#define TP_BOARD_ERR_ARG (-6)         /* invalid argument (null pointer, no bulk file open) */
+
+/* Exit status a board reports for a CPU fault (MPU violation, stack overflow, bad access):
+ * 128 + SIGABRT, the same status a crashed POSIX process gives a shell. */
+#define TP_BOARD_FAULT_STATUS 134
+
+/* Bring up the host link (UART, pipe), the cost counter and the storage back ends.
+ * Returns TP_BOARD_OK or a negative status. Call once, first. */
+int tp_board_init(void);
+
+/* Block until at least one byte arrives from the host, then return what is already available,
+ * up to max bytes (max >= 1). Returns the number of bytes read (>= 1), or TP_BOARD_ERR_CLOSED
+ * when the link is closed for good, or TP_BOARD_ERR_ARG. */
+int tp_board_read(uint8_t *dst, size_t max);
+
+/* Send n bytes to the host; blocks until all are handed to the link.
+ * Returns TP_BOARD_OK, TP_BOARD_ERR_CLOSED or TP_BOARD_ERR_IO. */
+int tp_board_write(const uint8_t *src, size_t n);
+
+/* Short board name sent in the ready frame, e.g. "qemu-m4" or "host". Static storage. */
+const char *tp_board_name(void);
+
+/* Bytes of SRAM the firmware may use in total (.data + .bss + stack + arena); the budget the
+ * memory planner must fit, e.g. 262144 on qemu-m4. */
+uint32_t tp_board_sram_bytes(void);
+
+/* A monotonic cost counter, read before and after a piece of work. Deterministic where the
+ * board allows it (qemu-m4: guest instructions, exact to a 40-instruction tick), wall time
+ * otherwise. The unit is given by tp_board_counter_unit(). */
+uint64_t tp_board_counter(void);
+
+/* Unit of tp_board_counter(): "instructions" or "us". Static storage. */
+const char *tp_board_counter_unit(void);
+
+/* Deepest stack use so far in bytes, found by scanning the stack region the startup code
+ * painted with a known pattern. 0 if the board cannot paint its stack. */
+uint32_t tp_board_stack_peak(void);
+
+/* End the program with the given status (0 = success) as seen by the host: QEMU's exit code
+ * through semihosting, the process exit code on POSIX. Never returns. */
+void tp_board_exit(int status);
+
+/* Bulk samples: a board that can read host files directly (semihosting, POSIX) opens the file
+ * `name` (relative to the board's working directory) for random-access reads, closing any file
+ * opened before. Returns its size in bytes (>= 0) or a negative status
+ * (TP_BOARD_ERR_UNSUPPORTED on boards with no file access, TP_BOARD_ERR_NOT_FOUND). */
+int32_t tp_board_bulk_open(const char *name);
+
+/* Read n bytes at byte offset `offset` of the open bulk file into dst. Returns the number of
+ * bytes read (< n only at the end of the file) or a negative status. */
+int32_t tp_board_bulk_read(uint32_t offset, uint8_t *dst, uint32_t n);
+
+/* Persistent parameter storage: one opaque record that survives a restart of the board (a file
+ * in the working directory on qemu-m4, the path in $TINYPROP_STORE on host). Saving replaces the
+ * previous record. The board adds no header: callers that need integrity checks put them in
+ * the record. Returns TP_BOARD_OK or a negative status. */
+int tp_board_store_save(const uint8_t *src, uint32_t n);
+
+/* Load the stored record into dst (capacity max) and its length into *n. Returns TP_BOARD_OK,
+ * TP_BOARD_ERR_NOT_FOUND if nothing was saved, TP_BOARD_ERR_TOO_BIG if the record exceeds max
+ * (*n is still set to its length), or another negative status. */
+int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n);
+
+#endif /* TP_BOARD_H */
