@@ -1,0 +1,227 @@
+"""The monitor: the Textual dashboard driven headless by its pilot, the pump between a live
+source and the UI, plain output and the `tinyprop monitor` verb."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_runlog import synth_run, write_run
+from tinyprop.errors import TinypropError
+from tinyprop.monitor import Dashboard, EventPump, plain_lines, replay_source
+from tinyprop.monitor.render import fmt_pct
+from tinyprop.runlog import RunState, read_runlog
+
+TINYPROP = [sys.executable, "-m", "tinyprop.cli"]
+
+
+def screen_text(app: Dashboard) -> str:
+    """What the terminal shows, as plain text lines."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def settle(pilot, app: Dashboard, until, timeout: float = 10.0) -> None:
+    """Let the UI run until `until()` holds, then one more redraw so the screen shows it."""
+    deadline = time.monotonic() + timeout
+    while not until():
+        assert time.monotonic() < deadline, "dashboard did not get there in time"
+        await pilot.pause(0.05)
+    await pilot.pause(0.3)
+
+
+def run_dashboard_headless(source, size=(120, 40), screenshot: Path | None = None):
+    async def drive():
+        app = Dashboard(EventPump(source))
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot, app, lambda: app.source_ended)
+            if screenshot is not None:
+                app.save_screenshot(screenshot.name, path=str(screenshot.parent))
+            return app, screen_text(app), set(app.screen.classes)
+
+    return asyncio.run(drive())
+
+
+@pytest.fixture
+def recorded(tmp_path) -> tuple[Path, list[dict]]:
+    events = synth_run(552)
+    path = tmp_path / "run.jsonl"
+    write_run(path, events)
+    return path, events
+
+
+def test_dashboard_replays_a_recorded_run(recorded):
+    path, events = recorded
+    app, screen, _ = run_dashboard_headless(replay_source(path))
+    expected = RunState.from_events(events)
+    assert app.state.events == len(events)
+    for shown in ("FINISHED", "board qemu-m4", "vww_96_int8.tflite", "auto@256KB",
+                  "step 552/552", "100.0%", "eval holdout@552 80.0%", "61,234 B",
+                  "of SRAM 262,144 B", "instructions/step", "skipped 3",
+                  "ERROR WRONG_SAMPLE_SIZE (7)", "epoch checkpoint",
+                  f"loss {expected.loss:.3f}", f"smoothed {expected.loss_smoothed:.3f}",
+                  f"running {fmt_pct(expected.accuracy)}", f"last 50 {fmt_pct(expected.accuracy_window)}",
+                  f"samples/s {expected.samples_per_s:.2f}", f"{expected.counter:,.0f}",
+                  f"{expected.memory_total:,} B"):
+        assert shown in screen, shown
+    for name, accuracy in expected.per_class_accuracy.items():
+        assert f"{name}" in screen and fmt_pct(accuracy) in screen
+    (row_non, row_person) = expected.confusion
+    confusion_rows = [line for line in screen.splitlines() if "│ non_person " in line
+                      or "│ person " in line]
+    assert any(line.split()[-3:-1] == [str(v) for v in row_non] for line in confusion_rows)
+    assert any(line.split()[-3:-1] == [str(v) for v in row_person] for line in confusion_rows)
+    assert "DISCONNECTED" not in screen
+    # The loss chart is drawn (braille dots), between the loss range's labels.
+    assert any(0x2801 <= ord(c) <= 0x28FF for c in screen)
+    assert f"{max(expected.losses):.2f}┤" in screen and f"{min(expected.losses):.2f}┤" in screen
+
+
+def test_dashboard_fits_a_small_terminal(recorded):
+    path, _ = recorded
+    _, screen, _ = run_dashboard_headless(replay_source(path), size=(80, 24))
+    assert "FINISHED" in screen and "step 552/552" in screen
+
+
+def test_disconnect_is_shown_and_keeps_the_data(tmp_path):
+    events = synth_run(552, end="none")[:300]
+    events.append({"type": "disconnect", "time": events[-1]["time"] + 0.1,
+                   "text": "socket://127.0.0.1:4444 closed"})
+    svg = tmp_path / "shot.svg"
+    _, screen, classes = run_dashboard_headless(iter(events), screenshot=svg)
+    state = RunState.from_events(events)
+    assert "DISCONNECTED" in screen and "socket://127.0.0.1:4444 closed" in screen
+    assert "FINISHED" not in screen and "RUNNING" not in screen
+    assert f"step {state.steps_done}/552" in screen and f"loss {state.loss:.3f}" in screen
+    assert f"running {fmt_pct(state.accuracy)}" in screen and "61,234 B" in screen
+    assert "disconnected" in classes  # the panels' borders turn red
+    assert "DISCONNECTED" in svg.read_text()
+
+
+def test_source_ending_without_summary_is_a_lost_link():
+    events = [e for e in synth_run(100, eval_every=50) if e["type"] != "summary"]
+    _, screen, _ = run_dashboard_headless(iter(events))
+    assert "DISCONNECTED" in screen and "ended before the run's summary" in screen
+    assert "step 100/100" in screen
+
+
+def socket_source(port: int):
+    """A live link as the device side will be: JSON lines over a TCP socket on 127.0.0.1."""
+    with socket.create_connection(("127.0.0.1", port)) as conn, conn.makefile("r") as lines:
+        for line in lines:
+            yield json.loads(line)
+
+
+def test_fast_live_producer_is_never_held_up_by_the_ui():
+    """A producer that sends far faster than the UI redraws finishes at its own pace, and the
+    dashboard folds every event; redraws are what gets dropped."""
+    n_steps = 20_000
+    events = synth_run(n_steps, eval_every=5_000)
+    payload = [json.dumps(e) + "\n" for e in events]
+    assert sum(map(len, payload)) > 4_000_000  # far beyond socket buffers: a stalled reader blocks
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    produced = {}
+
+    def produce():
+        conn, _ = server.accept()
+        with conn:
+            started = time.monotonic()
+            for line in payload:
+                conn.sendall(line.encode())
+            produced["seconds"] = time.monotonic() - started
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+
+    async def drive():
+        app = Dashboard(EventPump(socket_source(port)))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, lambda: app.source_ended, timeout=30)
+            return app, screen_text(app)
+
+    app, screen = asyncio.run(drive())
+    producer.join(5)
+    server.close()
+    # Producing does not wait on the UI: a redraw every event would take minutes.
+    assert produced["seconds"] < 5
+    assert app.state.events == len(events) and app.state.steps_seen == n_steps
+    assert app.redraws < len(events) / 50
+    assert f"step {n_steps}/{n_steps}" in screen and "FINISHED" in screen
+
+
+def test_pump_reports_a_failing_source_and_writes_the_log(tmp_path):
+    def flaky():
+        yield from synth_run(20, eval_every=10, end="none")
+        raise ConnectionResetError("link dropped")
+
+    log = tmp_path / "live.jsonl"
+    out = io.StringIO()
+    state = plain_lines(flaky(), out, log_path=log)
+    assert state.disconnected and "ConnectionResetError: link dropped" in state.disconnect_text
+    written = read_runlog(log)
+    assert written[:-1] == synth_run(20, eval_every=10, end="none")
+    assert written[-1]["type"] == "disconnect" and "time" in written[-1]
+    assert out.getvalue().rstrip().endswith("DISCONNECTED ConnectionResetError: link dropped")
+
+
+def test_plain_lines_prints_a_line_a_step(recorded):
+    path, events = recorded
+    out = io.StringIO()
+    state = plain_lines(replay_source(path), out)
+    lines = out.getvalue().splitlines()
+    steps = [e for e in events if e["type"] == "step"]
+    assert len([line for line in lines if line.startswith("step ")]) == len(steps)
+    assert state.status == "FINISHED"
+    assert lines[0].startswith("start board qemu-m4  model vww_96_int8.tflite")
+    step12 = next(line for line in lines if line.startswith("step 12/552 "))
+    assert f"loss {steps[12]['loss']:.3f}" in step12 and f"{steps[12]['counter']:,}" in step12
+    assert "step 40/552 skipped" in lines
+    assert any(line.startswith("ERROR WRONG_SAMPLE_SIZE (7): sample 41") for line in lines)
+    assert "eval holdout @step 276: accuracy 70.0% (non_person 78.0%, person 60.0%)" in lines
+    assert lines[-1].startswith("summary steps 552  loss_mean_last_50 ")
+
+
+def test_replay_speed_paces_by_recorded_time():
+    events = [{"type": "log", "time": t / 10, "text": str(t)} for t in range(11)]
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"tinyprop-speed-{os.getpid()}.jsonl"
+    write_run(path, events)
+    try:
+        started = time.monotonic()
+        assert list(replay_source(path, speed=5.0)) == events  # 1 s recorded -> 0.2 s
+        assert 0.19 <= time.monotonic() - started < 1.0
+        with pytest.raises(TinypropError, match="--speed 0"):
+            replay_source(path, speed=0)
+    finally:
+        path.unlink()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "host")}
+    return subprocess.run([*TINYPROP, *args], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+
+
+def test_monitor_verb_plain_when_piped_and_exit_codes(recorded, tmp_path):
+    path, events = recorded
+    done = run_cli("monitor", str(path))  # stdout is a pipe: plain lines, no dashboard
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\nstep ") == len([e for e in events if e["type"] == "step"])
+    cut = tmp_path / "cut.jsonl"
+    write_run(cut, synth_run(30, eval_every=15, end="disconnect"))
+    lost = run_cli("monitor", "--plain", str(cut))
+    assert lost.returncode == 1 and "DISCONNECTED socket://127.0.0.1:4444 closed" in lost.stdout
+    live = run_cli("monitor", "socket://127.0.0.1:4444")
+    assert live.returncode == 2 and "live monitoring of socket://127.0.0.1:4444 needs" in live.stderr
+    missing = run_cli("monitor", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2 and "cannot read the run log" in missing.stderr
+    same = run_cli("monitor", str(path), "--log", str(path))
+    assert same.returncode == 2 and "is the run being replayed" in same.stderr
