@@ -263,6 +263,11 @@ class BulkOpen(Message):
     TAIL = "text"
     path: str
 
+    def __post_init__(self) -> None:
+        # The board opens it as a C string.
+        if not self.path or "\0" in self.path:
+            raise ProtocolError(f"BULK_OPEN path {self.path!r}: must be non-empty, without NUL")
+
 
 @dataclass(frozen=True)
 class BulkSample(Message):
