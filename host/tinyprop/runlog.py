@@ -121,7 +121,7 @@ class RunState:
     loss_ema: list[float] = field(default_factory=list)
     accuracy_running: list[float] = field(default_factory=list)
     accuracy_windowed: list[float] = field(default_factory=list)
-    counters: list[float] = field(default_factory=list)
+    counters: list[float] = field(default_factory=list)  # NaN where a step had none
     correct: int = 0
     scored: int = 0  # steps with a label and a prediction, skipped ones excluded
     confusion: list[list[int]] = field(default_factory=list)
@@ -186,8 +186,8 @@ class RunState:
         self.losses.append(loss)
         previous = self.loss_ema[-1] if self.loss_ema else loss
         self.loss_ema.append(previous + self.ema_alpha * (loss - previous))
-        if event.get("counter") is not None:
-            self.counters.append(float(event["counter"]))
+        counter = event.get("counter")
+        self.counters.append(math.nan if counter is None else float(counter))
         label, prediction = event.get("label"), event.get("prediction")
         correct = event.get("correct")
         if correct is None and label is not None and prediction is not None:
@@ -273,7 +273,12 @@ class RunState:
 
     @property
     def counter(self) -> float | None:
-        return self.counters[-1] if self.counters else None
+        return next((c for c in reversed(self.counters) if math.isfinite(c)), None)
+
+    @property
+    def counter_mean(self) -> float | None:
+        known = [c for c in self.counters if math.isfinite(c)]
+        return sum(known) / len(known) if known else None
 
     @property
     def per_class_accuracy(self) -> dict[str, float | None]:

@@ -247,9 +247,8 @@ def perf_panel(state: RunState, width: int) -> Text:
     text = Text()
     text.append(f"{unit}/step ", style="dim")
     text.append(f"{state.counter:,.0f}" if state.counter is not None else "-", style="bold")
-    if state.counters:
-        mean = sum(state.counters) / len(state.counters)
-        text.append(f"  mean {fmt_count(mean)}", style="dim")
+    if state.counter_mean is not None:
+        text.append(f"  mean {fmt_count(state.counter_mean)}", style="dim")
     text.append("\n")
     text.append(sparkline(state.counters, max(1, width)) + "\n", style="cyan")
     text.append("samples/s ", style="dim")

@@ -1,0 +1,161 @@
+"""Static report of a finished (or cut-short) run: one PNG of the run's curves and memory, and
+optionally an HTML page around it. Drawn from the same RunState the dashboard shows."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+
+# A bare Figure renders with Agg and touches no pyplot state: no window, no backend choice.
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from ..runlog import MEMORY_PARTS, RunState, error_line
+from .render import fmt_pct
+
+THOUSANDS = FuncFormatter(lambda value, _: f"{value:,.0f}")  # 1,834,000 rather than 1.834e6
+COLORS = {"static": "#4c72b0", "arena_peak": "#c44e52", "trainable": "#dd8452",
+          "stack_peak": "#55a868"}
+
+
+def draw_report(state: RunState, png_path: str | Path) -> Path:
+    """Write the report figure (loss, accuracy with eval points, memory against SRAM, counter per
+    step, training confusion matrix, run identity) to `png_path`."""
+    png_path = Path(png_path)
+    fig = Figure(figsize=(16, 9), dpi=100)
+    axes = fig.subplots(2, 3)
+    _plot_loss(axes[0][0], state)
+    _plot_accuracy(axes[0][1], state)
+    _plot_confusion(axes[0][2], state)
+    _plot_memory(axes[1][0], state)
+    _plot_counter(axes[1][1], state)
+    _write_identity(axes[1][2], state)
+    start = state.start
+    fig.suptitle(f"tinyprop run: {start.get('model', '?')} on {start.get('board', '?')}"
+                 f" — {state.status.lower()}", fontsize=14)
+    fig.tight_layout()
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path)
+    return png_path
+
+
+def _plot_loss(ax, state: RunState) -> None:
+    ax.scatter(state.step_numbers, state.losses, s=4, color="0.6", label="loss")
+    ax.plot(state.step_numbers, state.loss_ema, color="C0", lw=2,
+            label=f"smoothed (EMA α={state.ema_alpha:g})")
+    ax.set(title="training loss", xlabel="step", ylabel="loss")
+    ax.legend(loc="upper right")
+    ax.grid(alpha=0.3)
+
+
+def _plot_accuracy(ax, state: RunState) -> None:
+    ax.plot(state.step_numbers, state.accuracy_running, color="C1", label="running")
+    ax.plot(state.step_numbers, state.accuracy_windowed, color="C2",
+            label=f"last {state.window} steps")
+    for split in sorted({str(e.get("split", "eval")) for e in state.evals}):
+        points = [e for e in state.evals if str(e.get("split", "eval")) == split
+                  and isinstance(e.get("accuracy"), (int, float))]
+        ax.plot([e.get("step", 0) for e in points], [e["accuracy"] for e in points], "D",
+                ms=8, label=f"eval: {split}")
+        for e in points:
+            ax.annotate(fmt_pct(e["accuracy"]), (e.get("step", 0), e["accuracy"]),
+                        textcoords="offset points", xytext=(0, 8), ha="center")
+    ax.set(title="accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.05))
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+
+
+def _plot_confusion(ax, state: RunState) -> None:
+    names = state.class_names
+    if not names:
+        ax.set_axis_off()
+        return
+    ax.imshow(state.confusion, cmap="Blues", vmin=0)  # from 0, so dark means > max/2
+    for i, row in enumerate(state.confusion):
+        for j, count in enumerate(row):
+            ax.text(j, i, str(count), ha="center", va="center", fontsize=13,
+                    color="white" if count > max(map(max, state.confusion)) / 2 else "black")
+    per_class = state.per_class_accuracy
+    ax.set_xticks(range(len(names)), names)
+    ax.set_yticks(range(len(names)), [f"{n}\n{fmt_pct(per_class[n])}" for n in names])
+    ax.set(title="training predictions (rows: label)", xlabel="prediction")
+
+
+def _plot_memory(ax, state: RunState) -> None:
+    memory, sram = state.memory, state.sram
+    left = 0
+    for part in MEMORY_PARTS:
+        used = int(memory.get(part) or 0)
+        ax.barh(0, used, left=left, color=COLORS[part], label=f"{part} {used:,} B")
+        left += used
+    if sram:
+        ax.axvline(sram, color="k", ls="--", lw=1.5)
+        ax.text(sram, 0.45, f"SRAM {sram:,} B ", ha="right", va="bottom")
+        ax.set_xlim(0, max(sram, left) * 1.02)
+    used = f" ({fmt_pct(left / sram)} of SRAM)" if sram else ""
+    ax.set(title=f"memory, measured: {left:,} B{used}", xlabel="bytes", yticks=[], ylim=(-0.6, 1))
+    ax.xaxis.set_major_formatter(THOUSANDS)
+    ax.legend(loc="upper left", ncol=2, fontsize=9)
+
+
+def _plot_counter(ax, state: RunState) -> None:
+    unit = state.start.get("counter_unit", "counter")
+    ax.plot(state.step_numbers, state.counters, color="C4", lw=1)
+    mean = state.counter_mean
+    if mean is not None:
+        ax.axhline(mean, color="k", ls=":", lw=1, label=f"mean {mean:,.0f}")
+        ax.legend(loc="upper right")
+    ax.set(title=f"{unit} per step", xlabel="step", ylabel=unit)
+    ax.yaxis.set_major_formatter(THOUSANDS)
+    ax.grid(alpha=0.3)
+
+
+def _write_identity(ax, state: RunState) -> None:
+    ax.set_axis_off()
+    lines = [f"{k}: {v}" for k, v in identity_rows(state)]
+    ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=10,
+            transform=ax.transAxes)
+
+
+def identity_rows(state: RunState) -> list[tuple[str, str]]:
+    """(name, value) rows describing the run: identity, totals, summary, last error."""
+    start, summary = state.start, state.summary or {}
+    rows = [(k, str(start[k])) for k in ("board", "model", "blob_id", "scheme", "lr", "seed",
+                                         "steps_total") if k in start]
+    rows += [("steps seen", f"{state.steps_seen} ({state.skipped} skipped)"),
+             ("accuracy (train)", fmt_pct(state.accuracy)),
+             ("status", state.status + (f": {state.disconnect_text}" if state.disconnected else ""))]
+    for key, value in summary.items():
+        if key not in ("type", "time"):
+            shown = f"{value:.4g}" if isinstance(value, float) and math.isfinite(value) else value
+            rows.append((key, str(shown)))
+    if state.last_error:
+        rows.append(("last error", error_line(state.last_error)))
+    return rows
+
+
+def write_html(state: RunState, png_path: Path, html_path: str | Path) -> Path:
+    """A self-contained page: the report PNG inline, the identity table and the evals."""
+    html_path = Path(html_path)
+    image = base64.b64encode(png_path.read_bytes()).decode()
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                   for k, v in identity_rows(state))
+    evals = "".join(
+        f"<tr><td>{html.escape(str(e.get('split', '')))}</td><td>{e.get('step', '')}</td>"
+        f"<td>{fmt_pct(e.get('accuracy'))}</td><td>{html.escape(str(e.get('per_class', '')))}</td>"
+        "</tr>" for e in state.evals)
+    title = html.escape(f"tinyprop run: {state.start.get('model', '?')}")
+    html_path.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        "<style>body{font-family:sans-serif;max-width:1600px;margin:auto}"
+        "th,td{text-align:left;padding:2px 12px}</style></head><body>"
+        f"<h1>{title}</h1><img alt='run report' style='width:100%' "
+        f"src='data:image/png;base64,{image}'>"
+        f"<h2>Run</h2><table>{rows}</table>"
+        "<h2>Evaluations</h2><table><tr><th>split</th><th>step</th><th>accuracy</th>"
+        f"<th>per class</th></tr>{evals}</table></body></html>\n",
+        encoding="utf-8",
+    )
+    return html_path
