@@ -192,3 +192,13 @@ def test_runstate_tolerates_unknown_and_partial_events():
     assert state.accuracy == 0.0 and state.confusion[2][0] == 1 and len(state.confusion) == 3
     assert state.class_names == ["class 0", "class 1", "class 2"]
     assert state.progress is None and state.status == "RUNNING"
+    assert state.counter is None and state.counter_mean is None  # no step had a counter
+
+
+def test_device_restart_clears_disconnect_and_keeps_data():
+    events = synth_run(60, eval_every=30, end="disconnect")
+    state = RunState.from_events(events)
+    confusion = [row[:] for row in state.confusion]
+    assert state.status == "DISCONNECTED"
+    state.fold(events[0])  # the device is back and says hello again
+    assert state.status == "RUNNING" and state.confusion == confusion and state.losses

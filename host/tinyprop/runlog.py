@@ -167,8 +167,7 @@ class RunState:
         self.classes = [str(c) for c in event.get("classes") or []]
         self.steps_total = event.get("steps_total")
         self.sram = event.get("sram")
-        n = len(self.classes)
-        self.confusion = [[0] * n for _ in range(n)]
+        self._grow_confusion(len(self.classes))
         self.disconnected = False  # a new start on the same link: the device is back
 
     def _fold_step(self, event: dict) -> None:
@@ -203,12 +202,16 @@ class RunState:
     def _count_confusion(self, label: Any, prediction: Any) -> None:
         if not isinstance(label, int) or not isinstance(prediction, int) or label < 0 or prediction < 0:
             return
-        n = max(len(self.confusion), label + 1, prediction + 1)
-        if n > len(self.confusion):  # no start event, or a class beyond the list: grow
-            for row in self.confusion:
-                row.extend([0] * (n - len(row)))
-            self.confusion.extend([0] * n for _ in range(n - len(self.confusion)))
+        self._grow_confusion(max(label, prediction) + 1)
         self.confusion[label][prediction] += 1
+
+    def _grow_confusion(self, n: int) -> None:
+        """At least n x n, keeping the counts (no start event, or a class beyond its list)."""
+        if n <= len(self.confusion):
+            return
+        for row in self.confusion:
+            row.extend([0] * (n - len(row)))
+        self.confusion.extend([0] * n for _ in range(n - len(self.confusion)))
 
     def _fold_eval(self, event: dict) -> None:
         self.evals.append(event)
