@@ -1,0 +1,110 @@
+/* tp_forward.c - tp_infer: the op loop over a checked blob, all memory at the planned offsets. */
+#include <string.h>
+
+#include "tp_kernels.h"
+
+uint8_t *tp_arena_at(tp_session *s, uint32_t offset, uint32_t size)
+{
+    if (offset + size > s->arena_high) {
+        s->arena_high = offset + size;
+    }
+    return s->arena + offset;
+}
+
+int8_t *tp_input(tp_session *s)
+{
+    tp_tensor t;
+    if (s == NULL || s->ops == NULL) {
+        return NULL;
+    }
+    tp_decode_tensor(s->tensors, s->input, &t);
+    return (int8_t *)(s->arena + t.offset);
+}
+
+const int8_t *tp_output(const tp_session *s)
+{
+    tp_tensor t;
+    if (s == NULL || s->ops == NULL) {
+        return NULL;
+    }
+    tp_decode_tensor(s->tensors, s->output, &t);
+    return (const int8_t *)(s->arena + t.offset);
+}
+
+uint32_t tp_output_bytes(const tp_session *s)
+{
+    tp_tensor t;
+    if (s == NULL || s->ops == NULL) {
+        return 0;
+    }
+    tp_decode_tensor(s->tensors, s->output, &t);
+    return t.size;
+}
+
+/* Memory of one operand: activations from the arena (counted), constants from DATA/params. */
+static const int8_t *operand_data(tp_session *s, uint16_t index, tp_tensor *t)
+{
+    if (index == TP_NONE16) {
+        return NULL;
+    }
+    tp_decode_tensor(s->tensors, index, t);
+    if ((t->flags & TP_T_ARENA) != 0u) {
+        return (const int8_t *)tp_arena_at(s, t->offset, t->size);
+    }
+    return (const int8_t *)tp_const_data(s, t);
+}
+
+static int32_t argmax_s8(const int8_t *x, uint32_t n)
+{
+    uint32_t i, best = 0;
+    for (i = 1; i < n; i++) {
+        best = x[i] > x[best] ? i : best;
+    }
+    return (int32_t)best;
+}
+
+tp_status tp_infer(tp_session *s, tp_result *r)
+{
+    uint32_t i;
+    int32_t prediction = -1;
+    if (s == NULL) {
+        return TP_ERR_ARG;
+    }
+    if (s->ops == NULL) {
+        return TP_ERR_NOT_LOADED;
+    }
+    s->arena_high = 0;
+    for (i = 0; i < s->n_ops; i++) {
+        tp_op op;
+        tp_tensor t_in, t_in2, t_bias, t_out;
+        tp_kernel_args a;
+        tp_decode_op(s->ops, i, &op);
+        memset(&a, 0, sizeof a);
+        a.op = &op;
+        a.t_in = &t_in;
+        a.t_in2 = &t_in2;
+        a.t_out = &t_out;
+        a.in = operand_data(s, op.inputs[0], &t_in);
+        if (op.kind == TP_OP_ADD || op.kind <= TP_OP_FULLY_CONNECTED) {
+            a.in2 = operand_data(s, op.inputs[1], &t_in2);
+            a.bias = (const uint8_t *)operand_data(s, op.inputs[2], &t_bias);
+        }
+        if (op.n_mult > 0u) {
+            a.mult = s->data + op.mult_offset;
+            a.shift = a.mult + 4u * op.n_mult;
+        }
+        tp_decode_tensor(s->tensors, op.output, &t_out);
+        a.out = (int8_t *)tp_arena_at(s, t_out.offset, t_out.size);
+        tp_ref_kernels[op.kind](&a);
+        if (op.output == s->logits) { /* argmax now: a later op may reuse the logits' bytes */
+            prediction = argmax_s8(a.out, t_out.size);
+        }
+    }
+    if (r != NULL) {
+        memset(r, 0, sizeof *r);
+        r->prediction = prediction;
+        r->label = -1;
+        r->arena_peak = s->arena_high;
+    }
+    return TP_OK;
+}
