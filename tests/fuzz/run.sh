@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build and run a libFuzzer target (clang, -fsanitize=fuzzer,address,undefined).
+#
+#   tests/fuzz/run.sh [TARGET] [RUNS]      default: proto 1000000
+#
+# TARGET names a harness tests/fuzz/fuzz_TARGET.c, which defines LLVMFuzzerTestOneInput and lists
+# the firmware sources it links in one comment line, e.g. "// FUZZ_SOURCES: firmware/tp_blob.c":
+# adding a target is adding that one file. Builds and the growing corpus go to $FUZZ_BUILD
+# (default build/fuzz); FUZZ_SEED fixes the run (default 1); extra libFuzzer flags go in
+# $FUZZ_FLAGS. Exits non-zero on a crash, a sanitizer report or a failed check, leaving the
+# reproducer in $FUZZ_BUILD/crash-*.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+target=${1:-proto}
+runs=${2:-1000000}
+harness=$root/tests/fuzz/fuzz_$target.c
+if [[ ! -f $harness ]]; then
+    available=$(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//' | tr '\n' ' ')
+    echo "run.sh: no harness $harness; targets: $available" >&2
+    exit 2
+fi
+sources=()
+for s in $(sed -n 's|^// FUZZ_SOURCES:||p' "$harness"); do
+    sources+=("$root/$s")
+done
+build=${FUZZ_BUILD:-$root/build/fuzz}
+mkdir -p "$build/corpus_$target"
+clang -std=c99 -g -O1 -Wall -Wextra -Werror \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -I"$root/firmware" "$harness" "${sources[@]}" -o "$build/fuzz_$target"
+# shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
+"$build/fuzz_$target" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=8192 \
+    -artifact_prefix="$build/" -print_final_stats=1 ${FUZZ_FLAGS:-} "$build/corpus_$target"

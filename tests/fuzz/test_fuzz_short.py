@@ -1,0 +1,37 @@
+"""A short libFuzzer run of every harness in tests/fuzz (the full run: tests/fuzz/run.sh)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FUZZ_DIR = Path(__file__).resolve().parent
+TARGETS = sorted(p.stem.removeprefix("fuzz_") for p in FUZZ_DIR.glob("fuzz_*.c"))
+RUNS = 20000
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang with libFuzzer is not installed")
+@pytest.mark.parametrize("target", TARGETS)
+def test_short_fuzz_run(target: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        ["bash", str(FUZZ_DIR / "run.sh"), target, str(RUNS)],
+        env={**os.environ, "FUZZ_BUILD": str(tmp_path)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert re.search(rf"^Done {RUNS} runs", proc.stderr, re.MULTILINE), proc.stderr[-2000:]
+
+
+def test_run_sh_lists_targets_for_an_unknown_one(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        ["bash", str(FUZZ_DIR / "run.sh"), "no_such_target", "1"],
+        env={**os.environ, "FUZZ_BUILD": str(tmp_path)},
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 2
+    assert "targets: " in proc.stderr and "proto" in proc.stderr
