@@ -41,8 +41,22 @@ INCLUDES := -I$(ROOT)/firmware -I$(ROOT)/boards/$(BOARD)
 COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
                  -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY)
 
-# Object path for a source anywhere in the repository: build/<board>/obj-<prog>/<relative path>.o
+.DEFAULT_GOAL := all
+
+# Objects mirror the repository's layout; the application, which may live anywhere, is app.o.
+# The board Makefile sets CC and CFLAGS (used when the recipes run).
 obj_of = $(patsubst $(ROOT)/%.c,$(OBJ_DIR)/%.o,$(1))
+APP_OBJ := $(if $(APP_SRC),$(OBJ_DIR)/app.o)
+
+$(OBJ_DIR)/%.o: $(ROOT)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+ifneq ($(APP_SRC),)
+$(APP_OBJ): $(APP_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+endif
 
 # Relink when the set of sources changes (a firmware/*.c added or removed), not only when a
 # source is newer: the list is rewritten only when it differs.

@@ -21,23 +21,51 @@ static struct {
     int32_t bulk_handle; /* semihosting handle of the open bulk file, or -1 */
 } board = {0, 0, -1};
 
+/*
+ * The UART is polled, but the board sleeps (WFI) while it waits: the UART interrupts are
+ * enabled in the UART and the NVIC only to wake the core, and PRIMASK (set at reset) keeps
+ * their handlers from ever running. Under -icount ...,sleep=off a sleeping core executes no
+ * instructions (QEMU's idle host threads stay idle too), though guest time still jumps ahead
+ * to pending timer deadlines.
+ */
 int tp_board_init(void)
 {
     /* QEMU ignores the divisor but warns below 16; 25 MHz / 217 = 115200 baud on hardware. */
     UART0_BAUDDIV = SYSCLK_HZ / 115200u;
-    UART0_CTRL = UART_CTRL_TXEN | UART_CTRL_RXEN;
+    UART0_CTRL = UART_CTRL_TXEN | UART_CTRL_RXEN | UART_CTRL_TXINTEN | UART_CTRL_RXINTEN;
+    NVIC_ISER0 = (1u << UART0_TX_IRQ) | (1u << UART0_RX_IRQ);
     board.last_ticks = FPGAIO_COUNTER;
     board.ticks = 0;
     return TP_BOARD_OK;
 }
 
-/* Fold the 32-bit hardware counter into a 64-bit total; it wraps every 2^32 ticks (172 s of
- * guest time), so it is also refreshed while waiting for input. */
+/* Fold the 32-bit hardware counter into a 64-bit total. It wraps every 2^32 ticks (172e9
+ * instructions), far longer than any step between two reads. QEMU 7.2 can step it back a few
+ * hundred ticks around the guest's first sleep; a backward step is dropped, not taken for a
+ * wrap, so the total stays monotonic. */
 static void counter_update(void)
 {
     uint32_t now = FPGAIO_COUNTER;
-    board.ticks += (uint32_t)(now - board.last_ticks);
+    uint32_t delta = now - board.last_ticks;
+    if (delta < 0x80000000u) {
+        board.ticks += delta;
+    }
     board.last_ticks = now;
+}
+
+/* Sleep until UART state `bit` is set (want_set 1) or clear (want_set 0). The interrupt
+ * is cleared before each check, so one arriving between the check and the WFI still wakes it. */
+static void uart_wait(uint32_t bit, uint32_t want_set, uint32_t interrupt, uint32_t irq)
+{
+    for (;;) {
+        UART0_INTSTATUS = interrupt;
+        NVIC_ICPR0 = 1u << irq;
+        if (((UART0_STATE & bit) != 0) == (want_set != 0)) {
+            return;
+        }
+        __asm__ volatile("wfi" ::: "memory");
+        counter_update(); /* guest time runs on while asleep: keep up with wraps */
+    }
 }
 
 uint64_t tp_board_counter(void)
@@ -59,9 +87,7 @@ int tp_board_read(uint8_t *dst, size_t max)
     if (max > INT32_MAX) {
         max = INT32_MAX;
     }
-    while (!(UART0_STATE & UART_STATE_RXFULL)) {
-        counter_update();
-    }
+    uart_wait(UART_STATE_RXFULL, 1, UART_INT_RX, UART0_RX_IRQ);
     size_t n = 0;
     do {
         dst[n++] = (uint8_t)UART0_DATA;
@@ -75,8 +101,7 @@ int tp_board_write(const uint8_t *src, size_t n)
         return TP_BOARD_ERR_ARG;
     }
     for (size_t i = 0; i < n; ++i) {
-        while (UART0_STATE & UART_STATE_TXFULL) {
-        }
+        uart_wait(UART_STATE_TXFULL, 0, UART_INT_TX, UART0_TX_IRQ);
         UART0_DATA = src[i];
     }
     return TP_BOARD_OK;
@@ -104,8 +129,7 @@ uint32_t tp_board_stack_peak(void)
 void tp_board_exit(int status)
 {
     /* Let the last byte leave the UART before QEMU goes away. */
-    while (UART0_STATE & UART_STATE_TXFULL) {
-    }
+    uart_wait(UART_STATE_TXFULL, 0, UART_INT_TX, UART0_TX_IRQ);
     tp_sh_exit(status);
 }
 

@@ -15,17 +15,28 @@
 #define UART0_DATA TP_REG(UART0_BASE + 0x00u)
 #define UART0_STATE TP_REG(UART0_BASE + 0x04u)
 #define UART0_CTRL TP_REG(UART0_BASE + 0x08u)
+#define UART0_INTSTATUS TP_REG(UART0_BASE + 0x0Cu) /* write 1 to clear */
 #define UART0_BAUDDIV TP_REG(UART0_BASE + 0x10u)
 #define UART_STATE_TXFULL (1u << 0)
 #define UART_STATE_RXFULL (1u << 1)
 #define UART_CTRL_TXEN (1u << 0)
 #define UART_CTRL_RXEN (1u << 1)
+#define UART_CTRL_TXINTEN (1u << 2)
+#define UART_CTRL_RXINTEN (1u << 3)
+#define UART_INT_TX (1u << 0)
+#define UART_INT_RX (1u << 1)
+#define UART0_TX_IRQ 1u
+#define UART0_RX_IRQ 0u
 #define SYSCLK_HZ 25000000u
 
 /* FPGA IO: a free-running 32-bit counter at SYSCLK (25 MHz). Under QEMU with
  * -icount shift=0 one guest instruction takes 1 ns, so it ticks once per 40 instructions. */
 #define FPGAIO_COUNTER TP_REG(0x40028018u)
 #define INSTRUCTIONS_PER_TICK 40u
+
+/* NVIC: interrupt set-enable and clear-pending, IRQs 0..31. */
+#define NVIC_ISER0 TP_REG(0xE000E100u)
+#define NVIC_ICPR0 TP_REG(0xE000E280u)
 
 /* System control block. */
 #define SCB_CPACR TP_REG(0xE000ED88u)  /* coprocessor access: CP10/CP11 = FPU */

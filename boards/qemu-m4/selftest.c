@@ -8,7 +8,7 @@
  *   't' u32 n                -> n bytes (i & 0xff), then "tx n=<n> cost=<counter delta>"
  *   'k' u32 n                -> "work n=<n> cost=<counter delta> result=<n>" (int + float work)
  *   'o' u32 depth            -> "deep depth=<depth> sum=<s> peak=<stack peak>" (recursion)
- *   'p'                      -> "peak=<stack peak>"
+ *   'p'                      -> "stack peak=<stack peak>"
  *   'w' u32 addr             -> stores a word at addr, then "wrote" (if that did not fault)
  *   'b' name NUL u32 off u32 n -> "bulk size=<s> got=<g>" then g bytes
  *   's' u32 n, n bytes       -> "save status=<s>"
@@ -245,7 +245,7 @@ int tp_selftest_main(void)
             break;
         }
         case 'p':
-            put_int(&line, "peak=", tp_board_stack_peak());
+            put_int(&line, "stack peak=", tp_board_stack_peak());
             send_line(&line);
             break;
         case 'w':

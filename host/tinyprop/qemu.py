@@ -1,0 +1,250 @@
+"""Build board firmware and run it: the qemu-m4 board under QEMU (UART on a loopback TCP port) or
+the POSIX host board (UART on pipes, or a pty).
+
+Both runs are context managers that always stop the process on exit and kill it when it runs
+past its time limit, so a hung guest ends a test instead of blocking it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+import serial
+
+from tinyprop.errors import TinypropError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Compiler each board's Makefile needs, and the Debian package that provides it.
+TOOLCHAINS = {
+    "qemu-m4": ("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
+    "host": ("gcc", "gcc libc6-dev"),
+}
+
+# -icount shift=0: one instruction per virtual ns, so the board's 25 MHz counter counts
+# instructions / 40, the same on every run; align/sleep off: never wait for real time.
+QEMU_MACHINE_ARGS = [
+    "-M", "mps2-an386", "-cpu", "cortex-m4", "-nographic", "-monitor", "none",
+    "-semihosting-config", "enable=on,target=native",
+    "-icount", "shift=0,align=off,sleep=off",
+]  # fmt: skip
+
+QEMU_LOG = "qemu.log"
+
+
+def build_firmware(board: str = "qemu-m4", app: str | None = None) -> Path:
+    """Build `app` ("selftest", or None for the board's default, the device firmware) for
+    `board` with its Makefile and return the executable; make rebuilds only what changed."""
+    board_dir = REPO_ROOT / "boards" / board
+    if board not in TOOLCHAINS:
+        raise TinypropError(
+            f"board {board!r}: no Makefile-built board of that name; use one of "
+            f"{', '.join(sorted(TOOLCHAINS))}"
+        )
+    for tool, package in (TOOLCHAINS[board], ("make", "make")):
+        if shutil.which(tool) is None:
+            raise TinypropError(
+                f"building for {board} needs {tool}, which is not installed; run "
+                f"`sudo apt-get install {package}` (or scripts/setup.sh)"
+            )
+    make = ["make", "--no-print-directory", "-C", str(board_dir)]
+    if app is not None:
+        make.append(f"APP={app}")
+    build_dir = REPO_ROOT / "build" / board
+    build_dir.mkdir(parents=True, exist_ok=True)
+    # Serialise builds of one board: parallel test workers share the object directories.
+    with open(build_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(make, check=False, capture_output=True, text=True)
+    if result.returncode != 0:
+        log = build_dir / "build-error.log"
+        log.write_text(result.stdout + result.stderr)
+        raise TinypropError(
+            f"building {board} firmware (APP={app or 'device'}) failed: "
+            f"{_first_error(result.stderr)}; full output in {log}"
+        )
+    path = subprocess.run([*make, "path"], capture_output=True, text=True, check=True)
+    return Path(path.stdout.strip())
+
+
+def _first_error(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["make failed with no output"])[0]
+
+
+class BoardRun:
+    """A running board process: `.proc`, `.wait()`, and a watchdog that kills it after the
+    time limit (`.timed_out` then says so)."""
+
+    def __init__(self, proc: subprocess.Popen, timeout: float) -> None:
+        self.proc = proc
+        self.timed_out = False
+        self._watchdog = threading.Timer(timeout, self._expire)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _expire(self) -> None:
+        self.timed_out = True
+        self.proc.kill()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Exit status of the board (raises subprocess.TimeoutExpired if still running)."""
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL) if it still runs."""
+        self._watchdog.cancel()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class QemuRun(BoardRun):
+    """QEMU running a qemu-m4 ELF. The guest starts when the first client connects to `.url`."""
+
+    def __init__(self, proc: subprocess.Popen, timeout: float, port: int, workdir: Path) -> None:
+        super().__init__(proc, timeout)
+        self.url = f"socket://127.0.0.1:{port}"
+        self.port = port
+        self.workdir = workdir
+
+    def connect(self, timeout: float = 10.0) -> serial.SerialBase:
+        """Open the UART as a pyserial port (read timeout in seconds)."""
+        return serial.serial_for_url(self.url, timeout=timeout)
+
+    def log(self) -> str:
+        """QEMU's messages and the semihosting console (fault reports) so far."""
+        return (self.workdir / QEMU_LOG).read_text(errors="replace")
+
+
+@contextmanager
+def start_qemu(elf: Path, *, workdir: Path, timeout: float = 120.0) -> Iterator[QemuRun]:
+    """Run `elf` on QEMU mps2-an386 with UART0 on a loopback TCP port and semihosting files
+    relative to `workdir`; QEMU is killed after `timeout` seconds and always stopped at exit."""
+    qemu = shutil.which("qemu-system-arm")
+    if qemu is None:
+        raise TinypropError(
+            "running the qemu-m4 board needs qemu-system-arm, which is not installed; run "
+            "`sudo apt-get install qemu-system-arm` (or scripts/setup.sh)"
+        )
+    if not Path(elf).is_file():
+        raise TinypropError(f"{elf}: no such firmware file; build it with `make -C boards/qemu-m4`")
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    # We bind the port and hand QEMU the listening socket, instead of picking a free port for
+    # QEMU to bind later: no other process can take the port in between, so no retry is needed.
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    fd = listener.fileno()
+    cmd = [
+        qemu, *QEMU_MACHINE_ARGS,
+        "-chardev", f"socket,id=uart0,fd={fd},server=on,wait=on",
+        "-serial", "chardev:uart0",
+        "-kernel", str(Path(elf).resolve()),
+    ]  # fmt: skip
+    with open(workdir / QEMU_LOG, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            pass_fds=[fd],
+        )  # fmt: skip
+    listener.close()
+    run = QemuRun(proc, timeout, port, workdir)
+    try:
+        yield run
+    finally:
+        run.stop()
+
+
+class PipeStream:
+    """A pyserial-like stream over a child's stdout/stdin pipes: `read(size)` returns once `size`
+    bytes arrived, at end of file or after `timeout` seconds, with what it has."""
+
+    def __init__(self, reader: BinaryIO, writer: BinaryIO, timeout: float | None = 10.0) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.timeout = timeout
+
+    def read(self, size: int = 1) -> bytes:
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        data = bytearray()
+        while len(data) < size:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.reader], [], [], wait)[0]:
+                break
+            chunk = os.read(self.reader.fileno(), size - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
+
+    def write(self, data: bytes) -> int:
+        self.writer.write(data)
+        self.writer.flush()
+        return len(data)
+
+    def close(self) -> None:
+        """Close the board's input: its tp_board_read() then reports the link closed."""
+        self.writer.close()
+
+
+class HostRun(BoardRun):
+    """The host board process. `.stream` talks to it over pipes; with `pty=True`, `.url` is the
+    pseudo-terminal to open with pyserial instead and `.stream` is None."""
+
+    def __init__(self, proc: subprocess.Popen, timeout: float, url: str | None) -> None:
+        super().__init__(proc, timeout)
+        self.url = url
+        self.stream = None
+        if url is None:
+            self.stream = PipeStream(proc.stdout, proc.stdin)
+
+
+@contextmanager
+def start_host_board(
+    exe: Path, workdir: Path, *, timeout: float = 120.0, pty: bool = False
+) -> Iterator[HostRun]:
+    """Run the host board `exe` in `workdir` (bulk files and, unless $TINYPROP_STORE says
+    otherwise, the parameter store live there); killed after `timeout` s, stopped at exit."""
+    if not Path(exe).is_file():
+        raise TinypropError(
+            f"{exe}: no such host board program; build it with `make -C boards/host`"
+        )
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [str(Path(exe).resolve()), *(["--pty"] if pty else [])]
+    # Unbuffered pipes: PipeStream reads the descriptor directly, so nothing may read ahead.
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+    )
+    url = None
+    if pty:
+        match = re.fullmatch(rb"pty (\S+)\n", proc.stdout.readline())
+        if match is None:
+            proc.kill()
+            proc.wait()
+            raise TinypropError(f"{exe}: did not announce its pty; check that it is a host board")
+        url = match.group(1).decode()
+    run = HostRun(proc, timeout, url)
+    try:
+        yield run
+    finally:
+        for pipe in (proc.stdin, proc.stdout):
+            pipe.close()
+        run.stop()
