@@ -86,15 +86,16 @@ def test_vww_scale_is_exactly_pixel_minus_128():
 
 @pytest.fixture(scope="module")
 def tflite_input_quantizer():
-    """A real TFLite model whose first op is QUANTIZE (float input kept, int8 inside), with an
-    awkward input range so the scale is not 1/255 and rounding ties matter."""
+    """A real TFLite model whose first op is QUANTIZE (float input kept, int8 inside). Its input
+    range 0..4 gives scale 4/255, where pixel/255/scale lands exactly on .5 for many pixels, so
+    the rounding mode is really tested."""
     import tensorflow as tf
 
     inp = tf.keras.Input((16, 16, 3))
     model = tf.keras.Model(inp, tf.keras.layers.Conv2D(2, 1)(inp))
 
     def representative():
-        for v in (-0.37, 1.61):
+        for v in (0.0, 4.0):
             yield [np.full((1, 16, 16, 3), v, np.float32)]
 
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
@@ -117,10 +118,11 @@ def test_quantization_matches_tflite_quantize_op(tflite_input_quantizer):
         interp._get_tensor_details(q_index, 0)["quantization_parameters"][k]
         for k in ("scales", "zero_points")
     )
-    assert abs(scale * 255 - 1) > 1e-3  # not the trivial 1/255 case
     pixels = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
     # Feed exactly what quantize_pixels feeds itself: x = pixel/255 in float32.
     x = pixels.astype(np.float32) / np.float32(255.0)
+    ties = np.abs(x / np.float32(scale) % 1 - 0.5) == 0
+    assert ties.sum() > 10  # half-to-even rounding would fail here
     interp.set_tensor(interp.get_input_details()[0]["index"], x[None])
     interp.invoke()
     expected = interp.get_tensor(q_index)[0]
