@@ -159,8 +159,7 @@ class RunState:
     def end_of_source(self) -> None:
         """The event source ended: without a summary, the run did not finish, the link was lost."""
         if self.summary is None and not self.disconnected:
-            self.disconnected = True
-            self.disconnect_text = "event source ended before the run's summary"
+            self._fold_disconnect({"text": "event source ended before the run's summary"})
 
     def _fold_start(self, event: dict) -> None:
         self.start = event
@@ -226,6 +225,7 @@ class RunState:
     def _fold_disconnect(self, event: dict) -> None:
         self.disconnected = True
         self.disconnect_text = str(event.get("text", ""))
+        self.logs.append(f"{self.time:.1f}s DISCONNECTED {self.disconnect_text}".rstrip())
 
     def _fold_summary(self, event: dict) -> None:
         self.summary = event

@@ -149,24 +149,23 @@ def identity_text(state: RunState) -> Text:
 def status_text(state: RunState) -> Text:
     status = state.status
     style = {"DISCONNECTED": "bold white on red", "FINISHED": "bold black on green"}
-    text = Text(f" {status} ", style=style.get(status, "bold black on yellow"))
-    if state.disconnected and state.disconnect_text:
-        text.append(f" {state.disconnect_text}", style="red")
-    return text
+    return Text(f" {status} ", style=style.get(status, "bold black on yellow"))
 
 
 def progress_text(state: RunState, width: int) -> Text:
+    """Steps done, a bar, and ETA; once the link is lost, why, in place of the ETA."""
     total = state.steps_total
     head = f"step {state.steps_done}/{total}" if total else f"step {state.steps_done}"
-    tail = (
-        f" {fmt_pct(state.progress)}  ETA {fmt_duration(state.eta_s)}"
-        f"  elapsed {fmt_duration(state.time)}"
-    )
+    if state.disconnected:
+        tail = f" {fmt_pct(state.progress)}  link lost: {state.disconnect_text}"
+    else:
+        tail = (f" {fmt_pct(state.progress)}  ETA {fmt_duration(state.eta_s)}"
+                f"  elapsed {fmt_duration(state.time)}")
     text = Text(head + " ", style="bold")
     filled = bar(state.progress or 0.0, max(10, width - len(head) - len(tail) - 2))
-    text.append(filled.rstrip(), "green")
+    text.append(filled.rstrip(), "grey50" if state.disconnected else "green")
     text.append("░" * (len(filled) - len(filled.rstrip())), "grey30")
-    text.append(tail)
+    text.append(tail, "bold red" if state.disconnected else "")
     return text
 
 
@@ -258,10 +257,11 @@ def perf_panel(state: RunState, width: int) -> Text:
 
 
 def log_panel(state: RunState, lines: int) -> Text:
-    """The newest `lines` log and error lines, errors in red."""
+    """The newest `lines` log lines; errors and the link's loss in red."""
     text = Text()
     for line in list(state.logs)[-lines:]:
-        text.append(line + "\n", style="bold red" if " ERROR " in line else "")
+        alarm = " ERROR " in line or " DISCONNECTED" in line
+        text.append(line + "\n", style="bold red" if alarm else "")
     if not state.logs:
         text.append("no log lines yet", style="dim")
     return text
