@@ -14,7 +14,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "monitor",
         help="show a training run live: loss, accuracy, memory, speed",
-        description="Full-screen dashboard of a training run. SOURCE is a recorded run log "
+        description="Full-screen dashboard of a training run, from a recorded run log "
         "(RUN.jsonl, replayed) or a device link (serial port or socket://host:port). "
         "When stdout is not a terminal, prints one line an event instead.",
     )
