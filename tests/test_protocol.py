@@ -201,6 +201,26 @@ def test_c_limits_match_python(c_driver: Path) -> None:
     assert run_c(c_driver, ["limits"]) == [f"limits {p.MAX_PAYLOAD} {p.MAX_BODY} {p.MAX_FRAME}"]
 
 
+def test_c_max_payload_for_a_buffer(c_driver: Path) -> None:
+    caps = range(p.MAX_FRAME + 3)
+    lines = run_c(c_driver, [f"maxpayload {cap}" for cap in caps])
+    for cap, line in zip(caps, lines, strict=True):
+        n = int(line.split()[1])
+        if cap < p.wire_size(p.OVERHEAD):
+            assert n == 0
+        else:  # the largest payload whose frame fits, at most MAX_PAYLOAD
+            assert p.wire_size(n + p.OVERHEAD) <= cap
+            assert n == p.MAX_PAYLOAD or p.wire_size(n + 1 + p.OVERHEAD) > cap
+
+
+def test_c_counter_unit_names(c_driver: Path) -> None:
+    names = ["instructions", "us", "cycles", "ms"]
+    assert run_c(c_driver, [f"unit {n}" for n in names]) == [
+        f"unit {int(p.CounterUnit.INSTRUCTIONS)}", f"unit {int(p.CounterUnit.MICROSECONDS)}",
+        f"unit {int(p.CounterUnit.CYCLES)}", "fault bad_argument",
+    ]
+
+
 def test_c_decodes_stream_vectors_in_any_chunking(c_driver: Path) -> None:
     commands, expected = [], []
     for stream in VECTORS["streams"]:

@@ -8,6 +8,8 @@
  *   unpack TYPE HEX           -> "ok [FIELD=VALUE ...]" | "fault NAME"
  *   encode TYPE SEQ K=V ...   -> "wire HEX" | "fault NAME"   (device -> host types)
  *   limits                    -> "limits MAX_PAYLOAD MAX_BODY MAX_FRAME"
+ *   maxpayload CAP            -> "maxpayload N" (tp_proto_max_payload_for)
+ *   unit NAME                 -> "unit N" | "fault NAME" (tp_proto_counter_unit)
  * Integers are decimal, floats %.9g, byte and text fields hex.
  */
 #include <stdio.h>
@@ -275,6 +277,17 @@ int main(void)
         } else if (strcmp(line, "limits") == 0) {
             printf("limits %u %u %u\n", TP_PROTO_MAX_PAYLOAD, TP_PROTO_MAX_BODY,
                    TP_PROTO_MAX_FRAME);
+        } else if (strncmp(line, "maxpayload ", 11) == 0) {
+            printf("maxpayload %lu\n",
+                   (unsigned long)tp_proto_max_payload_for(strtoul(line + 11, NULL, 10)));
+        } else if (strncmp(line, "unit ", 5) == 0) {
+            uint8_t unit = 0;
+            tp_proto_status st = tp_proto_counter_unit(line + 5, &unit);
+            if (st == TP_PROTO_OK) {
+                printf("unit %u\n", unit);
+            } else {
+                printf("fault %s\n", tp_proto_status_name(st));
+            }
         } else {
             printf("bad command\n");
         }

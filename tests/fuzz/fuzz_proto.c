@@ -2,7 +2,7 @@
  * fuzz_proto.c - libFuzzer harness for firmware/tp_proto.c: the streaming decoder, the host
  * message unpacker and the device message encoders. Run it with tests/fuzz/run.sh proto.
  *
- * The first input byte picks what to drive; buffers are malloc'ed at their exact size so
+ * The first input byte picks what to drive (modes 0-3 below); buffers are malloc'ed at their exact size so
  * ASan sees any write past a caller's capacity.
  */
 // FUZZ_SOURCES: firmware/tp_proto.c
@@ -22,7 +22,10 @@
 static void unpack_and_check(const tp_frame *f)
 {
     tp_host_msg m;
-    if (tp_proto_unpack(f, &m) == TP_PROTO_OK) {
+    tp_proto_status st = tp_proto_unpack(f, &m);
+    CHECK(tp_proto_status_name(st)[0] != '\0');
+    CHECK(st == TP_PROTO_OK || tp_proto_error_code(st) != TP_ERR_INTERNAL);
+    if (st == TP_PROTO_OK) {
         CHECK(m.type == f->type && m.seq == f->seq);
         CHECK(m.data_len <= f->len);
         CHECK(m.data == NULL || (m.data >= f->payload && m.data + m.data_len <= f->payload + f->len));
@@ -73,7 +76,8 @@ static void drive_decoder(const uint8_t *data, size_t size)
             CHECK(used >= 1 && used <= end - pos);
             pos += used;
             CHECK(st <= TP_PROTO_MORE && st >= TP_PROTO_E_UNKNOWN_TYPE);
-            (void)tp_proto_error_code(st);
+            CHECK(tp_proto_status_name(st)[0] != '\0');
+            CHECK(st >= TP_PROTO_OK || tp_proto_error_code(st) != TP_ERR_INTERNAL);
             if (st == TP_PROTO_OK) {
                 CHECK((size_t)f.len + TP_PROTO_OVERHEAD <= cap);
                 unpack_and_check(&f);
@@ -136,7 +140,9 @@ static void drive_encoders(const uint8_t *data, size_t size)
     r.blob_id = u32_at(data, size, 12);
     r.fw_version = u32_at(data, size, 16);
     r.max_payload = (uint16_t)u32_at(data, size, 20);
-    r.counter_unit = (uint8_t)u32_at(data, size, 24);
+    if (tp_proto_counter_unit(text, &r.counter_unit) != TP_PROTO_OK) {
+        r.counter_unit = (uint8_t)u32_at(data, size, 24);
+    }
     r.board = text;
     memset(&m, 0, sizeof m);
     m.step = u32_at(data, size, 28);
@@ -178,6 +184,28 @@ static void drive_encoders(const uint8_t *data, size_t size)
     free(text);
 }
 
+/* Mode 3: a frame with a good CRC built from the input (type, seq, payload), sent twice
+ * through mode 0, so fuzzed payloads reach the unpacker through the decoder. */
+static void drive_valid_frames(const uint8_t *data, size_t size)
+{
+    size_t len, n = 0, cap;
+    uint8_t *stream;
+    if (size < 3) {
+        return;
+    }
+    len = size - 3 < TP_PROTO_MAX_PAYLOAD ? size - 3 : TP_PROTO_MAX_PAYLOAD;
+    cap = TP_PROTO_WIRE_SIZE(len + TP_PROTO_OVERHEAD);
+    stream = malloc(2 + 2 * cap);
+    CHECK(stream != NULL);
+    stream[0] = 0; /* full-size decoder buffer */
+    stream[1] = data[1];
+    CHECK(tp_frame_encode(stream + 2, cap, data[0], (uint16_t)(data[1] | data[2] << 8), data + 3,
+                          len, NULL, 0, &n) == TP_PROTO_OK);
+    memcpy(stream + 2 + n, stream + 2, n);
+    drive_decoder(stream, 2 + 2 * n);
+    free(stream);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -185,15 +213,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1) {
         return 0;
     }
-    switch (data[0] % 3u) {
+    switch (data[0] % 4u) {
     case 0:
         drive_decoder(data + 1, size - 1);
         break;
     case 1:
         drive_unpack(data + 1, size - 1);
         break;
-    default:
+    case 2:
         drive_encoders(data + 1, size - 1);
+        break;
+    default:
+        drive_valid_frames(data + 1, size - 1);
         break;
     }
     return 0;
