@@ -101,7 +101,10 @@ static tp_status check_tensor(const tp_session *v, const tp_tensor *t)
             return TP_ERR_BLOB_BOUNDS;
         }
     }
-    if ((t->flags & TP_T_TRAINABLE) != 0u && !within(t->params_offset, t->size, v->req.params)) {
+    /* biases are stored whole; weights may be a channel subset only TRAN describes, and
+     * tp_train_check checks those */
+    if ((t->flags & TP_T_TRAINABLE) != 0u &&
+        !within(t->params_offset, t->dtype == TP_DT_INT32 ? t->size : 0u, v->req.params)) {
         return TP_ERR_BLOB_BOUNDS;
     }
     if (t->n_scales != 0u && !within(t->scales_offset, 4ull * t->n_scales, v->data_len)) {
@@ -226,10 +229,7 @@ static int op_shapes_ok(const tp_session *v, const tp_op *op, const tp_tensor *i
     case TP_OP_AVERAGE_POOL_2D:
         return windows_ok(op, in, out) && in->dims[3] == out->dims[3];
     case TP_OP_MEAN:
-        /* mode 2 divides in float32: a non-finite scale is a corrupt blob */
-        return is_nhwc(in) && n_out == in->dims[3] &&
-               ((op->mode == 0u && op->n_mult == 1u) || op->mode == 1u ||
-                (op->mode == 2u && op->float_scale - op->float_scale == 0.0f));
+        return is_nhwc(in) && n_out == in->dims[3] && op->mode == 2u && op->n_mult == 1u;
     case TP_OP_PAD:
         return is_nhwc(in) && is_nhwc(out) && in->dims[3] == out->dims[3] &&
                (uint32_t)in->dims[1] + op->pad[0] + op->pad_after[0] == out->dims[1] &&
@@ -355,25 +355,6 @@ tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirement
     return st;
 }
 
-tp_status tp_copy_params(tp_session *s)
-{
-    uint32_t i;
-    tp_tensor t;
-    if (s == NULL || s->ops == NULL) {
-        return TP_ERR_NOT_LOADED;
-    }
-    if (s->params == NULL) {
-        return TP_OK; /* inference only: kernels read the blob */
-    }
-    for (i = 0; i < s->n_tensors; i++) {
-        tp_decode_tensor(s->tensors, i, &t);
-        if ((t.flags & TP_T_TRAINABLE) != 0u) {
-            memcpy(s->params + t.params_offset, s->data + t.offset, t.size);
-        }
-    }
-    return TP_OK;
-}
-
 tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint8_t *arena,
                           uint32_t arena_len, uint8_t *params, uint32_t params_len)
 {
@@ -385,6 +366,9 @@ tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint
     memset(s, 0, sizeof *s); /* a failed init leaves the session not loaded */
     memset(&v, 0, sizeof v);
     st = parse(&v, blob, len);
+    if (st == TP_OK) {
+        st = tp_train_check(&v); /* the training program, by the code that runs it */
+    }
     if (st != TP_OK) {
         return st;
     }
@@ -396,15 +380,19 @@ tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint
     }
     v.arena = arena;
     v.arena_len = arena_len;
-    v.params = params;
+    v.params = params; /* NULL: inference only, every constant is read from the blob */
     v.params_len = params_len;
     *s = v;
-    return tp_copy_params(s);
+    st = params != NULL ? tp_copy_params(s) : TP_OK;
+    if (st != TP_OK) {
+        memset(s, 0, sizeof *s);
+    }
+    return st;
 }
 
 const uint8_t *tp_const_data(const tp_session *s, const tp_tensor *t)
 {
-    if ((t->flags & TP_T_TRAINABLE) != 0u && s->params != NULL) {
+    if ((t->flags & TP_T_TRAINABLE) != 0u && s->params != NULL) { /* a training session */
         return s->params + t->params_offset;
     }
     return s->data + t->offset;

@@ -1,16 +1,651 @@
-/* tp_train.c - placeholder until the training engine lands: the session runs inference only. */
-#include "tp_internal.h"
+/* tp_train.c - one sparse-update training step, in place (docs/training.md).
+ *
+ * Mirrors host/tinyprop/backward.py operation for operation: float32 gradients, sums in the
+ * documented order, exp/log from tp_fmath.c, updates in the quantized domain with QAS and
+ * stochastic rounding keyed by (seed, step, parameter offset). Every buffer is at the offset
+ * the host planned (TRAN section); nothing else is used.
+ */
+#include <string.h>
+
+#include "tp_train.h"
+
+/* TRAN layout (host/tinyprop/train_plan.py) */
+#define TRAN_HEADER 16u
+#define TRAN_OP 36u
+#define F_BIAS 1u
+#define F_WEIGHT 2u
+#define F_MASK 4u
+#define F_GRAD_IN0 8u
+#define F_GRAD_IN1 16u
+#define F_ZERO_IN0 64u
+#define F_ZERO_IN1 128u
+
+typedef struct {
+    uint16_t op;
+    uint8_t flags;
+    uint32_t mask_offset, scratch_offset, reserved, sel_offset, n_sel;
+    float scale_floor;
+    uint32_t bias_params, weight_params;
+} tp_train_op;
+
+static void decode_train_op(const uint8_t *p, tp_train_op *t)
+{
+    t->op = tp_rd_u16(p);
+    t->flags = p[2];
+    t->mask_offset = tp_rd_u32(p + 4);
+    t->scratch_offset = tp_rd_u32(p + 8);
+    t->reserved = tp_rd_u32(p + 12);
+    t->sel_offset = tp_rd_u32(p + 16);
+    t->n_sel = tp_rd_u32(p + 20);
+    t->scale_floor = tp_rd_f32(p + 24);
+    t->bias_params = tp_rd_u32(p + 28);
+    t->weight_params = tp_rd_u32(p + 32);
+}
+
+static uint32_t tran_n_tensors(const tp_session *s)
+{
+    return tp_rd_u32(s->train + 8);
+}
+
+uint32_t tp_train_act_offset(const tp_session *s, uint32_t tensor)
+{
+    return tp_rd_u32(s->train + TRAN_HEADER + 4u * tensor);
+}
+
+static uint32_t grad_offset(const tp_session *s, uint32_t tensor)
+{
+    return tp_rd_u32(s->train + TRAN_HEADER + 4u * (tran_n_tensors(s) + tensor));
+}
+
+static const uint8_t *train_op_record(const tp_session *s, uint32_t j)
+{
+    return s->train + TRAN_HEADER + 8u * tran_n_tensors(s) + TRAN_OP * j;
+}
+
+/* The TRAN record of op k, or NULL when op k takes no part in the backward pass. */
+const uint8_t *tp_train_op_of(const tp_session *s, uint32_t k)
+{
+    uint32_t j, n;
+    if (s->train == NULL) {
+        return NULL;
+    }
+    n = tp_rd_u16(s->train + 4);
+    for (j = 0; j < n; j++) {
+        const uint8_t *p = train_op_record(s, j);
+        if (tp_rd_u16(p) == k) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* ---- checks of the TRAN section (called by tp_session_init through tp_train_check) ---- */
+
+static int in_range(uint32_t off, uint32_t size, uint32_t limit)
+{
+    return off <= limit && size <= limit - off;
+}
+
+tp_status tp_train_check(const tp_session *s)
+{
+    uint32_t n_t, n_ops, j, i;
+    if (s->train == NULL) {
+        return TP_OK;
+    }
+    if (s->train_len < TRAN_HEADER) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    n_t = tran_n_tensors(s);
+    n_ops = tp_rd_u16(s->train + 4);
+    if (n_t != s->n_tensors || tp_rd_u16(s->train + 2) >= s->n_ops ||
+        tp_rd_u16(s->train) > tp_rd_u16(s->train + 2)) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    if ((uint64_t)TRAN_HEADER + 8ull * n_t + (uint64_t)TRAN_OP * n_ops > s->train_len) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    for (i = 0; i < n_t; i++) {
+        tp_tensor t;
+        uint32_t a = tp_train_act_offset(s, i), g = grad_offset(s, i);
+        tp_decode_tensor(s->tensors, i, &t);
+        if (a != TP_NONE32 && !in_range(a, t.size, s->req.arena_train)) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
+        if (g != TP_NONE32 && (t.size > 0x3FFFFFFFu ||
+                               !in_range(g, 4u * t.size, s->req.arena_train))) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
+    }
+    for (j = 0; j < n_ops; j++) {
+        tp_train_op t;
+        tp_op op;
+        tp_tensor tw, to;
+        uint32_t n_out = 0, row = 0;
+        decode_train_op(train_op_record(s, j), &t);
+        if (t.op >= s->n_ops) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        tp_decode_op(s->ops, t.op, &op);
+        tp_decode_tensor(s->tensors, op.output, &to);
+        if (grad_offset(s, op.output) == TP_NONE32) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        if ((t.flags & F_GRAD_IN0) && grad_offset(s, op.inputs[0]) == TP_NONE32) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        if ((t.flags & F_GRAD_IN1) &&
+            (op.kind != TP_OP_ADD || grad_offset(s, op.inputs[1]) == TP_NONE32)) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        if ((t.flags & F_MASK) && !in_range(t.mask_offset, (to.size + 7u) / 8u,
+                                            s->req.arena_train)) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
+        if (t.flags & (F_BIAS | F_WEIGHT)) {
+            if (op.kind > TP_OP_FULLY_CONNECTED) {
+                return TP_ERR_BLOB_INVALID;
+            }
+            tp_decode_tensor(s->tensors, op.inputs[1], &tw);
+            n_out = op.kind == TP_OP_DEPTHWISE_CONV_2D ? tw.dims[3] : tw.dims[0];
+            if (n_out == 0u) {
+                return TP_ERR_BLOB_INVALID;
+            }
+            row = tw.size / n_out;
+        }
+        if ((t.flags & F_BIAS) && (op.inputs[2] == TP_NONE16 ||
+                                   !in_range(t.bias_params, 4u * n_out, s->req.params))) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
+        if (t.flags & F_WEIGHT) {
+            if (t.n_sel == 0u || t.n_sel > n_out || !in_range(t.weight_params, n_out * row,
+                                                              s->req.params) ||
+                !in_range(t.scratch_offset, 4u * row, s->req.arena_train)) {
+                return TP_ERR_BLOB_BOUNDS;
+            }
+            if (op.kind != TP_OP_DEPTHWISE_CONV_2D) {
+                if (!in_range(t.sel_offset, 2u * t.n_sel, s->data_len)) {
+                    return TP_ERR_BLOB_BOUNDS;
+                }
+                for (i = 0; i < t.n_sel; i++) {
+                    if (tp_rd_u16(s->data + t.sel_offset + 2u * i) >= n_out) {
+                        return TP_ERR_BLOB_INVALID;
+                    }
+                }
+            }
+        }
+    }
+    return TP_OK;
+}
+
+/* ---- small float helpers shared with backward.py's definitions ---- */
+
+static float floor_f32(float x)
+{
+    float t = (float)(int32_t)x;
+    return x < t ? t - 1.0f : t;
+}
+
+static uint32_t fmix32(uint32_t h)
+{
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    return h;
+}
+
+static float uniform01(uint32_t key, uint32_t index)
+{
+    uint32_t h = fmix32(index * 0x9E3779B1u + key);
+    return (float)(h >> 8) * (1.0f / 16777216.0f);
+}
+
+/* floor(delta) + (r < frac), after NaN -> 0 and a clamp to +-limit. */
+static int32_t stochastic_round(float d, float r, float limit)
+{
+    float fl, frac;
+    if (d != d) {
+        d = 0.0f;
+    }
+    d = d < -limit ? -limit : d;
+    d = d > limit ? limit : d;
+    fl = floor_f32(d);
+    frac = d - fl;
+    return (int32_t)fl + (r < frac ? 1 : 0);
+}
+
+static float channel_scale(const tp_session *s, const tp_tensor *w, uint32_t o)
+{
+    return w->n_scales > 1u ? tp_rd_f32(s->data + w->scales_offset + 4u * o) : w->scale;
+}
+
+/* ---- the step ---- */
+
+typedef struct {
+    tp_session *s;
+    tp_train_op t;
+    tp_op op;
+    tp_tensor tin, tw, tout;
+    uint32_t n_out, row_len;
+    float *dy;
+    uint32_t key; /* stochastic rounding key of this step */
+} bctx;
+
+static float *grad_of(tp_session *s, uint32_t tensor, uint32_t elems)
+{
+    return (float *)(void *)tp_arena_at(s, grad_offset(s, tensor), 4u * elems);
+}
+
+/* Weight element (row o, index k) as the forward pass sees it now. */
+static int8_t weight_at(const bctx *c, uint32_t o, uint32_t k)
+{
+    return tp_weight_row(c->s, &c->op, &c->tw, o)[k];
+}
+
+static void input_grad_fc(const bctx *c, float *dx)
+{
+    uint32_t i, o, n_in = c->row_len;
+    for (i = 0; i < n_in; i++) {
+        float acc = dx[i];
+        for (o = 0; o < c->n_out; o++) {
+            float wr = (float)weight_at(c, o, i) * channel_scale(c->s, &c->tw, o);
+            acc = acc + c->dy[o] * wr;
+        }
+        dx[i] = acc;
+    }
+}
+
+static void input_grad_conv(const bctx *c, float *dx)
+{
+    const tp_op *op = &c->op;
+    uint32_t ih = c->tin.dims[1], iw = c->tin.dims[2], ic = c->tin.dims[3];
+    uint32_t oh = c->tout.dims[1], ow = c->tout.dims[2], oc = c->tout.dims[3];
+    uint32_t kh, kw, oy, ox, ch, o, m;
+    uint32_t mult = op->kind == TP_OP_DEPTHWISE_CONV_2D ? op->depth_multiplier : 1u;
+    for (kh = 0; kh < op->k[0]; kh++) {
+        for (kw = 0; kw < op->k[1]; kw++) {
+            for (oy = 0; oy < oh; oy++) {
+                int32_t y = (int32_t)(oy * op->stride[0] + kh) - op->pad[0];
+                if (y < 0 || y >= (int32_t)ih) {
+                    continue;
+                }
+                for (ox = 0; ox < ow; ox++) {
+                    int32_t x = (int32_t)(ox * op->stride[1] + kw) - op->pad[1];
+                    const float *g = c->dy + (oy * ow + ox) * oc;
+                    float *d;
+                    if (x < 0 || x >= (int32_t)iw) {
+                        continue;
+                    }
+                    d = dx + ((uint32_t)y * iw + (uint32_t)x) * ic;
+                    for (ch = 0; ch < ic; ch++) {
+                        float acc = d[ch];
+                        if (op->kind == TP_OP_CONV_2D) {
+                            uint32_t k = (kh * op->k[1] + kw) * ic + ch;
+                            for (o = 0; o < oc; o++) {
+                                float wr = (float)weight_at(c, o, k) *
+                                           channel_scale(c->s, &c->tw, o);
+                                acc = acc + g[o] * wr;
+                            }
+                        } else {
+                            for (m = 0; m < mult; m++) {
+                                uint32_t q = ch * mult + m;
+                                float wr = (float)tp_weight_row(c->s, op, &c->tw, 0)
+                                               [(kh * op->k[1] + kw) * oc + q] *
+                                           channel_scale(c->s, &c->tw, q);
+                                acc = acc + g[q] * wr;
+                            }
+                        }
+                        d[ch] = acc;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Real value of the saved input at (y, x, ch) of the padded map; 0 in the padding. */
+static float input_real(const bctx *c, const int8_t *xin, int32_t y, int32_t x, uint32_t ch)
+{
+    if (y < 0 || y >= (int32_t)c->tin.dims[1] || x < 0 || x >= (int32_t)c->tin.dims[2]) {
+        return 0.0f;
+    }
+    return (float)((int32_t)xin[((uint32_t)y * c->tin.dims[2] + (uint32_t)x) * c->tin.dims[3] +
+                               ch] -
+                   c->tin.zero_point) *
+           c->tin.scale;
+}
+
+/* dW row of output channel o into scratch (row_len floats): sum over output positions. */
+static void weight_grad_row(const bctx *c, const int8_t *xin, uint32_t o, float *row)
+{
+    const tp_op *op = &c->op;
+    uint32_t k, oy, ox;
+    uint32_t oh = c->tout.dims[1], ow = c->tout.dims[2], oc = c->n_out;
+    if (op->kind == TP_OP_FULLY_CONNECTED) {
+        for (k = 0; k < c->row_len; k++) {
+            float xv = (float)((int32_t)xin[k] - c->tin.zero_point) * c->tin.scale;
+            row[k] = 0.0f + c->dy[o] * xv;
+        }
+        return;
+    }
+    for (k = 0; k < c->row_len; k++) {
+        uint32_t kh, kw, ch;
+        float acc = 0.0f;
+        if (op->kind == TP_OP_CONV_2D) {
+            uint32_t ic = c->tin.dims[3];
+            ch = k % ic;
+            kw = (k / ic) % op->k[1];
+            kh = k / ic / op->k[1];
+        } else {
+            ch = o / op->depth_multiplier;
+            kw = k % op->k[1];
+            kh = k / op->k[1];
+        }
+        for (oy = 0; oy < oh; oy++) {
+            for (ox = 0; ox < ow; ox++) {
+                int32_t y = (int32_t)(oy * op->stride[0] + kh) - op->pad[0];
+                int32_t x = (int32_t)(ox * op->stride[1] + kw) - op->pad[1];
+                acc = acc + c->dy[(oy * ow + ox) * oc + o] * input_real(c, xin, y, x, ch);
+            }
+        }
+        row[k] = acc;
+    }
+}
+
+static void update_params(bctx *c, float lr, int qas)
+{
+    tp_session *s = c->s;
+    uint32_t o, k, j, positions = tp_tensor_elems(&c->tout) / c->n_out;
+    float floor_ = c->t.scale_floor;
+    float s_x = c->tin.scale;
+    if (c->t.flags & F_BIAS) {
+        uint8_t *b = s->params + c->t.bias_params;
+        for (o = 0; o < c->n_out; o++) {
+            float db = 0.0f, step, delta, sw = channel_scale(s, &c->tw, o);
+            float seff = sw > floor_ ? sw : floor_;
+            uint32_t p;
+            int64_t v;
+            int32_t nv;
+            for (p = 0; p < positions; p++) {
+                db = db + c->dy[p * c->n_out + o];
+            }
+            step = lr * db;
+            delta = qas ? -(step / (seff * s_x)) : -(step * (sw * s_x));
+            v = (int64_t)tp_rd_i32(b + 4u * o) +
+                stochastic_round(delta, uniform01(c->key, c->t.bias_params + 4u * o), 1e9f);
+            nv = v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : (int32_t)v);
+            b[4u * o] = (uint8_t)((uint32_t)nv & 0xFFu);
+            b[4u * o + 1] = (uint8_t)(((uint32_t)nv >> 8) & 0xFFu);
+            b[4u * o + 2] = (uint8_t)(((uint32_t)nv >> 16) & 0xFFu);
+            b[4u * o + 3] = (uint8_t)(((uint32_t)nv >> 24) & 0xFFu);
+        }
+    }
+    if (c->t.flags & F_WEIGHT) {
+        float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * c->row_len);
+        const int8_t *xin = (const int8_t *)tp_arena_at(
+            s, tp_train_act_offset(s, c->op.inputs[0]), c->tin.size);
+        int dw = c->op.kind == TP_OP_DEPTHWISE_CONV_2D;
+        uint32_t n = dw ? c->n_out : c->t.n_sel;
+        for (j = 0; j < n; j++) {
+            uint32_t oc = dw ? j : tp_rd_u16(s->data + c->t.sel_offset + 2u * j);
+            float sw = channel_scale(s, &c->tw, oc);
+            float seff = sw > floor_ ? sw : floor_;
+            weight_grad_row(c, xin, oc, row);
+            for (k = 0; k < c->row_len; k++) {
+                uint32_t off = dw ? c->t.weight_params + k * c->n_out + oc
+                                  : c->t.weight_params + oc * c->row_len + k;
+                int8_t *w = (int8_t *)(s->params + off);
+                float step = lr * row[k];
+                float delta = qas ? -(step / seff) : -(step * sw);
+                int32_t nv = (int32_t)*w + stochastic_round(delta, uniform01(c->key, off), 256.0f);
+                *w = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
+            }
+        }
+    }
+}
+
+static void pool_grad(const bctx *c, float *dx)
+{
+    const tp_op *op = &c->op;
+    uint32_t ih = c->tin.dims[1], iw = c->tin.dims[2], ch = c->tin.dims[3];
+    uint32_t i, oy, ox, cc;
+    if (op->kind == TP_OP_MEAN) {
+        float n = (float)(ih * iw);
+        for (i = 0; i < ih * iw; i++) {
+            for (cc = 0; cc < ch; cc++) {
+                dx[i * ch + cc] = dx[i * ch + cc] + c->dy[cc] / n;
+            }
+        }
+        return;
+    }
+    for (oy = 0; oy < c->tout.dims[1]; oy++) {
+        int32_t y0 = (int32_t)(oy * op->stride[0]) - op->pad[0];
+        int32_t ys = y0 < 0 ? 0 : y0, ye = y0 + op->k[0] > (int32_t)ih ? (int32_t)ih : y0 + op->k[0];
+        for (ox = 0; ox < c->tout.dims[2]; ox++) {
+            int32_t x0 = (int32_t)(ox * op->stride[1]) - op->pad[1];
+            int32_t xs = x0 < 0 ? 0 : x0;
+            int32_t xe = x0 + op->k[1] > (int32_t)iw ? (int32_t)iw : x0 + op->k[1];
+            float n = (float)((ye - ys) * (xe - xs));
+            for (cc = 0; cc < ch; cc++) {
+                float v = c->dy[(oy * c->tout.dims[2] + ox) * ch + cc] / n;
+                int32_t y, x;
+                for (y = ys; y < ye; y++) {
+                    for (x = xs; x < xe; x++) {
+                        float *d = dx + ((uint32_t)y * iw + (uint32_t)x) * ch + cc;
+                        *d = *d + v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key)
+{
+    bctx c;
+    uint32_t i, n;
+    memset(&c, 0, sizeof c);
+    c.s = s;
+    c.key = key;
+    decode_train_op(rec, &c.t);
+    tp_decode_op(s->ops, c.t.op, &c.op);
+    tp_decode_tensor(s->tensors, c.op.inputs[0], &c.tin);
+    tp_decode_tensor(s->tensors, c.op.output, &c.tout);
+    n = tp_tensor_elems(&c.tout);
+    c.dy = grad_of(s, c.op.output, n);
+    if (c.t.flags & F_MASK) {
+        const uint8_t *mask = tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u);
+        for (i = 0; i < n; i++) {
+            if (!(mask[i >> 3] & (1u << (i & 7u)))) {
+                c.dy[i] = 0.0f;
+            }
+        }
+    }
+    if (c.op.kind <= TP_OP_FULLY_CONNECTED) {
+        tp_decode_tensor(s->tensors, c.op.inputs[1], &c.tw);
+        c.n_out = c.op.kind == TP_OP_DEPTHWISE_CONV_2D ? c.tw.dims[3] : c.tw.dims[0];
+        c.row_len = tp_tensor_elems(&c.tw) / c.n_out;
+    }
+    if (c.t.flags & F_GRAD_IN0) {
+        uint32_t nin = tp_tensor_elems(&c.tin);
+        float *dx = grad_of(s, c.op.inputs[0], nin);
+        if (c.t.flags & F_ZERO_IN0) {
+            for (i = 0; i < nin; i++) {
+                dx[i] = 0.0f;
+            }
+        }
+        switch (c.op.kind) {
+        case TP_OP_FULLY_CONNECTED:
+            input_grad_fc(&c, dx);
+            break;
+        case TP_OP_CONV_2D:
+        case TP_OP_DEPTHWISE_CONV_2D:
+            input_grad_conv(&c, dx);
+            break;
+        case TP_OP_ADD:
+            for (i = 0; i < nin; i++) {
+                dx[i] = dx[i] + c.dy[i];
+            }
+            break;
+        case TP_OP_AVERAGE_POOL_2D:
+        case TP_OP_MEAN:
+            pool_grad(&c, dx);
+            break;
+        case TP_OP_PAD: {
+            uint32_t y, x, ch, ih = c.tin.dims[1], iw = c.tin.dims[2], cc = c.tin.dims[3];
+            uint32_t ow = c.tout.dims[2];
+            for (y = 0; y < ih; y++) {
+                for (x = 0; x < iw; x++) {
+                    for (ch = 0; ch < cc; ch++) {
+                        float *d = dx + (y * iw + x) * cc + ch;
+                        *d = *d + c.dy[((y + c.op.pad[0]) * ow + x + c.op.pad[1]) * cc + ch];
+                    }
+                }
+            }
+            break;
+        }
+        default: /* RESHAPE shares its gradient buffer with its input */
+            break;
+        }
+    }
+    if (c.t.flags & F_GRAD_IN1) {
+        tp_tensor t2;
+        float *dx;
+        uint32_t n2;
+        tp_decode_tensor(s->tensors, c.op.inputs[1], &t2);
+        n2 = tp_tensor_elems(&t2);
+        dx = grad_of(s, c.op.inputs[1], n2);
+        for (i = 0; i < n2; i++) {
+            dx[i] = ((c.t.flags & F_ZERO_IN1) ? 0.0f : dx[i]) + c.dy[i];
+        }
+    }
+    if (c.t.flags & (F_BIAS | F_WEIGHT)) {
+        update_params(&c, s->hp.lr, (s->hp.flags & TP_HP_NO_QAS) == 0u);
+    }
+}
+
+/* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0). */
+static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
+{
+    tp_train_op t;
+    tp_op op;
+    tp_tensor to;
+    uint32_t i, n;
+    uint8_t *mask;
+    decode_train_op(rec, &t);
+    tp_decode_op(s->ops, t.op, &op);
+    tp_decode_tensor(s->tensors, op.output, &to);
+    n = to.size;
+    mask = tp_arena_at(s, t.mask_offset, (n + 7u) / 8u);
+    memset(mask, 0, (n + 7u) / 8u);
+    for (i = 0; i < n; i++) {
+        int keep = y[i] > op.act_min && (op.activation != 2u || y[i] < op.act_max);
+        if (keep) {
+            mask[i >> 3] = (uint8_t)(mask[i >> 3] | (1u << (i & 7u)));
+        }
+    }
+}
 
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
 {
-    (void)s;
-    (void)label;
-    (void)r;
-    return TP_ERR_NO_TRAIN;
+    uint32_t k, first, last, n_cls, j;
+    const int8_t *logits = NULL;
+    float *g, m, sum, loss;
+    tp_tensor tz;
+    int32_t pred = 0;
+    if (s == NULL) {
+        return TP_ERR_ARG;
+    }
+    if (s->ops == NULL) {
+        return TP_ERR_NOT_LOADED;
+    }
+    if (s->train == NULL || s->params == NULL) {
+        return TP_ERR_NO_TRAIN;
+    }
+    if (s->arena_len < s->req.arena_train) {
+        return TP_ERR_ARENA_TOO_SMALL;
+    }
+    n_cls = s->req.n_classes;
+    if (label < 0 || (uint32_t)label >= n_cls) {
+        return TP_ERR_BAD_LABEL;
+    }
+    if (!(s->hp.lr >= 0.0f && s->hp.lr <= 1e30f)) {
+        return TP_ERR_ARG;
+    }
+    first = tp_rd_u16(s->train);
+    last = tp_rd_u16(s->train + 2);
+    s->arena_high = 0;
+    for (k = 0; k <= last; k++) {
+        const uint8_t *rec = tp_train_op_of(s, k);
+        const int8_t *y = tp_run_op(s, k, 1);
+        if (rec != NULL && (rec[2] & F_MASK)) {
+            save_mask(s, rec, y);
+        }
+        if (k == last) {
+            logits = y;
+        }
+    }
+    tp_decode_tensor(s->tensors, s->logits, &tz);
+    for (j = 1; j < n_cls; j++) {
+        pred = logits[j] > logits[pred] ? (int32_t)j : pred;
+    }
+    /* loss and logits gradient in the logits' gradient buffer */
+    g = grad_of(s, s->logits, n_cls);
+    for (j = 0; j < n_cls; j++) {
+        g[j] = (float)((int32_t)logits[j] - tz.zero_point) * tz.scale;
+    }
+    m = g[0];
+    for (j = 1; j < n_cls; j++) {
+        m = g[j] > m ? g[j] : m;
+    }
+    loss = g[label] - m;
+    sum = 0.0f;
+    for (j = 0; j < n_cls; j++) {
+        g[j] = tp_exp_neg(g[j] - m);
+        sum = sum + g[j];
+    }
+    for (j = 0; j < n_cls; j++) {
+        g[j] = g[j] / sum;
+    }
+    g[label] = g[label] - 1.0f;
+    loss = tp_log_pos(sum) - loss;
+    if (r != NULL) {
+        memset(r, 0, sizeof *r);
+        r->loss = loss;
+        r->prediction = pred;
+        r->label = label;
+    }
+    if (!(loss == loss) || loss > 3.0e38f || loss < -3.0e38f) {
+        s->step++;
+        if (r != NULL) {
+            r->skipped = 1;
+            r->arena_peak = s->arena_high;
+        }
+        return TP_ERR_NONFINITE;
+    }
+    {
+        uint32_t key = fmix32(s->hp.seed + s->step * 0x85EBCA77u);
+        for (k = last + 1; k-- > first;) {
+            const uint8_t *rec = tp_train_op_of(s, k);
+            if (rec != NULL) {
+                backward_op(s, rec, key);
+            }
+        }
+    }
+    s->step++;
+    if (r != NULL) {
+        r->arena_peak = s->arena_high;
+    }
+    return TP_OK;
 }
 
 tp_status tp_reset_params(tp_session *s)
 {
+    if (s == NULL) {
+        return TP_ERR_ARG;
+    }
+    s->step = 0;
     return tp_copy_params(s);
 }
 

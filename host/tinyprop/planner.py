@@ -19,6 +19,7 @@ class Buffer:
     size: int
     first: int
     last: int
+    pinned: int | None = None  # fixed offset (the model input sits at 0 in every plan)
 
     def overlaps(self, other: Buffer) -> bool:
         return self.first <= other.last and other.first <= self.last
@@ -30,8 +31,12 @@ def _align(n: int) -> int:
 
 def _place(buffers: list[Buffer], order: list[int]) -> tuple[list[int], int]:
     offsets = [-1] * len(buffers)
-    placed: list[int] = []
+    placed = [i for i, b in enumerate(buffers) if b.pinned is not None]
+    for i in placed:
+        offsets[i] = buffers[i].pinned
     for i in order:
+        if buffers[i].pinned is not None:
+            continue
         b = buffers[i]
         if b.size == 0:
             offsets[i] = 0

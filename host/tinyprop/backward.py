@@ -1,0 +1,334 @@
+"""NumPy reference training step: forward int8, loss, sparse backward in float32, and in-place
+quantized updates with QAS and stochastic rounding. The C core (firmware/tp_train.c) follows
+this file operation for operation; docs/training.md states the contract.
+
+Bit-exactness across NumPy and C rests on three rules:
+- every float is float32, every operation is one IEEE-rounded +, -, * or / (no FMA, no libm:
+  exp and log come from tinyprop.fmath);
+- every sum runs sequentially in the documented order, starting from 0.0 or from the value
+  already in the gradient buffer (seqsum below, np.add.accumulate is sequential);
+- random numbers for stochastic rounding are a hash of (seed, step, parameter offset), so
+  they do not depend on loop order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fmath import exp_neg, floor_f32, log_pos
+from .graph import Graph
+from .reference import _padded, patches, run_op
+from .opparams import all_op_params
+from .train_plan import F_BIAS, F_GRAD_IN0, F_GRAD_IN1, F_MASK, F_WEIGHT, TrainProgram
+
+f32 = np.float32
+M32 = 0xFFFFFFFF
+
+
+@dataclass
+class StepResult:
+    loss: float
+    prediction: int
+    label: int
+    skipped: bool
+    logits: np.ndarray
+
+
+def fmix32(h: np.ndarray) -> np.ndarray:
+    """murmur3 finalizer on uint32 arrays."""
+    h = np.asarray(h, np.uint64) & M32
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & M32
+    return (h ^ (h >> 16)).astype(np.uint32)
+
+
+def uniform(seed: int, step: int, index: np.ndarray) -> np.ndarray:
+    """Uniform [0, 1) float32 for each parameter byte offset in `index`."""
+    key = fmix32(np.uint64((seed + step * 0x85EBCA77) & M32)).astype(np.uint64)
+    h = fmix32((np.asarray(index, np.uint64) * 0x9E3779B1 + key) & M32)
+    return ((h >> np.uint32(8)).astype(f32) * f32(1.0 / (1 << 24))).astype(f32)
+
+
+def stochastic_round(delta: np.ndarray, r: np.ndarray, limit: float) -> np.ndarray:
+    """floor(delta) + (r < frac): unbiased rounding so sub-LSB updates survive on average.
+    NaN becomes 0; |delta| is clamped to `limit` first."""
+    d = np.asarray(delta, f32)
+    d = np.where(d != d, f32(0), d)
+    d = np.minimum(np.maximum(d, f32(-limit)), f32(limit))
+    fl = floor_f32(d)
+    frac = d - fl
+    return fl.astype(np.int64) + (r < frac)
+
+
+def seqsum(a: np.ndarray, axis: int, start: np.ndarray | None = None) -> np.ndarray:
+    """Sequential float32 sum along `axis` from `start` (0.0 if None), as a C loop does it."""
+    a = np.moveaxis(np.asarray(a, f32), axis, 0)
+    first = np.zeros(a.shape[1:], f32) if start is None else np.asarray(start, f32)
+    return np.add.accumulate(np.concatenate([first[None], a], axis=0), axis=0, dtype=f32)[-1]
+
+
+def loss_and_grad(z: np.ndarray, label: int) -> tuple[np.float32, np.ndarray]:
+    """Softmax cross-entropy on float32 logits; gradient p - onehot."""
+    m = z[0]
+    for v in z[1:]:
+        m = v if v > m else m
+    e = exp_neg(z - m)
+    s = seqsum(e, 0)
+    p = (e / s).astype(f32)
+    loss = (log_pos(s) - (z[label] - m)).astype(f32)
+    g = p.copy()
+    g[label] = g[label] - f32(1)
+    return loss, g
+
+
+class ReferenceTrainer:
+    """The training state (trainable parameters) and one training step, in NumPy."""
+
+    def __init__(self, program: TrainProgram, lr: float = 0.01, seed: int = 0,
+                 qas: bool = True):
+        self.prog = program
+        self.graph: Graph = program.graph
+        self.params = all_op_params(self.graph)
+        self.lr = f32(lr)
+        self.seed = seed & M32
+        self.qas = qas
+        self.step = 0
+        self.probe: dict | None = None  # budget.calibration_grad_norms: record, do not update
+        self.values = {}  # tensor index -> current trainable array
+        for k, t in program.ops.items():
+            op = self.graph.ops[k]
+            if t.flags & F_BIAS:
+                self.values[op.inputs[2]] = self.graph.tensors[op.inputs[2]].data.copy()
+            if t.flags & F_WEIGHT:
+                self.values[op.inputs[1]] = self.graph.tensors[op.inputs[1]].data.copy()
+
+    # -- state --
+    def params_bytes(self) -> bytes:
+        return self.prog.pack_params(self.values)
+
+    def load_params(self, raw: bytes) -> None:
+        self.values.update(self.prog.unpack_params(raw))
+
+    def _const(self, ti: int) -> np.ndarray:
+        return self.values.get(ti, self.graph.tensors[ti].data)
+
+    # -- forward --
+    def forward(self, x: np.ndarray, upto: int | None = None) -> dict[int, np.ndarray]:
+        g = self.graph
+        upto = len(g.ops) - 1 if upto is None else upto
+        vals = {g.inputs[0]: np.asarray(x, np.int8).reshape(g.input.shape)}
+        for ti in self.values:
+            vals[ti] = self.values[ti]
+        for op, p in zip(g.ops[: upto + 1], self.params[: upto + 1]):
+            vals[op.outputs[0]] = self._run(op, p, vals)
+        return vals
+
+    def _run(self, op, p, vals):
+        # run_op reads constants from the graph; substitute trained values for this call
+        saved = []
+        for ti in op.inputs[1:3]:
+            if ti in self.values:
+                t = self.graph.tensors[ti]
+                saved.append((t, t.data))
+                t.data = self.values[ti]
+        try:
+            return run_op(self.graph, op, p, vals)
+        finally:
+            for t, d in saved:
+                t.data = d
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        return self.forward(x)[self.graph.outputs[0]]
+
+    # -- training step --
+    def train_step(self, x: np.ndarray, label: int) -> StepResult:
+        g, prog = self.graph, self.prog
+        L = prog.logits
+        vals = self.forward(x, L)
+        zt = g.tensors[g.ops[L].outputs[0]]
+        zq = vals[zt.index].reshape(-1)
+        z = ((zq.astype(np.int32) - zt.zp).astype(f32) * f32(zt.s)).astype(f32)
+        pred = int(np.argmax(zq))
+        loss, dz = loss_and_grad(z, label)
+        if not np.isfinite(loss):
+            self.step += 1
+            return StepResult(float(loss), pred, label, True, zq)
+        root = lambda t: prog.alias.get(t, t)  # noqa: E731
+        grads = {root(zt.index): dz.reshape(zt.shape)}
+        for k in prog.backward_order():
+            self._backward_op(k, vals, grads, root)
+        self.step += 1
+        return StepResult(float(loss), pred, label, False, zq)
+
+    def _grad_buf(self, grads, root, ti) -> np.ndarray:
+        r = root(ti)
+        if r not in grads:
+            grads[r] = np.zeros(self.graph.tensors[r].shape, f32)
+        return grads[r]
+
+    def _real(self, ti: int, vals) -> np.ndarray:
+        t = self.graph.tensors[ti]
+        return ((vals[ti].astype(np.int32) - t.zp).astype(f32) * f32(t.s)).astype(f32)
+
+    def _backward_op(self, k: int, vals, grads, root) -> None:
+        g, t = self.graph, self.prog.ops[k]
+        op, p = g.ops[k], self.params[k]
+        dy = grads[root(op.outputs[0])]
+        if t.flags & F_MASK:
+            y = vals[op.outputs[0]]
+            keep = y > p.act_min
+            if op.activation == "RELU6":
+                keep &= y < p.act_max
+            dy = np.where(keep, dy, f32(0)).astype(f32)
+            grads[root(op.outputs[0])] = dy
+        kind = op.kind
+        if kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            w = self._const(op.inputs[1])
+            wt = g.tensors[op.inputs[1]]
+            n_out = t.n_out or (wt.shape[3] if kind == "DEPTHWISE_CONV_2D" else wt.shape[0])
+            s_w = np.broadcast_to(wt.scale.astype(f32), (n_out,))
+            if t.flags & F_GRAD_IN0:
+                dx = self._grad_buf(grads, root, op.inputs[0])
+                grads[root(op.inputs[0])] = self._input_grad(op, p, w, s_w, dy, dx)
+            if t.flags & (F_BIAS | F_WEIGHT):
+                self._update(k, op, p, t, w, s_w, dy, vals)
+        elif kind == "ADD":
+            for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
+                if t.flags & flag:
+                    buf = self._grad_buf(grads, root, op.inputs[pos])
+                    grads[root(op.inputs[pos])] = (buf + dy).astype(f32)
+        elif kind in ("AVERAGE_POOL_2D", "MEAN") and t.flags & F_GRAD_IN0:
+            buf = self._grad_buf(grads, root, op.inputs[0])
+            grads[root(op.inputs[0])] = self._pool_grad(op, p, dy, buf)
+        elif kind == "PAD" and t.flags & F_GRAD_IN0:
+            buf = self._grad_buf(grads, root, op.inputs[0])
+            (ph, _), (pw, _) = op.options["pads"]
+            h, w_ = buf.shape[1:3]
+            grads[root(op.inputs[0])] = (buf + dy[:, ph : ph + h, pw : pw + w_]).astype(f32)
+        # RESHAPE: input and output share one gradient buffer; nothing to do
+
+    def _pool_grad(self, op, p, dy, buf) -> np.ndarray:
+        buf = buf.copy()
+        if op.kind == "MEAN":
+            n = f32(buf.shape[1] * buf.shape[2])
+            return (buf + (dy.reshape(1, 1, 1, -1) / n)).astype(f32)
+        (kh, kw), (sh, sw), (oh, ow), (ph, pw) = (p.geometry[x] for x in ("k", "stride", "out_hw",
+                                                                           "pad"))
+        h, w = buf.shape[1:3]
+        for oy in range(oh):
+            y0 = oy * sh - ph
+            ys = slice(max(y0, 0), min(y0 + kh, h))
+            for ox in range(ow):
+                x0 = ox * sw - pw
+                xs = slice(max(x0, 0), min(x0 + kw, w))
+                n = f32((ys.stop - ys.start) * (xs.stop - xs.start))
+                buf[0, ys, xs] = buf[0, ys, xs] + dy[0, oy, ox] / n
+        return buf
+
+    def _input_grad(self, op, p, w, s_w, dy, dx) -> np.ndarray:
+        """dX += W^T dY in the order: taps (kh, kw) raster, then output channels ascending."""
+        if op.kind == "FULLY_CONNECTED":
+            wr = (w.astype(f32) * s_w[:, None]).astype(f32)  # (O, I)
+            prod = dy.reshape(-1)[:, None] * wr
+            return seqsum(prod, 0, dx.reshape(-1)).reshape(dx.shape)
+        geo = p.geometry
+        (kh, kw), (sh, sw), (oh, ow), (ph, pw) = geo["k"], geo["stride"], geo["out_hw"], geo["pad"]
+        h, wd, c = dx.shape[1:]
+        hp = max((oh - 1) * sh + kh, h + ph)
+        wp = max((ow - 1) * sw + kw, wd + pw)
+        acc = np.zeros((hp, wp, c), f32)
+        acc[ph : ph + h, pw : pw + wd] = dx[0]
+        if op.kind == "CONV_2D":
+            wr = (w.astype(f32) * s_w[:, None, None, None]).astype(f32)  # (O, KH, KW, I)
+        else:
+            wr = (w[0].astype(f32) * s_w[None, None, :]).astype(f32)  # (KH, KW, C*M)
+            mult = op.options["depth_multiplier"]
+        d = dy[0]
+        for i in range(kh):
+            for j in range(kw):
+                sl = (slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw))
+                cur = acc[sl]
+                if op.kind == "CONV_2D":
+                    prod = d[:, :, :, None] * wr[None, None, :, i, j, :]  # (OH, OW, O, I)
+                    acc[sl] = seqsum(prod, 2, cur)
+                else:
+                    prod = (d * wr[i, j]).reshape(oh, ow, c, mult)
+                    acc[sl] = seqsum(prod, 3, cur)
+        return acc[ph : ph + h, pw : pw + wd][None].astype(f32)
+
+    def _weight_grad_rows(self, op, p, t, dy, vals) -> np.ndarray:
+        """dW rows of the selected channels, (n_sel, row_len), each a sequential sum over
+        output positions in raster order."""
+        xr = self._real(op.inputs[0], vals)
+        if op.kind == "FULLY_CONNECTED":
+            prod = dy.reshape(-1)[t.channels][:, None] * xr.reshape(1, -1)
+            return seqsum(prod[None], 0)
+        cols = patches(_padded(xr, p.geometry, 0.0).astype(f32), p.geometry)  # OH,OW,KH,KW,C
+        oh, ow = p.geometry["out_hw"]
+        d = dy[0].reshape(oh * ow, -1)
+        if op.kind == "CONV_2D":
+            cols = cols.reshape(oh * ow, -1)
+            prod = d[:, t.channels, None] * cols[:, None, :]  # (P, n_sel, K)
+            return seqsum(prod, 0)
+        mult = op.options["depth_multiplier"]
+        cols = np.repeat(cols, mult, axis=-1).reshape(oh * ow, -1, cols.shape[-1] * mult)
+        prod = d[:, None, :] * cols  # (P, KH*KW, C*M)
+        return seqsum(prod, 0).T  # (C*M, KH*KW): one row a channel
+
+    def _record(self, k, op, p, t, dy, vals) -> None:
+        entry = self.probe[k]
+        if t.flags & F_BIAS:
+            db = seqsum(dy.reshape(-1, t.n_out), 0).astype(np.float64)
+            entry[0] += float(np.sum(db * db))
+        if t.flags & F_WEIGHT:
+            rows = self._weight_grad_rows(op, p, t, dy, vals).astype(np.float64)
+            sq = np.zeros(t.n_out)
+            sq[np.array(t.channels)] = np.sum(rows * rows, axis=1)
+            entry[1] = sq if entry[1] is None else entry[1] + sq
+
+    def _update(self, k, op, p, t, w, s_w, dy, vals) -> None:
+        if self.probe is not None:
+            return self._record(k, op, p, t, dy, vals)
+        g = self.graph
+        floor = f32(t.scale_floor)
+        s_eff = np.maximum(s_w, floor).astype(f32)
+        if t.flags & F_BIAS:
+            db = seqsum(dy.reshape(-1, t.n_out), 0)
+            s_x = f32(g.tensors[op.inputs[0]].s)
+            step = (self.lr * db).astype(f32)
+            if self.qas:
+                delta = -(step / (s_eff * s_x))
+            else:
+                delta = -(step * (s_w * s_x))
+            idx = t.bias_params + 4 * np.arange(t.n_out)
+            d = stochastic_round(delta, uniform(self.seed, self.step, idx), 1e9)
+            b = self.values[op.inputs[2]].astype(np.int64) + d
+            self.values[op.inputs[2]] = np.clip(b, -(1 << 31), (1 << 31) - 1).astype(np.int32)
+        if t.flags & F_WEIGHT:
+            rows = self._weight_grad_rows(op, p, t, dy, vals)
+            sel = np.array(t.channels)
+            step = (self.lr * rows).astype(f32)
+            if self.qas:
+                delta = -(step / s_eff[sel][:, None])
+            else:
+                delta = -(step * s_w[sel][:, None])
+            if op.kind == "DEPTHWISE_CONV_2D":
+                # params hold the (1, KH, KW, C) tensor as is: offset of (tap, c) is tap*C + c
+                n_c = w.shape[3]
+                idx = t.weight_params + np.arange(n_c)[:, None] + n_c * np.arange(rows.shape[1])
+            else:
+                idx = t.weight_params + sel[:, None] * t.row_len + np.arange(t.row_len)[None, :]
+            d = stochastic_round(delta, uniform(self.seed, self.step, idx), 256.0)
+            wv = self.values[op.inputs[1]]
+            if op.kind == "DEPTHWISE_CONV_2D":
+                flat = wv.reshape(-1, wv.shape[3]).astype(np.int64) + d.T
+                self.values[op.inputs[1]] = np.clip(flat, -127, 127).astype(np.int8).reshape(
+                    wv.shape)
+            else:
+                flat = wv.reshape(wv.shape[0], -1).astype(np.int64)
+                flat[sel] = np.clip(flat[sel] + d, -127, 127)
+                self.values[op.inputs[1]] = flat.astype(np.int8).reshape(wv.shape)
