@@ -30,7 +30,7 @@ def conv_geometry(op: Op, in_hw: tuple[int, int], k_hw: tuple[int, int]) -> dict
         oh = (in_hw[0] - k_hw[0] + sh) // sh
         ow = (in_hw[1] - k_hw[1] + sw) // sw
         ph = pw = 0
-    return dict(stride=(sh, sw), pad=(ph, pw), out_hw=(oh, ow), k=k_hw)
+    return {"stride": (sh, sw), "pad": (ph, pw), "out_hw": (oh, ow), "k": k_hw}
 
 
 @dataclass
@@ -44,14 +44,15 @@ class OpParams:
     act_max: int = 127
     mult: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     shift: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # ADD: input multipliers and the left shift; MEAN: which TFLite path; SOFTMAX: diff_min
+    # ADD: input multipliers and the left shift; MEAN: which TFLite path (2); SOFTMAX: diff_min
     mult2: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     shift2: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     left_shift: int = 0
     mode: int = 0
     diff_min: int = 0
     geometry: dict = field(default_factory=dict)
-    float_scale: float = 0.0  # MEAN float path: in_scale / out_scale (float32)
+    float_scale: float = 0.0  # unused since MEAN went integer; kept for the blob v1 layout
+    real_scale: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))  # FC, double
 
 
 def op_params(graph: Graph, op: Op) -> OpParams:
@@ -66,9 +67,10 @@ def op_params(graph: Graph, op: Op) -> OpParams:
         pairs = [quantize_multiplier(float(ti.s) * float(s) / float(to.s)) for s in wscale]
         p.mult = np.array([m for m, _ in pairs], np.int64)
         p.shift = np.array([s for _, s in pairs], np.int64)
-        if op.kind == "CONV_2D":
-            p.geometry = conv_geometry(op, ti.shape[1:3], w.shape[1:3])
-        elif op.kind == "DEPTHWISE_CONV_2D":
+        if op.kind == "FULLY_CONNECTED":
+            # TFLite's reference FULLY_CONNECTED requantizes in double, not with mult/shift.
+            p.real_scale = np.float64(ti.s) * wscale / np.float64(to.s)
+        else:
             p.geometry = conv_geometry(op, ti.shape[1:3], w.shape[1:3])
     elif op.kind == "ADD":
         t2 = t[op.inputs[1]]
@@ -85,17 +87,16 @@ def op_params(graph: Graph, op: Op) -> OpParams:
     elif op.kind == "AVERAGE_POOL_2D":
         p.geometry = conv_geometry(op, ti.shape[1:3], op.options["filter"])
     elif op.kind == "MEAN":
-        # TFLite picks one of three integer paths (reduce.cc EvalMeanReferenceOps).
-        if op.options["keep_dims"]:
-            p.mode = 0
-            m, s = quantize_multiplier(float(ti.s) / float(to.s))
-            p.mult = np.array([m], np.int64)
-            p.shift = np.array([s], np.int64)
-        elif ti.s == to.s and ti.zp == to.zp:
-            p.mode = 1
-        else:
-            p.mode = 2
-            p.float_scale = float(np.float32(ti.s) / np.float32(to.s))
+        # TFLite (2.21, measured: keep_dims or not, same quantization or not) runs one integer
+        # path, reference_ops::QuantizedMeanOrSum: 1/n folded into the in/out multiplier with
+        # its clamps on the extra shift, then out = mbqm(sum - zp_in * n) + zp_out. Older
+        # releases had three paths; mode 2 names this one in the blob.
+        p.mode = 2
+        n = ti.shape[1] * ti.shape[2]
+        m, s = quantize_multiplier(float(ti.s) / float(to.s))
+        extra = min(n.bit_length() - 1, 32, 31 + s)
+        p.mult = np.array([(m << extra) // n], np.int64)
+        p.shift = np.array([s - extra], np.int64)
     elif op.kind == "SOFTMAX":
         m, s, dmin = softmax_params(op.options["beta"], float(ti.s))
         p.mult = np.array([m], np.int64)

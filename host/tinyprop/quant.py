@@ -33,7 +33,7 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
 
 def round_half_away(x: float) -> int:
     """std::round for a double."""
-    return int(math.floor(abs(x) + 0.5)) * (1 if x >= 0 else -1)
+    return math.floor(abs(x) + 0.5) * (1 if x >= 0 else -1)
 
 
 def round_half_away_f32(x: np.ndarray) -> np.ndarray:
@@ -42,6 +42,14 @@ def round_half_away_f32(x: np.ndarray) -> np.ndarray:
     t = np.trunc(x)
     frac = np.abs(x - t)  # exact for |x| < 2^23; larger floats are integral already
     return (t + np.where(frac >= np.float32(0.5), np.sign(x), np.float32(0))).astype(np.float32)
+
+
+def requantize_double(acc, real_scale) -> np.ndarray:
+    """round(acc * real_scale) in double, as C's round() (half away from zero): the requantization
+    of TFLite's reference FULLY_CONNECTED (reference_integer_ops::FullyConnected with scales)."""
+    v = np.asarray(acc, np.int64).astype(np.float64) * np.asarray(real_scale, np.float64)
+    t = np.trunc(v)  # v - t is exact in double, so the tie test is too
+    return (t + np.where(np.abs(v - t) >= 0.5, np.sign(v), 0.0)).astype(np.int64)
 
 
 def _trunc_div_pow2(v: np.ndarray, bits: int) -> np.ndarray:

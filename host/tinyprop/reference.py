@@ -10,7 +10,7 @@ import numpy as np
 
 from .graph import Graph, Op
 from .opparams import OpParams, all_op_params
-from .quant import mbqm, round_half_away_f32, softmax_int8
+from .quant import mbqm, requantize_double, softmax_int8
 
 
 def _clamp(acc: np.ndarray, p: OpParams) -> np.ndarray:
@@ -64,8 +64,7 @@ def fully_connected(x, w, b, p: OpParams) -> np.ndarray:
     acc = (x.reshape(1, -1).astype(np.int64) - p.in_zp) @ w.astype(np.int64).T
     if b is not None:
         acc = acc + b.astype(np.int64)
-    out = mbqm(acc, p.mult, p.shift) + p.out_zp
-    return _clamp(out, p)
+    return _clamp(requantize_double(acc, p.real_scale) + p.out_zp, p)
 
 
 def add(x1, x2, p: OpParams) -> np.ndarray:
@@ -96,23 +95,8 @@ def average_pool(x, p: OpParams) -> np.ndarray:
 
 
 def mean_hw(x, p: OpParams, out_shape: tuple[int, ...]) -> np.ndarray:
-    n = x.shape[1] * x.shape[2]
-    if p.mode == 0:
-        acc = (x.astype(np.int64) - p.in_zp).sum(axis=(1, 2))
-        acc = mbqm(acc, p.mult[0], p.shift[0])
-        num = np.where(acc > 0, acc + n // 2, acc - n // 2)
-        acc = np.where(num >= 0, num // n, -((-num) // n)) + p.out_zp
-        out = np.clip(acc, -128, 127)
-    elif p.mode == 1:
-        s = x.astype(np.int64).sum(axis=(1, 2))
-        out = np.where(s >= 0, s // n, -((-s) // n))
-    else:
-        s = x.astype(np.int64).sum(axis=(1, 2))
-        scale = np.float32(p.float_scale)
-        bias = np.float32(-p.in_zp) * scale
-        mean = s.astype(np.float32) / np.float32(n)
-        r = round_half_away_f32(mean * scale + bias) + np.float32(p.out_zp)
-        out = np.clip(r, -128, 127)
+    acc = (x.astype(np.int64) - p.in_zp).sum(axis=(1, 2))  # 1/(H*W) is folded into p.mult
+    out = np.clip(mbqm(acc, p.mult[0], p.shift[0]) + p.out_zp, -128, 127)
     return out.astype(np.int8).reshape(out_shape)
 
 
