@@ -44,9 +44,12 @@ QEMU_MACHINE_ARGS = [
 QEMU_LOG = "qemu.log"
 
 
-def build_firmware(board: str = "qemu-m4", app: str | None = None) -> Path:
+def build_firmware(
+    board: str = "qemu-m4", app: str | None = None, variables: dict[str, str] | None = None
+) -> Path:
     """Build `app` ("selftest", or None for the board's default, the device firmware) for
-    `board` with its Makefile and return the executable; make rebuilds only what changed."""
+    `board` with its Makefile and return the executable; make rebuilds only what changed.
+    `variables` are extra make variables, e.g. {"BLOB": "path/to/model_tpb.h"}."""
     board_dir = REPO_ROOT / "boards" / board
     if board not in TOOLCHAINS:
         raise TinypropError(
@@ -62,6 +65,7 @@ def build_firmware(board: str = "qemu-m4", app: str | None = None) -> Path:
     make = ["make", "--no-print-directory", "-C", str(board_dir)]
     if app is not None:
         make.append(f"APP={app}")
+    make += [f"{name}={value}" for name, value in (variables or {}).items()]
     build_dir = REPO_ROOT / "build" / board
     build_dir.mkdir(parents=True, exist_ok=True)
     # Serialise builds of one board: parallel test workers share the object directories.
@@ -155,7 +159,7 @@ def start_qemu(elf: Path, *, workdir: Path, timeout: float = 120.0) -> Iterator[
     fd = listener.fileno()
     cmd = [
         qemu, *QEMU_MACHINE_ARGS,
-        "-chardev", f"socket,id=uart0,fd={fd},server=on,wait=on",
+        "-chardev", f"socket,id=uart0,fd={fd},server=on,wait=on,nodelay=on",
         "-serial", "chardev:uart0",
         "-kernel", str(Path(elf).resolve()),
     ]  # fmt: skip
