@@ -104,6 +104,7 @@ typedef struct {
 
 /* A decoded OPS record. */
 typedef struct {
+    uint16_t index; /* position in OPS (execution order) */
     uint8_t kind, activation, mode, depth_multiplier;
     uint16_t inputs[3]; /* TP_NONE16: absent */
     uint16_t output;
@@ -140,6 +141,7 @@ static inline void tp_decode_op(const uint8_t *ops, uint32_t i, tp_op *op)
 {
     const uint8_t *p = ops + (uint32_t)TP_OP_SIZE * i;
     uint32_t j;
+    op->index = (uint16_t)i;
     op->kind = p[0];
     op->activation = p[1];
     op->mode = p[2];
@@ -182,15 +184,32 @@ static inline uint32_t tp_tensor_elems(const tp_tensor *t)
  * Offsets were checked against the arena by tp_session_init. */
 uint8_t *tp_arena_at(tp_session *s, uint32_t offset, uint32_t size);
 
-/* The bytes of a constant tensor: its RAM copy in the params region when it is trainable and
- * the session has one, else its DATA in the blob. */
+/* The bytes of a constant tensor as the forward pass sees it (biases): its RAM copy in the
+ * params region when it is trainable and the session trains, else its DATA in the blob. */
 const uint8_t *tp_const_data(const tp_session *s, const tp_tensor *t);
 
-/* Copy every trainable tensor from DATA into the params region (session init and reset). */
-tp_status tp_copy_params(tp_session *s);
+/* Run op i of the blob; train != 0 places activations at the training plan's offsets
+ * (tp_train_act_offset) instead of the inference plan's. Returns the op's int8 output. */
+const int8_t *tp_run_op(tp_session *s, uint32_t i, int train);
 
 /* Bytes a tp_session occupies: lets FFI bindings (host/tinyprop/native.py) allocate one without
  * mirroring its fields. */
 uint32_t tp_session_size(void);
+
+/* ---- the training module's side (tp_train.c), which alone reads the TRAN section ---- */
+
+/* Check the TRAN section against the blob, the arena and the params region; tp_session_init
+ * calls it for a session given a params region (the loader has bounds-checked the section). */
+tp_status tp_train_check(const tp_session *s);
+
+/* Fill the params region from the blob's constants (session init and reset). */
+tp_status tp_copy_params(tp_session *s);
+
+/* Row o of a weighted op's weights as the forward pass sees them (its trained copy in the
+ * params region, or the blob's constant); depthwise: the whole (1, KH, KW, C) tensor. */
+const int8_t *tp_weight_row(const tp_session *s, const tp_op *op, const tp_tensor *w, uint32_t o);
+
+/* Training-plan arena offset of a tensor's activation (TP_NONE32 if it has none). */
+uint32_t tp_train_act_offset(const tp_session *s, uint32_t tensor);
 
 #endif

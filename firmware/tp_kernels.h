@@ -11,12 +11,13 @@
 #include "tp_internal.h"
 
 typedef struct {
+    const tp_session *s; /* weighted ops read their weights row by row (tp_weight_row) */
     const tp_op *op;
     const tp_tensor *t_in;  /* first input */
     const tp_tensor *t_in2; /* ADD: second input; weighted ops: weights (else NULL) */
     const tp_tensor *t_out;
     const int8_t *in;
-    const int8_t *in2;    /* ADD: second input; weighted ops: weights */
+    const int8_t *in2;    /* ADD: second input */
     const uint8_t *bias;  /* little-endian int32[out channels], or NULL */
     const uint8_t *mult;  /* little-endian int32[op->n_mult], or NULL */
     const uint8_t *shift; /* little-endian int32[op->n_mult], or NULL */

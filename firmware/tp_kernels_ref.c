@@ -43,7 +43,7 @@ void tp_conv2d_s8(const tp_kernel_args *a)
     for (oy = 0; oy < oh; oy++) {
         for (ox = 0; ox < ow; ox++) {
             for (co = 0; co < cout; co++) {
-                const int8_t *wk = a->in2 + (int32_t)co * kh * kw * cin;
+                const int8_t *wk = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co);
                 int64_t acc = 0;
                 for (ky = 0; ky < kh; ky++) {
                     int32_t iy = oy * op->stride[0] - op->pad[0] + ky;
@@ -77,6 +77,7 @@ void tp_depthwise_conv2d_s8(const tp_kernel_args *a)
     int32_t cin = DIM_C(a->t_in), mult = op->depth_multiplier;
     int32_t kh = op->k[0], kw = op->k[1];
     int32_t oy, ox, co, ky, kx;
+    const int8_t *wd = tp_weight_row(a->s, op, a->t_in2, 0);
     for (oy = 0; oy < oh; oy++) {
         for (ox = 0; ox < ow; ox++) {
             for (co = 0; co < cout; co++) {
@@ -93,7 +94,7 @@ void tp_depthwise_conv2d_s8(const tp_kernel_args *a)
                             continue;
                         }
                         acc += (int32_t)(a->in[(iy * w + ix) * cin + c] - op->in_zp) *
-                               a->in2[(ky * kw + kx) * cout + co];
+                               wd[(ky * kw + kx) * cout + co];
                     }
                 }
                 a->out[(oy * ow + ox) * cout + co] = requantize(a, acc, (uint32_t)co);
@@ -107,7 +108,7 @@ void tp_fully_connected_s8(const tp_kernel_args *a)
     uint32_t n_in = tp_tensor_elems(a->t_in), n_out = tp_tensor_elems(a->t_out);
     uint32_t o, i;
     for (o = 0; o < n_out; o++) {
-        const int8_t *row = a->in2 + o * n_in;
+        const int8_t *row = tp_weight_row(a->s, a->op, a->t_in2, o);
         int64_t acc = 0;
         for (i = 0; i < n_in; i++) {
             acc += (int32_t)(a->in[i] - a->op->in_zp) * row[i];
@@ -164,37 +165,19 @@ static int8_t saturate_s8(int64_t v)
     return (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
 }
 
-/* float32 path of TFLite's mean: NaN (from a garbage scale) saturates low instead of being UB */
-static int8_t mean_float(int64_t sum, int64_t n, const tp_op *op)
-{
-    float scale = op->float_scale;
-    float bias = (float)(-op->in_zp) * scale;
-    float mean = (float)sum / (float)n;
-    float r = tp_round_half_away_f32(mean * scale + bias) + (float)op->out_zp;
-    if (!(r > -128.0f)) {
-        return -128;
-    }
-    return r > 127.0f ? 127 : (int8_t)r;
-}
-
 void tp_mean_hw_s8(const tp_kernel_args *a)
 {
+    /* TFLite's QuantizedMeanOrSum: 1/(H*W) is folded into the multiplier (blob mode 2) */
     const tp_op *op = a->op;
     int32_t hw = DIM_H(a->t_in) * DIM_W(a->t_in), c = DIM_C(a->t_in);
     int32_t ch, i;
     for (ch = 0; ch < c; ch++) {
         int64_t sum = 0;
         for (i = 0; i < hw; i++) {
-            sum += a->in[i * c + ch] - (op->mode == 0 ? op->in_zp : 0);
+            sum += a->in[i * c + ch] - op->in_zp;
         }
-        if (op->mode == 0) { /* keep_dims: requantize the sum, then average */
-            int64_t acc = tp_mbqm(sum, tp_le_i32(a->mult, 0), tp_le_i32(a->shift, 0));
-            a->out[ch] = saturate_s8(tp_rounded_div(acc, hw) + op->out_zp);
-        } else if (op->mode == 1) { /* same quantization in and out: truncating mean */
-            a->out[ch] = (int8_t)(sum / hw);
-        } else {
-            a->out[ch] = mean_float(sum, hw, op);
-        }
+        a->out[ch] = saturate_s8(tp_mbqm(sum, tp_le_i32(a->mult, 0), tp_le_i32(a->shift, 0)) +
+                                 op->out_zp);
     }
 }
 

@@ -54,17 +54,6 @@ int64_t tp_rounded_div(int64_t sum, int64_t n)
     return (sum > 0 ? sum + n / 2 : sum - n / 2) / n;
 }
 
-float tp_round_half_away_f32(float x)
-{
-    /* floats of magnitude >= 2^23 are integers already */
-    float t = (x > -8388608.0f && x < 8388608.0f) ? (float)(int32_t)x : x;
-    float frac = x - t >= 0.0f ? x - t : t - x;
-    if (frac >= 0.5f) {
-        t += x > 0.0f ? 1.0f : -1.0f;
-    }
-    return t;
-}
-
 /* ---- gemmlowp fixed point for the int8 softmax ---- */
 
 static int32_t mul(int32_t a, int32_t b)

@@ -24,12 +24,9 @@ int64_t tp_rounding_divide_by_pot(int64_t x, int32_t exponent);
 /* TFLite MultiplyByQuantizedMultiplier with double rounding; -31 <= shift <= 30. */
 int64_t tp_mbqm(int64_t x, int32_t multiplier, int32_t shift);
 
-/* C's truncating division for a positive divisor (TFLite's mean and average-pool rounding:
- * half away from zero first). */
+/* Average pooling's division by a positive count, rounding half away from zero as TFLite
+ * does. */
 int64_t tp_rounded_div(int64_t sum, int64_t n);
-
-/* roundf on a float32, exactly as quant.round_half_away_f32. */
-float tp_round_half_away_f32(float x);
 
 /* Softmax fixed point (gemmlowp): Q5.26 input <= 0, Q0.31 output. */
 int32_t tp_exp_on_negative_values(int32_t a);
