@@ -6,6 +6,11 @@
 #   APP=selftest  the HAL self-test, boards/qemu-m4/selftest.c (tp_selftest_main)
 #   APP=<file.c> APP_ENTRY=<function>   any other application
 #
+#   BLOB=path/to/model_tpb.h   compile that model blob header into the device firmware (flash);
+#                 the build is then PROG-BLOB_TAG, BLOB_TAG defaulting to the header's directory
+#                 name (tinyprop.boards writes build/blobs/<blob crc>/model_tpb.h), so firmware
+#                 for different blobs never shares objects
+#
 # Output: build/$(BOARD)/$(PROG)$(EXT), objects under build/$(BOARD)/obj-$(PROG)/.
 # `make path` prints the output path (tinyprop.qemu.build_firmware uses it).
 
@@ -33,13 +38,20 @@ else
   endif
 endif
 
+ifneq ($(BLOB),)
+  BLOB_TAG ?= $(notdir $(patsubst %/,%,$(dir $(abspath $(BLOB)))))
+  PROG := $(PROG)-$(BLOB_TAG)
+  BLOB_CFLAGS := -DTP_MODEL_HEADER='"$(abspath $(BLOB))"'
+endif
+
 BUILD := $(ROOT)/build/$(BOARD)
 OBJ_DIR := $(BUILD)/obj-$(PROG)
 FIRMWARE_SRCS := $(sort $(wildcard $(ROOT)/firmware/*.c))
 INCLUDES := -I$(ROOT)/firmware -I$(ROOT)/boards/$(BOARD)
 # Same numerics on every board: no fused multiply-add, so floats match the host reference.
 COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
-                 -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY)
+                 -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY) \
+                 $(BLOB_CFLAGS)
 
 .DEFAULT_GOAL := all
 
