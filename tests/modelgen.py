@@ -269,6 +269,44 @@ MODELS["mean_keepdims_same_quant"] = mean_keepdims
 # Converted with per-tensor (not per-channel) FULLY_CONNECTED weights.
 PER_TENSOR_DENSE = {"fc_per_tensor"}
 
+# Models the reader must refuse (tests/test_convert_errors.py), with the op it must name.
+
+
+def max_pool():
+    L = _keras().layers
+    return _seq((8, 8, 3), L.Conv2D(4, 3, padding="same"), L.MaxPooling2D(2), seed=30)
+
+
+def concatenation():
+    def body(L, x):
+        return L.Concatenate()([L.Conv2D(3, 1)(x), L.Conv2D(2, 3, padding="same")(x)])
+
+    return _functional((6, 6, 3), body, seed=31)
+
+
+def tanh():
+    L = _keras().layers
+    return _seq((16,), L.Dense(8, activation="tanh"), seed=32)
+
+
+def dilated_conv():
+    L = _keras().layers
+    return _seq((12, 12, 3), L.Conv2D(4, 3, dilation_rate=2, padding="same"), seed=33)
+
+
+def dilated_depthwise():
+    L = _keras().layers
+    return _seq((12, 12, 3), L.Conv2D(4, 1),
+                L.DepthwiseConv2D(3, dilation_rate=2, padding="valid"), seed=34)
+
+
+REFUSED: dict[str, Callable] = {f.__name__: f for f in (
+    max_pool, concatenation, tanh, dilated_conv, dilated_depthwise,
+)}
+# A float model: the same Keras model converted without quantization.
+FLOAT_MODELS = {"float_conv": conv3x3_same_relu}
+
+
 _C, _D, _F, _A = "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD"
 _P, _M, _PAD, _R, _S = "AVERAGE_POOL_2D", "MEAN", "PAD", "RESHAPE", "SOFTMAX"
 EXPECTED_OPS: dict[str, set[str]] = {
@@ -312,10 +350,14 @@ def _float_inputs(shape: tuple[int, ...], n: int, seed: int) -> np.ndarray:
     return rng.normal(0.3, 0.6, (n, *shape)).clip(-1.0, 2.0).astype(np.float32)
 
 
-def convert(model, per_channel_dense: bool = True) -> bytes:
-    """Full-integer post-training quantization: int8 weights, activations, input and output."""
+def convert(model, per_channel_dense: bool = True, quantize: bool = True) -> bytes:
+    """Full-integer post-training quantization: int8 weights, activations, input and output
+    (with quantize=False: a plain float32 model)."""
     import tensorflow as tf
 
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if not quantize:
+        return conv.convert()
     shape = tuple(model.inputs[0].shape[1:])
     calib = _float_inputs(shape, REP_SAMPLES, seed=1234)
 
@@ -323,7 +365,6 @@ def convert(model, per_channel_dense: bool = True) -> bytes:
         for x in calib:
             yield [x[None]]
 
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = representative
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -372,13 +413,18 @@ def default_cache_dir() -> Path:
 
 
 def build_tflite(name: str, cache_dir: Path | None = None) -> Path:
-    """The converted .tflite of MODELS[name], built on first use and cached."""
+    """The converted .tflite of MODELS[name] (or of REFUSED / FLOAT_MODELS), built on first use
+    and cached."""
     out_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = out_dir / f"{name}.tflite"
     if path.exists():
         return path
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = convert(MODELS[name](), per_channel_dense=name not in PER_TENSOR_DENSE)
+    if name in FLOAT_MODELS:
+        data = convert(FLOAT_MODELS[name](), quantize=False)
+    else:
+        builder = MODELS.get(name) or REFUSED[name]
+        data = convert(builder(), per_channel_dense=name not in PER_TENSOR_DENSE)
     data = POSTPROCESS.get(name, bytes)(data)
     # Write then rename: another pytest process may be building the same model.
     tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -6,6 +6,7 @@ index and what is supported, so no later stage has to guess.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,8 @@ _ACT_NAMES = {
 }
 _PADDING = {tflite.Padding.SAME: "SAME", tflite.Padding.VALID: "VALID"}
 _SUPPORTED = ", ".join(SUPPORTED_OPS)
+# What the flatbuffer library raises on garbage, truncated or corrupt bytes.
+_CORRUPT = (struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError)
 
 
 def _options(op, cls):
@@ -41,7 +44,7 @@ class _Reader:
             self.model = tflite.Model.GetRootAsModel(buf, 0)
             if self.model.SubgraphsLength() < 1:
                 raise ValueError("no subgraph")
-        except Exception as exc:  # the flatbuffer library raises anything on garbage
+        except _CORRUPT as exc:
             raise TinypropError(
                 f"{path}: not a TensorFlow Lite flatbuffer ({exc}); pass a .tflite model file"
             ) from None
@@ -115,7 +118,8 @@ class _Reader:
         if builtin == tflite.BuiltinOperator.CUSTOM:
             kind = "CUSTOM:" + (m_code.CustomCode() or b"?").decode()
         if kind not in SUPPORTED_OPS:
-            raise self.fail(i, kind, f"not supported; tinyprop supports {_SUPPORTED}")
+            raise self.fail(i, kind, f"not supported; tinyprop supports {_SUPPORTED}: rebuild "
+                            "the model with those layers and convert it again")
         ins = [int(x) for x in raw.InputsAsNumpy()]
         outs = [int(x) for x in raw.OutputsAsNumpy()]
         op = Op(i, kind, ins, outs)
@@ -174,7 +178,7 @@ class _Reader:
         o = _options(raw, tflite.Conv2DOptions)
         if o.DilationHFactor() not in (0, 1) or o.DilationWFactor() not in (0, 1):
             raise self.fail(op.index, op.kind, f"dilation {o.DilationHFactor()}x"
-                            f"{o.DilationWFactor()} not supported; tinyprop supports dilation 1")
+                            f"{o.DilationWFactor()} not supported; use dilation_rate=1")
         self._weights(op, tensors, 0)
         op.options = dict(stride=(o.StrideH(), o.StrideW()), padding=_PADDING[o.Padding()],
                           activation=_ACT_NAMES.get(o.FusedActivationFunction(), "?"))
@@ -183,7 +187,7 @@ class _Reader:
         o = _options(raw, tflite.DepthwiseConv2DOptions)
         if o.DilationHFactor() not in (0, 1) or o.DilationWFactor() not in (0, 1):
             raise self.fail(op.index, op.kind, f"dilation {o.DilationHFactor()}x"
-                            f"{o.DilationWFactor()} not supported; tinyprop supports dilation 1")
+                            f"{o.DilationWFactor()} not supported; use dilation_rate=1")
         self._weights(op, tensors, 3)
         cin = tensors[op.inputs[0]].shape[3]
         cout = tensors[op.inputs[1]].shape[3]
@@ -260,4 +264,11 @@ def read_tflite(path: str | Path) -> Graph:
         raise TinypropError(f"{path}: no such file; pass the path of an int8 .tflite model")
     if path.is_dir():
         raise TinypropError(f"{path}: is a directory; pass the path of an int8 .tflite model")
-    return _Reader(path, path.read_bytes()).read()
+    reader = _Reader(path, path.read_bytes())
+    try:
+        return reader.read()
+    except _CORRUPT as exc:  # a truncated or corrupt flatbuffer fails anywhere in the parse
+        raise TinypropError(
+            f"{path}: not a valid TensorFlow Lite flatbuffer (truncated or corrupt: {exc}); "
+            "pass a complete .tflite model file"
+        ) from None
