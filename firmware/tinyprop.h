@@ -109,6 +109,8 @@ uint32_t tp_output_bytes(const tp_session *s);
 tp_status tp_infer(tp_session *s, tp_result *r);
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r);
 void tp_set_hparams(tp_session *s, const tp_hparams *hp);
+/* The training step counter (it keys stochastic rounding): set it when resuming a run. */
+void tp_set_step(tp_session *s, uint32_t step);
 
 const char *tp_status_name(tp_status st);
 

@@ -655,3 +655,35 @@ void tp_set_hparams(tp_session *s, const tp_hparams *hp)
         s->hp = *hp;
     }
 }
+
+void tp_set_step(tp_session *s, uint32_t step)
+{
+    if (s != NULL) {
+        s->step = step;
+    }
+}
+
+tp_status tp_copy_params(tp_session *s)
+{
+    uint32_t i;
+    if (s->params == NULL) {
+        return TP_OK;
+    }
+    for (i = 0; i < s->n_tensors; i++) {
+        tp_tensor t;
+        tp_decode_tensor(s->tensors, i, &t);
+        if ((t.flags & TP_T_TRAINABLE) != 0u) {
+            memcpy(s->params + t.params_offset, s->data + t.offset, t.size);
+        }
+    }
+    return TP_OK;
+}
+
+const int8_t *tp_weight_row(const tp_session *s, const tp_op *op, const tp_tensor *w, uint32_t o)
+{
+    const int8_t *base = (const int8_t *)tp_const_data(s, w);
+    if (op->kind == TP_OP_DEPTHWISE_CONV_2D) {
+        return base;
+    }
+    return base + o * (w->size / w->dims[0]);
+}

@@ -19,8 +19,8 @@ import numpy as np
 
 from .fmath import exp_neg, floor_f32, log_pos
 from .graph import Graph
-from .reference import _padded, patches, run_op
 from .opparams import all_op_params
+from .reference import _padded, patches, run_op
 from .train_plan import F_BIAS, F_GRAD_IN0, F_GRAD_IN1, F_MASK, F_WEIGHT, TrainProgram
 
 f32 = np.float32
@@ -57,7 +57,7 @@ def stochastic_round(delta: np.ndarray, r: np.ndarray, limit: float) -> np.ndarr
     """floor(delta) + (r < frac): unbiased rounding so sub-LSB updates survive on average.
     NaN becomes 0; |delta| is clamped to `limit` first."""
     d = np.asarray(delta, f32)
-    d = np.where(d != d, f32(0), d)
+    d = np.where(np.isnan(d), f32(0), d)
     d = np.minimum(np.maximum(d, f32(-limit)), f32(limit))
     fl = floor_f32(d)
     frac = d - fl
@@ -75,7 +75,7 @@ def loss_and_grad(z: np.ndarray, label: int) -> tuple[np.float32, np.ndarray]:
     """Softmax cross-entropy on float32 logits; gradient p - onehot."""
     m = z[0]
     for v in z[1:]:
-        m = v if v > m else m
+        m = max(m, v)
     e = exp_neg(z - m)
     s = seqsum(e, 0)
     p = (e / s).astype(f32)
@@ -157,7 +157,7 @@ class ReferenceTrainer:
         if not np.isfinite(loss):
             self.step += 1
             return StepResult(float(loss), pred, label, True, zq)
-        root = lambda t: prog.alias.get(t, t)  # noqa: E731
+        root = lambda t: prog.alias.get(t, t)
         grads = {root(zt.index): dz.reshape(zt.shape)}
         for k in prog.backward_order():
             self._backward_op(k, vals, grads, root)

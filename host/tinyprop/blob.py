@@ -4,6 +4,7 @@ loader (firmware/tp_blob.c) checks every field this writer produces.
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -168,7 +169,7 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data) -> bytes:
     )
 
 
-def pack_blob(graph: Graph, model_id: int, train=None) -> bytes:
+def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None) -> bytes:
     """Serialize a graph (and optionally a training program, see tinyprop.train_plan) to v1."""
     params = all_op_params(graph)
     arena_off, arena_bytes = plan_inference(graph)
@@ -205,6 +206,8 @@ def pack_blob(graph: Graph, model_id: int, train=None) -> bytes:
     sections = [(b"TENS", bytes(tensors)), (b"OPS ", ops), (b"DATA", bytes(data.buf)),
                 (b"NAME", graph.name.encode()[:63])]
     train_arena = params_bytes = 0
+    if meta is not None:  # host-side facts (source model, scheme); the firmware skips it
+        sections.append((b"META", json.dumps(meta, sort_keys=True).encode()))
     if train is not None:
         sections.append((b"TRAN", train.pack(data)))
         sections[2] = (b"DATA", bytes(data.buf))

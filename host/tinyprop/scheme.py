@@ -58,6 +58,13 @@ class SparseScheme:
             for _, lu in sorted(self.layers.items())]}
 
 
+def scheme_from_dict(d: dict) -> SparseScheme:
+    """Inverse of SparseScheme.to_json (channels explicit: the blob's META section)."""
+    return SparseScheme(d["name"], {int(x["op"]): LayerUpdate(int(x["op"]), bool(x["bias"]),
+                                                              x["channels"])
+                                    for x in d["layers"]})
+
+
 def _out_channels(graph: Graph, op_index: int) -> int:
     op = graph.ops[op_index]
     w = graph.tensors[op.inputs[1]]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import zlib
 from pathlib import Path
 
-from ..blob import c_header, pack_blob, plan_inference
+from ..blob import c_header, plan_inference
 from ..budget import auto_scheme, breakdown, over_budget, parse_budget, report_rows
 from ..errors import TinypropError
 from ..scheme import parse_scheme
+from ..session import make_blob
 from ..tflite_reader import read_tflite
 from ..train_plan import build_program
 
@@ -44,13 +44,14 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
             samples = [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // 8))][:8]
         sch, prog = auto_scheme(graph, budget_b, samples)
     else:
-        prog = build_program(graph, parse_scheme(graph, scheme))
+        sch = parse_scheme(graph, scheme)
+        prog = build_program(graph, sch)
         if budget_b is not None and prog.arena_bytes + prog.params_bytes > budget_b:
             from ..budget import DEFAULT_RESERVE
 
             raise over_budget(prog, budget_b, DEFAULT_RESERVE)
-    model_id = zlib.crc32(Path(model).read_bytes())
-    return graph, prog, pack_blob(graph, model_id, train=prog)
+    tb = make_blob(model, sch)
+    return tb.graph, tb.program, tb.blob
 
 
 def figures(graph, prog, blob: bytes) -> dict:

@@ -1,0 +1,150 @@
+"""tinyprop train: fine-tune a blob on a dataset, on an engine or a board, with a live view."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TinypropError
+from ..session import NativeEngine, ReferenceEngine, TrainingBlob, load_blob
+
+CLASSES = ["non_person", "person"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a blob on a dataset (on-device sparse update)")
+    p.add_argument("blob", type=Path, help="training blob from tinyprop convert (.tpb)")
+    p.add_argument("--data", type=Path, required=True, help="dataset dir (person/, non_person/)")
+    p.add_argument("--board", default="reference",
+                   help="reference (NumPy), host (C core here), qemu-m4, or a serial port/URL")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--epochs", type=int, default=None)
+    g.add_argument("--steps", type=int, default=None)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-qas", action="store_true", help="ablation: no quantization-aware scaling")
+    p.add_argument("--shift", default="none", help="sensor shift applied to the data (none, "
+                   "night, blur)")
+    p.add_argument("--model", type=Path, help="source .tflite if it moved since convert")
+    p.add_argument("--log", type=Path, help="JSONL run log (one line a step)")
+    p.add_argument("--out", type=Path, help="write the fine-tuned .tflite here")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
+    p.add_argument("--checkpoint", type=Path, help="checkpoint file (default: BLOB.ckpt)")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    p.add_argument("--plain", action="store_true", help="one line a step (auto when not a tty)")
+    p.set_defaults(func=run)
+
+
+def open_engine(board: str, tb: TrainingBlob, lr: float, seed: int, qas: bool):
+    if not np.isfinite(lr) or lr < 0:
+        raise TinypropError(f"--lr {lr}: must be a finite number >= 0")
+    if board == "reference":
+        return ReferenceEngine(tb, lr, seed, qas)
+    if board == "host":
+        return NativeEngine(tb, lr, seed, qas)
+    try:
+        from ..boards import open_board_engine
+    except ImportError:
+        raise TinypropError(f"--board {board}: device boards are not available in this build; "
+                            "use reference or host") from None
+    return open_board_engine(board, tb, lr, seed, qas)
+
+
+def _checkpoint_path(args) -> Path:
+    return args.checkpoint or args.blob.with_suffix(args.blob.suffix + ".ckpt")
+
+
+def save_checkpoint(path: Path, step: int, params: bytes, blob_crc: int) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(json.dumps({"step": step, "blob": blob_crc}).encode() + b"\n" + params)
+    tmp.replace(path)  # atomic: a crash leaves the previous checkpoint whole
+
+
+def load_checkpoint(path: Path, blob_crc: int) -> tuple[int, bytes]:
+    if not path.exists():
+        raise TinypropError(f"--resume: no checkpoint at {path}; run without --resume first")
+    head, _, params = path.read_bytes().partition(b"\n")
+    meta = json.loads(head)
+    if meta["blob"] != blob_crc:
+        raise TinypropError(f"{path}: checkpoint belongs to another blob; remove it or drop "
+                            "--resume")
+    return int(meta["step"]), params
+
+
+def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: int):
+    """Generator of run-log events: the training loop itself."""
+    import zlib
+
+    crc = zlib.crc32(tb.blob)
+    yield {"type": "start", "board": engine.name, "model": tb.source.name,
+           "blob_id": f"{crc:08x}", "classes": CLASSES[: tb.classes], "steps_total": total,
+           "scheme": tb.program.scheme.name, "lr": args.lr, "seed": args.seed,
+           "memory_plan": {"arena_peak": tb.program.arena_bytes,
+                           "trainable": tb.program.params_bytes}}
+    n = len(xs)
+    t0 = time.time()
+    for step in range(start, total):
+        epoch, i = divmod(step, n)
+        order = np.random.default_rng(args.seed + epoch).permutation(n)
+        x, y = xs[order[i]], int(ys[order[i]])
+        r = engine.train(x, y)
+        ev = {"type": "step", "step": step, "epoch": epoch, "label": y,
+              "prediction": r["prediction"], "correct": r["prediction"] == y,
+              "loss": r["loss"], "skipped": r["skipped"]}
+        mem = dict(r.get("memory", {}))
+        mem.setdefault("arena_peak", tb.program.arena_bytes)
+        mem.setdefault("trainable", tb.program.params_bytes)
+        ev["memory"] = mem
+        for k in ("counter", "counter_unit"):
+            if k in r:
+                ev[k] = r[k]
+        yield ev
+        if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
+            save_checkpoint(_checkpoint_path(args), step + 1, engine.params(), crc)
+    elapsed = time.time() - t0
+    yield {"type": "summary", "steps": total, "elapsed_s": round(elapsed, 3),
+           "samples_per_s": round((total - start) / elapsed, 3) if elapsed > 0 else None}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..datasets import load_split
+
+    tb = load_blob(args.blob, args.model)
+    t_in = tb.graph.input
+    xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, shift=args.shift)
+    if len(xs) == 0:
+        raise TinypropError(f"{args.data}: the train split is empty")
+    total = args.steps if args.steps is not None else len(xs) * (args.epochs or 1)
+    engine = open_engine(args.board, tb, args.lr, args.seed, not args.no_qas)
+    start = 0
+    try:
+        if args.resume:
+            import zlib
+
+            start, params = load_checkpoint(_checkpoint_path(args), zlib.crc32(tb.blob))
+            engine.load_params(params, start)
+        source = training_events(args, tb, engine, xs, ys, total, start)
+        from ..monitor import plain_lines, run_dashboard
+
+        if args.plain or not sys.stdout.isatty():
+            state = plain_lines(source, sys.stdout, log_path=args.log)
+        else:
+            state = run_dashboard(source, log_path=args.log)
+        if getattr(state, "disconnected", False):
+            print(f"tinyprop train: the run ended early ({engine.name}); resume with --resume",
+                  file=sys.stderr)
+            return 1
+        if args.out:
+            from ..export import export_tflite
+
+            values = tb.program.unpack_params(engine.params())
+            export_tflite(tb.source, values, args.out)
+            print(f"wrote {args.out}")
+    finally:
+        engine.close()
+    return 0

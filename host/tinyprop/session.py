@@ -1,0 +1,168 @@
+"""A training blob on the host: its graph and program rebuilt from the source model, and the
+engines that train it (the NumPy reference, or the C core in this process).
+
+A .tpb carries a META section naming its source .tflite (with the source's CRC as model id) and
+its scheme with explicit channels. Rebuilding from those must reproduce the blob byte for byte,
+so the host-side view is exactly what the device runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .blob import pack_blob, read_blob
+from .errors import TinypropError
+from .graph import Graph
+from .scheme import SparseScheme, scheme_from_dict
+from .tflite_reader import read_tflite
+from .train_plan import TrainProgram, build_program
+
+
+@dataclass
+class TrainingBlob:
+    graph: Graph
+    program: TrainProgram
+    blob: bytes
+    source: Path
+
+    @property
+    def classes(self) -> int:
+        return self.graph.tensors[self.graph.logits_op().outputs[0]].size
+
+
+def make_blob(model: Path, scheme: SparseScheme) -> TrainingBlob:
+    graph = read_tflite(model)
+    raw = Path(model).read_bytes()
+    program = build_program(graph, scheme)
+    meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json()}
+    blob = pack_blob(graph, zlib.crc32(raw), train=program, meta=meta)
+    return TrainingBlob(graph, program, blob, Path(model))
+
+
+def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
+    """A .tpb with its source model (from META, or `model` when the file moved)."""
+    path = Path(path)
+    if not path.exists():
+        raise TinypropError(f"{path}: no such file; create it with tinyprop convert")
+    raw = path.read_bytes()
+    info = read_blob(raw, str(path))
+    if "META" not in info.sections or "TRAN" not in info.sections:
+        raise TinypropError(f"{path}: has no training program; re-run tinyprop convert")
+    meta = json.loads(info.sections["META"])
+    src = Path(model) if model else Path(meta["source"])
+    if not src.exists():
+        raise TinypropError(f"{path}: its source model {src} is missing; pass --model SRC.tflite")
+    if zlib.crc32(src.read_bytes()) != info.model_id:
+        raise TinypropError(f"{path}: was converted from another model than {src}; pass the "
+                            "original with --model or re-run tinyprop convert")
+    tb = make_blob(src, scheme_from_dict(meta["scheme"]))
+    if tb.blob != raw:
+        raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "
+                            "another tinyprop version?); re-run tinyprop convert")
+    return tb
+
+
+class ReferenceEngine:
+    """The NumPy reference, in process."""
+
+    name = "reference"
+
+    def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True):
+        from .backward import ReferenceTrainer
+
+        self.trainer = ReferenceTrainer(tb.program, lr=lr, seed=seed, qas=qas)
+
+    def train(self, x: np.ndarray, label: int) -> dict:
+        r = self.trainer.train_step(x, label)
+        return {"loss": r.loss, "prediction": r.prediction, "skipped": r.skipped}
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        return self.trainer.infer(x)
+
+    def params(self) -> bytes:
+        return self.trainer.params_bytes()
+
+    def load_params(self, raw: bytes, step: int) -> None:
+        self.trainer.load_params(raw)
+        self.trainer.step = step
+
+    def close(self) -> None:
+        pass
+
+
+class _HParams(ctypes.Structure):
+    _fields_ = [("lr", ctypes.c_float), ("momentum", ctypes.c_float), ("seed", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32)]
+
+
+class NativeEngine:
+    """The C core built for this machine, in process (ctypes): `--board host`."""
+
+    name = "host"
+
+    def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True):
+        from . import native
+
+        self.native = native
+        lib = self.lib = native.load_library()
+        lib.tp_train_step.argtypes = [ctypes.c_void_p, ctypes.c_int32,
+                                      ctypes.POINTER(native.Result)]
+        lib.tp_set_hparams.argtypes = [ctypes.c_void_p, ctypes.POINTER(_HParams)]
+        self.tb = tb
+        self._raw = ctypes.create_string_buffer(tb.blob, len(tb.blob))
+        req = native.Requirements()
+        self._check(lib.tp_blob_requirements(self._raw, len(tb.blob), ctypes.byref(req)))
+        self.req = req
+        self._arena = ctypes.create_string_buffer(max(req.arena_infer, req.arena_train))
+        self._params = ctypes.create_string_buffer(max(req.params, 1))
+        self._session = ctypes.create_string_buffer(lib.tp_session_size())
+        self._check(lib.tp_session_init(self._session, self._raw, len(tb.blob), self._arena,
+                                        len(self._arena), self._params, req.params))
+        self._hp = _HParams(lr, 0.0, seed & 0xFFFFFFFF, 0 if qas else 1)
+        lib.tp_set_hparams(self._session, ctypes.byref(self._hp))
+        self.result = native.Result()
+        self.step_offset = 0
+
+    def _check(self, code: int) -> None:
+        if code != 0:
+            raise TinypropError(f"C core: {self.native.status_name(code)}")
+
+    def _put(self, x: np.ndarray) -> None:
+        x = np.ascontiguousarray(x, np.int8)
+        if x.size != self.req.input_bytes:
+            raise TinypropError(f"sample has {x.size} bytes; the model input has "
+                                f"{self.req.input_bytes}")
+        ctypes.memmove(self.lib.tp_input(self._session), x.ctypes.data, x.size)
+
+    def train(self, x: np.ndarray, label: int) -> dict:
+        self._put(x)
+        code = self.lib.tp_train_step(self._session, int(label), ctypes.byref(self.result))
+        if code not in (0, 13):  # 13: TP_ERR_NONFINITE, reported as a skipped step
+            self._check(code)
+        r = self.result
+        return {"loss": float(r.loss), "prediction": int(r.prediction),
+                "skipped": bool(r.skipped), "memory": {"arena_peak": int(r.arena_peak)}}
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        self._put(x)
+        self._check(self.lib.tp_infer(self._session, ctypes.byref(self.result)))
+        n = self.lib.tp_output_bytes(self._session)
+        out = ctypes.string_at(self.lib.tp_output(self._session), n)
+        return np.frombuffer(out, np.int8).copy()
+
+    def params(self) -> bytes:
+        return self._params.raw[: self.req.params]
+
+    def load_params(self, raw: bytes, step: int) -> None:
+        ctypes.memmove(self._params, raw, len(raw))
+        # the step counter keys stochastic rounding: restore it so a resume continues exactly
+        self.lib.tp_set_step(self._session, ctypes.c_uint32(step))
+
+    def close(self) -> None:
+        pass
