@@ -1,0 +1,653 @@
+/* tp_device.c - the device main loop (tp_device.h): frames in, tinyprop calls, frames out. */
+#include "tp_device.h"
+
+#include <string.h>
+
+/* tinyprop.h (tp_status) and tp_proto.h (ERROR codes) both name an enumerator
+ * TP_ERR_NOT_LOADED; the core's is renamed for this file so the two headers can meet. */
+#define TP_ERR_NOT_LOADED TP_STATUS_NOT_LOADED
+#include "tinyprop.h"
+#undef TP_ERR_NOT_LOADED
+#include "tp_board.h"
+#include "tp_proto.h"
+
+#ifdef TP_MODEL_HEADER
+#include TP_MODEL_HEADER
+#define HAVE_BLOB 1
+#else
+#define HAVE_BLOB 0
+#endif
+
+#ifdef TP_MODEL_ARENA_BYTES
+#define ARENA_BYTES TP_MODEL_ARENA_BYTES
+#else
+#define ARENA_BYTES TP_DEVICE_DEFAULT_ARENA_BYTES
+#endif
+#ifdef TP_MODEL_PARAMS_BYTES
+#define PARAMS_BYTES TP_MODEL_PARAMS_BYTES
+#else
+#define PARAMS_BYTES TP_DEVICE_DEFAULT_PARAMS_BYTES
+#endif
+
+#define HDR TP_DEVICE_RECORD_HEADER
+#define READ_BLOCK 256u
+#define TEXT_MAX 96u
+#define SAMPLE_FLAGS_KNOWN TP_SAMPLE_FLAG_OUTPUT
+
+/* 8-byte aligned: the arena holds float gradients, the record int32 biases after its header. */
+static union {
+    uint64_t align;
+    uint8_t bytes[ARENA_BYTES > 0u ? ARENA_BYTES : 1u];
+} arena;
+static union {
+    uint64_t align;
+    uint8_t bytes[HDR + PARAMS_BYTES];
+} record;
+
+/* Everything else the device keeps: its size is METRIC.static_bytes (with the board's own few
+ * words, which the ELF shows). */
+static struct {
+    tp_session s;
+    tp_frame_decoder dec;
+    uint8_t rx[TP_PROTO_MAX_BODY];
+    uint8_t tx[TP_PROTO_MAX_FRAME];
+    uint8_t in[READ_BLOCK];
+    char path[TP_PROTO_MAX_PAYLOAD + 1u];
+    char text[TEXT_MAX];
+    uint32_t text_len;
+    int loaded;           /* a blob is bound to the session */
+    uint16_t boot_code;   /* ERROR code for requests that need a blob, when none is bound */
+    uint32_t input_filled; /* contiguous input bytes written since the last sample */
+    uint32_t bulk_count;  /* samples in the open bulk file; 0: none open */
+    int record_valid;     /* a PUSH_PARAMS header was accepted: later chunks may follow */
+} dev;
+
+static uint32_t rd_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void wr_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* ERROR and LOG texts, built without snprintf (newlib-nano's needs a heap). */
+static void text_add(const char *s)
+{
+    while (*s != '\0' && dev.text_len + 1u < TEXT_MAX) {
+        dev.text[dev.text_len++] = *s++;
+    }
+    dev.text[dev.text_len] = '\0';
+}
+
+static void text_num(uint32_t v)
+{
+    char digits[11];
+    uint32_t n = sizeof digits - 1u;
+    digits[n] = '\0';
+    do {
+        digits[--n] = (char)('0' + v % 10u);
+        v /= 10u;
+    } while (v != 0u);
+    text_add(digits + n);
+}
+
+/* "a x b y c" */
+static const char *text_fmt(const char *a, uint32_t x, const char *b, uint32_t y, const char *c)
+{
+    dev.text_len = 0;
+    text_add(a);
+    text_num(x);
+    text_add(b);
+    text_num(y);
+    text_add(c);
+    return dev.text;
+}
+
+static const char *text_join(const char *a, const char *b)
+{
+    dev.text_len = 0;
+    text_add(a);
+    text_add(b);
+    return dev.text;
+}
+
+/* Send the frame an encoder just wrote to dev.tx. len is read through a pointer, after the
+ * encoder (an argument of this call) has set it. An encoder failure is a firmware bug: nothing
+ * useful could be sent about it. */
+static void transmit(tp_proto_status st, const size_t *len)
+{
+    if (st == TP_PROTO_OK) {
+        (void)tp_board_write(dev.tx, *len);
+    }
+}
+
+static void send_error(uint16_t seq, uint16_t code, const char *text)
+{
+    size_t len = 0;
+    transmit(tp_proto_encode_error(dev.tx, sizeof dev.tx, seq, code, text, &len), &len);
+}
+
+static void send_log(const char *text)
+{
+    size_t len = 0;
+    transmit(tp_proto_encode_log(dev.tx, sizeof dev.tx, 0, text, &len), &len);
+}
+
+static void send_ack(uint16_t seq, uint8_t type, uint32_t value)
+{
+    size_t len = 0;
+    transmit(tp_proto_encode_ack(dev.tx, sizeof dev.tx, seq, type, value, &len), &len);
+}
+
+static uint32_t parse_version(const char *v)
+{
+    uint32_t out = 0, part = 0;
+    for (; *v != '\0'; v++) {
+        if (*v == '.') {
+            out = (out << 8) | (part & 0xFFu);
+            part = 0;
+        } else {
+            part = part * 10u + (uint32_t)(*v - '0');
+        }
+    }
+    return (out << 8) | (part & 0xFFu);
+}
+
+static void send_ready(uint16_t seq)
+{
+    tp_msg_ready m;
+    size_t len = 0;
+    m.sram_bytes = tp_board_sram_bytes();
+    m.arena_bytes = (uint32_t)sizeof arena.bytes;
+    m.blob_id = dev.loaded ? dev.s.req.blob_id : 0u;
+    m.fw_version = parse_version(TP_VERSION);
+    m.max_payload = TP_PROTO_MAX_PAYLOAD;
+    m.counter_unit = TP_COUNTER_MICROSECONDS;
+    (void)tp_proto_counter_unit(tp_board_counter_unit(), &m.counter_unit);
+    m.board = tp_board_name();
+    transmit(tp_proto_encode_ready(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
+}
+
+/* ---- the params record ---- */
+
+static uint8_t *params(void)
+{
+    return record.bytes + HDR;
+}
+
+static uint32_t record_crc(void)
+{
+    uint32_t crc = tp_crc32(0, record.bytes, HDR - 4u);
+    return tp_crc32(crc, params(), dev.s.req.params);
+}
+
+static uint32_t record_len(void)
+{
+    return HDR + dev.s.req.params;
+}
+
+static void fill_record_header(void)
+{
+    wr_u32(record.bytes, TP_DEVICE_RECORD_MAGIC);
+    wr_u32(record.bytes + 4, dev.s.req.blob_id);
+    wr_u32(record.bytes + 8, dev.s.req.params);
+    wr_u32(record.bytes + 12, dev.s.step);
+    wr_u32(record.bytes + 16, 0u);
+    wr_u32(record.bytes + 20, record_crc());
+}
+
+/* Whether a record header is this blob's; *why names the first mismatch. */
+static int header_matches(const uint8_t *h, const char **why)
+{
+    if (rd_u32(h) != TP_DEVICE_RECORD_MAGIC) {
+        *why = "not a params record (bad magic)";
+    } else if (rd_u32(h + 4) != dev.s.req.blob_id) {
+        *why = "params of another blob (blob id differs)";
+    } else if (rd_u32(h + 8) != dev.s.req.params) {
+        *why = "params size differs from this blob's";
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* At boot: take the stored params when they are this blob's and intact, else the blob's. */
+static void restore_params(void)
+{
+    uint32_t n = 0;
+    const char *why = "";
+    int st = tp_board_store_load(record.bytes, record_len(), &n);
+    if (st == TP_BOARD_ERR_NOT_FOUND || st == TP_BOARD_ERR_UNSUPPORTED) {
+        return;
+    }
+    if (st == TP_BOARD_OK && n == record_len() && header_matches(record.bytes, &why) &&
+        rd_u32(record.bytes + 20) == record_crc()) {
+        dev.s.step = rd_u32(record.bytes + 12);
+        send_log("params restored from the store");
+        return;
+    }
+    if (st == TP_BOARD_OK && why[0] == '\0') {
+        why = n != record_len() ? "params size differs from this blob's" : "CRC mismatch";
+    }
+    send_log(text_join("store ignored: ", st == TP_BOARD_OK ? why : "cannot read it"));
+    (void)tp_reset_params(&dev.s);
+}
+
+/* Check the compiled-in blob, that it fits the static buffers, and bind it. */
+static tp_status bind_model(void)
+{
+#if HAVE_BLOB
+    tp_requirements req;
+    uint32_t need;
+    tp_status st = tp_blob_requirements(tp_model_blob, tp_model_blob_len, &req);
+    if (st != TP_OK) {
+        return st;
+    }
+    need = req.arena_train > req.arena_infer ? req.arena_train : req.arena_infer;
+    if (need > sizeof arena.bytes) {
+        return TP_ERR_ARENA_TOO_SMALL;
+    }
+    if (req.params > PARAMS_BYTES) {
+        return TP_ERR_PARAMS_TOO_SMALL;
+    }
+    return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, arena.bytes,
+                           (uint32_t)sizeof arena.bytes, req.params > 0u ? params() : NULL,
+                           req.params);
+#else
+    return TP_STATUS_NOT_LOADED;
+#endif
+}
+
+static void boot_model(void)
+{
+    tp_status st = bind_model();
+    if (st == TP_STATUS_NOT_LOADED) {
+        dev.boot_code = TP_ERR_NOT_LOADED;
+        return;
+    }
+    if (st != TP_OK) {
+        dev.boot_code = (uint16_t)(TP_ERR_BLOB_BASE + (uint16_t)st);
+        send_log(text_join("model blob rejected at boot: ", tp_status_name(st)));
+        return;
+    }
+    dev.loaded = 1;
+    if (dev.s.req.params > 0u) {
+        restore_params();
+    }
+}
+
+/* ---- requests ---- */
+
+static int need_blob(uint16_t seq)
+{
+    if (!dev.loaded) {
+        send_error(seq, dev.boot_code,
+                   dev.boot_code == TP_ERR_NOT_LOADED ? "no model blob in this firmware"
+                                                      : "the model blob was rejected at boot");
+    }
+    return dev.loaded;
+}
+
+static uint16_t code_of(tp_status st)
+{
+    switch (st) {
+    case TP_ERR_BAD_LABEL:
+        return TP_ERR_LABEL_OUT_OF_RANGE;
+    case TP_STATUS_NOT_LOADED:
+    case TP_ERR_NO_TRAIN:
+        return TP_ERR_NOT_LOADED;
+    case TP_ERR_ARG:
+        return TP_ERR_BAD_ARGUMENT;
+    default:
+        return TP_ERR_INTERNAL;
+    }
+}
+
+/* Train on or evaluate the sample in the input tensor; answers [OUTPUT] then METRIC. */
+static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
+{
+    tp_result r;
+    tp_msg_metric m;
+    tp_status st;
+    size_t len = 0;
+    uint64_t t0, t1;
+    uint32_t step = dev.s.step;
+    memset(&r, 0, sizeof r);
+    t0 = tp_board_counter();
+    st = train ? tp_train_step(&dev.s, label, &r) : tp_infer(&dev.s, &r);
+    t1 = tp_board_counter();
+    dev.input_filled = 0;
+    if (st != TP_OK && st != TP_ERR_NONFINITE) {
+        send_error(seq, code_of(st), tp_status_name(st));
+        return;
+    }
+    if (!train && (flags & TP_SAMPLE_FLAG_OUTPUT)) {
+        const int8_t *out = tp_output(&dev.s);
+        uint32_t n = tp_output_bytes(&dev.s);
+        if (tp_proto_encode_output(dev.tx, sizeof dev.tx, seq, (const uint8_t *)out, n, &len) !=
+            TP_PROTO_OK) {
+            send_error(seq, TP_ERR_BAD_ARGUMENT, "output tensor larger than a frame");
+            return;
+        }
+        transmit(TP_PROTO_OK, &len);
+    }
+    memset(&m, 0, sizeof m);
+    m.step = train ? step : dev.s.step;
+    m.loss = r.loss;
+    m.counter = t1 - t0 > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)(t1 - t0);
+    m.arena_peak = r.arena_peak;
+    m.stack_peak = tp_board_stack_peak();
+    m.trainable_bytes = dev.s.req.params;
+    m.static_bytes = (uint32_t)sizeof dev + HDR;
+    m.label = label;
+    m.prediction = (uint8_t)r.prediction;
+    m.correct = label == TP_LABEL_NONE ? TP_CORRECT_UNKNOWN : (uint8_t)(r.prediction == label);
+    m.flags = (uint8_t)((st == TP_ERR_NONFINITE || r.skipped ? TP_METRIC_FLAG_SKIPPED : 0u) |
+                        (train ? 0u : TP_METRIC_FLAG_EVAL));
+    if (!train) {
+        m.loss = 0.0f; /* tp_infer computes no loss */
+    }
+    transmit(tp_proto_encode_metric(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
+}
+
+/* Checks shared by TRAIN, EVAL and BULK_SAMPLE before the sample is touched. */
+static int sample_args_ok(uint16_t seq, uint8_t label, uint8_t flags, int train)
+{
+    if (flags & (uint8_t)~SAMPLE_FLAGS_KNOWN) {
+        send_error(seq, TP_ERR_BAD_ARGUMENT, "unknown sample flags");
+        return 0;
+    }
+    if ((train || label != TP_LABEL_NONE) && label >= dev.s.req.n_classes) {
+        send_error(seq, TP_ERR_LABEL_OUT_OF_RANGE,
+                   text_fmt("label ", label, ", the model has ", dev.s.req.n_classes, " classes"));
+        return 0;
+    }
+    return 1;
+}
+
+static void on_input_chunk(const tp_host_msg *m)
+{
+    uint32_t off = m->u.chunk.offset, n = (uint32_t)m->data_len;
+    if (off > dev.s.req.input_bytes || n > dev.s.req.input_bytes - off) {
+        send_error(m->seq, TP_ERR_BAD_OFFSET,
+                   text_fmt("chunk at ", off, " ends past the input's ", dev.s.req.input_bytes,
+                            " bytes"));
+        return;
+    }
+    if (off > dev.input_filled) {
+        send_error(m->seq, TP_ERR_BAD_OFFSET, "input chunks must follow each other from 0");
+        return;
+    }
+    memcpy(tp_input(&dev.s) + off, m->data, n);
+    if (off + n > dev.input_filled || off == 0u) {
+        dev.input_filled = off + n;
+    }
+    send_ack(m->seq, m->type, dev.input_filled);
+}
+
+static void on_sample(const tp_host_msg *m, int train)
+{
+    uint8_t label = m->u.sample.label, flags = m->u.sample.flags;
+    if (!sample_args_ok(m->seq, label, flags, train)) {
+        return;
+    }
+    if (dev.input_filled != dev.s.req.input_bytes) {
+        send_error(m->seq, TP_ERR_WRONG_SAMPLE_SIZE,
+                   text_fmt("input has ", dev.input_filled, " of ", dev.s.req.input_bytes,
+                            " bytes"));
+        return;
+    }
+    run_sample(m->seq, label, flags, train);
+}
+
+static void on_set_hparams(const tp_host_msg *m)
+{
+    tp_hparams hp;
+    float lr = m->u.hparams.lr;
+    if (!(lr >= 0.0f && lr <= 1e30f)) {
+        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "lr must be finite and >= 0");
+        return;
+    }
+    if (m->u.hparams.momentum != 0.0f) {
+        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "momentum is not supported: send 0");
+        return;
+    }
+    if (m->u.hparams.flags & ~(uint32_t)TP_HPARAM_FLAG_QAS) {
+        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "unknown hyper-parameter flags");
+        return;
+    }
+    hp.lr = lr;
+    hp.momentum = 0.0f;
+    hp.seed = m->u.hparams.seed;
+    hp.flags = (m->u.hparams.flags & TP_HPARAM_FLAG_QAS) ? 0u : TP_HP_NO_QAS;
+    tp_set_hparams(&dev.s, &hp);
+    send_ack(m->seq, m->type, 0u);
+}
+
+static void on_pull(const tp_host_msg *m)
+{
+    uint32_t off = m->u.pull.offset, total = record_len(), n;
+    uint32_t room = (uint32_t)tp_proto_max_payload_for(sizeof dev.tx) - 4u;
+    size_t len = 0;
+    if (off > total) {
+        send_error(m->seq, TP_ERR_BAD_OFFSET, "offset past the end of the params record");
+        return;
+    }
+    if (off == 0u) {
+        fill_record_header();
+    }
+    n = total - off;
+    n = n < m->u.pull.max_len ? n : m->u.pull.max_len;
+    n = n < room ? n : room;
+    transmit(tp_proto_encode_params(dev.tx, sizeof dev.tx, m->seq, off, record.bytes + off, n,
+                                    &len),
+             &len);
+}
+
+static void on_push(const tp_host_msg *m)
+{
+    uint32_t off = m->u.chunk.offset, n = (uint32_t)m->data_len, total = record_len();
+    const char *why = "";
+    if (off > total || n > total - off) {
+        send_error(m->seq, TP_ERR_BAD_OFFSET, "bytes outside the params record");
+        return;
+    }
+    if (off == 0u) {
+        if (n < HDR) {
+            send_error(m->seq, TP_ERR_BAD_LENGTH, "the first push must hold the record header");
+            return;
+        }
+        if (!header_matches(m->data, &why)) {
+            dev.record_valid = 0;
+            send_error(m->seq, TP_ERR_LOAD_MISMATCH, why);
+            return;
+        }
+        dev.record_valid = 1;
+        dev.s.step = rd_u32(m->data + 12);
+    } else if (off < HDR || !dev.record_valid) {
+        send_error(m->seq, TP_ERR_BAD_STATE, "push the record header at offset 0 first");
+        return;
+    }
+    memcpy(record.bytes + off, m->data, n);
+    send_ack(m->seq, m->type, n);
+}
+
+static void on_save(const tp_host_msg *m)
+{
+    int st;
+    fill_record_header();
+    st = tp_board_store_save(record.bytes, record_len());
+    if (st == TP_BOARD_OK) {
+        send_ack(m->seq, m->type, record_len());
+    } else {
+        send_error(m->seq, st == TP_BOARD_ERR_UNSUPPORTED ? TP_ERR_UNSUPPORTED
+                                                          : TP_ERR_STORE_FAILURE,
+                   "cannot save the params record");
+    }
+}
+
+static void on_bulk_open(const tp_host_msg *m)
+{
+    uint32_t per = 1u + dev.s.req.input_bytes;
+    int32_t size;
+    memcpy(dev.path, m->data, m->data_len);
+    dev.path[m->data_len] = '\0';
+    dev.bulk_count = 0;
+    size = tp_board_bulk_open(dev.path);
+    if (size < 0) {
+        send_error(m->seq, size == TP_BOARD_ERR_UNSUPPORTED ? TP_ERR_UNSUPPORTED : TP_ERR_BULK_IO,
+                   size == TP_BOARD_ERR_UNSUPPORTED ? "this board cannot read host files"
+                                                    : "cannot open the bulk file");
+        return;
+    }
+    if ((uint32_t)size % per != 0u) {
+        send_error(m->seq, TP_ERR_WRONG_SAMPLE_SIZE,
+                   text_fmt("bulk file has ", (uint32_t)size, " bytes, not a multiple of ", per,
+                            " (label + input)"));
+        return;
+    }
+    dev.bulk_count = (uint32_t)size / per;
+    send_ack(m->seq, m->type, dev.bulk_count);
+}
+
+static void on_bulk_sample(const tp_host_msg *m)
+{
+    uint32_t i = m->u.bulk_sample.index, per = 1u + dev.s.req.input_bytes;
+    uint8_t mode = m->u.bulk_sample.mode, label = 0;
+    if (dev.bulk_count == 0u) {
+        send_error(m->seq, TP_ERR_BAD_STATE, "no bulk file open: send BULK_OPEN first");
+        return;
+    }
+    if (mode != TP_BULK_TRAIN && mode != TP_BULK_EVAL) {
+        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "mode must be 0 (train) or 1 (eval)");
+        return;
+    }
+    if (i >= dev.bulk_count) {
+        send_error(m->seq, TP_ERR_BAD_OFFSET,
+                   text_fmt("sample ", i, " out of range: the file has ", dev.bulk_count,
+                            " samples"));
+        return;
+    }
+    if (tp_board_bulk_read(i * per, &label, 1u) != 1) {
+        send_error(m->seq, TP_ERR_BULK_IO, "cannot read the sample's label");
+        return;
+    }
+    if (!sample_args_ok(m->seq, label, m->u.bulk_sample.flags, mode == TP_BULK_TRAIN)) {
+        return;
+    }
+    dev.input_filled = 0;
+    if (tp_board_bulk_read(i * per + 1u, (uint8_t *)tp_input(&dev.s), dev.s.req.input_bytes) !=
+        (int32_t)dev.s.req.input_bytes) {
+        send_error(m->seq, TP_ERR_BULK_IO, "cannot read the sample's input");
+        return;
+    }
+    run_sample(m->seq, label, m->u.bulk_sample.flags, mode == TP_BULK_TRAIN);
+}
+
+static void handle(const tp_host_msg *m)
+{
+    if (m->type == TP_MSG_HELLO) {
+        send_ready(m->seq);
+        return;
+    }
+    if (m->type == TP_MSG_LOAD_BEGIN || m->type == TP_MSG_LOAD_CHUNK ||
+        m->type == TP_MSG_LOAD_END) {
+        send_error(m->seq, TP_ERR_UNSUPPORTED, "the model is compiled in: rebuild with BLOB=");
+        return;
+    }
+    if (!need_blob(m->seq)) {
+        return;
+    }
+    switch (m->type) {
+    case TP_MSG_INPUT_CHUNK:
+        on_input_chunk(m);
+        break;
+    case TP_MSG_TRAIN:
+        on_sample(m, 1);
+        break;
+    case TP_MSG_EVAL:
+        on_sample(m, 0);
+        break;
+    case TP_MSG_SET_HPARAMS:
+        on_set_hparams(m);
+        break;
+    case TP_MSG_PULL_PARAMS:
+        on_pull(m);
+        break;
+    case TP_MSG_PUSH_PARAMS:
+        on_push(m);
+        break;
+    case TP_MSG_SAVE_PARAMS:
+        on_save(m);
+        break;
+    case TP_MSG_RESET: {
+        tp_status st = tp_reset_params(&dev.s);
+        if (st == TP_OK) {
+            send_ack(m->seq, m->type, 0u);
+        } else {
+            send_error(m->seq, code_of(st), tp_status_name(st));
+        }
+        break;
+    }
+    case TP_MSG_BULK_OPEN:
+        on_bulk_open(m);
+        break;
+    case TP_MSG_BULK_SAMPLE:
+        on_bulk_sample(m);
+        break;
+    default:
+        send_error(m->seq, TP_ERR_UNKNOWN_TYPE, "not handled by this device");
+        break;
+    }
+}
+
+/* Decode every frame in a block read from the link and answer it. */
+static void serve_block(const uint8_t *p, size_t n)
+{
+    while (n > 0u) {
+        size_t used = 0;
+        tp_frame f;
+        tp_host_msg m;
+        tp_proto_status st = tp_frame_decoder_feed(&dev.dec, p, n, &used, &f);
+        p += used;
+        n -= used;
+        if (st == TP_PROTO_MORE) {
+            break;
+        }
+        if (st == TP_PROTO_OK) {
+            st = tp_proto_unpack(&f, &m);
+        }
+        if (st != TP_PROTO_OK) {
+            /* the seq is trustworthy only when the CRC was good */
+            uint16_t seq = (st == TP_PROTO_E_UNKNOWN_TYPE || st == TP_PROTO_E_BAD_PAYLOAD) ? f.seq
+                                                                                         : 0u;
+            send_error(seq, tp_proto_error_code(st), tp_proto_status_name(st));
+            continue;
+        }
+        handle(&m);
+    }
+}
+
+int tp_device_main(void)
+{
+    if (tp_board_init() != TP_BOARD_OK) {
+        return 1;
+    }
+    (void)tp_frame_decoder_init(&dev.dec, dev.rx, sizeof dev.rx);
+    boot_model();
+    send_ready(0);
+    for (;;) {
+        int got = tp_board_read(dev.in, sizeof dev.in);
+        if (got == TP_BOARD_ERR_CLOSED) {
+            return 0;
+        }
+        if (got > 0) {
+            serve_block(dev.in, (size_t)got);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+/*
+ * tp_device.h - the device main loop: the firmware every board runs (APP=device).
+ *
+ * tp_device_main() brings the board up, binds the model blob compiled into flash to static
+ * memory, and serves protocol frames (docs/protocol.md) until the link closes. Build it with
+ * the board Makefile's BLOB=path/to/model_tpb.h (a header as written by tinyprop.boards, or
+ * tinyprop.blob.c_header); without BLOB the device has no model and answers NOT_LOADED.
+ *
+ * Memory, all static: the arena and the params record are sized from the header's
+ * TP_MODEL_ARENA_BYTES and TP_MODEL_PARAMS_BYTES when it defines them, else from the defaults
+ * below (a blob that needs more is answered with an ERROR at every request that needs it).
+ *
+ * The params record. PULL_PARAMS, PUSH_PARAMS and the parameter store address one record:
+ *
+ *   magic "TPPR" | blob_id u32 | params_len u32 | step u32 | reserved u32 | crc32 u32 | params
+ *
+ * (all little-endian; TP_DEVICE_RECORD_HEADER bytes of header, crc32 over the first 20 header
+ * bytes and then the params). A record for another blob (blob_id or params_len differ from the
+ * blob's) is refused by PUSH_PARAMS and ignored at boot, so parameters never land in the wrong
+ * model. PUSH_PARAMS at offset 0 must carry the whole header; the params after it are written
+ * in place (the CRC is checked for the store, where a torn file is possible, not for a push).
+ */
+#ifndef TP_DEVICE_H
+#define TP_DEVICE_H
+
+#include <stdint.h>
+
+#define TP_DEVICE_RECORD_MAGIC 0x52505054u /* "TPPR" */
+#define TP_DEVICE_RECORD_HEADER 24u
+
+#ifndef TP_DEVICE_DEFAULT_ARENA_BYTES
+#define TP_DEVICE_DEFAULT_ARENA_BYTES (96u * 1024u)
+#endif
+#ifndef TP_DEVICE_DEFAULT_PARAMS_BYTES
+#define TP_DEVICE_DEFAULT_PARAMS_BYTES (72u * 1024u)
+#endif
+
+/* Serve the host until the link closes; returns the exit status (0). */
+int tp_device_main(void);
+
+#endif /* TP_DEVICE_H */

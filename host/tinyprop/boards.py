@@ -1,0 +1,105 @@
+"""Board selection: a Device on the emulated Cortex-M4, the host board, or a real board's port.
+
+    with open_board("qemu-m4", blob, workdir) as dev:     # or "host", "/dev/ttyACM0", "socket://..."
+        dev.set_hparams(lr=0.01)
+        dev.train(x, label)
+
+For "qemu-m4" and "host" the blob is compiled into the firmware (flash on the M4: the VWW blob
+is larger than the 256 KB of RAM), so each blob gets its own build, cached by the blob's id
+under build/blobs/ while make keeps it up to date with the firmware sources. The board process
+runs in `workdir` (bulk sample files and the parameter store `tinyprop.store` live there) and is
+stopped when the block ends. Anything else is a pyserial port or URL of a board already flashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .blob import c_header, read_blob
+from .device import Device, blob_id
+from .errors import DeviceError, TinypropError
+from .link import DEFAULT_BAUDRATE, Link, PipeTransport, open_link
+from .qemu import REPO_ROOT, build_firmware, start_host_board, start_qemu
+
+BUILT_BOARDS = ("qemu-m4", "host")
+BLOB_DIR = REPO_ROOT / "build" / "blobs"
+BOOT_TIMEOUT = 30.0  # seconds from start to READY (QEMU start-up, store restore)
+RUN_LIMIT = 24 * 3600.0  # the board process is killed after this, whatever happens
+
+
+def blob_header(blob: bytes) -> str:
+    """The firmware header for `blob`: tinyprop.blob.c_header plus the memory it needs, so the
+    device sizes its static arena and params buffers exactly."""
+    b = read_blob(blob)
+    return (
+        c_header(blob)
+        + f"#define TP_MODEL_ARENA_BYTES {max(b.arena_bytes, b.train_arena_bytes)}u\n"
+        + f"#define TP_MODEL_PARAMS_BYTES {b.params_bytes}u\n"
+    )
+
+
+def build_device_firmware(board: str, blob: bytes) -> Path:
+    """Firmware for `board` ("qemu-m4" or "host") with `blob` compiled in; cached per blob."""
+    header = BLOB_DIR / f"{blob_id(blob):08x}" / "model_tpb.h"
+    text = blob_header(blob)
+    # Rewrite only when different: a fresh mtime would rebuild the firmware for nothing.
+    if not header.exists() or header.read_text() != text:
+        header.parent.mkdir(parents=True, exist_ok=True)
+        tmp = header.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(header)
+    return build_firmware(board, variables={"BLOB": str(header)})
+
+
+def _greet(device: Device, blob: bytes | None) -> Device:
+    ready = device.hello(BOOT_TIMEOUT)
+    if blob is not None and ready.blob_id != blob_id(blob):
+        raise TinypropError(
+            f"board on {device.name} runs blob {ready.blob_id:08x}, not this one "
+            f"({blob_id(blob):08x}); flash it with this model first (tinyprop flash)"
+        )
+    return device
+
+
+@contextmanager
+def open_board(
+    spec: str, blob: bytes | None, workdir: str | Path, *, baudrate: int = DEFAULT_BAUDRATE,
+    limit: float = RUN_LIMIT,
+) -> Iterator[Device]:
+    """A Device on board `spec`, greeted (READY checked against `blob`), closed at the end.
+    "qemu-m4" and "host" build and start the board with `blob` compiled in (the process is
+    `device.process`); any other spec is a serial port or URL of a board already flashed with
+    `blob` (None: any blob)."""
+    if spec in BUILT_BOARDS:
+        if blob is None:
+            raise TinypropError(f"board {spec}: needs a model blob to build its firmware")
+        firmware = build_device_firmware(spec, blob)
+        starter = start_qemu(firmware, workdir=Path(workdir), timeout=limit) if spec == "qemu-m4" \
+            else start_host_board(firmware, Path(workdir), timeout=limit)
+        with starter as run:
+            if spec == "qemu-m4":
+                link = open_link(run.url, baudrate)
+            else:
+                link = Link(PipeTransport(run.proc, f"host board ({firmware.name})"))
+            with link:
+                device = Device(link)
+                device.process = run
+                try:
+                    yield _greet(device, blob)
+                except DeviceError as exc:
+                    raise DeviceError(f"{exc}{_exit_note(run)}") from None
+        return
+    with open_link(spec, baudrate) as link:
+        yield _greet(Device(link), blob)
+
+
+def _exit_note(run) -> str:
+    """What the board process's end says about a failure (a fault exits with status 134)."""
+    status = run.proc.poll()
+    if status is None:
+        return ""
+    note = f"; the board process exited with status {status}"
+    log = getattr(run, "log", None)
+    return note + (f" (QEMU log: {log().strip()[-200:]!r})" if log is not None else "")
