@@ -19,6 +19,8 @@ from tinyprop.tflite_reader import read_tflite
 tf = pytest.importorskip("tensorflow")
 
 INPUTS_PER_MODEL = 6
+# TF 2.21 warns that tf.lite.Interpreter moves to ai_edge_litert; it is still the reference here.
+pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated")
 
 
 @pytest.fixture(scope="session")
