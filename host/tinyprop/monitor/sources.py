@@ -39,12 +39,46 @@ def replay_source(path: str | Path, speed: float | None = None) -> EventSource:
 
 
 def live_source(url: str) -> EventSource:
-    """Events from a device link (serial port, socket://host:port). The seam for the protocol
-    module: it will read METRIC/ERROR/LOG frames and turn them into run log events."""
-    raise TinypropError(
-        f"live monitoring of {url} needs the device protocol module, which is not there yet; "
-        "monitor a recorded run instead: tinyprop monitor RUN.jsonl"
-    )
+    """Events from a device link (serial port, socket://host:port, exec:COMMAND): `start` from
+    the device's READY (sent again if it restarts), then `step` (or `sample_eval`) for each
+    METRIC, `error` for each ERROR and `log` for each LOG it sends, until the link closes, which
+    ends the source with a `disconnect` event. The monitor owns the link: the device trains on
+    its own samples (or a tool on its other end drives it) while the monitor listens."""
+    # Imported here: the replay path must not need the protocol stack.
+    from ..device import COUNTER_UNITS, Device, step_event
+    from ..errors import DeviceError
+    from ..link import open_link
+    from ..protocol import Error, Log, Metric, Ready, error_name
+
+    link = open_link(url)  # a bad port or URL is a user error now, not a disconnect later
+
+    def start(ready: Ready) -> dict:
+        return {"type": "start", "board": ready.board, "sram": ready.sram_bytes,
+                "counter_unit": COUNTER_UNITS.get(ready.counter_unit, "?"),
+                "blob_id": f"{ready.blob_id:08x}"}
+
+    def generate() -> EventSource:
+        with link:
+            try:
+                ready = Device(link).hello()
+                yield start(ready)
+                while True:
+                    got = link.recv(1.0)
+                    msg = None if got is None else got.msg
+                    if isinstance(msg, Metric):
+                        yield step_event(msg, ready.sram_bytes)
+                    elif isinstance(msg, Error):
+                        yield {"type": "error", "code": msg.code, "name": error_name(msg.code),
+                               "text": msg.text}
+                    elif isinstance(msg, Log):
+                        yield {"type": "log", "text": msg.text}
+                    elif isinstance(msg, Ready):
+                        ready = msg
+                        yield start(ready)
+            except DeviceError as exc:
+                yield {"type": "disconnect", "text": str(exc)}
+
+    return generate()
 
 
 END = object()  # queued after the source's last event
