@@ -208,7 +208,8 @@ static int op_shapes_ok(const tp_session *v, const tp_op *op, const tp_tensor *i
         }
         if (op->kind == TP_OP_FULLY_CONNECTED) {
             n_ch = n_out;
-            ok = w.rank == 2u && w.dims[0] == n_out && w.dims[1] == n_in;
+            ok = w.rank == 2u && w.dims[0] == n_out && w.dims[1] == n_in &&
+                 (w.n_scales <= 1u || w.n_scales == n_out); /* fc_real_scale reads them */
         } else if (op->kind == TP_OP_CONV_2D) {
             n_ch = w.dims[0];
             ok = w.rank == 4u && windows_ok(op, in, out) && w.dims[0] == out->dims[3] &&

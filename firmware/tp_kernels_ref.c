@@ -103,17 +103,27 @@ void tp_depthwise_conv2d_s8(const tp_kernel_args *a)
     }
 }
 
+/* TFLite's reference FULLY_CONNECTED requantizes in double with the real scale
+ * s_in * s_w[o] / s_out (opparams.real_scale), computed here from the blob's float32 scales */
+static double fc_real_scale(const tp_kernel_args *a, uint32_t o)
+{
+    const tp_tensor *w = a->t_in2;
+    float sw = w->n_scales > 1u ? tp_rd_f32(a->s->data + w->scales_offset + 4u * o) : w->scale;
+    return (double)a->t_in->scale * (double)sw / (double)a->t_out->scale;
+}
+
 void tp_fully_connected_s8(const tp_kernel_args *a)
 {
     uint32_t n_in = tp_tensor_elems(a->t_in), n_out = tp_tensor_elems(a->t_out);
     uint32_t o, i;
     for (o = 0; o < n_out; o++) {
         const int8_t *row = tp_weight_row(a->s, a->op, a->t_in2, o);
-        int64_t acc = 0;
+        int64_t acc = a->bias != NULL ? tp_le_i32(a->bias, o) : 0;
         for (i = 0; i < n_in; i++) {
             acc += (int32_t)(a->in[i] - a->op->in_zp) * row[i];
         }
-        a->out[o] = requantize(a, acc, o);
+        a->out[o] = clamp_act(tp_requantize_double(acc, fc_real_scale(a, o)) + a->op->out_zp,
+                              a->op);
     }
 }
 

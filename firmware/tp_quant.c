@@ -54,6 +54,22 @@ int64_t tp_rounded_div(int64_t sum, int64_t n)
     return (sum > 0 ? sum + n / 2 : sum - n / 2) / n;
 }
 
+int64_t tp_requantize_double(int64_t acc, double real_scale)
+{
+    const double limit = 4294967296.0; /* 2^32: beyond any int8 result, inside int64 */
+    double v = (double)acc * real_scale, t, frac;
+    if (v != v) {
+        return 0;
+    }
+    v = v < -limit ? -limit : v > limit ? limit : v;
+    t = (double)(int64_t)v; /* trunc; v - t is exact in double, so the tie test is too */
+    frac = v - t >= 0.0 ? v - t : t - v;
+    if (frac >= 0.5) {
+        t += v > 0.0 ? 1.0 : -1.0;
+    }
+    return (int64_t)t;
+}
+
 /* ---- gemmlowp fixed point for the int8 softmax ---- */
 
 static int32_t mul(int32_t a, int32_t b)

@@ -24,6 +24,10 @@ int64_t tp_rounding_divide_by_pot(int64_t x, int32_t exponent);
 /* TFLite MultiplyByQuantizedMultiplier with double rounding; -31 <= shift <= 30. */
 int64_t tp_mbqm(int64_t x, int32_t multiplier, int32_t shift);
 
+/* round(acc * real_scale) in double, half away from zero (quant.requantize_double): TFLite's
+ * reference FULLY_CONNECTED. Saturates far outside int32 (and maps NaN to 0) instead of UB. */
+int64_t tp_requantize_double(int64_t acc, double real_scale);
+
 /* Average pooling's division by a positive count, rounding half away from zero as TFLite
  * does. */
 int64_t tp_rounded_div(int64_t sum, int64_t n);

@@ -1,0 +1,89 @@
+"""The C core's forward pass (firmware/, built for this machine) equals the NumPy reference bit for
+bit: on the real MLPerf VWW model over every vww-mini image and on every generated test model. Also
+the arena high-water mark it measures, and the Cortex-M4 build of every firmware source."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zlib
+
+import numpy as np
+import pytest
+from tinyprop.blob import T_ARENA, pack_blob, read_blob
+from tinyprop.datasets import load_split
+from tinyprop.native import REPO, NativeError, NativeSession
+from tinyprop.reference import Forward
+from tinyprop.tflite_reader import read_tflite
+
+
+@pytest.fixture(scope="module")
+def vww(vww_model_path):
+    graph = read_tflite(vww_model_path)
+    blob = pack_blob(graph, zlib.crc32(vww_model_path.read_bytes()))
+    return graph, blob
+
+
+def test_vww_every_image_bit_exact(vww, vww_data_dir):
+    graph, blob = vww
+    xs, labels, names = load_split(vww_data_dir, "all", graph.input.s, graph.input.zp)
+    assert len(xs) == 397
+    session, forward = NativeSession(blob), Forward(graph)
+    ours = np.stack([session.infer(x)[0] for x in xs])
+    theirs = np.stack([forward.run(x)[0] for x in xs])
+    bad = [names[i] for i in np.flatnonzero((ours != theirs).any(axis=1))]
+    assert not bad, f"{len(bad)} images differ, first {bad[:3]}"
+    # a working model, not two equal wrong answers: the model is ~85 % accurate on COCO photos
+    assert (ours.argmax(axis=1) == labels).mean() > 0.75
+
+
+def test_prediction_and_measured_arena_peak(vww):
+    graph, blob = vww
+    session = NativeSession(blob)
+    x = np.random.default_rng(3).integers(-128, 128, graph.input.shape, dtype=np.int8)
+    y = session.infer(x)
+    r = session.last_result
+    logits = Forward(graph).run(x, keep=True)[graph.logits_op().outputs[0]]
+    assert r.prediction == int(np.argmax(logits))
+    # every activation an op touches, at its planned offset: the peak is where they end
+    parsed = read_blob(blob)
+    used = {i for op in parsed.ops for i in (*op.inputs, op.output) if i != 0xFFFF}
+    ends = [parsed.tensors[i].offset + parsed.tensors[i].size for i in used
+            if parsed.tensors[i].flags & T_ARENA]
+    assert r.arena_peak == max(ends) <= session.requirements.arena_infer
+    assert y.shape == (1, 2) and y.dtype == np.int8
+
+
+def test_generated_models_bit_exact():
+    pytest.importorskip("tensorflow")
+    modelgen = pytest.importorskip("modelgen")
+    for name in modelgen.MODELS:
+        path = modelgen.build_tflite(name)
+        graph = read_tflite(path)
+        session, forward = NativeSession(pack_blob(graph, 0), name), Forward(graph)
+        for i, x in enumerate(modelgen.sample_inputs(path, 6, seed=11)):
+            ours, theirs = session.infer(x), forward.run(x)
+            assert np.array_equal(ours, theirs), (name, i, ours.ravel()[:8], theirs.ravel()[:8])
+
+
+def test_corrupt_blob_raises_with_status_name(vww):
+    _, blob = vww
+    bad = bytearray(blob)
+    bad[100] ^= 1  # a byte of the section table: read_blob is fine, the CRC is not
+    bad[-4:] = zlib.crc32(bytes(bad[:-4])).to_bytes(4, "little")  # ... now the CRC is fine too
+    bad[150] ^= 0x80
+    with pytest.raises(Exception) as err:
+        NativeSession(bytes(bad))
+    assert "CRC" in str(err.value) or isinstance(err.value, NativeError)
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
+                    reason="arm-none-eabi-gcc not installed (scripts/setup.sh installs it)")
+def test_every_firmware_source_builds_for_cortex_m4():
+    proc = subprocess.run(["make", "-s", "-C", str(REPO / "firmware"), "check-arm"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    sizes = {line.split()[-1].rsplit("/", 1)[-1]: int(line.split()[0])
+             for line in proc.stdout.splitlines()[1:]}
+    for core in ("tp_blob.o", "tp_forward.o", "tp_kernels_ref.o", "tp_quant.o"):
+        assert 0 < sizes[core] < 16384, (core, sizes)
