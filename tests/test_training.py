@@ -1,0 +1,139 @@
+"""Sparse-update training: the C core equals the NumPy reference bit for bit, the arena
+high-water mark the core measures equals the plan, and bad input never corrupts weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyprop.budget import auto_scheme, parse_budget
+from tinyprop.datasets import load_split
+from tinyprop.errors import TinypropError
+from tinyprop.export import export_tflite
+from tinyprop.scheme import parse_scheme
+from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
+from tinyprop.tflite_reader import read_tflite
+
+
+@pytest.fixture(scope="module")
+def vww_graph(vww_model_path):
+    return read_tflite(vww_model_path)
+
+
+@pytest.fixture(scope="module")
+def night_train(vww_data_dir, vww_graph):
+    t = vww_graph.input
+    xs, ys, _ = load_split(vww_data_dir, "train", t.s, t.zp, shift="night")
+    return xs, ys
+
+
+def _scheme(graph, spec):
+    if spec.startswith("auto:"):
+        return auto_scheme(graph, parse_budget(spec[5:]))[0]
+    return parse_scheme(graph, spec)
+
+
+@pytest.mark.parametrize("spec", ["last:2", "auto:128KB"])
+def test_c_training_equals_reference_over_200_steps(spec, vww_model_path, vww_graph, night_train,
+                                                    tmp_path):
+    tb = make_blob(vww_model_path, _scheme(vww_graph, spec))
+    ref = ReferenceEngine(tb, lr=0.05, seed=3)
+    c = NativeEngine(tb, lr=0.05, seed=3)
+    xs, ys = night_train
+    start = c.params()
+    for step in range(200):
+        i = step % len(xs)
+        rc = c.train(xs[i], int(ys[i]))
+        rr = ref.train(xs[i], int(ys[i]))
+        assert rc["loss"] == rr["loss"] and rc["prediction"] == rr["prediction"], step
+        assert rc["memory"]["arena_peak"] == tb.program.arena_bytes  # measured == planned
+        if step % 50 == 49:
+            assert c.params() == ref.params(), f"params differ after step {step}"
+    assert c.params() != start, "200 steps changed nothing"
+    out_c = export_tflite(tb.source, tb.program.unpack_params(c.params()), tmp_path / "c.tflite")
+    out_r = export_tflite(tb.source, tb.program.unpack_params(ref.params()),
+                          tmp_path / "r.tflite")
+    assert out_c.read_bytes() == out_r.read_bytes()
+    # only trained tensors changed, and the exported model runs in TFLite
+    tf = pytest.importorskip("tensorflow")
+    interp = tf.lite.Interpreter(model_path=str(out_c))
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], xs[:1])
+    interp.invoke()
+    assert interp.get_tensor(interp.get_output_details()[0]["index"]).shape == (1, 2)
+
+
+def test_export_changes_only_trained_bytes(vww_model_path, vww_graph, night_train, tmp_path):
+    tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
+    eng = NativeEngine(tb, lr=0.05, seed=1)
+    xs, ys = night_train
+    for i in range(10):
+        eng.train(xs[i], int(ys[i]))
+    out = export_tflite(tb.source, tb.program.unpack_params(eng.params()), tmp_path / "ft.tflite")
+    a = np.frombuffer(vww_model_path.read_bytes(), np.uint8)
+    b = np.frombuffer(out.read_bytes(), np.uint8)
+    assert a.size == b.size
+    from tinyprop.export import buffer_spans
+
+    spans = buffer_spans(vww_model_path.read_bytes())
+    allowed = np.zeros(a.size, bool)
+    for ti in tb.program.trainable_offsets:
+        s, n = spans[ti]
+        allowed[s : s + n] = True
+    changed = a != b
+    assert changed.any() and not (changed & ~allowed).any()
+
+
+def test_wrong_sample_size_and_label_leave_weights_intact(vww_model_path, vww_graph, night_train):
+    tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
+    eng = NativeEngine(tb, lr=0.05, seed=1)
+    before = eng.params()
+    xs, _ = night_train
+    with pytest.raises(TinypropError, match="bytes"):
+        eng.train(xs[0].reshape(-1)[:100], 0)
+    with pytest.raises(TinypropError, match="BAD_LABEL"):
+        eng.train(xs[0], 7)
+    assert eng.params() == before
+
+
+@pytest.mark.parametrize("lr", [float("nan"), float("inf")])
+def test_non_finite_learning_rate_is_refused_weights_intact(lr, vww_model_path, vww_graph,
+                                                            night_train):
+    tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
+    eng = NativeEngine(tb, lr, 1)
+    before = eng.params()
+    xs, ys = night_train
+    with pytest.raises(TinypropError, match="TP_ERR_ARG"):
+        eng.train(xs[0], int(ys[0]))
+    assert eng.params() == before
+
+
+def test_qas_off_is_a_different_update(vww_model_path, vww_graph, night_train):
+    tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
+    xs, ys = night_train
+    a, b = NativeEngine(tb, 0.05, 1, qas=True), NativeEngine(tb, 0.05, 1, qas=False)
+    ra = ReferenceEngine(tb, 0.05, 1, qas=False)
+    for i in range(5):
+        a.train(xs[i], int(ys[i]))
+        b.train(xs[i], int(ys[i]))
+        ra.train(xs[i], int(ys[i]))
+    assert a.params() != b.params()
+    assert b.params() == ra.params()
+
+
+def test_resume_continues_exactly(vww_model_path, vww_graph, night_train):
+    """Stopping after k steps and restoring params + step counter gives the same bytes as an
+    uninterrupted run (stochastic rounding is keyed by the step)."""
+    tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
+    xs, ys = night_train
+    full = NativeEngine(tb, 0.05, 9)
+    for i in range(12):
+        full.train(xs[i], int(ys[i]))
+    first = NativeEngine(tb, 0.05, 9)
+    for i in range(5):
+        first.train(xs[i], int(ys[i]))
+    second = NativeEngine(tb, 0.05, 9)
+    second.load_params(first.params(), 5)
+    for i in range(5, 12):
+        second.train(xs[i], int(ys[i]))
+    assert second.params() == full.params()
