@@ -65,9 +65,9 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) 
     weighted = [op.index for op in graph.weighted_ops()]
     full = SparseScheme("probe", {i: LayerUpdate(i, True, None) for i in weighted})
     for i in weighted:
-        op = graph.ops[i]
-        if op.kind != "DEPTHWISE_CONV_2D":
-            full.layers[i].channels = list(range(graph.tensors[op.inputs[1]].shape[0]))
+        w = graph.tensors[graph.ops[i].inputs[1]]
+        n_out = w.shape[3] if graph.ops[i].kind == "DEPTHWISE_CONV_2D" else w.shape[0]
+        full.layers[i].channels = list(range(n_out))
     prog = build_program(graph, _with_classifier(graph, full))
     trainer = ReferenceTrainer(prog, lr=0.0)
     norms: dict[int, list] = {i: [0.0, None] for i in weighted}
@@ -97,7 +97,7 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
         b, w = norms[op_i]
         if what == "bias":
             return float(b)
-        return float(np.sum(np.asarray(w)[channels]))
+        return 0.0 if w is None else float(np.sum(np.asarray(w)[channels]))
 
     while True:
         best = None

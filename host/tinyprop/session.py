@@ -166,3 +166,49 @@ class NativeEngine:
 
     def close(self) -> None:
         pass
+
+
+class DeviceEngine:
+    """A board over the serial protocol (qemu-m4, the host board, or a port URL). Samples go
+    through the board's bulk store when it has one (QEMU semihosting), else over the link."""
+
+    def __init__(self, spec: str, tb: TrainingBlob, lr: float, seed: int, qas: bool = True):
+        import contextlib
+        import tempfile
+
+        from .boards import open_board
+
+        self.name = spec
+        self._stack = contextlib.ExitStack()
+        self.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
+        self.device = self._stack.enter_context(open_board(spec, tb.blob, self.workdir))
+        self.device.set_hparams(lr, seed, qas)
+        self.bulk = False
+
+    def prepare(self, xs: np.ndarray, ys: np.ndarray) -> None:
+        """Put the training set in the board's bulk store if it has one."""
+        from .device import write_bulk_file
+
+        if self.name != "qemu-m4":
+            return
+        write_bulk_file(self.workdir / "train.bin", xs, ys)
+        self.device.bulk_open("train.bin")
+        self.bulk = True
+
+    def train_index(self, i: int, x: np.ndarray, label: int) -> dict:
+        return self.device.train_bulk(i) if self.bulk else self.device.train(x, label)
+
+    def train(self, x: np.ndarray, label: int) -> dict:
+        return self.device.train(x, label)
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        return self.device.evaluate(x).reshape(-1)
+
+    def params(self) -> bytes:
+        return self.device.pull_params()
+
+    def load_params(self, raw: bytes, step: int) -> None:
+        self.device.push_params(raw, step)
+
+    def close(self) -> None:
+        self._stack.close()

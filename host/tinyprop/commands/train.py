@@ -47,12 +47,9 @@ def open_engine(board: str, tb: TrainingBlob, lr: float, seed: int, qas: bool):
         return ReferenceEngine(tb, lr, seed, qas)
     if board == "host":
         return NativeEngine(tb, lr, seed, qas)
-    try:
-        from ..boards import open_board_engine
-    except ImportError:
-        raise TinypropError(f"--board {board}: device boards are not available in this build; "
-                            "use reference or host") from None
-    return open_board_engine(board, tb, lr, seed, qas)
+    from ..session import DeviceEngine
+
+    return DeviceEngine(board, tb, lr, seed, qas)
 
 
 def _checkpoint_path(args) -> Path:
@@ -91,8 +88,9 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
     for step in range(start, total):
         epoch, i = divmod(step, n)
         order = np.random.default_rng(args.seed + epoch).permutation(n)
-        x, y = xs[order[i]], int(ys[order[i]])
-        r = engine.train(x, y)
+        j = int(order[i])
+        x, y = xs[j], int(ys[j])
+        r = engine.train_index(j, x, y) if hasattr(engine, "train_index") else engine.train(x, y)
         ev = {"type": "step", "step": step, "epoch": epoch, "label": y,
               "prediction": r["prediction"], "correct": r["prediction"] == y,
               "loss": r["loss"], "skipped": r["skipped"]}
@@ -123,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     engine = open_engine(args.board, tb, args.lr, args.seed, not args.no_qas)
     start = 0
     try:
+        if hasattr(engine, "prepare"):
+            engine.prepare(xs, ys)
         if args.resume:
             import zlib
 
