@@ -15,8 +15,9 @@ import numpy as np
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="adapt the VWW person detector to a new camera, on device")
-    p.add_argument("--board", default="host",
-                   help="host (C core here, default), reference, qemu-m4, or a port URL")
+    p.add_argument("--board", default="qemu-m4",
+                   help="qemu-m4 (emulated Cortex-M4, default), host (C core here), reference, "
+                   "or a serial port / URL")
     p.add_argument("--shift", default="night", help="camera shift: night, blur, none")
     p.add_argument("--budget", default="256KB")
     p.add_argument("--scheme", default="auto", help="auto (default) or any convert --scheme")
