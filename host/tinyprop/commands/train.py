@@ -77,7 +77,7 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
     """Generator of run-log events: the training loop itself."""
     import zlib
 
-    crc = zlib.crc32(tb.blob)
+    crc = zlib.crc32(tb.blob[:-4])  # the blob id the device reports
     yield {"type": "start", "board": engine.name, "model": tb.source.name,
            "blob_id": f"{crc:08x}", "classes": CLASSES[: tb.classes], "steps_total": total,
            "scheme": tb.program.scheme.name, "lr": args.lr, "seed": args.seed,
