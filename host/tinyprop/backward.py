@@ -20,7 +20,7 @@ import numpy as np
 from .fmath import exp_neg, floor_f32, log_pos
 from .graph import Graph
 from .opparams import all_op_params
-from .reference import _padded, patches, run_op
+from .reference import _padded, patches, pool_windows, run_op
 from .train_plan import F_BIAS, F_GRAD_IN0, F_GRAD_IN1, F_MASK, F_WEIGHT, TrainProgram
 
 f32 = np.float32
@@ -124,22 +124,8 @@ class ReferenceTrainer:
         for ti in self.values:
             vals[ti] = self.values[ti]
         for op, p in zip(g.ops[: upto + 1], self.params[: upto + 1]):
-            vals[op.outputs[0]] = self._run(op, p, vals)
+            vals[op.outputs[0]] = run_op(g, op, p, vals)  # vals holds the trained copies
         return vals
-
-    def _run(self, op, p, vals):
-        # run_op reads constants from the graph; substitute trained values for this call
-        saved = []
-        for ti in op.inputs[1:3]:
-            if ti in self.values:
-                t = self.graph.tensors[ti]
-                saved.append((t, t.data))
-                t.data = self.values[ti]
-        try:
-            return run_op(self.graph, op, p, vals)
-        finally:
-            for t, d in saved:
-                t.data = d
 
     def infer(self, x: np.ndarray) -> np.ndarray:
         return self.forward(x)[self.graph.outputs[0]]
@@ -216,17 +202,9 @@ class ReferenceTrainer:
         if op.kind == "MEAN":
             n = f32(buf.shape[1] * buf.shape[2])
             return (buf + (dy.reshape(1, 1, 1, -1) / n)).astype(f32)
-        (kh, kw), (sh, sw), (oh, ow), (ph, pw) = (p.geometry[x] for x in ("k", "stride", "out_hw",
-                                                                           "pad"))
-        h, w = buf.shape[1:3]
-        for oy in range(oh):
-            y0 = oy * sh - ph
-            ys = slice(max(y0, 0), min(y0 + kh, h))
-            for ox in range(ow):
-                x0 = ox * sw - pw
-                xs = slice(max(x0, 0), min(x0 + kw, w))
-                n = f32((ys.stop - ys.start) * (xs.stop - xs.start))
-                buf[0, ys, xs] = buf[0, ys, xs] + dy[0, oy, ox] / n
+        for oy, ox, ys, xs in pool_windows(p.geometry, *buf.shape[1:3]):
+            n = f32((ys.stop - ys.start) * (xs.stop - xs.start))
+            buf[0, ys, xs] = buf[0, ys, xs] + dy[0, oy, ox] / n
         return buf
 
     def _input_grad(self, op, p, w, s_w, dy, dx) -> np.ndarray:

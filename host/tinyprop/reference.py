@@ -74,23 +74,28 @@ def add(x1, x2, p: OpParams) -> np.ndarray:
     return _clamp(out, p)
 
 
-def average_pool(x, p: OpParams) -> np.ndarray:
-    (kh, kw), (sh, sw), (oh, ow), (ph, pw) = (p.geometry[k] for k in ("k", "stride", "out_hw",
-                                                                       "pad"))
-    h, w, c = x.shape[1:]
-    out = np.empty((1, oh, ow, c), np.int64)
+def pool_windows(geo: dict, h: int, w: int):
+    """(oy, ox, rows, cols) of each pooling window in raster order, clipped to the map."""
+    (kh, kw), (sh, sw), (oh, ow), (ph, pw) = geo["k"], geo["stride"], geo["out_hw"], geo["pad"]
     for oy in range(oh):
         y0 = oy * sh - ph
         ys = slice(max(y0, 0), min(y0 + kh, h))
         for ox in range(ow):
             x0 = ox * sw - pw
-            xs = slice(max(x0, 0), min(x0 + kw, w))
-            win = x[0, ys, xs].astype(np.int64)
-            n = win.shape[0] * win.shape[1]
-            s = win.sum(axis=(0, 1))
-            # C integer division truncates toward zero; TFLite rounds half away first
-            num = np.where(s > 0, s + n // 2, s - n // 2)
-            out[0, oy, ox] = np.where(num >= 0, num // n, -((-num) // n))
+            yield oy, ox, ys, slice(max(x0, 0), min(x0 + kw, w))
+
+
+def average_pool(x, p: OpParams) -> np.ndarray:
+    oh, ow = p.geometry["out_hw"]
+    h, w, c = x.shape[1:]
+    out = np.empty((1, oh, ow, c), np.int64)
+    for oy, ox, ys, xs in pool_windows(p.geometry, h, w):
+        win = x[0, ys, xs].astype(np.int64)
+        n = win.shape[0] * win.shape[1]
+        s = win.sum(axis=(0, 1))
+        # C integer division truncates toward zero; TFLite rounds half away first
+        num = np.where(s > 0, s + n // 2, s - n // 2)
+        out[0, oy, ox] = np.where(num >= 0, num // n, -((-num) // n))
     return _clamp(out, p)
 
 
@@ -110,9 +115,10 @@ def run_op(graph: Graph, op: Op, p: OpParams, values: dict[int, np.ndarray]) -> 
     x = values[op.inputs[0]]
 
     def const(pos: int):
+        # `values` may hold a constant's trained copy (the training reference passes them)
         if len(op.inputs) <= pos or op.inputs[pos] < 0:
             return None
-        return t[op.inputs[pos]].data
+        return values.get(op.inputs[pos], t[op.inputs[pos]].data)
 
     k = op.kind
     if k == "CONV_2D":
