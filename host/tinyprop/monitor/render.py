@@ -278,13 +278,14 @@ def step_line(state: RunState, event: dict) -> str:
     if event.get("skipped"):
         return f"step {state.step}{total} skipped"
     mark = "ok  " if event.get("correct") else "MISS"
-    counter = f"  {state.counter:,.0f} {state.start.get('counter_unit', '')}".rstrip()
+    counter = "" if state.counter is None else \
+        f"  {state.counter:,.0f} {state.start.get('counter_unit', '')}".rstrip()
     return (
         f"step {state.step}{total} ep {event.get('epoch', '-')} loss {fmt_float(state.loss)}"
         f" (ema {fmt_float(state.loss_smoothed)}) {mark} {name(event.get('label'))}"
         f"->{name(event.get('prediction'))} acc {fmt_pct(state.accuracy)}"
         f" last{state.window} {fmt_pct(state.accuracy_window)}"
-        f"{counter if state.counter is not None else ''}"
+        f"{counter}"
         f"  {fmt_float(state.samples_per_s, 2)}/s ETA {fmt_duration(state.eta_s)}"
     )
 
