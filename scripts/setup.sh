@@ -26,7 +26,7 @@ stamp=.venv/.tinyprop-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run downloads TensorFlow)"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[tf,dev]'
+  .venv/bin/pip install -q -e '.[tf,dev,boards]'
   touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/tinyprop)"
