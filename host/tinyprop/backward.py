@@ -310,3 +310,21 @@ class ReferenceTrainer:
                 flat = wv.reshape(wv.shape[0], -1).astype(np.int64)
                 flat[sel] = np.clip(flat[sel] + d, -127, 127)
                 self.values[op.inputs[1]] = flat.astype(np.int8).reshape(wv.shape)
+
+
+def step_gradients(program: TrainProgram, x: np.ndarray,
+                   label: int) -> dict[int, tuple[np.ndarray | None, np.ndarray | None]]:
+    """The float32 gradients one reference training step computes, without updating: for each
+    trained op, (bias gradient (n_out,) or None, weight gradient rows of the selected channels
+    in the update's layout or None). Empty when the loss is not finite. Tests compare these
+    with autodiff."""
+    grads: dict[int, tuple[np.ndarray | None, np.ndarray | None]] = {}
+
+    class Recorder(ReferenceTrainer):
+        def _update(self, k, op, p, t, w, s_w, dy, vals) -> None:
+            db = seqsum(dy.reshape(-1, t.n_out), 0) if t.flags & F_BIAS else None
+            dw = self._weight_grad_rows(op, p, t, dy, vals) if t.flags & F_WEIGHT else None
+            grads[k] = (db, dw)
+
+    Recorder(program).train_step(x, label)
+    return grads
