@@ -1,6 +1,6 @@
 /*
  * board.c - the tp_board HAL for qemu-m4: CMSDK UART0 polled, the FPGAIO counter as an
- * instruction count, semihosting files for bulk samples and the parameter store.
+ * instruction count. Bulk samples and the parameter store are semihosting files (semihost.c).
  */
 #include <stdint.h>
 
@@ -12,14 +12,10 @@
 extern uint32_t __ram_start[], __ram_end[];
 extern uint32_t __stack_limit[], __stack_top[];
 
-#define STORE_PATH "tinyprop.store"
-#define STORE_TMP_PATH "tinyprop.store.tmp"
-
 static struct {
     uint32_t last_ticks; /* FPGAIO counter at the last read, to extend it past 32 bits */
     uint64_t ticks;
-    int32_t bulk_handle; /* semihosting handle of the open bulk file, or -1 */
-} board = {0, 0, -1};
+} board = {0, 0};
 
 /*
  * The UART is polled, but the board sleeps (WFI) while it waits: the UART interrupts are
@@ -131,87 +127,4 @@ void tp_board_exit(int status)
     /* Let the last byte leave the UART before QEMU goes away. */
     uart_wait(UART_STATE_TXFULL, 0, UART_INT_TX, UART0_TX_IRQ);
     tp_sh_exit(status);
-}
-
-int32_t tp_board_bulk_open(const char *name)
-{
-    if (name == NULL) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (board.bulk_handle >= 0) {
-        tp_sh_close(board.bulk_handle);
-    }
-    board.bulk_handle = tp_sh_open(name, TP_SH_MODE_RB);
-    if (board.bulk_handle < 0) {
-        return TP_BOARD_ERR_NOT_FOUND;
-    }
-    int32_t size = tp_sh_flen(board.bulk_handle);
-    return size < 0 ? TP_BOARD_ERR_IO : size;
-}
-
-/* Read up to n bytes at offset; returns the count read or a negative status. */
-static int32_t read_at(int32_t handle, uint32_t offset, uint8_t *dst, uint32_t n)
-{
-    if (n > INT32_MAX) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (tp_sh_seek(handle, offset) != 0) {
-        return TP_BOARD_ERR_IO;
-    }
-    int32_t left = tp_sh_read(handle, dst, n);
-    if (left < 0 || (uint32_t)left > n) {
-        return TP_BOARD_ERR_IO;
-    }
-    return (int32_t)(n - (uint32_t)left);
-}
-
-int32_t tp_board_bulk_read(uint32_t offset, uint8_t *dst, uint32_t n)
-{
-    if (board.bulk_handle < 0 || (dst == NULL && n > 0)) {
-        return TP_BOARD_ERR_ARG;
-    }
-    return read_at(board.bulk_handle, offset, dst, n);
-}
-
-int tp_board_store_save(const uint8_t *src, uint32_t n)
-{
-    if (src == NULL && n > 0) {
-        return TP_BOARD_ERR_ARG;
-    }
-    /* Write a temporary file and rename it over the store, so a run killed mid-save leaves
-     * the previous record intact. */
-    int32_t handle = tp_sh_open(STORE_TMP_PATH, TP_SH_MODE_WB);
-    if (handle < 0) {
-        return TP_BOARD_ERR_IO;
-    }
-    int32_t left = tp_sh_write(handle, src, n);
-    if (tp_sh_close(handle) != 0 || left != 0) {
-        return TP_BOARD_ERR_IO;
-    }
-    return tp_sh_rename(STORE_TMP_PATH, STORE_PATH) == 0 ? TP_BOARD_OK : TP_BOARD_ERR_IO;
-}
-
-int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n)
-{
-    if (n == NULL || (dst == NULL && max > 0)) {
-        return TP_BOARD_ERR_ARG;
-    }
-    int32_t handle = tp_sh_open(STORE_PATH, TP_SH_MODE_RB);
-    if (handle < 0) {
-        return TP_BOARD_ERR_NOT_FOUND;
-    }
-    int status = TP_BOARD_OK;
-    int32_t size = tp_sh_flen(handle);
-    if (size < 0) {
-        status = TP_BOARD_ERR_IO;
-    } else {
-        *n = (uint32_t)size;
-        if ((uint32_t)size > max) {
-            status = TP_BOARD_ERR_TOO_BIG;
-        } else if (read_at(handle, 0, dst, (uint32_t)size) != size) {
-            status = TP_BOARD_ERR_IO;
-        }
-    }
-    tp_sh_close(handle);
-    return status;
 }

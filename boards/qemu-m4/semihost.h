@@ -1,7 +1,9 @@
 /*
- * semihost.h - ARM semihosting calls used by the qemu-m4 board: exit with a status, console
- * text, and host files (bulk samples, the parameter store) relative to QEMU's working directory.
- * Each call traps to QEMU with `bkpt 0xab` (needs -semihosting-config enable=on).
+ * semihost.h - semihosting calls used by the emulated boards (qemu-m4, rv32-virt): exit with a
+ * status, console text, and host files (bulk samples, the parameter store) relative to QEMU's
+ * working directory. Each call traps to QEMU (`bkpt 0xab` on ARM, the ebreak sequence on
+ * RISC-V; needs -semihosting-config enable=on). semihost.c also implements the tp_board bulk
+ * and store functions on them.
  */
 #ifndef TP_SEMIHOST_H
 #define TP_SEMIHOST_H
