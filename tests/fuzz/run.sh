@@ -6,9 +6,12 @@
 # TARGET names a harness tests/fuzz/fuzz_TARGET.c, which defines LLVMFuzzerTestOneInput and lists
 # the firmware sources it links in one comment line, e.g. "// FUZZ_SOURCES: firmware/tp_blob.c":
 # adding a target is adding that one file. Builds and the growing corpus go to $FUZZ_BUILD
-# (default build/fuzz); FUZZ_SEED fixes the run (default 1); extra libFuzzer flags go in
-# $FUZZ_FLAGS. Exits non-zero on a crash, a sanitizer report or a failed check, leaving the
-# reproducer in $FUZZ_BUILD/crash-*.
+# (default build/fuzz); a target's seed_TARGET.py, if any, seeds that corpus first (with
+# $FUZZ_PYTHON, default the repo's .venv); "@core" in FUZZ_SOURCES stands for the portable core.
+# FUZZ_SEED fixes the run (default 1); extra libFuzzer flags go in $FUZZ_FLAGS, extra compiler
+# flags (e.g. -fno-sanitize=alignment, to look past a known finding) in $FUZZ_CFLAGS. Exits
+# non-zero on a crash, a sanitizer report or a failed check, leaving the reproducer in
+# $FUZZ_BUILD/crash-*.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 target=${1:-proto}
@@ -21,12 +24,24 @@ if [[ ! -f $harness ]]; then
 fi
 sources=()
 for s in $(sed -n 's|^// FUZZ_SOURCES:||p' "$harness"); do
-    sources+=("$root/$s")
+    if [[ $s == @core ]]; then
+        # the portable core: firmware/*.c that do not reach a board (as tinyprop.native builds it)
+        while IFS= read -r f; do sources+=("$f"); done \
+            < <(grep -L 'tp_board\.h' "$root"/firmware/*.c)
+    else
+        sources+=("$root/$s")
+    fi
 done
 build=${FUZZ_BUILD:-$root/build/fuzz}
 mkdir -p "$build/corpus_$target"
+# A target may seed its corpus: tests/fuzz/seed_TARGET.py DIR writes real inputs into DIR.
+seeder=$root/tests/fuzz/seed_$target.py
+if [[ -f $seeder ]]; then
+    "${FUZZ_PYTHON:-$root/.venv/bin/python}" "$seeder" "$build/corpus_$target"
+fi
+# shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
 clang -std=c99 -g -O1 -Wall -Wextra -Werror \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all ${FUZZ_CFLAGS:-} \
     -I"$root/firmware" "$harness" "${sources[@]}" -o "$build/fuzz_$target"
 # shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
 "$build/fuzz_$target" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=8192 \

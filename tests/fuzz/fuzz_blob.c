@@ -1,0 +1,104 @@
+/*
+ * fuzz_blob.c - libFuzzer harness for the blob loader (firmware/tp_blob.c): tp_blob_requirements,
+ * then, for a blob it accepts, tp_session_init (which also checks the training program), tp_infer
+ * and tp_train_step on memory of exactly the requested sizes. Run it with tests/fuzz/run.sh blob;
+ * seed_blob.py seeds the corpus with real small training blobs.
+ *
+ * The first input byte picks the mode, the rest is the blob. Odd modes patch the declared size
+ * and the CRC trailer to match, so mutations get past the CRC into the field checks and the
+ * kernels; even modes feed the bytes as they are. The blob is malloc'ed at its exact length, so
+ * ASan sees any read past it.
+ */
+// FUZZ_SOURCES: @core
+#include <stdlib.h>
+#include <string.h>
+
+#include "tinyprop.h"
+#include "tp_internal.h"
+
+#define CHECK(cond) \
+    do { \
+        if (!(cond)) { \
+            __builtin_trap(); \
+        } \
+    } while (0)
+
+#define HEADER_BYTES 48u
+#define TOTAL_SIZE_AT 8u
+#define CRC_BYTES 4u
+/* Accepted garbage may ask for any memory or any amount of work: run the ones a small board
+ * could hold, which keeps every execution short. */
+#define MAX_RUN_BYTES (64u << 10)
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* Run an accepted blob: inference, then a training step if it has a training program. */
+static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements *req, uint8_t fill)
+{
+    uint32_t arena_len = req->arena_infer > req->arena_train ? req->arena_infer : req->arena_train;
+    uint8_t *arena, *params;
+    tp_session s;
+    tp_result r;
+    tp_status st;
+    if (arena_len > MAX_RUN_BYTES || req->params > MAX_RUN_BYTES) {
+        return;
+    }
+    arena = malloc(arena_len ? arena_len : 1u);
+    params = req->params ? malloc(req->params) : NULL;
+    CHECK(arena != NULL && (req->params == 0u || params != NULL));
+    st = tp_session_init(&s, blob, len, arena, arena_len, params, req->params);
+    CHECK(tp_status_name(st)[0] != '\0');
+    if (st == TP_OK) {
+        memset(tp_input(&s), fill, req->input_bytes);
+        st = tp_infer(&s, &r);
+        if (st == TP_OK) {
+            CHECK(r.prediction >= 0 && (uint32_t)r.prediction < req->n_classes);
+            CHECK(r.arena_peak <= arena_len);
+        }
+        if (req->arena_train > 0u && params != NULL) {
+            tp_hparams hp = {0.05f, 0.0f, fill, 0u};
+            tp_set_hparams(&s, &hp);
+            memset(tp_input(&s), fill, req->input_bytes);
+            st = tp_train_step(&s, (int32_t)(fill % req->n_classes), &r);
+            /* NO_TRAIN: the loader accepts a header with arena_train set and no TRAN section */
+            CHECK(st == TP_OK || st == TP_ERR_NONFINITE || st == TP_ERR_BAD_INPUT ||
+                  st == TP_ERR_BAD_LABEL || st == TP_ERR_NO_TRAIN);
+        }
+    }
+    free(params);
+    free(arena);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint32_t len;
+    uint8_t *blob;
+    tp_requirements req;
+    tp_status st;
+    if (size < 1 || size - 1 > 0xFFFFFFFFu) {
+        return 0;
+    }
+    len = (uint32_t)(size - 1);
+    blob = malloc(len ? len : 1u);
+    CHECK(blob != NULL);
+    memcpy(blob, data + 1, len);
+    if ((data[0] & 1u) && len >= HEADER_BYTES + CRC_BYTES) {
+        put_u32(blob + TOTAL_SIZE_AT, len);
+        put_u32(blob + len - CRC_BYTES, tp_crc32(0, blob, len - CRC_BYTES));
+    }
+    st = tp_blob_requirements(blob, len, &req);
+    CHECK(tp_status_name(st)[0] != '\0');
+    if (st == TP_OK) {
+        CHECK(req.blob_id == tp_crc32(0, blob, len - CRC_BYTES));
+        CHECK(req.n_classes > 0u);
+        run_session(blob, len, &req, data[0]);
+    }
+    free(blob);
+    return 0;
+}

@@ -1,0 +1,58 @@
+"""Seed the blob fuzzer's corpus with real training blobs of small generated models.
+
+    seed_blob.py CORPUS_DIR
+
+Each blob is written twice, behind the harness's mode byte: 0 (bytes as they are) and 1 (size
+and CRC patched after mutation, so mutants reach the field checks and kernels). Blobs larger
+than libFuzzer's -max_len in run.sh are left out.
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: modelgen
+
+from modelgen import build_tflite  # noqa: E402
+from tinyprop.blob import pack_blob  # noqa: E402
+from tinyprop.scheme import parse_scheme  # noqa: E402
+from tinyprop.tflite_reader import read_tflite  # noqa: E402
+from tinyprop.train_plan import build_program  # noqa: E402
+
+MAX_LEN = 8192  # run.sh's -max_len, mode byte included
+# (model, scheme): all op kinds but PAD (no generated PAD model ends in a classifier), each
+# blob with a training program
+SEEDS = [("conv3x3_same_relu", "last:2"), ("mbv2_block", "last:2"), ("mbv1_tail", "last:2"),
+         ("fc_flatten", "last:2"), ("odd_7x7_stack", "bias-only")]
+
+
+def seed_blobs() -> dict[str, bytes]:
+    blobs = {}
+    for name, scheme in SEEDS:
+        path = build_tflite(name)
+        graph = read_tflite(path)
+        program = build_program(graph, parse_scheme(graph, scheme))
+        blobs[name] = pack_blob(graph, zlib.crc32(path.read_bytes()), train=program)
+    return blobs
+
+
+def main(corpus: Path) -> int:
+    corpus.mkdir(parents=True, exist_ok=True)
+    kept = 0
+    for name, blob in seed_blobs().items():
+        if len(blob) + 1 > MAX_LEN:
+            continue
+        for mode in (0, 1):
+            (corpus / f"seed_{name}_{mode}").write_bytes(bytes([mode]) + blob)
+        kept += 1
+    if kept == 0:
+        print("seed_blob.py: every seed blob is over -max_len", file=sys.stderr)
+        return 1
+    print(f"seed_blob.py: {kept} blobs into {corpus}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
