@@ -78,15 +78,15 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
     import zlib
 
     crc = zlib.crc32(tb.blob[:-4])  # the blob id the device reports
-    start = {"type": "start", "board": engine.name, "model": tb.source.name,
+    hello = {"type": "start", "board": engine.name, "model": tb.source.name,
              "blob_id": f"{crc:08x}", "classes": CLASSES[: tb.classes], "steps_total": total,
              "scheme": tb.program.scheme.name, "lr": args.lr, "seed": args.seed,
              "memory_plan": {"arena_peak": tb.program.arena_bytes,
                              "trainable": tb.program.params_bytes}}
     device = getattr(engine, "device", None)
     if device is not None:  # a board says what its counter counts and its SRAM (runlog.md)
-        start.update(counter_unit=device.counter_unit, sram=device.ready.sram_bytes)
-    yield start
+        hello.update(counter_unit=device.counter_unit, sram=device.ready.sram_bytes)
+    yield hello
     n = len(xs)
     t0 = time.time()
     for step in range(start, total):
