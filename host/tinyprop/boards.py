@@ -1,10 +1,11 @@
-"""Board selection: a Device on the emulated Cortex-M4, the host board, or a real board's port.
+"""Board selection: a Device on an emulated board (the Cortex-M4F qemu-m4, the FPU-less RISC-V
+rv32-virt), the host board, or a real board's port.
 
-    with open_board("qemu-m4", blob, workdir) as dev:     # or "host", "/dev/ttyACM0", "socket://..."
-        dev.set_hparams(lr=0.01)
+    with open_board("qemu-m4", blob, workdir) as dev:     # or "rv32-virt", "host",
+        dev.set_hparams(lr=0.01)                          # "/dev/ttyACM0", "socket://..."
         dev.train(x, label)
 
-For "qemu-m4" and "host" the blob is compiled into the firmware (flash on the M4: the VWW blob
+For the built boards the blob is compiled into the firmware (flash on the MCUs: the VWW blob
 is larger than the 256 KB of RAM), so each blob gets its own build, cached by the blob's id
 under build/blobs/ while make keeps it up to date with the firmware sources. The board process
 runs in `workdir` (bulk sample files and the parameter store `tinyprop.store` live there) and is
@@ -21,9 +22,10 @@ from .blob import c_header, read_blob
 from .device import Device, blob_id
 from .errors import DeviceError, TinypropError
 from .link import DEFAULT_BAUDRATE, Link, PipeTransport, open_link
-from .qemu import REPO_ROOT, build_firmware, start_host_board, start_qemu
+from .qemu import QEMU_BOARDS, REPO_ROOT, build_firmware, start_host_board, start_qemu
 
-BUILT_BOARDS = ("qemu-m4", "host")
+# QEMU_BOARDS read bulk samples through semihosting; all of these build their own firmware.
+BUILT_BOARDS = (*QEMU_BOARDS, "host")
 BLOB_DIR = REPO_ROOT / "build" / "blobs"
 BOOT_TIMEOUT = 30.0  # seconds from start to READY (QEMU start-up, store restore)
 RUN_LIMIT = 24 * 3600.0  # the board process is killed after this, whatever happens
@@ -41,7 +43,7 @@ def blob_header(blob: bytes) -> str:
 
 
 def build_device_firmware(board: str, blob: bytes) -> Path:
-    """Firmware for `board` ("qemu-m4" or "host") with `blob` compiled in; cached per blob."""
+    """Firmware for `board` (one of BUILT_BOARDS) with `blob` compiled in; cached per blob."""
     header = BLOB_DIR / f"{blob_id(blob):08x}" / "model_tpb.h"
     text = blob_header(blob)
     # Rewrite only when different: a fresh mtime would rebuild the firmware for nothing.
@@ -69,17 +71,18 @@ def open_board(
     limit: float = RUN_LIMIT,
 ) -> Iterator[Device]:
     """A Device on board `spec`, greeted (READY checked against `blob`), closed at the end.
-    "qemu-m4" and "host" build and start the board with `blob` compiled in (the process is
+    BUILT_BOARDS build and start the board with `blob` compiled in (the process is
     `device.process`); any other spec is a serial port or URL of a board already flashed with
     `blob` (None: any blob)."""
     if spec in BUILT_BOARDS:
         if blob is None:
             raise TinypropError(f"board {spec}: needs a model blob to build its firmware")
         firmware = build_device_firmware(spec, blob)
-        starter = start_qemu(firmware, workdir=Path(workdir), timeout=limit) if spec == "qemu-m4" \
-            else start_host_board(firmware, Path(workdir), timeout=limit)
+        emulated = spec in QEMU_BOARDS
+        starter = start_qemu(firmware, workdir=Path(workdir), timeout=limit, board=spec) \
+            if emulated else start_host_board(firmware, Path(workdir), timeout=limit)
         with starter as run:
-            if spec == "qemu-m4":
+            if emulated:
                 link = open_link(run.url, baudrate)
             else:
                 link = Link(PipeTransport(run.proc, f"host board ({firmware.name})"))

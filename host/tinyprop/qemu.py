@@ -1,5 +1,6 @@
-"""Build board firmware and run it: the qemu-m4 board under QEMU (UART on a loopback TCP port) or
-the POSIX host board (UART on pipes, or a pty).
+"""Build board firmware and run it: the emulated boards under QEMU (qemu-m4, a Cortex-M4F, and
+rv32-virt, an RV32IMC without FPU; UART on a loopback TCP port) or the POSIX host board (UART on
+pipes, or a pty).
 
 Both runs are context managers that always stop the process on exit and kill it when it runs
 past its time limit, so a hung guest ends a test instead of blocking it.
@@ -30,13 +31,22 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # Compiler each board's Makefile needs, and the Debian package that provides it.
 TOOLCHAINS = {
     "qemu-m4": ("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
+    "rv32-virt": ("riscv64-unknown-elf-gcc", "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"),
     "host": ("gcc", "gcc libc6-dev"),
 }
 
-# -icount shift=0: one instruction per virtual ns, so the board's 25 MHz counter counts
-# instructions / 40, the same on every run; align/sleep off: never wait for real time.
-QEMU_MACHINE_ARGS = [
-    "-M", "mps2-an386", "-cpu", "cortex-m4", "-nographic", "-monitor", "none",
+# The emulated boards: QEMU program, its Debian package, and the machine. rv32-virt: -bios none
+# starts the hart at 0x80000000, where link.ld puts the entry.
+QEMU_BOARDS = {
+    "qemu-m4": ("qemu-system-arm", "qemu-system-arm", ["-M", "mps2-an386", "-cpu", "cortex-m4"]),
+    "rv32-virt": ("qemu-system-riscv32", "qemu-system-misc", ["-M", "virt", "-bios", "none"]),
+}
+
+# -icount shift=0: one instruction per virtual ns, so qemu-m4's 25 MHz counter counts
+# instructions / 40 and rv32-virt's instret counts instructions, the same on every run;
+# align/sleep off: never wait for real time.
+QEMU_COMMON_ARGS = [
+    "-nographic", "-monitor", "none",
     "-semihosting-config", "enable=on,target=native",
     "-icount", "shift=0,align=off,sleep=off",
 ]  # fmt: skip
@@ -121,7 +131,7 @@ class BoardRun:
 
 
 class QemuRun(BoardRun):
-    """QEMU running a qemu-m4 ELF. The guest starts when the first client connects to `.url`."""
+    """QEMU running an emulated board's ELF. The guest starts when the first client connects to `.url`."""
 
     def __init__(self, proc: subprocess.Popen, timeout: float, port: int, workdir: Path) -> None:
         super().__init__(proc, timeout)
@@ -139,17 +149,25 @@ class QemuRun(BoardRun):
 
 
 @contextmanager
-def start_qemu(elf: Path, *, workdir: Path, timeout: float = 120.0) -> Iterator[QemuRun]:
-    """Run `elf` on QEMU mps2-an386 with UART0 on a loopback TCP port and semihosting files
-    relative to `workdir`; QEMU is killed after `timeout` seconds and always stopped at exit."""
-    qemu = shutil.which("qemu-system-arm")
+def start_qemu(
+    elf: Path, *, workdir: Path, timeout: float = 120.0, board: str = "qemu-m4"
+) -> Iterator[QemuRun]:
+    """Run `elf` on the emulated `board` (a QEMU_BOARDS key) with UART0 on a loopback TCP port
+    and semihosting files relative to `workdir`; QEMU is killed after `timeout` seconds and
+    always stopped at exit."""
+    if board not in QEMU_BOARDS:
+        raise TinypropError(
+            f"board {board!r}: not an emulated board; use one of {', '.join(sorted(QEMU_BOARDS))}"
+        )
+    program, package, machine = QEMU_BOARDS[board]
+    qemu = shutil.which(program)
     if qemu is None:
         raise TinypropError(
-            "running the qemu-m4 board needs qemu-system-arm, which is not installed; run "
-            "`sudo apt-get install qemu-system-arm` (or scripts/setup.sh)"
+            f"running the {board} board needs {program}, which is not installed; run "
+            f"`sudo apt-get install {package}` (or scripts/setup.sh)"
         )
     if not Path(elf).is_file():
-        raise TinypropError(f"{elf}: no such firmware file; build it with `make -C boards/qemu-m4`")
+        raise TinypropError(f"{elf}: no such firmware file; build it with `make -C boards/{board}`")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     # We bind the port and hand QEMU the listening socket, instead of picking a free port for
@@ -158,7 +176,7 @@ def start_qemu(elf: Path, *, workdir: Path, timeout: float = 120.0) -> Iterator[
     port = listener.getsockname()[1]
     fd = listener.fileno()
     cmd = [
-        qemu, *QEMU_MACHINE_ARGS,
+        qemu, *machine, *QEMU_COMMON_ARGS,
         "-chardev", f"socket,id=uart0,fd={fd},server=on,wait=on,nodelay=on",
         "-serial", "chardev:uart0",
         "-kernel", str(Path(elf).resolve()),
