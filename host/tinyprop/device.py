@@ -148,6 +148,11 @@ class Device:
         output, _ = self._sample(msg, STEP_TIMEOUT)
         return output
 
+    def classify(self, x: np.ndarray, label: int | None = None) -> dict:
+        """Run inference on x; returns the `sample_eval` event (prediction, counter)."""
+        self.write_input(x)
+        return self._sample(Eval(LABEL_NONE if label is None else label, 0), STEP_TIMEOUT)[1]
+
     def bulk_open(self, path: str) -> int:
         """Open a sample file on the board's side (write_bulk_file's format, path relative to
         the board's working directory); returns its number of samples."""

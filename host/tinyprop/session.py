@@ -172,6 +172,8 @@ class DeviceEngine:
     """A board over the serial protocol (qemu-m4, the host board, or a port URL). Samples go
     through the board's bulk store when it has one (QEMU semihosting), else over the link."""
 
+    TRAIN_FILE, EVAL_FILE = "train.bin", "eval.bin"
+
     def __init__(self, spec: str, tb: TrainingBlob, lr: float, seed: int, qas: bool = True):
         import contextlib
         import tempfile
@@ -183,26 +185,46 @@ class DeviceEngine:
         self.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
         self.device = self._stack.enter_context(open_board(spec, tb.blob, self.workdir))
         self.device.set_hparams(lr, seed, qas)
-        self.bulk = False
+        self.counter_unit = self.device.counter_unit
+        self.bulk = False  # the training set is in the bulk store
+        self._open_file: str | None = None  # the bulk file the board has open
 
-    def prepare(self, xs: np.ndarray, ys: np.ndarray) -> None:
-        """Put the training set in the board's bulk store if it has one."""
+    def _bulk_store(self, name: str, xs: np.ndarray, ys: np.ndarray) -> bool:
+        """Write samples as bulk file `name` and open it; False if the board has no store."""
         from .device import write_bulk_file
 
         if self.name != "qemu-m4":
-            return
-        write_bulk_file(self.workdir / "train.bin", xs, ys)
-        self.device.bulk_open("train.bin")
-        self.bulk = True
+            return False
+        write_bulk_file(self.workdir / name, xs, ys)
+        self._open_bulk(name)
+        return True
+
+    def _open_bulk(self, name: str) -> None:
+        if self._open_file != name:  # the board keeps one bulk file open
+            self.device.bulk_open(name)
+            self._open_file = name
+
+    def prepare(self, xs: np.ndarray, ys: np.ndarray) -> None:
+        """Put the training set in the board's bulk store if it has one."""
+        self.bulk = self._bulk_store(self.TRAIN_FILE, xs, ys)
 
     def train_index(self, i: int, x: np.ndarray, label: int) -> dict:
-        return self.device.train_bulk(i) if self.bulk else self.device.train(x, label)
+        if not self.bulk:
+            return self.device.train(x, label)
+        self._open_bulk(self.TRAIN_FILE)
+        return self.device.train_bulk(i)
 
     def train(self, x: np.ndarray, label: int) -> dict:
         return self.device.train(x, label)
 
     def infer(self, x: np.ndarray) -> np.ndarray:
         return self.device.evaluate(x).reshape(-1)
+
+    def evaluate_samples(self, xs: np.ndarray, ys: np.ndarray) -> list[dict]:
+        """A `sample_eval` event (prediction, counter) for each sample, in order."""
+        if self._bulk_store(self.EVAL_FILE, xs, ys):
+            return [self.device.evaluate_bulk(i) for i in range(len(xs))]
+        return [self.device.classify(x, int(y)) for x, y in zip(xs, ys)]
 
     def params(self) -> bytes:
         return self.device.pull_params()

@@ -1,13 +1,16 @@
 """`tinyprop infer MODEL --input X.npy -o Y.npy`: int8 outputs of a model for an int8 batch.
 
-Engines: `reference` (the NumPy reference, from a .tflite) and `host` (the C core built for this
-machine, from a .tflite packed on the fly or a .tpb blob). Both are bit-exact with TFLite's
+Engines: `reference` (the NumPy reference, from a .tflite), `host` (the C core built for this
+machine) and a board (`qemu-m4`, or the serial port / URL of a board flashed with the blob), the
+last two from a .tflite packed on the fly or a .tpb blob. All are bit-exact with TFLite's
 reference kernels, so their outputs are identical.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import tempfile
 import time
 import zlib
 from collections.abc import Callable
@@ -17,8 +20,10 @@ import numpy as np
 
 from ..errors import TinypropError
 
-# engine name -> model path -> (input shape, one int8 sample -> its int8 output)
-Engine = Callable[[Path], tuple[tuple[int, ...], Callable[[np.ndarray], np.ndarray]]]
+# engine: (model path, a stack that closes what it opens) -> (input shape, one int8 sample -> its
+# int8 output)
+Engine = Callable[[Path, contextlib.ExitStack],
+                  tuple[tuple[int, ...], Callable[[np.ndarray], np.ndarray]]]
 
 
 def _graph(model: Path, engine: str):
@@ -40,18 +45,35 @@ def _blob(model: Path) -> bytes:
     return pack_blob(_graph(model, "host"), zlib.crc32(model.read_bytes()))
 
 
-def reference_engine(model: Path):
+def reference_engine(model: Path, stack: contextlib.ExitStack):
     from ..reference import Forward
 
     forward = Forward(_graph(model, "reference"))
     return forward.graph.input.shape, forward.run
 
 
-def host_engine(model: Path):
+def host_engine(model: Path, stack: contextlib.ExitStack):
     from ..native import NativeSession
 
     session = NativeSession(_blob(model), str(model))
     return session.input_shape, session.infer
+
+
+def board_engine(spec: str) -> Engine:
+    """A board: `qemu-m4` (built and started with the blob) or a port / URL (flashed with it)."""
+
+    def engine(model: Path, stack: contextlib.ExitStack):
+        from ..blob import read_blob
+        from ..boards import open_board
+
+        blob = _blob(model)
+        info = read_blob(blob, str(model))
+        workdir = stack.enter_context(tempfile.TemporaryDirectory())
+        device = stack.enter_context(open_board(spec, blob, workdir))
+        output_shape = info.tensors[info.output].shape
+        return info.tensors[info.input].shape, lambda x: device.evaluate(x).reshape(output_shape)
+
+    return engine
 
 
 ENGINES: dict[str, Engine] = {"reference": reference_engine, "host": host_engine}
@@ -67,9 +89,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", type=Path, metavar="MODEL.tflite|MODEL.tpb")
     parser.add_argument("--input", type=Path, required=True, metavar="X.npy")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="Y.npy")
-    parser.add_argument("--engine", choices=sorted(ENGINES), default=None,
-                        help="reference (NumPy) or host (the C core on this machine); default: "
-                        "reference for a .tflite, host for a .tpb")
+    parser.add_argument("--engine", default=None,
+                        help="reference (NumPy), host (the C core on this machine), qemu-m4 "
+                        "(emulated Cortex-M4), or the serial port / URL of a flashed board; "
+                        "default: reference for a .tflite, host for a .tpb")
     parser.set_defaults(func=run)
 
 
@@ -96,11 +119,12 @@ def run(args: argparse.Namespace) -> int:
     if model.suffix not in (".tflite", ".tpb"):
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
     engine = args.engine or ("host" if model.suffix == ".tpb" else "reference")
-    input_shape, infer_one = ENGINES[engine](model)
-    xs = load_batch(args.input, input_shape)
-    start = time.perf_counter()
-    ys = np.stack([infer_one(x) for x in xs])
-    per_sample = (time.perf_counter() - start) / len(xs)
+    with contextlib.ExitStack() as stack:
+        input_shape, infer_one = ENGINES.get(engine, board_engine(engine))(model, stack)
+        xs = load_batch(args.input, input_shape)
+        start = time.perf_counter()
+        ys = np.stack([infer_one(x) for x in xs])
+        per_sample = (time.perf_counter() - start) / len(xs)
     if ys.ndim >= 3 and ys.shape[1] == 1:
         ys = ys[:, 0]  # the model's own batch axis of 1
     try:

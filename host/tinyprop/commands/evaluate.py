@@ -1,0 +1,82 @@
+"""`tinyprop eval MODEL --data DIR`: accuracy and per-class accuracy of a model on a split.
+
+A .tflite runs in the TFLite interpreter (its reference kernels); a .tpb blob runs on an engine
+(`--board reference|host|qemu-m4|PORT`), with its parameters as converted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..datasets import CLASSES, SPLITS
+from ..errors import TinypropError
+from ..shifts import SHIFTS
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="accuracy of a .tflite or a .tpb on a dataset split",
+                       description="Accuracy and per-class accuracy of MODEL on a split of DIR "
+                       "(MLPerf VWW layout: person/, non_person/, optional holdout.txt).")
+    p.add_argument("model", type=Path, metavar="MODEL.tflite|MODEL.tpb")
+    p.add_argument("--data", type=Path, required=True, metavar="DIR", help="dataset folder")
+    p.add_argument("--split", choices=SPLITS, default="holdout")
+    p.add_argument("--shift", choices=sorted(SHIFTS), default="none",
+                   help="sensor shift applied to the images first")
+    p.add_argument("--board", default=None,
+                   help="for a .tpb: reference (NumPy, default), host (C core here), qemu-m4, or "
+                   "a serial port / URL of a board flashed with it")
+    p.add_argument("--model", dest="source", type=Path, metavar="SRC.tflite",
+                   help="for a .tpb: its source .tflite if it moved since convert")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
+    """(engine name, scores) of args.model on args.split."""
+    from ..datasets import load_split
+    from ..evaluate import evaluate_engine, evaluate_tflite
+
+    model: Path = args.model
+    if not model.is_file():
+        raise TinypropError(f"{model}: no such file; pass a .tflite model or a .tpb blob")
+    if model.suffix == ".tflite":
+        if args.board is not None:
+            raise TinypropError(f"--board {args.board}: boards run a .tpb blob; make one with "
+                                f"tinyprop convert {model}, or drop --board")
+        from ..tflite_reader import read_tflite
+
+        t_in = read_tflite(model).input
+        xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
+        return "tflite", evaluate_tflite(model, xs, ys)
+    if model.suffix != ".tpb":
+        raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
+    from ..session import load_blob
+    from .train import open_engine
+
+    tb = load_blob(model, args.source)
+    t_in = tb.graph.input
+    xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
+    engine = open_engine(args.board or "reference", tb, 0.0, 0, True)
+    try:
+        return engine.name, evaluate_engine(engine, xs, ys, CLASSES[: tb.classes])
+    finally:
+        engine.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    engine, result = _evaluate(args)
+    result = {"model": str(args.model), "engine": engine, "split": args.split,
+              "shift": args.shift, **result}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{args.model.name} on {args.data.name} {args.split} ({result['n']} images, shift "
+          f"{args.shift}, {engine}): accuracy {result['accuracy']:.1%}")
+    for name, acc in result["per_class"].items():
+        print(f"  {name:<12} {'-' if acc is None else f'{acc:.1%}'}")
+    for key, value in result.items():
+        if key.endswith("_per_inference"):
+            print(f"  {key.replace('_', ' ')}: {value:,.0f}")
+    return 0
