@@ -43,7 +43,7 @@ void tp_conv2d_s8(const tp_kernel_args *a)
     for (oy = 0; oy < oh; oy++) {
         for (ox = 0; ox < ow; ox++) {
             for (co = 0; co < cout; co++) {
-                const int8_t *wk = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co);
+                const int8_t *wk = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co, NULL);
                 int64_t acc = 0;
                 for (ky = 0; ky < kh; ky++) {
                     int32_t iy = oy * op->stride[0] - op->pad[0] + ky;
@@ -77,11 +77,13 @@ void tp_depthwise_conv2d_s8(const tp_kernel_args *a)
     int32_t cin = DIM_C(a->t_in), mult = op->depth_multiplier;
     int32_t kh = op->k[0], kw = op->k[1];
     int32_t oy, ox, co, ky, kx;
-    const int8_t *wd = tp_weight_row(a->s, op, a->t_in2, 0);
+    uint32_t step;
     for (oy = 0; oy < oh; oy++) {
         for (ox = 0; ox < ow; ox++) {
             for (co = 0; co < cout; co++) {
                 int32_t c = co / mult; /* output channel c * mult + m reads input channel c */
+                /* channel co's taps: a held row (step 1) or strided through the blob's tensor */
+                const int8_t *wd = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co, &step);
                 int64_t acc = 0;
                 for (ky = 0; ky < kh; ky++) {
                     int32_t iy = oy * op->stride[0] - op->pad[0] + ky;
@@ -94,7 +96,7 @@ void tp_depthwise_conv2d_s8(const tp_kernel_args *a)
                             continue;
                         }
                         acc += (int32_t)(a->in[(iy * w + ix) * cin + c] - op->in_zp) *
-                               wd[(ky * kw + kx) * cout + co];
+                               wd[(uint32_t)(ky * kw + kx) * step];
                     }
                 }
                 a->out[(oy * ow + ox) * cout + co] = requantize(a, acc, (uint32_t)co);
@@ -117,7 +119,7 @@ void tp_fully_connected_s8(const tp_kernel_args *a)
     uint32_t n_in = tp_tensor_elems(a->t_in), n_out = tp_tensor_elems(a->t_out);
     uint32_t o, i;
     for (o = 0; o < n_out; o++) {
-        const int8_t *row = tp_weight_row(a->s, a->op, a->t_in2, o);
+        const int8_t *row = tp_weight_row(a->s, a->op, a->t_in2, o, NULL);
         int64_t acc = a->bias != NULL ? tp_le_i32(a->bias, o) : 0;
         for (i = 0; i < n_in; i++) {
             acc += (int32_t)(a->in[i] - a->op->in_zp) * row[i];

@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 import pytest
-from tinyprop.blob import HEADER, OP, SECTION, TENSOR, pack_blob, read_blob
+from tinyprop.blob import HEADER, OP, SECTION, TENSOR, VERSION, pack_blob, read_blob
 from tinyprop.graph import OP_CODES
 from tinyprop.native import REPO, STATUS, blob_status, build_program
 from tinyprop.opparams import all_op_params
@@ -99,7 +99,7 @@ def test_truncated_oversized_and_header_errors(vww, san_driver, tmp_path):
         (bytes(huge), "TP_ERR_BLOB_TRUNCATED"),
         (raw + bytes(16), "TP_ERR_BLOB_SIZE"),  # buffer longer than declared
         (b"TFL3" + raw[4:], "TP_ERR_BLOB_MAGIC"),
-        (raw[:4] + struct.pack("<H", 2) + raw[6:], "TP_ERR_BLOB_VERSION"),
+        (raw[:4] + struct.pack("<H", VERSION + 1) + raw[6:], "TP_ERR_BLOB_VERSION"),
         (with_crc(bytearray(raw[:6] + struct.pack("<H", 40) + raw[8:])), "TP_ERR_BLOB_INVALID"),
         (raw[:-1] + bytes([raw[-1] ^ 1]), "TP_ERR_BLOB_CRC"),
     ]
