@@ -101,11 +101,14 @@ static tp_status check_tensor(const tp_session *v, const tp_tensor *t)
             return TP_ERR_BLOB_BOUNDS;
         }
     }
-    /* biases are stored whole; weights may be a channel subset only TRAN describes, and
-     * tp_train_check checks those */
-    if ((t->flags & TP_T_TRAINABLE) != 0u &&
-        !within(t->params_offset, t->dtype == TP_DT_INT32 ? t->size : 0u, v->req.params)) {
-        return TP_ERR_BLOB_BOUNDS;
+    /* TRAINABLE marks biases, held whole; held weight rows are an op's (check_held) */
+    if ((t->flags & TP_T_TRAINABLE) != 0u) {
+        if (t->dtype != TP_DT_INT32) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        if (!within(t->params_offset, t->size, v->req.params)) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
     }
     if (t->n_scales != 0u && !within(t->scales_offset, 4ull * t->n_scales, v->data_len)) {
         return TP_ERR_BLOB_BOUNDS;
@@ -245,6 +248,37 @@ static int op_shapes_ok(const tp_session *v, const tp_op *op, const tp_tensor *i
     }
 }
 
+/* The weight rows an op holds in the params region: a u16 map from output channel to held
+ * row inside DATA, rows numbered 0, 1, ... in channel order, all inside params_bytes. */
+static tp_status check_held(const tp_session *v, const tp_op *op)
+{
+    tp_tensor w;
+    uint32_t n_ch, o, held = 0;
+    if (op->held_map == TP_NONE32) {
+        return op->held_params == TP_NONE32 ? TP_OK : TP_ERR_BLOB_INVALID;
+    }
+    if (op->kind > TP_OP_FULLY_CONNECTED) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    tp_decode_tensor(v->tensors, op->inputs[1], &w); /* checked by op_shapes_ok */
+    n_ch = op->kind == TP_OP_DEPTHWISE_CONV_2D ? w.dims[3] : w.dims[0];
+    if (!within(op->held_map, 2ull * n_ch, v->data_len)) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    for (o = 0; o < n_ch; o++) {
+        uint32_t r = tp_rd_u16(v->data + op->held_map + 2u * o);
+        if (r != TP_NONE16 && r != held++) { /* held counts the rows seen so far */
+            return TP_ERR_BLOB_INVALID;
+        }
+    }
+    if (held == 0u) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    return within(op->held_params, (uint64_t)held * (w.size / n_ch), v->req.params)
+               ? TP_OK
+               : TP_ERR_BLOB_BOUNDS;
+}
+
 static tp_status check_op(const tp_session *v, const tp_op *op)
 {
     tp_tensor in, out;
@@ -262,7 +296,7 @@ static tp_status check_op(const tp_session *v, const tp_op *op)
         operand(v, op->output, ROLE_ACT, 0, &out) != TP_OK || !op_shapes_ok(v, op, &in, &out)) {
         return TP_ERR_BLOB_INVALID;
     }
-    return TP_OK;
+    return check_held(v, op);
 }
 
 /* Check the whole blob; on success v holds the section views and requirements. */

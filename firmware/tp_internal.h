@@ -53,8 +53,8 @@ static inline int32_t tp_le_i32(const uint8_t *arr, uint32_t i)
     return tp_rd_i32(arr + 4u * i);
 }
 
-/* ---- blob v1 layout ---- */
-#define TP_BLOB_VERSION 1u
+/* ---- blob v2 layout ---- */
+#define TP_BLOB_VERSION 2u
 #define TP_HEADER_SIZE 48u
 #define TP_SECTION_SIZE 12u
 #define TP_TENSOR_SIZE 40u
@@ -116,6 +116,9 @@ typedef struct {
     int16_t left_shift;
     int32_t diff_min;
     float float_scale;
+    uint32_t held_map;    /* weighted op with trained rows: u16[out channels] in DATA, each
+                             channel's row in the params region (TP_NONE16: read from DATA) */
+    uint32_t held_params; /* params offset of held row 0; row r at held_params + r * row */
 } tp_op;
 
 static inline void tp_decode_tensor(const uint8_t *tens, uint32_t i, tp_tensor *t)
@@ -166,6 +169,8 @@ static inline void tp_decode_op(const uint8_t *ops, uint32_t i, tp_op *op)
     op->left_shift = tp_rd_i16(p + 42);
     op->diff_min = tp_rd_i32(p + 44);
     op->float_scale = tp_rd_f32(p + 48);
+    op->held_map = tp_rd_u32(p + 52);
+    op->held_params = tp_rd_u32(p + 56);
 }
 
 /* Elements of a tensor (product of its dims; 1 for a scalar). */
@@ -205,9 +210,13 @@ tp_status tp_train_check(const tp_session *s);
 /* Fill the params region from the blob's constants (session init and reset). */
 tp_status tp_copy_params(tp_session *s);
 
-/* Row o of a weighted op's weights as the forward pass sees them (its trained copy in the
- * params region, or the blob's constant); depthwise: the whole (1, KH, KW, C) tensor. */
-const int8_t *tp_weight_row(const tp_session *s, const tp_op *op, const tp_tensor *w, uint32_t o);
+/* Output channel o's weights as the forward pass sees them: its held row in the params region
+ * when the op holds it and the session trains, else the blob's constant. *step is the distance
+ * between consecutive elements: 1, except for a depthwise channel read from the blob, whose
+ * taps are C apart in the (1, KH, KW, C) tensor. step may be NULL for CONV_2D and
+ * FULLY_CONNECTED, whose rows are always contiguous. */
+const int8_t *tp_weight_row(const tp_session *s, const tp_op *op, const tp_tensor *w, uint32_t o,
+                            uint32_t *step);
 
 /* Training-plan arena offset of a tensor's activation (TP_NONE32 if it has none). */
 uint32_t tp_train_act_offset(const tp_session *s, uint32_t tensor);

@@ -11,7 +11,7 @@
 
 /* TRAN layout (host/tinyprop/train_plan.py) */
 #define TRAN_HEADER 16u
-#define TRAN_OP 36u
+#define TRAN_OP 24u
 #define F_BIAS 1u
 #define F_WEIGHT 2u
 #define F_MASK 4u
@@ -20,12 +20,14 @@
 #define F_ZERO_IN0 64u
 #define F_ZERO_IN1 128u
 
+/* Trained weight rows are not here: the op record's held_map says which rows RAM holds (the
+ * forward pass needs them too), and F_WEIGHT updates exactly those. */
 typedef struct {
     uint16_t op;
     uint8_t flags;
-    uint32_t mask_offset, scratch_offset, reserved, sel_offset, n_sel;
+    uint32_t mask_offset, scratch_offset, n_sel;
     float scale_floor;
-    uint32_t bias_params, weight_params;
+    uint32_t bias_params;
 } tp_train_op;
 
 static void decode_train_op(const uint8_t *p, tp_train_op *t)
@@ -34,12 +36,15 @@ static void decode_train_op(const uint8_t *p, tp_train_op *t)
     t->flags = p[2];
     t->mask_offset = tp_rd_u32(p + 4);
     t->scratch_offset = tp_rd_u32(p + 8);
-    t->reserved = tp_rd_u32(p + 12);
-    t->sel_offset = tp_rd_u32(p + 16);
-    t->n_sel = tp_rd_u32(p + 20);
-    t->scale_floor = tp_rd_f32(p + 24);
-    t->bias_params = tp_rd_u32(p + 28);
-    t->weight_params = tp_rd_u32(p + 32);
+    t->n_sel = tp_rd_u32(p + 12);
+    t->scale_floor = tp_rd_f32(p + 16);
+    t->bias_params = tp_rd_u32(p + 20);
+}
+
+/* Held row of output channel o (TP_NONE16: not held); op->held_map was checked by the loader. */
+static uint32_t held_row(const tp_session *s, const tp_op *op, uint32_t o)
+{
+    return op->held_map == TP_NONE32 ? TP_NONE16 : tp_rd_u16(s->data + op->held_map + 2u * o);
 }
 
 static uint32_t tran_n_tensors(const tp_session *s)
@@ -157,20 +162,15 @@ tp_status tp_train_check(const tp_session *s)
             return TP_ERR_BLOB_BOUNDS;
         }
         if (t.flags & F_WEIGHT) {
-            if (t.n_sel == 0u || t.n_sel > n_out || !in_range(t.weight_params, n_out * row,
-                                                              s->req.params) ||
-                !in_range(t.scratch_offset, 4u * row, s->req.arena_train)) {
-                return TP_ERR_BLOB_BOUNDS;
+            uint32_t held = 0;
+            for (i = 0; i < n_out; i++) {
+                held += held_row(s, &op, i) != TP_NONE16 ? 1u : 0u;
             }
-            if (op.kind != TP_OP_DEPTHWISE_CONV_2D) {
-                if (!in_range(t.sel_offset, 2u * t.n_sel, s->data_len)) {
-                    return TP_ERR_BLOB_BOUNDS;
-                }
-                for (i = 0; i < t.n_sel; i++) {
-                    if (tp_rd_u16(s->data + t.sel_offset + 2u * i) >= n_out) {
-                        return TP_ERR_BLOB_INVALID;
-                    }
-                }
+            if (t.n_sel == 0u || t.n_sel != held) {
+                return TP_ERR_BLOB_INVALID; /* the loader checked the rows fit the params */
+            }
+            if (!in_range(t.scratch_offset, 4u * row, s->req.arena_train)) {
+                return TP_ERR_BLOB_BOUNDS;
             }
         }
     }
@@ -240,7 +240,8 @@ static float *grad_of(tp_session *s, uint32_t tensor, uint32_t elems)
 /* Weight element (row o, index k) as the forward pass sees it now. */
 static int8_t weight_at(const bctx *c, uint32_t o, uint32_t k)
 {
-    return tp_weight_row(c->s, &c->op, &c->tw, o)[k];
+    uint32_t step;
+    return tp_weight_row(c->s, &c->op, &c->tw, o, &step)[k * step];
 }
 
 static void input_grad_fc(const bctx *c, float *dx)
@@ -290,8 +291,7 @@ static void input_grad_conv(const bctx *c, float *dx)
                         } else {
                             for (m = 0; m < mult; m++) {
                                 uint32_t q = ch * mult + m;
-                                float wr = (float)tp_weight_row(c->s, op, &c->tw, 0)
-                                               [(kh * op->k[1] + kw) * oc + q] *
+                                float wr = (float)weight_at(c, q, kh * op->k[1] + kw) *
                                            channel_scale(c->s, &c->tw, q);
                                 acc = acc + g[q] * wr;
                             }
@@ -356,7 +356,7 @@ static void weight_grad_row(const bctx *c, const int8_t *xin, uint32_t o, float 
 static void update_params(bctx *c, float lr, int qas)
 {
     tp_session *s = c->s;
-    uint32_t o, k, j, positions = tp_tensor_elems(&c->tout) / c->n_out;
+    uint32_t o, k, positions = tp_tensor_elems(&c->tout) / c->n_out;
     float floor_ = c->t.scale_floor;
     float s_x = c->tin.scale;
     if (c->t.flags & F_BIAS) {
@@ -385,16 +385,16 @@ static void update_params(bctx *c, float lr, int qas)
         float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * c->row_len);
         const int8_t *xin = (const int8_t *)tp_arena_at(
             s, tp_train_act_offset(s, c->op.inputs[0]), c->tin.size);
-        int dw = c->op.kind == TP_OP_DEPTHWISE_CONV_2D;
-        uint32_t n = dw ? c->n_out : c->t.n_sel;
-        for (j = 0; j < n; j++) {
-            uint32_t oc = dw ? j : tp_rd_u16(s->data + c->t.sel_offset + 2u * j);
-            float sw = channel_scale(s, &c->tw, oc);
+        for (o = 0; o < c->n_out; o++) { /* held rows, in channel order */
+            uint32_t r = held_row(s, &c->op, o);
+            float sw = channel_scale(s, &c->tw, o);
             float seff = sw > floor_ ? sw : floor_;
-            weight_grad_row(c, xin, oc, row);
+            if (r == TP_NONE16) {
+                continue;
+            }
+            weight_grad_row(c, xin, o, row);
             for (k = 0; k < c->row_len; k++) {
-                uint32_t off = dw ? c->t.weight_params + k * c->n_out + oc
-                                  : c->t.weight_params + oc * c->row_len + k;
+                uint32_t off = c->op.held_params + r * c->row_len + k;
                 int8_t *w = (int8_t *)(s->params + off);
                 float step = lr * row[k];
                 float delta = qas ? -(step / seff) : -(step * sw);
@@ -663,27 +663,68 @@ void tp_set_step(tp_session *s, uint32_t step)
     }
 }
 
+/* Output channel o's weights in the blob: a row, or a depthwise channel's taps C apart. */
+static const int8_t *blob_row(const tp_session *s, const tp_op *op, const tp_tensor *w,
+                              uint32_t o, uint32_t *step)
+{
+    const int8_t *base = (const int8_t *)(s->data + w->offset);
+    if (op->kind == TP_OP_DEPTHWISE_CONV_2D) {
+        *step = w->dims[3];
+        return base + o;
+    }
+    *step = 1u;
+    return base + o * (w->size / w->dims[0]);
+}
+
 tp_status tp_copy_params(tp_session *s)
 {
-    uint32_t i;
+    uint32_t i, o, k;
     if (s->params == NULL) {
         return TP_OK;
     }
-    for (i = 0; i < s->n_tensors; i++) {
+    for (i = 0; i < s->n_tensors; i++) { /* biases, held whole */
         tp_tensor t;
         tp_decode_tensor(s->tensors, i, &t);
         if ((t.flags & TP_T_TRAINABLE) != 0u) {
             memcpy(s->params + t.params_offset, s->data + t.offset, t.size);
         }
     }
+    for (i = 0; i < s->n_ops; i++) { /* held weight rows */
+        tp_op op;
+        tp_tensor w;
+        uint32_t n_out, row;
+        tp_decode_op(s->ops, i, &op);
+        if (op.held_map == TP_NONE32) {
+            continue;
+        }
+        tp_decode_tensor(s->tensors, op.inputs[1], &w);
+        n_out = op.kind == TP_OP_DEPTHWISE_CONV_2D ? w.dims[3] : w.dims[0];
+        row = w.size / n_out;
+        for (o = 0; o < n_out; o++) {
+            uint32_t r = held_row(s, &op, o), step;
+            const int8_t *src;
+            if (r == TP_NONE16) {
+                continue;
+            }
+            src = blob_row(s, &op, &w, o, &step);
+            for (k = 0; k < row; k++) {
+                s->params[op.held_params + r * row + k] = (uint8_t)src[k * step];
+            }
+        }
+    }
     return TP_OK;
 }
 
-const int8_t *tp_weight_row(const tp_session *s, const tp_op *op, const tp_tensor *w, uint32_t o)
+const int8_t *tp_weight_row(const tp_session *s, const tp_op *op, const tp_tensor *w, uint32_t o,
+                            uint32_t *step)
 {
-    const int8_t *base = (const int8_t *)tp_const_data(s, w);
-    if (op->kind == TP_OP_DEPTHWISE_CONV_2D) {
-        return base;
+    uint32_t r, unused;
+    if (s->params != NULL && (r = held_row(s, op, o)) != TP_NONE16) { /* a training session */
+        uint32_t n_out = op->kind == TP_OP_DEPTHWISE_CONV_2D ? w->dims[3] : w->dims[0];
+        if (step != NULL) {
+            *step = 1u;
+        }
+        return (const int8_t *)(s->params + op->held_params + r * (w->size / n_out));
     }
-    return base + o * (w->size / w->dims[0]);
+    return blob_row(s, op, w, o, step != NULL ? step : &unused);
 }

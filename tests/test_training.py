@@ -10,7 +10,7 @@ from tinyprop.budget import auto_scheme, parse_budget
 from tinyprop.datasets import load_split
 from tinyprop.errors import TinypropError
 from tinyprop.export import export_tflite
-from tinyprop.scheme import parse_scheme
+from tinyprop.scheme import LayerUpdate, bias_only, parse_scheme
 from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
 from tinyprop.tflite_reader import read_tflite
 
@@ -137,3 +137,33 @@ def test_resume_continues_exactly(vww_model_path, vww_graph, night_train):
     for i in range(5, 12):
         second.train(xs[i], int(ys[i]))
     assert second.params() == full.params()
+
+
+def test_channel_subsets_hold_only_their_rows_and_match_reference(vww_model_path, vww_graph,
+                                                                   night_train):
+    """A quarter of a depthwise layer's channels and half of a conv's: RAM holds just those
+    rows (plus biases), the rest is read from the blob, and C == reference bit for bit."""
+    sch = bias_only(vww_graph, 2)  # ops 26 and 29
+    # explicit channels: by weight norm, op 25's top quarter is channels with no gradient here
+    sch.layers[25] = LayerUpdate(25, True, list(range(1, 256, 4)))
+    sch.layers[26].channels = list(range(0, 256, 2))
+    tb = make_blob(vww_model_path, sch)
+    prog = tb.program
+    dw, pw = prog.ops[25], prog.ops[26]
+    assert len(dw.channels) == 64 and dw.row_len == 9 and len(pw.channels) == 128
+    rows = 64 * 9 + 128 * 256 + 2 * 256  # held rows of ops 25, 26 and the classifier
+    biases = 4 * (256 + 256 + 2)  # ops 25, 26 and 29
+    assert prog.params_bytes == rows + biases
+    ref, c = ReferenceEngine(tb, lr=0.05, seed=5), NativeEngine(tb, lr=0.05, seed=5)
+    xs, ys = night_train
+    for i in range(12):
+        rc, rr = c.train(xs[i], int(ys[i])), ref.train(xs[i], int(ys[i]))
+        assert rc["loss"] == rr["loss"] and rc["memory"]["arena_peak"] == prog.arena_bytes, i
+    assert c.params() == ref.params()
+    # trained rows changed, the others equal the model; the C forward reads both kinds
+    w = prog.unpack_params(c.params())
+    w25 = w[vww_graph.ops[25].inputs[1]].reshape(-1, 256)
+    orig = vww_graph.tensors[vww_graph.ops[25].inputs[1]].data.reshape(-1, 256)
+    others = [ch for ch in range(256) if ch not in dw.channels]
+    assert (w25[:, others] == orig[:, others]).all() and (w25 != orig).any()
+    assert np.array_equal(c.infer(xs[20]).reshape(-1), ref.infer(xs[20]).reshape(-1))

@@ -21,7 +21,7 @@ from .fmath import exp_neg, floor_f32, log_pos
 from .graph import Graph
 from .opparams import all_op_params
 from .reference import _padded, patches, pool_windows, run_op
-from .train_plan import F_BIAS, F_GRAD_IN0, F_GRAD_IN1, F_MASK, F_WEIGHT, TrainProgram
+from .train_plan import F_BIAS, F_GRAD_IN0, F_GRAD_IN1, F_MASK, F_WEIGHT, TrainProgram, weight_rows
 
 f32 = np.float32
 M32 = 0xFFFFFFFF
@@ -254,8 +254,8 @@ class ReferenceTrainer:
             return seqsum(prod, 0)
         mult = op.options["depth_multiplier"]
         cols = np.repeat(cols, mult, axis=-1).reshape(oh * ow, -1, cols.shape[-1] * mult)
-        prod = d[:, None, :] * cols  # (P, KH*KW, C*M)
-        return seqsum(prod, 0).T  # (C*M, KH*KW): one row a channel
+        prod = d[:, None, t.channels] * cols[:, :, t.channels]  # (P, KH*KW, n_sel)
+        return seqsum(prod, 0).T  # (n_sel, KH*KW): one row a channel, its taps
 
     def _record(self, k, op, p, t, dy, vals) -> None:
         entry = self.probe[k]
@@ -294,22 +294,14 @@ class ReferenceTrainer:
                 delta = -(step / s_eff[sel][:, None])
             else:
                 delta = -(step * s_w[sel][:, None])
-            if op.kind == "DEPTHWISE_CONV_2D":
-                # params hold the (1, KH, KW, C) tensor as is: offset of (tap, c) is tap*C + c
-                n_c = w.shape[3]
-                idx = t.weight_params + np.arange(n_c)[:, None] + n_c * np.arange(rows.shape[1])
-            else:
-                idx = t.weight_params + sel[:, None] * t.row_len + np.arange(t.row_len)[None, :]
+            # held rows are packed in channel order: row j of the selection at j * row_len
+            idx = (t.weight_params + np.arange(len(sel))[:, None] * t.row_len
+                   + np.arange(t.row_len)[None, :])
             d = stochastic_round(delta, uniform(self.seed, self.step, idx), 256.0)
-            wv = self.values[op.inputs[1]]
-            if op.kind == "DEPTHWISE_CONV_2D":
-                flat = wv.reshape(-1, wv.shape[3]).astype(np.int64) + d.T
-                self.values[op.inputs[1]] = np.clip(flat, -127, 127).astype(np.int8).reshape(
-                    wv.shape)
-            else:
-                flat = wv.reshape(wv.shape[0], -1).astype(np.int64)
-                flat[sel] = np.clip(flat[sel] + d, -127, 127)
-                self.values[op.inputs[1]] = flat.astype(np.int8).reshape(wv.shape)
+            wv = self.values[op.inputs[1]].copy()
+            rows = weight_rows(wv, op.kind == "DEPTHWISE_CONV_2D")
+            rows[sel] = np.clip(rows[sel].astype(np.int64) + d, -127, 127)
+            self.values[op.inputs[1]] = wv
 
 
 def step_gradients(program: TrainProgram, x: np.ndarray,

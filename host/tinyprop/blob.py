@@ -1,4 +1,4 @@
-"""Training blob v1: writer and reader. The format is specified in docs/blob-format.md; the C
+"""Training blob v2: writer and reader. The format is specified in docs/blob-format.md; the C
 loader (firmware/tp_blob.c) checks every field this writer produces.
 """
 
@@ -17,11 +17,11 @@ from .opparams import OpParams, all_op_params
 from .planner import Buffer, plan_memory
 
 MAGIC = b"TPRB"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct("<4sHHIIHHIIIHHHHII")  # 48 bytes
 SECTION = struct.Struct("<4sII")
 TENSOR = struct.Struct("<BBBB4HfiIIIIHH")  # 40 bytes
-OP = struct.Struct("<BBBB4HiiihhBBBBBBBBIHhif12x")  # 64 bytes
+OP = struct.Struct("<BBBB4HiiihhBBBBBBBBIHhifII4x")  # 64 bytes
 NONE16 = 0xFFFF
 NONE32 = 0xFFFFFFFF
 
@@ -70,6 +70,8 @@ class BlobOp:
     left_shift: int
     diff_min: int
     float_scale: float
+    held_map: int
+    held_params: int
 
 
 @dataclass
@@ -144,7 +146,7 @@ def plan_inference(graph: Graph) -> tuple[dict[int, int], int]:
             if alias.get(t.index, t.index) in placed}, total
 
 
-def _op_record(graph: Graph, op, p: OpParams, data: _Data) -> bytes:
+def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
     ins = [i if i >= 0 else NONE16 for i in op.inputs] + [NONE16] * 3
     geo = p.geometry
     stride = geo.get("stride", (1, 1))
@@ -157,6 +159,9 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data) -> bytes:
     mult = np.concatenate([p.mult, p.mult2]).astype(np.int32)
     shift = np.concatenate([p.shift, p.shift2]).astype(np.int32)
     mult_off = data.add(np.concatenate([mult, shift])) if mult.size else NONE32
+    held = train.held_map(op.index) if train is not None else None
+    held_map, held_params = ((data.add(held), train.ops[op.index].weight_params)
+                             if held is not None else (NONE32, NONE32))
     for v in (*stride, *pad, *k, *pad_after):
         if not 0 <= v <= 255:
             raise TinypropError(f"operator #{op.index} {op.kind}: kernel/stride/padding {v} > 255")
@@ -165,16 +170,18 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data) -> bytes:
         op.options.get("depth_multiplier", 1), ins[0], ins[1], ins[2], op.outputs[0],
         p.in_zp, p.in2_zp, p.out_zp, p.act_min, p.act_max,
         stride[0], stride[1], pad[0], pad[1], k[0], k[1], pad_after[0], pad_after[1],
-        mult_off, mult.size, p.left_shift, p.diff_min, p.float_scale,
+        mult_off, mult.size, p.left_shift, p.diff_min, p.float_scale, held_map, held_params,
     )
 
 
 def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None) -> bytes:
-    """Serialize a graph (and optionally a training program, see tinyprop.train_plan) to v1."""
+    """Serialize a graph (and optionally a training program, see tinyprop.train_plan) to v2."""
     params = all_op_params(graph)
     arena_off, arena_bytes = plan_inference(graph)
     data = _Data()
-    trainable = train.trainable_offsets if train is not None else {}
+    # TRAINABLE marks the biases held whole; held weight rows are described per op (held_map)
+    trainable = {ti: off for ti, off in train.trainable_offsets.items()
+                 if ti not in train.held_rows} if train is not None else {}
     tensors = bytearray()
     for t in graph.tensors:
         if t.dtype not in DTYPES:
@@ -183,7 +190,7 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
             continue
         dims = list(t.shape) + [0] * (4 - len(t.shape))
         if len(t.shape) > 4 or any(d > 0xFFFF for d in t.shape):
-            raise TinypropError(f"tensor '{t.name}' shape {t.shape} too large for blob v1")
+            raise TinypropError(f"tensor '{t.name}' shape {t.shape} too large for blob v2")
         flags, offset, scales_off, n_scales = 0, 0, NONE32, 0
         if t.is_const:
             flags |= T_CONST
@@ -202,15 +209,14 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
         tensors += TENSOR.pack(DTYPES[t.dtype], len(t.shape), flags, 0, *dims, scale, zp, offset,
                                t.size * DTYPE_SIZE[DTYPES[t.dtype]], scales_off, params_off,
                                n_scales, 0)
-    ops = b"".join(_op_record(graph, op, p, data) for op, p in zip(graph.ops, params))
+    ops = b"".join(_op_record(graph, op, p, data, train) for op, p in zip(graph.ops, params))
     sections = [(b"TENS", bytes(tensors)), (b"OPS ", ops), (b"DATA", bytes(data.buf)),
                 (b"NAME", graph.name.encode()[:63])]
     train_arena = params_bytes = 0
     if meta is not None:  # host-side facts (source model, scheme); the firmware skips it
         sections.append((b"META", json.dumps(meta, sort_keys=True).encode()))
     if train is not None:
-        sections.append((b"TRAN", train.pack(data)))
-        sections[2] = (b"DATA", bytes(data.buf))
+        sections.append((b"TRAN", train.pack()))
         train_arena, params_bytes = train.arena_bytes, train.params_bytes
     logits = graph.logits_op().outputs[0]
     n_classes = graph.tensors[logits].size
@@ -230,7 +236,7 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
 
 
 def read_blob(raw: bytes, name: str = "blob") -> Blob:
-    """Parse and check a v1 blob (the same checks as the C loader, for the host side)."""
+    """Parse and check a v2 blob (the same checks as the C loader, for the host side)."""
     if len(raw) < HEADER.size + 4:
         raise TinypropError(f"{name}: truncated ({len(raw)} bytes); re-run tinyprop convert")
     (magic, version, hsize, total, model_id, n_sec, _flags, arena, train_arena, params_bytes,
@@ -263,7 +269,7 @@ def read_blob(raw: bytes, name: str = "blob") -> Blob:
         f = OP.unpack_from(ops_raw, i * OP.size)
         ops.append(BlobOp(f[0], f[1], f[2], f[3], (f[4], f[5], f[6]), f[7], f[8], f[9], f[10],
                           f[11], f[12], (f[13], f[14]), (f[15], f[16]), (f[17], f[18]),
-                          (f[19], f[20]), f[21], f[22], f[23], f[24], f[25]))
+                          (f[19], f[20]), f[21], f[22], f[23], f[24], f[25], f[26], f[27]))
     return Blob(model_id, arena, train_arena, params_bytes, tin, tout, tlog, n_classes, tensors,
                 ops, sections, bytes(raw))
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import TinypropError
 from .graph import Graph
-from .scheme import LayerUpdate, SparseScheme, _with_classifier, pick_channels
+from .scheme import LayerUpdate, SparseScheme, _out_channels, _with_classifier, pick_channels
 from .train_plan import F_WEIGHT, TrainProgram, build_program
 
 UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "KIB": 1024, "MB": 1 << 20, "MIB": 1 << 20}
@@ -65,9 +65,7 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) 
     weighted = [op.index for op in graph.weighted_ops()]
     full = SparseScheme("probe", {i: LayerUpdate(i, True, None) for i in weighted})
     for i in weighted:
-        w = graph.tensors[graph.ops[i].inputs[1]]
-        n_out = w.shape[3] if graph.ops[i].kind == "DEPTHWISE_CONV_2D" else w.shape[0]
-        full.layers[i].channels = list(range(n_out))
+        full.layers[i].channels = list(range(_out_channels(graph, i)))
     prog = build_program(graph, _with_classifier(graph, full))
     trainer = ReferenceTrainer(prog, lr=0.0)
     norms: dict[int, list] = {i: [0.0, None] for i in weighted}
@@ -106,14 +104,8 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
             options = []
             if lu is None or not lu.bias:
                 options.append(("bias", None))
-            if graph.ops[i].kind == "DEPTHWISE_CONV_2D":
-                if lu is None or not lu.weights:
-                    options.append(("w", "all"))
-            else:
-                have = len(lu.channels) if lu is not None and lu.channels else 0
-                for f in FRACTIONS:
-                    options.append(("w", f)) if f * graph.tensors[graph.ops[i].inputs[1]].shape[
-                        0] > have else None
+            have = len(lu.channels) if lu is not None and lu.channels else 0
+            options += [("w", f) for f in FRACTIONS if f * _out_channels(graph, i) > have]
             for what, frac in options:
                 trial = SparseScheme(scheme.name, {k: LayerUpdate(v.op, v.bias, v.channels)
                                                    for k, v in scheme.layers.items()})
@@ -123,7 +115,7 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
                     gain = benefit(i, "bias", None)
                 else:
                     g_norm = None if norms is None or norms[i][1] is None else norms[i][1]
-                    ch = pick_channels(graph, i, 1.0 if frac == "all" else frac, g_norm)
+                    ch = pick_channels(graph, i, frac, g_norm)
                     gain = benefit(i, "w", ch) - (benefit(i, "w", t.channels) if t.channels
                                                   else 0.0)
                     t.channels = ch

@@ -2,8 +2,8 @@
 
 A scheme names weighted ops by their index in the TFLite graph. The classifier (the op that
 produces the logits) is always trained, bias and weights. Weight updates may cover a fraction of
-a CONV_2D's or FULLY_CONNECTED's output channels, chosen by importance; DEPTHWISE_CONV_2D
-weights are updated whole or not at all.
+an op's output channels (CONV_2D, FULLY_CONNECTED, DEPTHWISE_CONV_2D), chosen by importance;
+RAM then holds only those channels' rows (a depthwise channel's row is its KH*KW taps).
 
 JSON scheme file (``--scheme my.json``)::
 
@@ -89,9 +89,6 @@ def channel_importance(graph: Graph, op_index: int, grad_norms: np.ndarray | Non
 def pick_channels(graph: Graph, op_index: int, fraction: float,
                   grad_norms: np.ndarray | None = None) -> list[int]:
     n = _out_channels(graph, op_index)
-    if graph.ops[op_index].kind == "DEPTHWISE_CONV_2D" and fraction < 1:
-        raise TinypropError(f"scheme: op #{op_index} is DEPTHWISE_CONV_2D; its weights are "
-                            "updated whole (fraction 1) or not at all")
     k = max(1, min(n, math.ceil(fraction * n)))
     if k == n:
         return list(range(n))

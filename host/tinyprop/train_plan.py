@@ -25,7 +25,7 @@ F_BIAS, F_WEIGHT, F_MASK, F_GRAD_IN0, F_GRAD_IN1, F_ACTIVE = 1, 2, 4, 8, 16, 32
 # set on the first op (in backward order) that writes a gradient buffer: it zeroes it first
 F_ZERO_IN0, F_ZERO_IN1 = 64, 128
 TRAN_HEADER = struct.Struct("<HHHHII")
-TRAN_OP = struct.Struct("<HBBIIIIIfII")  # 36 bytes
+TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
 
 # Dead channels (all-zero weights) get tiny scales; QAS divides by the scale, so floor it at
 # this fraction of the layer's median channel scale.
@@ -38,7 +38,6 @@ class TrainOp:
     flags: int
     mask_offset: int = NONE32
     scratch_offset: int = NONE32
-    sel_offset: int = NONE32  # in DATA (u16 channel list), filled at pack time
     channels: list[int] = field(default_factory=list)
     scale_floor: float = 0.0
     bias_params: int = NONE32
@@ -60,45 +59,74 @@ class TrainProgram:
     buffer_offsets: list[int]
     arena_bytes: int
     params_bytes: int
-    trainable_offsets: dict[int, int]  # tensor index -> params offset
+    trainable_offsets: dict[int, int]  # tensor index -> params offset (weights: held rows)
     alias: dict[int, int]
+    # weight tensor index -> (output channels held in RAM, ascending; depthwise?)
+    held_rows: dict[int, tuple[list[int], bool]] = field(default_factory=dict)
 
     def backward_order(self) -> list[int]:
         return [k for k in range(self.logits, self.first - 1, -1) if k in self.ops]
 
-    def pack(self, data) -> bytes:
-        """The TRAN section; channel maps and lists go into DATA (a blob._Data)."""
+    def pack(self) -> bytes:
+        """The TRAN section. Held weight rows are described in the OPS records (held_map)."""
         n_t = len(self.graph.tensors)
         out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops), 0, n_t, 0))
         out += struct.pack(f"<{n_t}I", *(self.act_offset.get(i, NONE32) for i in range(n_t)))
         out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
         for k in sorted(self.ops):
             t = self.ops[k]
-            if t.channels:
-                t.sel_offset = data.add(np.array(t.channels, np.uint16))
             out += TRAN_OP.pack(t.op, t.flags, 0, t.mask_offset, t.scratch_offset,
-                                NONE32, t.sel_offset, len(t.channels), t.scale_floor,
-                                t.bias_params, t.weight_params)
+                                len(t.channels), t.scale_floor, t.bias_params)
         return bytes(out)
+
+    def held_map(self, k: int) -> np.ndarray | None:
+        """Op k's u16 map from output channel to held row (0xFFFF: read from the blob), or
+        None when op k holds no weights in RAM."""
+        t = self.ops.get(k)
+        if t is None or not t.flags & F_WEIGHT:
+            return None
+        m = np.full(t.n_out, 0xFFFF, np.uint16)
+        m[t.channels] = np.arange(len(t.channels), dtype=np.uint16)
+        return m
 
     # -- parameters region <-> tensors --
     def pack_params(self, values: dict[int, np.ndarray]) -> bytes:
-        """Params region bytes from the full bias/weight arrays (tensor index -> array)."""
+        """Params region bytes from the full bias/weight arrays (tensor index -> array): biases
+        whole, weights as their held rows only."""
         buf = bytearray(self.params_bytes)
         for ti, off in self.trainable_offsets.items():
-            raw = values[ti].astype("<i4" if self.graph.tensors[ti].dtype == "int32"
-                                    else np.int8).tobytes()
+            arr = values[ti]
+            if ti in self.held_rows:
+                channels, depthwise = self.held_rows[ti]
+                arr = weight_rows(arr, depthwise)[channels]
+            raw = arr.astype("<i4" if self.graph.tensors[ti].dtype == "int32"
+                             else np.int8).tobytes()
             buf[off : off + len(raw)] = raw
         return bytes(buf)
 
     def unpack_params(self, raw: bytes) -> dict[int, np.ndarray]:
-        """Every trainable tensor's array from a params region."""
+        """Every trainable tensor's full array from a params region (rows not held keep the
+        model's values: they never change)."""
         out = {}
         for ti, off in self.trainable_offsets.items():
             t = self.graph.tensors[ti]
-            dt = "<i4" if t.dtype == "int32" else np.int8
-            out[ti] = np.frombuffer(raw, dt, t.size, off).reshape(t.shape).astype(t.data.dtype)
+            if ti in self.held_rows:
+                channels, depthwise = self.held_rows[ti]
+                full = t.data.copy()
+                rows = weight_rows(full, depthwise)
+                held = np.frombuffer(raw, np.int8, len(channels) * rows.shape[1], off)
+                rows[channels] = held.reshape(len(channels), -1)
+                out[ti] = full
+            else:
+                out[ti] = np.frombuffer(raw, "<i4", t.size, off).reshape(t.shape).astype(
+                    t.data.dtype)
         return out
+
+
+def weight_rows(w: np.ndarray, depthwise: bool) -> np.ndarray:
+    """A view of weights as one row per output channel: (O, KH*KW*I) for CONV_2D and
+    FULLY_CONNECTED, (C, KH*KW) taps for DEPTHWISE_CONV_2D's (1, KH, KW, C)."""
+    return w.reshape(-1, w.shape[3]).T if depthwise else w.reshape(w.shape[0], -1)
 
 
 def _align4(n: int) -> int:
@@ -134,6 +162,7 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
     ops: dict[int, TrainOp] = {}
     params_off = 0
     trainable: dict[int, int] = {}
+    held: dict[int, tuple[list[int], bool]] = {}
     for op in graph.ops[E : L + 1]:
         if not depends.get(op.outputs[0], False):
             continue
@@ -156,12 +185,12 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
                 params_off += 4 * t.n_out
             if lu.weights:
                 t.flags |= F_WEIGHT
-                t.channels = list(range(t.n_out)) if op.kind == "DEPTHWISE_CONV_2D" else list(
-                    lu.channels)
-                # the whole tensor is copied to RAM; only the selected channels change
+                t.channels = sorted(lu.channels)
+                # RAM holds only the trained rows; the forward reads the others from the blob
                 t.weight_params = params_off
                 trainable[op.inputs[1]] = params_off
-                params_off = _align4(params_off + w.size)
+                held[op.inputs[1]] = (t.channels, op.kind == "DEPTHWISE_CONV_2D")
+                params_off = _align4(params_off + len(t.channels) * t.row_len)
             if t.flags & (F_BIAS | F_WEIGHT):
                 s = w.scale.astype(np.float32)
                 t.scale_floor = float(np.float32(SCALE_FLOOR_FRACTION) * np.median(s))
@@ -222,4 +251,4 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
         t.mask_offset = where.get(f"m{k}", NONE32)
         t.scratch_offset = where.get(f"s{k}", NONE32)
     return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, buffers, offsets,
-                        total, params_off, trainable, alias)
+                        total, params_off, trainable, alias, held)
