@@ -35,14 +35,25 @@
 #define SAMPLE_FLAGS_KNOWN TP_SAMPLE_FLAG_OUTPUT
 
 /* 8-byte aligned: the arena holds float gradients, the record int32 biases after its header. */
+#ifdef TP_DEVICE_BOARD_BUFFERS
+const uint32_t tp_device_arena_bytes = ARENA_BYTES;
+const uint32_t tp_device_record_bytes = HDR + PARAMS_BYTES;
+#define ARENA tp_device_arena
+#define RECORD tp_device_record
+#else
+#if HAVE_BLOB /* firmware without a blob has no use for an arena */
 static union {
     uint64_t align;
     uint8_t bytes[ARENA_BYTES > 0u ? ARENA_BYTES : 1u];
 } arena;
+#define ARENA arena.bytes
+#endif
 static union {
     uint64_t align;
     uint8_t bytes[HDR + PARAMS_BYTES];
 } record;
+#define RECORD record.bytes
+#endif
 
 /* Everything else the device keeps: its size is METRIC.static_bytes (with the board's own few
  * words, which the ELF shows). */
@@ -163,7 +174,7 @@ static void send_ready(uint16_t seq)
     tp_msg_ready m;
     size_t len = 0;
     m.sram_bytes = tp_board_sram_bytes();
-    m.arena_bytes = (uint32_t)sizeof arena.bytes;
+    m.arena_bytes = ARENA_BYTES;
     m.blob_id = dev.loaded ? dev.s.req.blob_id : 0u;
     m.fw_version = parse_version(TP_VERSION);
     m.max_payload = TP_PROTO_MAX_PAYLOAD;
@@ -177,12 +188,12 @@ static void send_ready(uint16_t seq)
 
 static uint8_t *params(void)
 {
-    return record.bytes + HDR;
+    return RECORD + HDR;
 }
 
 static uint32_t record_crc(void)
 {
-    uint32_t crc = tp_crc32(0, record.bytes, HDR - 4u);
+    uint32_t crc = tp_crc32(0, RECORD, HDR - 4u);
     return tp_crc32(crc, params(), dev.s.req.params);
 }
 
@@ -193,12 +204,18 @@ static uint32_t record_len(void)
 
 static void fill_record_header(void)
 {
-    wr_u32(record.bytes, TP_DEVICE_RECORD_MAGIC);
-    wr_u32(record.bytes + 4, dev.s.req.blob_id);
-    wr_u32(record.bytes + 8, dev.s.req.params);
-    wr_u32(record.bytes + 12, dev.s.step);
-    wr_u32(record.bytes + 16, 0u);
-    wr_u32(record.bytes + 20, record_crc());
+    wr_u32(RECORD, TP_DEVICE_RECORD_MAGIC);
+    wr_u32(RECORD + 4, dev.s.req.blob_id);
+    wr_u32(RECORD + 8, dev.s.req.params);
+    wr_u32(RECORD + 12, dev.s.step);
+    wr_u32(RECORD + 16, 0u);
+    wr_u32(RECORD + 20, record_crc());
+}
+
+static int save_record(void)
+{
+    fill_record_header();
+    return tp_board_store_save(RECORD, record_len());
 }
 
 /* Whether a record header is this blob's; *why names the first mismatch. */
@@ -221,13 +238,13 @@ static void restore_params(void)
 {
     uint32_t n = 0;
     const char *why = "";
-    int st = tp_board_store_load(record.bytes, record_len(), &n);
+    int st = tp_board_store_load(RECORD, record_len(), &n);
     if (st == TP_BOARD_ERR_NOT_FOUND || st == TP_BOARD_ERR_UNSUPPORTED) {
         return;
     }
-    if (st == TP_BOARD_OK && n == record_len() && header_matches(record.bytes, &why) &&
-        rd_u32(record.bytes + 20) == record_crc()) {
-        dev.s.step = rd_u32(record.bytes + 12);
+    if (st == TP_BOARD_OK && n == record_len() && header_matches(RECORD, &why) &&
+        rd_u32(RECORD + 20) == record_crc()) {
+        dev.s.step = rd_u32(RECORD + 12);
         send_log("params restored from the store");
         return;
     }
@@ -249,14 +266,14 @@ static tp_status bind_model(void)
         return st;
     }
     need = req.arena_train > req.arena_infer ? req.arena_train : req.arena_infer;
-    if (need > sizeof arena.bytes) {
+    if (need > ARENA_BYTES) {
         return TP_ERR_ARENA_TOO_SMALL;
     }
     if (req.params > PARAMS_BYTES) {
         return TP_ERR_PARAMS_TOO_SMALL;
     }
-    return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, arena.bytes,
-                           (uint32_t)sizeof arena.bytes, req.params > 0u ? params() : NULL,
+    return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, ARENA,
+                           ARENA_BYTES, req.params > 0u ? params() : NULL,
                            req.params);
 #else
     return TP_STATUS_NOT_LOADED;
@@ -353,6 +370,12 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
         m.loss = 0.0f; /* tp_infer computes no loss */
     }
     transmit(tp_proto_encode_metric(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
+#if TP_DEVICE_SAVE_EVERY > 0
+    if (train && dev.s.step != step && dev.s.step % TP_DEVICE_SAVE_EVERY == 0u &&
+        save_record() != TP_BOARD_OK) {
+        send_log("autosave: cannot save the params record");
+    }
+#endif
 }
 
 /* Checks shared by TRAIN, EVAL and BULK_SAMPLE before the sample is touched. */
@@ -444,7 +467,7 @@ static void on_pull(const tp_host_msg *m)
     n = total - off;
     n = n < m->u.pull.max_len ? n : m->u.pull.max_len;
     n = n < room ? n : room;
-    transmit(tp_proto_encode_params(dev.tx, sizeof dev.tx, m->seq, off, record.bytes + off, n,
+    transmit(tp_proto_encode_params(dev.tx, sizeof dev.tx, m->seq, off, RECORD + off, n,
                                     &len),
              &len);
 }
@@ -473,15 +496,13 @@ static void on_push(const tp_host_msg *m)
         send_error(m->seq, TP_ERR_BAD_STATE, "push the record header at offset 0 first");
         return;
     }
-    memcpy(record.bytes + off, m->data, n);
+    memcpy(RECORD + off, m->data, n);
     send_ack(m->seq, m->type, n);
 }
 
 static void on_save(const tp_host_msg *m)
 {
-    int st;
-    fill_record_header();
-    st = tp_board_store_save(record.bytes, record_len());
+    int st = save_record();
     if (st == TP_BOARD_OK) {
         send_ack(m->seq, m->type, record_len());
     } else {

@@ -6,7 +6,8 @@
  * the board Makefile's BLOB=path/to/model_tpb.h (a header as written by tinyprop.boards, or
  * tinyprop.blob.c_header); without BLOB the device has no model and answers NOT_LOADED.
  *
- * Memory, all static: the arena and the params record are sized from the header's
+ * Memory, all static (or the board's, see TP_DEVICE_BOARD_BUFFERS): the arena and the params
+ * record are sized from the header's
  * TP_MODEL_ARENA_BYTES and TP_MODEL_PARAMS_BYTES when it defines them, else from the defaults
  * below (a blob that needs more is answered with an ERROR at every request that needs it).
  *
@@ -27,6 +28,22 @@
 
 #define TP_DEVICE_RECORD_MAGIC 0x52505054u /* "TPPR" */
 #define TP_DEVICE_RECORD_HEADER 24u
+
+/* Save the params record to the board's store after every N-th training step as well as on
+ * SAVE_PARAMS (0: only on SAVE_PARAMS). Real boards set it, so a reset loses at most N steps. */
+#ifndef TP_DEVICE_SAVE_EVERY
+#define TP_DEVICE_SAVE_EVERY 0
+#endif
+
+/* Boards whose static RAM cannot hold the arena and the params record (ESP32: its DRAM
+ * segment is smaller than the heap) build with TP_DEVICE_BOARD_BUFFERS and point these at
+ * buffers of at least the given sizes, 8-byte aligned, before calling tp_device_main(). */
+#ifdef TP_DEVICE_BOARD_BUFFERS
+extern uint8_t *tp_device_arena;
+extern uint8_t *tp_device_record;
+extern const uint32_t tp_device_arena_bytes;
+extern const uint32_t tp_device_record_bytes;
+#endif
 
 #ifndef TP_DEVICE_DEFAULT_ARENA_BYTES
 #define TP_DEVICE_DEFAULT_ARENA_BYTES (96u * 1024u)
