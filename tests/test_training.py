@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tinyprop.budget import auto_scheme, parse_budget
 from tinyprop.datasets import load_split
 from tinyprop.errors import TinypropError

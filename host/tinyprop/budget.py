@@ -1,5 +1,13 @@
 """Memory budgets: parse them, report a program's memory, and pick the `auto` scheme.
 
+A budget is the board's SRAM for the firmware (`--budget 256KB` on a 256 KB part). The firmware
+itself needs a reserve of it: its own .data/.bss outside the arena and the params region, and its
+stack. What is left, budget - reserve, is the limit for what tinyprop plans: arena_peak +
+trainable_bytes. The default reserve, 24 KB, is the qemu-m4 firmware as linked: a 16 KB stack
+(measured peak 1,216 B) and about 3.7 KB of static RAM, with margin; a firmware built with a
+smaller stack passes `--reserve` (e.g. `--budget 64KB --reserve 8KB`), and `--reserve 0` makes
+the budget a limit on arena + trainable alone.
+
 `auto` grows a scheme from the classifier backwards, one candidate at a time (a layer's bias,
 then its weights at 1/8, 1/4, 1/2 or all output channels), always taking the candidate with the
 best benefit per byte that still fits. Benefit is the first-order loss decrease of one SGD step,
@@ -16,7 +24,7 @@ import numpy as np
 from .errors import TinypropError
 from .graph import Graph
 from .scheme import LayerUpdate, SparseScheme, _out_channels, _with_classifier, pick_channels
-from .train_plan import F_WEIGHT, TrainProgram, build_program
+from .train_plan import F_BIAS, F_WEIGHT, TrainProgram, build_program
 
 UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "KIB": 1024, "MB": 1 << 20, "MIB": 1 << 20}
 # RAM the firmware needs outside arena and params (measured on qemu-m4: .data + .bss of the
@@ -25,35 +33,28 @@ DEFAULT_RESERVE = 24 * 1024
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
 
 
-def parse_budget(text: str) -> int:
+def parse_budget(text: str, flag: str = "--budget") -> int:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).upper() not in UNITS:
-        raise TinypropError(f"--budget {text}: not a size; use e.g. 64KB, 128KB, 256KB or bytes")
+        raise TinypropError(f"{flag} {text}: not a size; use e.g. 64KB, 128KB, 256KB or bytes")
     return int(float(m.group(1)) * UNITS[m.group(2).upper()])
 
 
-def memory_of(prog: TrainProgram) -> dict:
-    return {"arena_peak": prog.arena_bytes, "trainable_bytes": prog.params_bytes,
-            "total": prog.arena_bytes + prog.params_bytes}
-
-
 def breakdown(prog: TrainProgram) -> dict:
-    """Bytes by kind at the arena's peak step: activations, saved tensors, masks, gradients."""
+    """Arena bytes by kind at the arena's peak step: activations, saved tensors, masks,
+    gradients, scratch (what is live then; arena_peak adds alignment and fragmentation)."""
     peak_step, peak = 0, -1
     steps = {b.first for b in prog.buffers} | {b.last for b in prog.buffers}
     for st in steps:
         live = sum(b.size for b in prog.buffers if b.first <= st <= b.last)
         if live > peak:
             peak_step, peak = st, live
-    parts = {"activations": 0, "saved_tensors": 0, "masks": 0, "gradients": 0, "scratch": 0}
+    names = {"activation": "activations", "saved": "saved_tensors", "mask": "masks",
+             "gradient": "gradients", "scratch": "scratch"}
+    parts = dict.fromkeys(names.values(), 0)
     for b in prog.buffers:
-        if not b.first <= peak_step <= b.last:
-            continue
-        kind = {"a": "activations", "m": "masks", "g": "gradients", "s": "scratch"}[b.name[0]]
-        if kind == "activations" and b.last > prog.logits:
-            kind = "saved_tensors"
-        parts[kind] += b.size
-    parts["trainable"] = prog.params_bytes
+        if b.first <= peak_step <= b.last:
+            parts[names[_buffer_kind(prog, b)]] += b.size
     return parts
 
 
@@ -82,7 +83,7 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
     norms = calibration_grad_norms(graph, samples) if samples else None
     scheme = _with_classifier(graph, SparseScheme(f"auto@{budget // 1024}KB"))
     prog = build_program(graph, scheme)
-    if prog.arena_bytes + prog.params_bytes > limit:
+    if prog.arena_bytes + prog.params_bytes > limit:  # even the classifier alone does not fit
         raise over_budget(prog, budget, reserve)
     cls = graph.logits_op().index
     candidates = [i for i in reversed(weighted) if i != cls][:max_layers]
@@ -136,24 +137,63 @@ def over_budget(prog: TrainProgram, budget: int, reserve: int) -> TinypropError:
     parts = breakdown(prog)
     total = prog.arena_bytes + prog.params_bytes + reserve
     detail = ", ".join(f"{k} {v:,} B" for k, v in parts.items() if v)
+    auto = prog.scheme.name.startswith("auto")
+    smallest = " (the smallest auto scheme: the classifier alone)" if auto else ""
+    fix = "" if auto else "a smaller scheme (e.g. bias-last:N, last:1), "
     return TinypropError(
-        f"scheme {prog.scheme.name} needs {total:,} bytes ({detail}, static+stack reserve "
-        f"{reserve:,} B), {total - budget:,} B over the {budget:,} B budget; choose a smaller "
-        "scheme (bias-only, last:1) or a larger --budget")
+        f"--budget {budget:,} B: scheme {prog.scheme.describe()}{smallest} needs {total:,} B = "
+        f"arena_peak {prog.arena_bytes:,} B ({detail}) + trainable {prog.params_bytes:,} B + "
+        f"static/stack reserve {reserve:,} B, {total - budget:,} B over; choose {fix}a larger "
+        "--budget, or a smaller --reserve if your firmware's static RAM and stack are smaller")
+
+
+def _buffer_owner(prog: TrainProgram, name: str) -> int:
+    """The op whose row lists a buffer: the producer of an activation or gradient's tensor
+    (op 0 for the model input), the op of a mask or scratch row."""
+    if name[0] in "ms":
+        return int(name[1:])
+    producer = prog.graph.producer(int(name[1:]))
+    return producer.index if producer is not None else 0
+
+
+def _buffer_kind(prog: TrainProgram, b) -> str:
+    if b.name[0] == "a":
+        return "saved" if b.last > prog.logits + 1 else "activation"
+    return {"m": "mask", "g": "gradient", "s": "scratch"}[b.name[0]]
 
 
 def report_rows(prog: TrainProgram) -> list[dict]:
+    """One row per op up to the logits: what it updates, the parameter bytes it holds in RAM,
+    and its buffers in the training arena (kind, bytes, lifetime in schedule steps, offset)."""
+    bufs: dict[int, list[dict]] = {}
+    for b, off in zip(prog.buffers, prog.buffer_offsets):
+        bufs.setdefault(_buffer_owner(prog, b.name), []).append({
+            "name": b.name, "kind": _buffer_kind(prog, b), "bytes": b.size, "first": b.first,
+            "last": b.last, "offset": off})
     rows = []
     for op in prog.graph.ops[: prog.logits + 1]:
         t = prog.ops.get(op.index)
-        held = sum(b.size for b in prog.buffers if b.name in (f"m{op.index}", f"s{op.index}"))
         lu = prog.scheme.layers.get(op.index)
+        weights = bool(t and t.flags & F_WEIGHT)
+        held = (4 * t.n_out if t and t.flags & F_BIAS else 0) + (
+            len(t.channels) * t.row_len if weights else 0)
         rows.append({
             "op": op.index, "kind": op.kind,
             "bias": bool(lu and lu.bias),
-            "channels": (len(t.channels) if t and t.flags & F_WEIGHT else 0),
-            "out_channels": t.n_out if t else None,
+            "channels": len(t.channels) if weights else 0,
+            "out_channels": t.n_out if t and t.n_out else None,
             "backward": t is not None,
-            "bytes_held": held,
+            "trainable_bytes": held,
+            "buffers": sorted(bufs.get(op.index, []), key=lambda r: (r["first"], r["name"])),
         })
     return rows
+
+
+def schedule(prog: TrainProgram) -> dict:
+    """What the step numbers of a lifetime mean."""
+    last = prog.logits + 2 + prog.logits - prog.first
+    return {"forward": [0, prog.logits], "loss": prog.logits + 1,
+            "backward": [prog.logits + 2, last],
+            "legend": f"steps 0..{prog.logits}: forward op k at step k; {prog.logits + 1}: loss; "
+                      f"{prog.logits + 2}..{last}: backward of op {prog.logits} down to "
+                      f"{prog.first}, op k at step {2 * prog.logits + 2} - k"}

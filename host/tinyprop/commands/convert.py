@@ -7,7 +7,15 @@ import json
 from pathlib import Path
 
 from ..blob import c_header, plan_inference
-from ..budget import auto_scheme, breakdown, over_budget, parse_budget, report_rows
+from ..budget import (
+    DEFAULT_RESERVE,
+    auto_scheme,
+    breakdown,
+    over_budget,
+    parse_budget,
+    report_rows,
+    schedule,
+)
 from ..errors import TinypropError
 from ..scheme import parse_scheme
 from ..session import make_blob
@@ -22,17 +30,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--header", type=Path, help="also write the blob as a C header")
     p.add_argument("--scheme", default="last:2",
                    help="bias-only | bias-last:N | last:K | auto | FILE.json (default last:2)")
-    p.add_argument("--budget", help="memory budget for the scheme, e.g. 64KB, 128KB, 256KB")
+    p.add_argument("--budget", help="board SRAM for the firmware, e.g. 64KB, 128KB, 256KB: "
+                   "arena + trainable parameters must fit in it minus --reserve")
+    p.add_argument("--reserve", default=str(DEFAULT_RESERVE),
+                   help="SRAM the firmware needs besides arena and parameters (static RAM and "
+                   f"stack; default {DEFAULT_RESERVE // 1024}KB, qemu-m4's 16 KB stack + "
+                   "static); 0: --budget limits arena + trainable alone")
     p.add_argument("--calib", type=Path, help="dataset dir: calibration samples for --scheme auto")
     p.add_argument("--report", action="store_true", help="print the per-layer memory table")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
     p.set_defaults(func=run)
 
 
-def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None):
+def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
+          reserve: str | int = DEFAULT_RESERVE):
     """(graph, program, blob bytes) for a model and a scheme spec; shared by demo and bench."""
     graph = read_tflite(model)
     budget_b = parse_budget(budget) if budget else None
+    reserve_b = reserve if isinstance(reserve, int) else parse_budget(reserve, "--reserve")
     if scheme == "auto":
         if budget_b is None:
             raise TinypropError("--scheme auto needs --budget (e.g. --budget 256KB)")
@@ -42,14 +57,12 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
 
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp)
             samples = [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // 8))][:8]
-        sch, prog = auto_scheme(graph, budget_b, samples)
+        sch, prog = auto_scheme(graph, budget_b, samples, reserve_b)
     else:
         sch = parse_scheme(graph, scheme)
         prog = build_program(graph, sch)
-        if budget_b is not None and prog.arena_bytes + prog.params_bytes > budget_b:
-            from ..budget import DEFAULT_RESERVE
-
-            raise over_budget(prog, budget_b, DEFAULT_RESERVE)
+        if budget_b is not None and prog.arena_bytes + prog.params_bytes > budget_b - reserve_b:
+            raise over_budget(prog, budget_b, reserve_b)
     tb = make_blob(model, sch)
     return tb.graph, tb.program, tb.blob
 
@@ -58,30 +71,45 @@ def figures(graph, prog, blob: bytes) -> dict:
     _, infer_arena = plan_inference(graph)
     consts = sum(t.data.nbytes for t in graph.tensors if t.is_const)
     return {"scheme": prog.scheme.describe(), "arena_peak": prog.arena_bytes,
-            "trainable_bytes": prog.params_bytes, "inference_arena": infer_arena,
+            "trainable_bytes": prog.params_bytes,
+            "total": prog.arena_bytes + prog.params_bytes, "inference_arena": infer_arena,
             "flash_bytes": len(blob), "constant_bytes": consts,
-            "breakdown": breakdown(prog), "layers": report_rows(prog)}
+            "breakdown": breakdown(prog), "schedule": schedule(prog),
+            "layers": report_rows(prog)}
+
+
+def print_report(fig: dict) -> None:
+    """The per-layer table: what each op updates and holds, and its arena buffers."""
+    print(f"{'op':>3} {'kind':<17} {'update':<16} {'held B':>8} | {'buffer':<6} {'kind':<10} "
+          f"{'bytes':>7} {'steps':>7} {'offset':>7}")
+    for r in fig["layers"]:
+        what = [("bias" if r["bias"] else ""),
+                (f"w {r['channels']}/{r['out_channels']}" if r["channels"] else "")]
+        update = "+".join(w for w in what if w) or ("(grad)" if r["backward"] else "-")
+        lead = f"{r['op']:>3} {r['kind']:<17} {update:<16} {r['trainable_bytes']:>8,}"
+        for i, b in enumerate(r["buffers"] or [None]):
+            cells = "" if b is None else (
+                f"{b['name']:<6} {b['kind']:<10} {b['bytes']:>7,} "
+                f"{str(b['first']) + '..' + str(b['last']):>7} {b['offset']:>7,}")
+            print(f"{lead if i == 0 else ' ' * len(lead)} | {cells}")
+    print(fig["schedule"]["legend"])
+    parts = ", ".join(f"{k} {v:,}" for k, v in fig["breakdown"].items() if v)
+    print(f"totals: arena_peak {fig['arena_peak']:,} B (at its peak step: {parts}); "
+          f"trainable {fig['trainable_bytes']:,} B; arena + trainable {fig['total']:,} B")
 
 
 def run(args: argparse.Namespace) -> int:
-    graph, prog, blob = build(args.model, args.scheme, args.budget, args.calib)
+    graph, prog, blob = build(args.model, args.scheme, args.budget, args.calib, args.reserve)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(blob)
     if args.header:
         args.header.write_text(c_header(blob))
     fig = figures(graph, prog, blob)
     if args.report:
-        print(f"{'op':>3} {'kind':<18} {'bias':<4} {'weights':<9} {'bytes held':>10}")
-        for r in fig["layers"]:
-            if not r["backward"]:
-                continue
-            w = f"{r['channels']}/{r['out_channels']}" if r["channels"] else "-"
-            print(f"{r['op']:>3} {r['kind']:<18} {'yes' if r['bias'] else '-':<4} {w:<9} "
-                  f"{r['bytes_held']:>10,}")
+        print_report(fig)
     print(f"{args.output}: {len(blob):,} bytes, scheme {fig['scheme']}")
     print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"
-          f" = {fig['arena_peak'] + fig['trainable_bytes']:,} B; inference arena "
-          f"{fig['inference_arena']:,} B")
+          f" = {fig['total']:,} B; inference arena {fig['inference_arena']:,} B")
     if args.report_json:
         args.report_json.write_text(json.dumps(fig, indent=2))
     return 0
