@@ -1,0 +1,152 @@
+"""platformio.ini and the PlatformIO library: `pio project config` parses the file offline and
+lists the three envs with their platforms and boards; the native env's Unity tests compiled and
+run with gcc (PlatformIO cannot download its native platform or Unity here, so a minimal unity.h
+stands in); and the build flags the Arduino envs give the device loop, applied to the host board:
+autosave every N steps survives a killed board."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_device_host import LR, SEED, load_small_model
+from tinyprop.boards import BLOB_DIR, blob_header
+from tinyprop.device import Device, blob_id
+from tinyprop.link import Link, PipeTransport
+from tinyprop.qemu import REPO_ROOT, start_host_board
+
+PIO = Path(sys.executable).with_name("pio")
+FIRMWARE = REPO_ROOT / "firmware"
+
+# Just what tests/native uses of Unity's API, with Unity's summary line.
+UNITY_SHIM = r"""
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+static int unity_tests, unity_failures;
+static jmp_buf unity_abort; /* a failed assertion ends its test, as in Unity */
+void setUp(void);
+void tearDown(void);
+#define UNITY_FAIL_IF(cond, what) do { if (cond) { \
+    printf("%s:%d: FAIL %s\n", __FILE__, __LINE__, what); longjmp(unity_abort, 1); } } while (0)
+#define TEST_ASSERT_EQUAL_INT(e, a) UNITY_FAIL_IF((long)(e) != (long)(a), #a " == " #e)
+#define TEST_ASSERT_EQUAL_UINT8 TEST_ASSERT_EQUAL_INT
+#define TEST_ASSERT_EQUAL_UINT16 TEST_ASSERT_EQUAL_INT
+#define TEST_ASSERT_EQUAL_HEX32 TEST_ASSERT_EQUAL_INT
+#define TEST_ASSERT_NULL(p) UNITY_FAIL_IF((p) != NULL, #p " is NULL")
+#define TEST_ASSERT_NOT_NULL(p) UNITY_FAIL_IF((p) == NULL, #p " is not NULL")
+#define TEST_ASSERT_EQUAL_MEMORY(e, a, n) UNITY_FAIL_IF(memcmp((e), (a), (n)) != 0, #a)
+#define UNITY_BEGIN() (unity_tests = unity_failures = 0)
+#define RUN_TEST(f) do { unity_tests++; if (setjmp(unity_abort) == 0) { setUp(); f(); \
+    tearDown(); } else { unity_failures++; } } while (0)
+#define UNITY_END() (printf("%d Tests %d Failures 0 Ignored\n", unity_tests, unity_failures), \
+    unity_failures)
+"""
+
+needs_pio = pytest.mark.skipif(not PIO.exists(), reason="needs platformio in the venv "
+                               "(.venv/bin/pip install platformio; scripts/setup.sh)")
+
+
+def pio_config() -> dict[str, dict]:
+    out = subprocess.run([str(PIO), "project", "config", "--json-output"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return {name: dict(items) for name, items in json.loads(out)}
+
+
+def core_sources() -> list[Path]:
+    """firmware/*.c that reach no board (as firmware/Makefile and the PlatformIO archive)."""
+    return [p for p in sorted(FIRMWARE.glob("*.c")) if "tp_board.h" not in p.read_text()]
+
+
+def flags(value: str | list[str]) -> list[str]:
+    return shlex.split(" ".join(value) if isinstance(value, list) else value)
+
+
+@needs_pio
+def test_pio_lists_the_three_envs_with_platform_and_board():
+    config = pio_config()
+    envs = {name.removeprefix("env:"): items for name, items in config.items()
+            if name.startswith("env:")}
+    assert sorted(envs) == ["esp32dev", "nano33ble", "native"]
+    assert (envs["nano33ble"]["platform"], envs["nano33ble"]["board"]) == ("nordicnrf52",
+                                                                          "nano33ble")
+    assert (envs["esp32dev"]["platform"], envs["esp32dev"]["board"]) == ("espressif32",
+                                                                        "esp32dev")
+    assert envs["native"]["platform"] == "native"
+    assert envs["native"]["test_framework"] == "unity"
+    for board in ("nano33ble", "esp32dev"):
+        env = envs[board]
+        assert env["framework"] == ["arduino"]
+        assert env["monitor_speed"] == 115200 and env["monitor_filters"] == ["tinyprop"]
+        assert env["monitor_encoding"] == "latin-1"
+        assert env["lib_deps"] == ["tinyprop=symlink://firmware"]
+        # the glue it builds exists, and the monitor filter PlatformIO looks for in monitor/
+        (folder,) = re.findall(r"\+<(\w+)/>", " ".join(env["build_src_filter"]))
+        assert (REPO_ROOT / "boards" / folder).is_dir()
+    assert (REPO_ROOT / "monitor" / "filter_tinyprop.py").is_file()
+    assert "-DTP_DEVICE_BOARD_BUFFERS" in flags(envs["esp32dev"]["build_flags"])
+    assert Path(config["platformio"]["test_dir"]) == REPO_ROOT / "tests" / "native"
+
+
+def test_library_json_builds_every_core_source():
+    library = json.loads((FIRMWARE / "library.json").read_text())
+    assert library["name"] == "tinyprop"
+    assert library["build"]["srcFilter"] == ["+<*.c>"]
+    for header in library["headers"]:
+        assert (FIRMWARE / header).is_file()
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_native_unity_tests_pass_with_gcc(tmp_path):
+    (tmp_path / "unity.h").write_text(UNITY_SHIM)
+    exe = tmp_path / "test_core"
+    tests = sorted((REPO_ROOT / "tests" / "native").glob("test_*/*.c"))
+    assert tests
+    for source in tests:
+        subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
+                        f"-I{tmp_path}", f"-I{FIRMWARE}", "-o", str(exe), str(source),
+                        *map(str, core_sources())], check=True, timeout=120)
+        run = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0, run.stdout
+        assert re.search(r"^(\d+) Tests 0 Failures", run.stdout, re.MULTILINE).group(1) == "3"
+
+
+def build_host_board(tmp_path: Path, blob: bytes, extra: list[str]) -> Path:
+    header = BLOB_DIR / f"{blob_id(blob):08x}" / "model_tpb.h"
+    header.parent.mkdir(parents=True, exist_ok=True)
+    header.write_text(blob_header(blob))
+    exe = tmp_path / "tinyprop-host"
+    sources = [REPO_ROOT / "boards" / "host" / "board.c", *sorted(FIRMWARE.glob("*.c"))]
+    subprocess.run(["gcc", "-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror",
+                    f"-I{FIRMWARE}", "-DAPP_ENTRY=tp_device_main",
+                    f'-DTP_MODEL_HEADER="{header}"', *extra, "-o", str(exe),
+                    *map(str, sources), "-lm"], check=True, timeout=300)
+    return exe
+
+
+@needs_pio
+def test_arduino_autosave_flag_survives_a_killed_board(tmp_path):
+    """[arduino] build_flags (autosave every N steps) on the host board: killed after N + 1
+    steps with no SAVE asked, the restarted board restores the parameters of step N."""
+    model = load_small_model()
+    extra = flags(pio_config()["arduino"]["build_flags"])
+    every = int(re.search(r"-DTP_DEVICE_SAVE_EVERY=(\d+)", " ".join(extra)).group(1))
+    exe = build_host_board(tmp_path, model.blob, extra)
+    with start_host_board(exe, tmp_path) as run, Link(PipeTransport(run.proc, "host")) as link:
+        dev = Device(link)
+        dev.hello(30)
+        dev.set_hparams(LR, SEED)
+        n = len(model.labels)
+        for i in range(every + 1):
+            dev.train(model.inputs[i % n], int(model.labels[i % n]))
+        run.proc.kill()
+    with start_host_board(exe, tmp_path) as run, Link(PipeTransport(run.proc, "host")) as link:
+        dev = Device(link)
+        dev.hello(30)
+        assert dev.pull_params() == model.reference(every).params_bytes()
