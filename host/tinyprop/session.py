@@ -226,6 +226,15 @@ class DeviceEngine:
             return [self.device.evaluate_bulk(i) for i in range(len(xs))]
         return [self.device.classify(x, int(y)) for x, y in zip(xs, ys)]
 
+    def board_status(self) -> str:
+        """How the board process tinyprop started ended ("" while it runs, or not ours)."""
+        run = self.device.process
+        code = None if run is None else run.proc.poll()
+        if code is None:
+            return ""
+        return f"the board process was killed by signal {-code}" if code < 0 else \
+            f"the board process exited with status {code}"
+
     def params(self) -> bytes:
         return self.device.pull_params()
 

@@ -14,6 +14,9 @@ from ..errors import TinypropError
 from ..session import NativeEngine, ReferenceEngine, TrainingBlob, load_blob
 
 CLASSES = ["non_person", "person"]
+# Inferences a board's run summary takes its per-inference cost from: the count barely depends
+# on the data (rounding branches only), so a few are enough.
+INFERENCE_PROBE = 4
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -56,6 +59,13 @@ def _checkpoint_path(args) -> Path:
     return args.checkpoint or args.blob.with_suffix(args.blob.suffix + ".ckpt")
 
 
+def blob_id(tb: TrainingBlob) -> int:
+    """The id checkpoints are keyed by: the blob's CRC, the id a device reports in READY."""
+    import zlib
+
+    return zlib.crc32(tb.blob[:-4])
+
+
 def save_checkpoint(path: Path, step: int, params: bytes, blob_crc: int) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(json.dumps({"step": step, "blob": blob_crc}).encode() + b"\n" + params)
@@ -74,10 +84,10 @@ def load_checkpoint(path: Path, blob_crc: int) -> tuple[int, bytes]:
 
 
 def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: int):
-    """Generator of run-log events: the training loop itself."""
-    import zlib
-
-    crc = zlib.crc32(tb.blob[:-4])  # the blob id the device reports
+    """Generator of run-log events: the training loop itself. On a board that counts its cost,
+    the summary has the means `<unit>_per_step` (this run's training steps) and
+    `<unit>_per_inference` (a few training samples, measured after the run)."""
+    crc = blob_id(tb)
     hello = {"type": "start", "board": engine.name, "model": tb.source.name,
              "blob_id": f"{crc:08x}", "classes": CLASSES[: tb.classes], "steps_total": total,
              "scheme": tb.program.scheme.name, "lr": args.lr, "seed": args.seed,
@@ -88,6 +98,7 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
         hello.update(counter_unit=device.counter_unit, sram=device.ready.sram_bytes)
     yield hello
     n = len(xs)
+    counters = []
     t0 = time.time()
     for step in range(start, total):
         epoch, i = divmod(step, n)
@@ -102,15 +113,46 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
         mem.setdefault("arena_peak", tb.program.arena_bytes)
         mem.setdefault("trainable", tb.program.params_bytes)
         ev["memory"] = mem
-        for k in ("counter", "counter_unit"):
-            if k in r:
-                ev[k] = r[k]
+        if r.get("counter") is not None:
+            ev["counter"] = r["counter"]
+            if not r["skipped"]:
+                counters.append(r["counter"])
         yield ev
         if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
             save_checkpoint(_checkpoint_path(args), step + 1, engine.params(), crc)
     elapsed = time.time() - t0
-    yield {"type": "summary", "steps": total, "elapsed_s": round(elapsed, 3),
-           "samples_per_s": round((total - start) / elapsed, 3) if elapsed > 0 else None}
+    summary = {"type": "summary", "steps": total, "elapsed_s": round(elapsed, 3),
+               "samples_per_s": round((total - start) / elapsed, 3) if elapsed > 0 else None}
+    if device is not None:
+        summary.update(board_costs(engine, counters, xs, ys, tb.classes))
+    yield summary
+
+
+def board_costs(engine, counters: list[int], xs, ys, classes: int) -> dict:
+    """Summary fields of a board: its counter unit, the mean counter of the training steps, and
+    of an inference (INFERENCE_PROBE training samples, evaluated on the board)."""
+    from ..evaluate import evaluate_engine
+
+    unit = engine.device.counter_unit
+    probe = slice(0, INFERENCE_PROBE)
+    cost = evaluate_engine(engine, xs[probe], ys[probe], CLASSES[:classes])
+    fields = {"counter_unit": unit, f"{unit}_per_inference": round(cost[f"{unit}_per_inference"])}
+    if counters:
+        fields[f"{unit}_per_step"] = round(float(np.mean(counters)))
+    return fields
+
+
+def ended_early(args, tb: TrainingBlob, engine, state) -> str:
+    """One line for a run that stopped: where, why, and how to go on."""
+    why = state.disconnect_text.removeprefix("DeviceError: ")
+    ended = engine.board_status() if hasattr(engine, "board_status") else ""
+    line = f"the run on {engine.name} stopped after {state.steps_done} steps ({why}"
+    line += f"; {ended})" if ended else ")"
+    path = _checkpoint_path(args)
+    if args.checkpoint_every and path.exists():
+        step, _ = load_checkpoint(path, blob_id(tb))
+        return line + f"; {path} holds step {step}: continue with --resume"
+    return line + "; no checkpoint: run again (with --checkpoint-every N to resume later)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,9 +170,7 @@ def run(args: argparse.Namespace) -> int:
         if hasattr(engine, "prepare"):
             engine.prepare(xs, ys)
         if args.resume:
-            import zlib
-
-            start, params = load_checkpoint(_checkpoint_path(args), zlib.crc32(tb.blob))
+            start, params = load_checkpoint(_checkpoint_path(args), blob_id(tb))
             engine.load_params(params, start)
         source = training_events(args, tb, engine, xs, ys, total, start)
         from ..monitor import plain_lines, run_dashboard
@@ -140,8 +180,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             state = run_dashboard(source, log_path=args.log)
         if getattr(state, "disconnected", False):
-            print(f"tinyprop train: the run ended early ({engine.name}); resume with --resume",
-                  file=sys.stderr)
+            print(f"tinyprop train: {ended_early(args, tb, engine, state)}", file=sys.stderr)
             return 1
         if args.out:
             from ..export import export_tflite
