@@ -1,8 +1,9 @@
 """platformio.ini and the PlatformIO library: `pio project config` parses the file offline and
 lists the three envs with their platforms and boards; the native env's Unity tests compiled and
 run with gcc (PlatformIO cannot download its native platform or Unity here, so a minimal unity.h
-stands in); and the build flags the Arduino envs give the device loop, applied to the host board:
-autosave every N steps survives a killed board."""
+stands in); the Arduino glue compiled with g++ against stub Arduino headers (a syntax and type
+check only: the real cores cannot be fetched here); and the build flags the Arduino envs give
+the device loop, applied to the host board: autosave every N steps survives a killed board."""
 
 from __future__ import annotations
 
@@ -87,8 +88,9 @@ def test_pio_lists_the_three_envs_with_platform_and_board():
         assert env["monitor_encoding"] == "latin-1"
         assert env["lib_deps"] == ["tinyprop=symlink://firmware"]
         # the glue it builds exists, and the monitor filter PlatformIO looks for in monitor/
-        (folder,) = re.findall(r"\+<(\w+)/>", " ".join(env["build_src_filter"]))
-        assert (REPO_ROOT / "boards" / folder).is_dir()
+        folders = re.findall(r"\+<([\w-]+)/>", " ".join(env["build_src_filter"]))
+        assert folders == [board.removesuffix("dev"), "arduino"]
+        assert all((REPO_ROOT / "boards" / folder).is_dir() for folder in folders)
     assert (REPO_ROOT / "monitor" / "filter_tinyprop.py").is_file()
     assert "-DTP_DEVICE_BOARD_BUFFERS" in flags(envs["esp32dev"]["build_flags"])
     assert Path(config["platformio"]["test_dir"]) == REPO_ROOT / "tests" / "native"
@@ -150,3 +152,91 @@ def test_arduino_autosave_flag_survives_a_killed_board(tmp_path):
         dev = Device(link)
         dev.hello(30)
         assert dev.pull_params() == model.reference(every).params_bytes()
+
+
+# Declarations of just the Arduino, mbed and ESP-IDF API the glue uses, as the real cores
+# declare them; a call the real core lacks fails to compile here too.
+ARDUINO_STUBS = {
+    "Arduino.h": """
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+struct HardwareSerial {
+    void begin(unsigned long baud);
+    explicit operator bool() const;
+    int available();
+    size_t readBytes(char *buffer, size_t length);
+    size_t write(const uint8_t *buffer, size_t size);
+    size_t println(const char *text);
+};
+extern HardwareSerial Serial;
+unsigned long micros(void);
+void delay(unsigned long ms);
+void yield(void);
+#ifdef ESP32
+typedef void *TaskHandle_t;
+unsigned int uxTaskGetStackHighWaterMark(TaskHandle_t task);
+size_t getArduinoLoopTaskStackSize(void);
+#endif
+""",
+    "mbed.h": """
+#include <stdint.h>
+namespace mbed {
+class FlashIAP {
+  public:
+    int init();
+    int read(void *buffer, uint32_t address, uint32_t size);
+    int program(const void *buffer, uint32_t address, uint32_t size);
+    int erase(uint32_t address, uint32_t size);
+    uint32_t get_page_size() const;
+    uint32_t get_flash_start() const;
+    uint32_t get_flash_size() const;
+};
+}
+""",
+    "LittleFS.h": """
+#include <stddef.h>
+#include <stdint.h>
+class File {
+  public:
+    explicit operator bool() const;
+    size_t write(const uint8_t *buf, size_t size);
+    size_t read(uint8_t *buf, size_t size);
+    size_t size() const;
+    void close();
+};
+class LittleFSFS {
+  public:
+    bool begin(bool formatOnFail = false);
+    File open(const char *path, const char *mode = "r");
+    bool exists(const char *path);
+    bool rename(const char *from, const char *to);
+};
+extern LittleFSFS LittleFS;
+""",
+    "esp_heap_caps.h": """
+#include <stddef.h>
+#include <stdint.h>
+#define MALLOC_CAP_8BIT (1 << 2)
+void *heap_caps_aligned_alloc(size_t alignment, size_t size, uint32_t caps);
+""",
+}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.parametrize("board", ["nano33ble", "esp32"])
+def test_arduino_glue_compiles_against_stub_cores(tmp_path, board):
+    for name, text in ARDUINO_STUBS.items():
+        (tmp_path / name).write_text(text)
+    env = {"nano33ble": "nano33ble", "esp32": "esp32dev"}[board]
+    defines = [f for f in flags(pio_config()[f"env:{env}"]["build_flags"]) if f.startswith("-D")] \
+        if PIO.exists() else []
+    if board == "esp32":
+        defines.append("-DESP32")
+    sources = [REPO_ROOT / "boards" / board / "board.cpp",
+               REPO_ROOT / "boards" / "arduino" / "tp_arduino.cpp"]
+    result = subprocess.run(["g++", "-std=gnu++17", "-fsyntax-only", "-Wall", "-Wextra",
+                             "-Werror", f"-I{tmp_path}", f"-I{FIRMWARE}", *defines,
+                             *map(str, sources)], check=False, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr

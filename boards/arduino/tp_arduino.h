@@ -1,0 +1,24 @@
+/*
+ * tp_arduino.h - what the Arduino boards (nano33ble, esp32) share: the serial link, the
+ * microsecond counter and the start-up, in tp_arduino.cpp. Each board's folder adds its name,
+ * SRAM, stack peak, flash store and memory (board.cpp) and calls tp_arduino_run() from setup().
+ */
+#ifndef TP_ARDUINO_H
+#define TP_ARDUINO_H
+
+#include <stdint.h>
+
+extern "C" {
+#include "tp_board.h"
+#include "tp_device.h"
+#include "tp_proto.h"
+}
+
+/* Serial speed; platformio.ini's monitor_speed matches it. */
+#define TP_ARDUINO_BAUD 115200
+
+/* Open the serial link, run the device loop (which never returns on a real board: the link
+ * never closes) and halt if it does. Call from setup(). */
+void tp_arduino_run(void);
+
+#endif /* TP_ARDUINO_H */

@@ -1,0 +1,111 @@
+/*
+ * board.cpp - ESP32 (esp32dev: 520 KB SRAM, of which 320 KB is data RAM) with the Arduino
+ * core: the arena and params record from the heap (a static .bss this large overflows the
+ * DRAM segment; platformio.ini builds with TP_DEVICE_BOARD_BUFFERS), the parameter store as a
+ * LittleFS file in the flash's data partition (the default NVS partition, 20 KB, is too small
+ * for a 67 KB record). The serial link and counter are boards/arduino/tp_arduino.cpp.
+ */
+#include <Arduino.h>
+#include <LittleFS.h>
+#include <esp_heap_caps.h>
+
+#include "../arduino/tp_arduino.h"
+
+#define STORE_PATH "/tinyprop.store"
+#define STORE_TMP_PATH "/tinyprop.tmp"
+
+uint8_t *tp_device_arena;
+uint8_t *tp_device_record;
+
+static bool store_ready;
+
+static bool store_init(void)
+{
+    /* true: format the partition on first use, when it holds no file system yet */
+    if (!store_ready) {
+        store_ready = LittleFS.begin(true);
+    }
+    return store_ready;
+}
+
+extern "C" int tp_board_store_save(const uint8_t *src, uint32_t n)
+{
+    if (src == NULL && n > 0) {
+        return TP_BOARD_ERR_ARG;
+    }
+    if (!store_init()) {
+        return TP_BOARD_ERR_IO;
+    }
+    /* A temporary file renamed over the store: a reset mid-save keeps the previous record. */
+    File f = LittleFS.open(STORE_TMP_PATH, "w");
+    if (!f) {
+        return TP_BOARD_ERR_IO;
+    }
+    size_t written = f.write(src, n);
+    f.close();
+    if (written != n || !LittleFS.rename(STORE_TMP_PATH, STORE_PATH)) {
+        return TP_BOARD_ERR_IO;
+    }
+    return TP_BOARD_OK;
+}
+
+extern "C" int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n)
+{
+    if (n == NULL || (dst == NULL && max > 0)) {
+        return TP_BOARD_ERR_ARG;
+    }
+    if (!store_init()) {
+        return TP_BOARD_ERR_IO;
+    }
+    if (!LittleFS.exists(STORE_PATH)) {
+        return TP_BOARD_ERR_NOT_FOUND;
+    }
+    File f = LittleFS.open(STORE_PATH, "r");
+    if (!f) {
+        return TP_BOARD_ERR_IO;
+    }
+    *n = (uint32_t)f.size();
+    int status = TP_BOARD_OK;
+    if (*n > max) {
+        status = TP_BOARD_ERR_TOO_BIG;
+    } else if (f.read(dst, *n) != *n) {
+        status = TP_BOARD_ERR_IO;
+    }
+    f.close();
+    return status;
+}
+
+extern "C" const char *tp_board_name(void)
+{
+    return "esp32";
+}
+
+extern "C" uint32_t tp_board_sram_bytes(void)
+{
+    return 320u * 1024u;
+}
+
+/* FreeRTOS keeps the loop task's stack high-water mark (in bytes on the ESP32). */
+extern "C" uint32_t tp_board_stack_peak(void)
+{
+    return (uint32_t)(getArduinoLoopTaskStackSize() - uxTaskGetStackHighWaterMark(NULL));
+}
+
+void setup()
+{
+    tp_device_arena = static_cast<uint8_t *>(
+        heap_caps_aligned_alloc(8, tp_device_arena_bytes, MALLOC_CAP_8BIT));
+    tp_device_record = static_cast<uint8_t *>(
+        heap_caps_aligned_alloc(8, tp_device_record_bytes, MALLOC_CAP_8BIT));
+    if (tp_device_arena == NULL || tp_device_record == NULL) {
+        /* before the link speaks frames: a plain line the monitor shows as text */
+        Serial.begin(TP_ARDUINO_BAUD);
+        Serial.println("tinyprop: not enough heap for the arena and params record");
+        tp_board_exit(1);
+    }
+    tp_arduino_run();
+}
+
+void loop()
+{
+}
