@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_runlog import synth_run, write_run
+from test_runlog import engine_run, synth_run, write_run
 from tinyprop.errors import TinypropError
 from tinyprop.monitor import Dashboard, EventPump, plain_lines, replay_source
 from tinyprop.monitor.render import fmt_pct
@@ -70,6 +70,7 @@ def test_dashboard_replays_a_recorded_run(recorded):
                   f"loss {expected.loss:.3f}", f"smoothed {expected.loss_smoothed:.3f}",
                   f"running {fmt_pct(expected.accuracy)}", f"last 50 {fmt_pct(expected.accuracy_window)}",
                   f"samples/s {expected.samples_per_s:.2f}", f"{expected.counter:,.0f}",
+                  f"ms/step {expected.ms_per_step:.1f}",
                   f"{expected.memory_total:,} B"):
         assert shown in screen, shown
     for name, accuracy in expected.per_class_accuracy.items():
@@ -83,6 +84,18 @@ def test_dashboard_replays_a_recorded_run(recorded):
     # The loss chart is drawn (braille dots), between the loss range's labels.
     assert any(0x2801 <= ord(c) <= 0x28FF for c in screen)
     assert f"{max(expected.losses):.2f}┤" in screen and f"{min(expected.losses):.2f}┤" in screen
+
+
+def test_dashboard_of_an_engine_run_without_device_figures():
+    """The in-process engines report no counter, no SRAM and two memory parts: the dashboard
+    shows the host clock and what was measured, and says what was not, instead of zeros."""
+    events = engine_run(200)
+    _, screen, _ = run_dashboard_headless(iter(events))
+    state = RunState.from_events(events)
+    assert "SRAM not reported by this engine" in screen and screen.count("not reported") == 3
+    assert "55,296 B" in screen and "122,376 B" in screen and " 0 B" not in screen
+    assert f"ms/step {state.ms_per_step:.1f} (host clock)" in screen
+    assert "/step " not in screen.replace("ms/step ", "")  # no device counter line
 
 
 def test_dashboard_fits_a_small_terminal(recorded):

@@ -202,3 +202,26 @@ def test_device_restart_clears_disconnect_and_keeps_data():
     assert state.status == "DISCONNECTED"
     state.fold(events[0])  # the device is back and says hello again
     assert state.status == "RUNNING" and state.confusion == confusion and state.losses
+
+
+def test_runstate_epochs_step_times_and_units():
+    events = synth_run(600, eval_every=300)
+    state = RunState.from_events(events)
+    assert state.epoch_starts == [(0, 0), (276, 1), (552, 2)]  # synth_run: 276 steps an epoch
+    scored = [e for e in events if e["type"] == "step" and not e["skipped"]]
+    assert state.step_times == [e["time"] for e in scored]
+    assert state.ms_per_step == pytest.approx(1000 / state.samples_per_s)
+    assert state.counter_unit == "instructions"
+    assert RunState().counter_unit == "counter" and RunState().ms_per_step is None
+
+
+def engine_run(steps: int = 200) -> list[dict]:
+    """synth_run as the in-process engines log it (`tinyprop train --board host|reference`): no
+    device counter, no SRAM figure, only the arena and trainable bytes measured."""
+    events = []
+    for event in synth_run(steps, eval_every=steps):
+        event = {k: v for k, v in event.items() if k not in ("counter", "counter_unit", "sram")}
+        if "memory" in event:
+            event["memory"] = {"arena_peak": 55296, "trainable": 67080}
+        events.append(event)
+    return events

@@ -122,6 +122,8 @@ class RunState:
     accuracy_running: list[float] = field(default_factory=list)
     accuracy_windowed: list[float] = field(default_factory=list)
     counters: list[float] = field(default_factory=list)  # NaN where a step had none
+    step_times: list[float] = field(default_factory=list)  # host `time` of each step shown
+    epoch_starts: list[tuple[int, int]] = field(default_factory=list)  # (first step, epoch)
     correct: int = 0
     scored: int = 0  # steps with a label and a prediction, skipped ones excluded
     confusion: list[list[int]] = field(default_factory=list)
@@ -172,6 +174,9 @@ class RunState:
     def _fold_step(self, event: dict) -> None:
         self.steps_seen += 1
         self.step = int(event.get("step", self.steps_seen - 1))
+        epoch = event.get("epoch")
+        if isinstance(epoch, int) and (not self.epoch_starts or self.epoch_starts[-1][1] != epoch):
+            self.epoch_starts.append((self.step, epoch))
         if event.get("memory"):
             self.memory = event["memory"]
             self.sram = self.sram or self.memory.get("sram")
@@ -180,6 +185,7 @@ class RunState:
             self._recent.append((self.time, None))
             return
         self.step_numbers.append(self.step)
+        self.step_times.append(self.time)
         loss = float(event.get("loss", math.nan))
         self.losses.append(loss)
         previous = self.loss_ema[-1] if self.loss_ema else loss
@@ -268,11 +274,21 @@ class RunState:
         return (len(self._recent) - 1) / span if span > 0 else None
 
     @property
+    def ms_per_step(self) -> float | None:
+        """Host time a step over the recent window: the end-to-end cost, link included."""
+        rate = self.samples_per_s
+        return 1000 / rate if rate else None
+
+    @property
     def eta_s(self) -> float | None:
         rate = self.samples_per_s
         if not self.steps_total or not rate or self.summary is not None:
             return None
         return max(0, self.steps_total - self.steps_done) / rate
+
+    @property
+    def counter_unit(self) -> str:
+        return str(self.start.get("counter_unit") or "counter")
 
     @property
     def counter(self) -> float | None:

@@ -221,38 +221,48 @@ def classes_panel(state: RunState) -> Text:
 
 
 def memory_panel(state: RunState, width: int) -> Text:
-    """Each measured memory part as a bar against the board's SRAM."""
+    """Each measured memory part as a bar against the board's SRAM (against their total when
+    the source reports no SRAM, e.g. the in-process host engine). Parts the source does not
+    measure are shown as not reported, not as zero."""
     memory, sram = state.memory, state.sram
-    if not memory or not sram:
+    if not memory:
         return Text("no memory figures yet", style="dim")
+    total = state.memory_total
+    scale = sram or total or 1
     bar_width = max(6, width - 30)
     text = Text()
     colors = dict(zip(MEMORY_PARTS, ("blue", "magenta", "yellow", "cyan")))
     for part in MEMORY_PARTS:
-        used = int(memory.get(part) or 0)
         text.append(f"{part:<10} ", style="dim")
-        text.append(bar(used / sram, bar_width), style=colors[part])
+        if memory.get(part) is None:
+            text.append(f"{'':<{bar_width}} {'not reported':>10}\n", style="dim")
+            continue
+        used = int(memory[part])
+        text.append(bar(used / scale, bar_width), style=colors[part])
         text.append(f" {used:>8,} B\n")
-    total = state.memory_total
     text.append(f"{'total':<10} ", style="bold")
-    text.append(bar(total / sram, bar_width), style="red" if total > sram else "bold green")
+    text.append(bar(total / scale, bar_width), style="red" if sram and total > sram else "bold green")
     text.append(f" {total:>8,} B\n", style="bold")
-    text.append(f"of SRAM {sram:,} B: {fmt_pct(total / sram)} used", style="dim")
+    if sram:
+        text.append(f"of SRAM {sram:,} B: {fmt_pct(total / sram)} used", style="dim")
+    else:
+        text.append("SRAM not reported by this engine", style="dim")
     return text
 
 
 def perf_panel(state: RunState, width: int) -> Text:
-    unit = state.start.get("counter_unit", "counter")
     text = Text()
-    text.append(f"{unit}/step ", style="dim")
-    text.append(f"{state.counter:,.0f}" if state.counter is not None else "-", style="bold")
-    if state.counter_mean is not None:
-        text.append(f"  mean {fmt_count(state.counter_mean)}", style="dim")
-    text.append("\n")
-    text.append(sparkline(state.counters, max(1, width)) + "\n", style="cyan")
+    if state.counter is not None:  # the device's own count; the in-process engines have none
+        text.append(f"{state.counter_unit}/step ", style="dim")
+        text.append(f"{state.counter:,.0f}", style="bold")
+        text.append(f"  mean {fmt_count(state.counter_mean)}\n", style="dim")
+        text.append(sparkline(state.counters, max(1, width)) + "\n", style="cyan")
     text.append("samples/s ", style="dim")
     text.append(fmt_float(state.samples_per_s, 2), style="bold")
-    text.append(f"   steps {state.steps_seen}  skipped {state.skipped}", style="dim")
+    text.append("   ms/step ", style="dim")
+    text.append(fmt_float(state.ms_per_step, 1), style="bold")
+    text.append(" (host clock)\n", style="dim")
+    text.append(f"steps {state.steps_seen}  skipped {state.skipped}", style="dim")
     return text
 
 
@@ -278,8 +288,7 @@ def step_line(state: RunState, event: dict) -> str:
     if event.get("skipped"):
         return f"step {state.step}{total} skipped"
     mark = "ok  " if event.get("correct") else "MISS"
-    counter = "" if state.counter is None else \
-        f"  {state.counter:,.0f} {state.start.get('counter_unit', '')}".rstrip()
+    counter = "" if state.counter is None else f"  {state.counter:,.0f} {state.counter_unit}"
     return (
         f"step {state.step}{total} ep {event.get('epoch', '-')} loss {fmt_float(state.loss)}"
         f" (ema {fmt_float(state.loss_smoothed)}) {mark} {name(event.get('label'))}"

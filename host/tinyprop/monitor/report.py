@@ -8,6 +8,8 @@ import html
 import math
 from pathlib import Path
 
+import numpy as np
+
 # A bare Figure renders with Agg and touches no pyplot state: no window, no backend choice.
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
@@ -16,22 +18,23 @@ from ..runlog import MEMORY_PARTS, RunState, error_line
 from .render import fmt_pct
 
 THOUSANDS = FuncFormatter(lambda value, _: f"{value:,.0f}")  # 1,834,000 rather than 1.834e6
+PERCENT = FuncFormatter(lambda value, _: f"{value:.0%}")
 COLORS = {"static": "#4c72b0", "arena_peak": "#c44e52", "trainable": "#dd8452",
           "stack_peak": "#55a868"}
 
 
 def draw_report(state: RunState, png_path: str | Path) -> Path:
-    """Write the report figure (loss, accuracy with eval points, memory against SRAM, counter per
-    step, training confusion matrix, run identity) to `png_path`."""
+    """Write the report figure (loss, accuracy with eval points, training confusion matrix,
+    memory against SRAM, cost per step, run identity) to `png_path`."""
     png_path = Path(png_path)
     fig = Figure(figsize=(16, 9), dpi=100)
-    axes = fig.subplots(2, 3)
-    _plot_loss(axes[0][0], state)
-    _plot_accuracy(axes[0][1], state)
-    _plot_confusion(axes[0][2], state)
-    _plot_memory(axes[1][0], state)
-    _plot_counter(axes[1][1], state)
-    _write_identity(axes[1][2], state)
+    grid = fig.add_gridspec(2, 3)
+    _plot_loss(fig.add_subplot(grid[0, 0]), state)
+    _plot_accuracy(fig.add_subplot(grid[0, 1]), state)
+    _plot_confusion(fig.add_subplot(grid[0, 2]), state)
+    _plot_memory(fig.add_subplot(grid[1, 0]), state)
+    _plot_cost(fig, grid[1, 1], state)
+    _write_identity(fig.add_subplot(grid[1, 2]), state)
     start = state.start
     fig.suptitle(f"tinyprop run: {start.get('model', '?')} on {start.get('board', '?')}"
                  f" — {state.status.lower()}", fontsize=14)
@@ -41,18 +44,45 @@ def draw_report(state: RunState, png_path: str | Path) -> Path:
     return png_path
 
 
+def _mark_epochs(ax, state: RunState) -> None:
+    """A dashed line where each epoch after the first begins."""
+    for step, epoch in state.epoch_starts[1:]:
+        ax.axvline(step, color="0.45", ls="--", lw=0.8)
+        ax.annotate(f"epoch {epoch + 1}", (step, 0), xycoords=("data", "axes fraction"),
+                    xytext=(3, 3), textcoords="offset points", fontsize=9, color="0.3",
+                    bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none",
+                          "alpha": 0.8})
+
+
 def _plot_loss(ax, state: RunState) -> None:
-    ax.scatter(state.step_numbers, state.losses, s=4, color="0.6", label="loss")
+    losses = np.asarray(state.losses, dtype=float)
+    steps = np.asarray(state.step_numbers)
+    finite = losses[np.isfinite(losses)]
+    # A few very wrong samples (loss 3-4) would squash the curve that matters into the bottom
+    # fifth: the axis ends just above the 98th percentile and those points sit on its edge.
+    top = 1.1 * max(np.quantile(finite, 0.98), max(state.loss_ema)) if finite.size else 1.0
+    above = losses > top
+    ax.scatter(steps[~above], losses[~above], s=4, color="0.6", label="loss of each sample")
+    if above.any():
+        ax.scatter(steps[above], np.full(above.sum(), top), s=14, marker="^", color="0.4",
+                   clip_on=False, label=f"{above.sum()} above the axis (max {finite.max():.2f})")
     ax.plot(state.step_numbers, state.loss_ema, color="C0", lw=2,
             label=f"smoothed (EMA α={state.ema_alpha:g})")
-    ax.set(title="training loss", xlabel="step", ylabel="loss")
-    ax.legend(loc="upper right")
+    ax.set(title="training loss (cross-entropy, before each update)", xlabel="step",
+           ylabel="loss", ylim=(0, top))
+    _mark_epochs(ax, state)
+    ax.legend(loc="upper right", fontsize=9)
     ax.grid(alpha=0.3)
 
 
+WARMUP = 10  # scored steps before accuracy curves are drawn: 1 of 1 right is not a rate
+
+
 def _plot_accuracy(ax, state: RunState) -> None:
-    ax.plot(state.step_numbers, state.accuracy_running, color="C1", label="running")
-    ax.plot(state.step_numbers, state.accuracy_windowed, color="C2",
+    shown = slice(WARMUP, None)
+    ax.plot(state.step_numbers[shown], state.accuracy_running[shown], color="C1",
+            label="running (since step 0)")
+    ax.plot(state.step_numbers[shown], state.accuracy_windowed[shown], color="C2",
             label=f"last {state.window} steps")
     for split in sorted({str(e.get("split", "eval")) for e in state.evals}):
         points = [e for e in state.evals if str(e.get("split", "eval")) == split
@@ -62,8 +92,11 @@ def _plot_accuracy(ax, state: RunState) -> None:
         for e in points:
             ax.annotate(fmt_pct(e["accuracy"]), (e.get("step", 0), e["accuracy"]),
                         textcoords="offset points", xytext=(0, 8), ha="center")
-    ax.set(title="accuracy", xlabel="step", ylabel="accuracy", ylim=(0, 1.05))
-    ax.legend(loc="lower right")
+    ax.set(title="training accuracy (prediction before each update)", xlabel="step",
+           ylabel="accuracy", ylim=(0, 1.05))
+    ax.yaxis.set_major_formatter(PERCENT)
+    _mark_epochs(ax, state)
+    ax.legend(loc="lower left", fontsize=9)
     ax.grid(alpha=0.3)
 
 
@@ -87,29 +120,58 @@ def _plot_memory(ax, state: RunState) -> None:
     memory, sram = state.memory, state.sram
     left = 0
     for part in MEMORY_PARTS:
-        used = int(memory.get(part) or 0)
-        ax.barh(0, used, left=left, color=COLORS[part], label=f"{part} {used:,} B")
+        if memory.get(part) is None:  # the source does not measure it: not a zero
+            ax.barh(0, 0, color="none", label=f"{part}: not reported")
+            continue
+        used = int(memory[part])
+        ax.barh(0, used, left=left, height=0.7, color=COLORS[part], label=f"{part} {used:,} B")
         left += used
     if sram:
         ax.axvline(sram, color="k", ls="--", lw=1.5)
-        ax.text(sram, 0.45, f"SRAM {sram:,} B ", ha="right", va="bottom")
+        ax.text(sram, -0.5, f"SRAM {sram:,} B ", ha="right", va="bottom")
+        ax.text((left + sram) / 2, 0, f"free\n{sram - left:,} B", ha="center", va="center",
+                color="0.35")
         ax.set_xlim(0, max(sram, left) * 1.02)
-    used = f" ({fmt_pct(left / sram)} of SRAM)" if sram else ""
-    ax.set(title=f"memory, measured: {left:,} B{used}", xlabel="bytes", yticks=[], ylim=(-0.6, 1))
+        title = f"SRAM used, measured: {left:,} B ({fmt_pct(left / sram)} of {sram:,} B)"
+    else:
+        title = f"memory, measured: {left:,} B (no SRAM figure from this engine)"
+    ax.set(title=title, xlabel="bytes", yticks=[], ylim=(-0.6, 1.2))
     ax.xaxis.set_major_formatter(THOUSANDS)
     ax.legend(loc="upper left", ncol=2, fontsize=9)
 
 
-def _plot_counter(ax, state: RunState) -> None:
-    unit = state.start.get("counter_unit", "counter")
-    ax.plot(state.step_numbers, state.counters, color="C4", lw=1)
-    mean = state.counter_mean
-    if mean is not None:
-        ax.axhline(mean, color="k", ls=":", lw=1, label=f"mean {mean:,.0f}")
-        ax.legend(loc="upper right")
-    ax.set(title=f"{unit} per step", xlabel="step", ylabel=unit)
-    ax.yaxis.set_major_formatter(THOUSANDS)
-    ax.grid(alpha=0.3)
+def _plot_cost(fig, slot, state: RunState) -> None:
+    """Cost per step: the device's own counter when it has one (instructions under QEMU
+    -icount, cycles or µs on a board), and the host's wall clock a step (link included)."""
+    counted = state.counter_mean is not None
+    cells = slot.subgridspec(2 if counted else 1, 1, hspace=0.1)
+    wall = fig.add_subplot(cells[-1])
+    if counted:
+        device = fig.add_subplot(cells[0], sharex=wall)
+        unit = state.counter_unit
+        millions = np.asarray(state.counters, dtype=float) / 1e6
+        device.plot(state.step_numbers, millions, color="C4", lw=1.5)
+        spread = np.nanmax(millions) - np.nanmin(millions)
+        device.set(title=f"{unit} per step: mean {state.counter_mean:,.0f}, "
+                   f"spread {spread * 1e6:,.0f}", ylabel=f"M {unit}",
+                   ylim=(0, 1.2 * np.nanmax(millions)))  # from 0: the cost is flat, say so
+        device.tick_params(labelbottom=False)
+        device.grid(alpha=0.3)
+        _mark_epochs(device, state)
+    times = np.asarray(state.step_times, dtype=float)
+    if times.size > 1:
+        # Mean over the last `window` steps (fewer at the start): one slow step is noise.
+        lag = np.minimum(np.arange(times.size), state.window)
+        lag[0] = 1
+        ms = 1000 * (times - times[np.arange(times.size) - lag]) / lag
+        ms[0] = np.nan
+        wall.plot(state.step_numbers, ms, color="C5", lw=1.5)
+        wall.set_ylim(0, 1.2 * np.nanmax(ms))
+    wall.set(xlabel="step", ylabel=f"host ms per step\n(mean of last {state.window})")
+    if not counted:
+        wall.set_title("cost per step (this engine has no device counter)")
+    wall.grid(alpha=0.3)
+    _mark_epochs(wall, state)
 
 
 def _write_identity(ax, state: RunState) -> None:
@@ -125,8 +187,13 @@ def identity_rows(state: RunState) -> list[tuple[str, str]]:
     rows = [(k, str(start[k])) for k in ("board", "model", "blob_id", "scheme", "lr", "seed",
                                          "steps_total") if k in start]
     rows += [("steps seen", f"{state.steps_seen} ({state.skipped} skipped)"),
-             ("accuracy (train)", fmt_pct(state.accuracy)),
-             ("status", state.status + (f": {state.disconnect_text}" if state.disconnected else ""))]
+             ("accuracy (train)", fmt_pct(state.accuracy))]
+    if state.memory:
+        of_sram = f" of {state.sram:,} B" if state.sram else ""
+        rows.append(("memory used", f"{state.memory_total:,} B{of_sram}"))
+    if state.counter_mean is not None:
+        rows.append((f"{state.counter_unit}/step", f"{state.counter_mean:,.0f} (mean)"))
+    rows += [("status", state.status + (f": {state.disconnect_text}" if state.disconnected else ""))]
     for key, value in summary.items():
         if key not in ("type", "time"):
             shown = f"{value:.4g}" if isinstance(value, float) and math.isfinite(value) else value
