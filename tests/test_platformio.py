@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from test_device_host import LR, SEED, load_small_model
-from tinyprop.boards import BLOB_DIR, blob_header
-from tinyprop.device import Device, blob_id
+from tinyprop.boards import write_blob_header
+from tinyprop.device import Device
 from tinyprop.link import Link, PipeTransport
 from tinyprop.qemu import REPO_ROOT, start_host_board
 
@@ -120,9 +120,7 @@ def test_native_unity_tests_pass_with_gcc(tmp_path):
 
 
 def build_host_board(tmp_path: Path, blob: bytes, extra: list[str]) -> Path:
-    header = BLOB_DIR / f"{blob_id(blob):08x}" / "model_tpb.h"
-    header.parent.mkdir(parents=True, exist_ok=True)
-    header.write_text(blob_header(blob))
+    header = write_blob_header(blob)
     exe = tmp_path / "tinyprop-host"
     sources = [REPO_ROOT / "boards" / "host" / "board.c", *sorted(FIRMWARE.glob("*.c"))]
     subprocess.run(["gcc", "-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror",

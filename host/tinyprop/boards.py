@@ -42,17 +42,23 @@ def blob_header(blob: bytes) -> str:
     )
 
 
-def build_device_firmware(board: str, blob: bytes) -> Path:
-    """Firmware for `board` (one of BUILT_BOARDS) with `blob` compiled in; cached per blob."""
+def write_blob_header(blob: bytes) -> Path:
+    """blob_header(blob) as build/blobs/<blob id>/model_tpb.h (what firmware builds include as
+    TP_MODEL_HEADER); rewritten only when different, so make and PlatformIO rebuild nothing
+    for an unchanged blob."""
     header = BLOB_DIR / f"{blob_id(blob):08x}" / "model_tpb.h"
     text = blob_header(blob)
-    # Rewrite only when different: a fresh mtime would rebuild the firmware for nothing.
     if not header.exists() or header.read_text() != text:
         header.parent.mkdir(parents=True, exist_ok=True)
         tmp = header.with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(header)
-    return build_firmware(board, variables={"BLOB": str(header)})
+    return header
+
+
+def build_device_firmware(board: str, blob: bytes) -> Path:
+    """Firmware for `board` (one of BUILT_BOARDS) with `blob` compiled in; cached per blob."""
+    return build_firmware(board, variables={"BLOB": str(write_blob_header(blob))})
 
 
 def _greet(device: Device, blob: bytes | None) -> Device:
