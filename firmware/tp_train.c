@@ -120,6 +120,9 @@ tp_status tp_train_check(const tp_session *s)
                                !in_range(g, 4u * t.size, s->req.arena_train))) {
             return TP_ERR_BLOB_BOUNDS;
         }
+        if (g != TP_NONE32 && (g & 3u) != 0u) { /* float buffers: 4-byte aligned */
+            return TP_ERR_BLOB_INVALID;
+        }
     }
     for (j = 0; j < n_ops; j++) {
         tp_train_op t;
@@ -171,6 +174,9 @@ tp_status tp_train_check(const tp_session *s)
             }
             if (!in_range(t.scratch_offset, 4u * row, s->req.arena_train)) {
                 return TP_ERR_BLOB_BOUNDS;
+            }
+            if ((t.scratch_offset & 3u) != 0u) {
+                return TP_ERR_BLOB_INVALID;
             }
         }
     }
