@@ -13,6 +13,7 @@
 
 #define STORE_PATH "/tinyprop.store"
 #define STORE_TMP_PATH "/tinyprop.tmp"
+#define BOOT_LINE "tinyprop esp32: device loop"
 
 uint8_t *tp_device_arena;
 uint8_t *tp_device_record;
@@ -93,16 +94,18 @@ extern "C" uint32_t tp_board_stack_peak(void)
 
 void setup()
 {
+    Serial.begin(TP_ARDUINO_BAUD);
     tp_device_arena = static_cast<uint8_t *>(
         heap_caps_aligned_alloc(8, tp_device_arena_bytes, MALLOC_CAP_8BIT));
     tp_device_record = static_cast<uint8_t *>(
         heap_caps_aligned_alloc(8, tp_device_record_bytes, MALLOC_CAP_8BIT));
     if (tp_device_arena == NULL || tp_device_record == NULL) {
-        /* before the link speaks frames: a plain line the monitor shows as text */
-        Serial.begin(TP_ARDUINO_BAUD);
-        Serial.println("tinyprop: not enough heap for the arena and params record");
+        Serial.println("tinyprop esp32: not enough heap for the arena and params record");
         tp_board_exit(1);
     }
+    /* One text line before the frames (the host's decoder skips it, as it skips the ROM's
+     * boot messages): what boards/esp32/scenario.yaml waits for in Wokwi. */
+    Serial.println(BOOT_LINE);
     tp_arduino_run();
 }
 
