@@ -1,24 +1,59 @@
-"""Regenerates docs/monitor.svg (Textual's own screenshot) and docs/monitor.png (the same
-screen drawn with Pillow, for viewers without SVG fonts), plus the DISCONNECTED variants, from
-the synthetic run of tests/test_runlog.py. Run: .venv/bin/python docs/make_screenshots.py"""
+"""Remakes the docs' pictures from a real run of the MLPerf Tiny VWW model on the emulated M4:
+
+    docs/report.png                    `tinyprop report` of the run
+    docs/monitor.svg, monitor.png      the dashboard replaying the run, held at step 400
+    docs/monitor-disconnected.*        the dashboard on a live run whose QEMU is killed at step 150
+
+The run (about 2 minutes at 3-8 steps/s; $TINYPROP_ASSETS defaults to ../shared):
+
+    tinyprop convert $TINYPROP_ASSETS/models/mlperf-tiny-vww/vww_96_int8.tflite \\
+        -o build/docs/vww.tpb --scheme last:2
+    tinyprop train build/docs/vww.tpb --data $TINYPROP_ASSETS/datasets/vww-mini --board qemu-m4 \\
+        --shift night --epochs 2 --lr 0.01 --log build/docs/run.jsonl
+    tinyprop report build/docs/run.jsonl -o docs/report.png
+
+Run: .venv/bin/python docs/make_screenshots.py [--reuse]   (--reuse: keep build/docs/run.jsonl)
+The PNGs of the dashboard are its screen cells drawn with Pillow, for viewers without SVG fonts.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
+import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
 from PIL import Image, ImageDraw, ImageFont
+from tinyprop.assets import resolve_dataset, resolve_model
 from tinyprop.monitor import Dashboard, EventPump
+from tinyprop.runlog import read_runlog
 
 DOCS = Path(__file__).resolve().parent
-sys.path.insert(0, str(DOCS.parent / "tests"))
-from test_runlog import synth_run  # the tests' fixture generator
-
+BUILD = DOCS.parent / "build" / "docs"
 SIZE = (120, 38)
 FONT_DIR = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+# Like the tests: the shared assets beside the repo unless told otherwise.
+os.environ.setdefault("TINYPROP_ASSETS", str(DOCS.parents[1] / "shared"))
+TRAIN = ["--board", "qemu-m4", "--shift", "night", "--lr", "0.01"]
+
+
+def tinyprop(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "tinyprop.cli", *args], check=True)
+
+
+def make_run() -> Path:
+    """The documented run: convert, then train with the log (plain lines, stdout is a pipe)."""
+    blob, log = BUILD / "vww.tpb", BUILD / "run.jsonl"
+    tinyprop("convert", str(resolve_model()), "-o", str(blob), "--scheme", "last:2")
+    log.unlink(missing_ok=True)  # the log appends: start afresh
+    tinyprop("train", str(blob), "--data", str(resolve_dataset()), *TRAIN, "--epochs", "2",
+             "--log", str(log))
+    return log
 
 
 def held_source(events: list[dict], release: threading.Event):
@@ -27,17 +62,49 @@ def held_source(events: list[dict], release: threading.Event):
     release.wait()
 
 
-async def shoot(events: list[dict], name: str, hold: bool) -> None:
-    release = threading.Event()
-    source = held_source(events, release) if hold else iter(events)
-    app = Dashboard(EventPump(source))
+async def shoot(app: Dashboard, name: str, until: Callable[[], bool]) -> None:
     async with app.run_test(size=SIZE) as pilot:
-        while app.state.events < len(events) or (not hold and not app.source_ended):
+        while not until():
             await pilot.pause(0.05)
         await pilot.pause(0.3)  # one more redraw after the last event
         app.save_screenshot(f"{name}.svg", path=str(DOCS))
         draw_png(app.screen._compositor.render_strips(), DOCS / f"{name}.png")
-        release.set()
+
+
+def shoot_replay(log: Path, upto: int) -> None:
+    """The recorded run up to step `upto`, the link held open: a run in progress."""
+    events = read_runlog(log)
+    cut = next(i for i, e in enumerate(events) if e["type"] == "step" and e["step"] == upto)
+    release = threading.Event()
+    app = Dashboard(EventPump(held_source(events[:cut], release)))
+    asyncio.run(shoot(app, "monitor", lambda: app.state.events >= cut))
+    release.set()
+
+
+def shoot_killed(blob: Path, at_step: int) -> None:
+    """A live run on qemu-m4 (the same training as the log), QEMU killed at `at_step`."""
+    from tinyprop.commands.train import training_events
+    from tinyprop.datasets import load_split
+    from tinyprop.session import DeviceEngine, load_blob
+
+    tb = load_blob(blob)
+    xs, ys, _ = load_split(resolve_dataset(), "train", tb.graph.input.s, tb.graph.input.zp,
+                          shift="night")
+    engine = DeviceEngine("qemu-m4", tb, lr=0.01, seed=0)
+    try:
+        engine.prepare(xs, ys)
+        args = argparse.Namespace(lr=0.01, seed=0, checkpoint_every=0)
+        source = training_events(args, tb, engine, xs, ys, 2 * len(xs), 0)
+        app = Dashboard(EventPump(source))
+
+        def until() -> bool:
+            if app.state.steps_done >= at_step:
+                engine.device.process.proc.kill()
+            return app.source_ended
+
+        asyncio.run(shoot(app, "monitor-disconnected", until))
+    finally:
+        engine.close()
 
 
 def draw_png(strips: list, path: Path) -> None:
@@ -76,12 +143,14 @@ def draw_braille(draw: ImageDraw.ImageDraw, bits: int, x: int, y: int, fill: tup
 
 
 def main() -> None:
-    events = synth_run(552)
-    running = [e for e in events if e["type"] != "summary"][:430]
-    asyncio.run(shoot(running, "monitor", hold=True))
-    cut = [*running, {"type": "disconnect", "time": running[-1]["time"] + 0.2,
-                      "text": "socket://127.0.0.1:4444: connection reset by peer"}]
-    asyncio.run(shoot(cut, "monitor-disconnected", hold=False))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reuse", action="store_true", help="keep build/docs/run.jsonl")
+    log = BUILD / "run.jsonl"
+    if not (parser.parse_args().reuse and log.exists()):
+        log = make_run()
+    tinyprop("report", str(log), "-o", str(DOCS / "report.png"))
+    shoot_replay(log, upto=400)
+    shoot_killed(BUILD / "vww.tpb", at_step=150)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from test_runlog import engine_run, synth_run, write_run
-from tinyprop.errors import TinypropError
+from tinyprop.errors import DeviceError, TinypropError
 from tinyprop.monitor import Dashboard, EventPump, plain_lines, replay_source
-from tinyprop.monitor.render import fmt_pct
+from tinyprop.monitor.render import fmt_pct, loss_axis_top
 from tinyprop.runlog import RunState, read_runlog
 
 TINYPROP = [sys.executable, "-m", "tinyprop.cli"]
@@ -81,9 +81,15 @@ def test_dashboard_replays_a_recorded_run(recorded):
     assert any(line.split()[-3:-1] == [str(v) for v in row_non] for line in confusion_rows)
     assert any(line.split()[-3:-1] == [str(v) for v in row_person] for line in confusion_rows)
     assert "DISCONNECTED" not in screen
-    # The loss chart is drawn (braille dots), between the loss range's labels.
+    # The loss chart is drawn (braille dots) from 0 to just above nearly all the losses.
     assert any(0x2801 <= ord(c) <= 0x28FF for c in screen)
-    assert f"{max(expected.losses):.2f}┤" in screen and f"{min(expected.losses):.2f}┤" in screen
+    top = loss_axis_top(expected)
+    assert f"{top:.2f}┤" in screen and "0.00┤" in screen
+    outlier = RunState.from_events([{"type": "step", "step": i, "loss": 4.0 if i == 50 else 0.5}
+                                    for i in range(100)])
+    # One 4.0 does not squash the rest; the smoothed curve it lifts stays inside.
+    assert loss_axis_top(outlier) == pytest.approx(1.1 * max(outlier.loss_ema))
+    assert loss_axis_top(outlier) < 1.0
 
 
 def test_dashboard_of_an_engine_run_without_device_figures():
@@ -239,3 +245,20 @@ def test_monitor_verb_plain_when_piped_and_exit_codes(recorded, tmp_path):
     assert missing.returncode == 2 and "cannot read the run log" in missing.stderr
     same = run_cli("monitor", str(path), "--log", str(path))
     assert same.returncode == 2 and "is the run being replayed" in same.stderr
+
+
+def test_pump_stamps_time_without_a_log_and_keeps_our_error_text():
+    """Rates and ETA need `time` even when nothing is logged (`tinyprop train` without --log);
+    a tinyprop error already says what happened, so it is not prefixed with its class."""
+    def source():
+        for i in range(3):
+            time.sleep(0.02)
+            yield {"type": "step", "step": i, "loss": 0.5}
+        raise DeviceError("device on socket://127.0.0.1:9 closed the link")
+
+    events = list(EventPump(source()).start())
+    times = [e["time"] for e in events]
+    assert times == sorted(times) and times[2] - times[0] >= 0.03
+    assert events[-1] == {"type": "disconnect", "time": times[-1],
+                          "text": "device on socket://127.0.0.1:9 closed the link"}
+    assert RunState.from_events(events).samples_per_s > 0

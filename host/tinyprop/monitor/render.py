@@ -71,6 +71,25 @@ def _resample(values: list[float], points: int) -> list[float]:
     return out
 
 
+WARMUP = 10  # scored steps before accuracy curves are drawn: 1 right of 1 is not a rate
+
+
+def loss_axis_top(state: RunState) -> float:
+    """Top of a loss chart. A few very wrong samples (loss 3-4) would squash the curve that
+    matters into the bottom fifth, so the axis ends just above the 98th percentile and the
+    smoothed loss; charts draw the points beyond it on its edge."""
+    finite = sorted(v for v in state.losses if math.isfinite(v))
+    if not finite:
+        return 1.0
+    p98 = finite[min(len(finite) - 1, round(0.98 * (len(finite) - 1)))]
+    return 1.1 * max(p98, *(v for v in state.loss_ema if math.isfinite(v)))
+
+
+def after_warmup(values: list[float]) -> list[float]:
+    """`values` with the first WARMUP blanked (NaN), so the x axis still lines up."""
+    return [math.nan] * min(WARMUP, len(values)) + values[WARMUP:]
+
+
 class Series(NamedTuple):
     values: list[float]
     style: str
@@ -177,7 +196,7 @@ def loss_panel(state: RunState, width: int, height: int) -> Text:
     text.append(fmt_float(state.loss_smoothed), style="bold cyan")
     text.append(f"   (EMA α={state.ema_alpha:g})\n", style="dim")
     series = [Series(state.losses, "grey50", line=False), Series(state.loss_ema, "bold cyan")]
-    text.append_text(braille_chart(series, width, height - 1))
+    text.append_text(braille_chart(series, width, height - 1, y_range=(0.0, loss_axis_top(state))))
     return text
 
 
@@ -192,7 +211,8 @@ def accuracy_panel(state: RunState, width: int, height: int) -> Text:
         text.append(f"   eval {last.get('split', '')}@{last.get('step', '?')} ", style="dim")
         text.append(fmt_pct(last.get("accuracy")), style="bold magenta")
     text.append("\n")
-    series = [Series(state.accuracy_running, "yellow"), Series(state.accuracy_windowed, "green")]
+    series = [Series(after_warmup(state.accuracy_running), "yellow"),
+              Series(after_warmup(state.accuracy_windowed), "green")]
     chart = braille_chart(series, width, height - 1, y_range=(0.0, 1.0), y_format="{:.0%}")
     text.append_text(chart)
     return text

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..runlog import MEMORY_PARTS, RunState, error_line
-from .render import fmt_pct
+from .render import after_warmup, fmt_pct, loss_axis_top
 
 THOUSANDS = FuncFormatter(lambda value, _: f"{value:,.0f}")  # 1,834,000 rather than 1.834e6
 PERCENT = FuncFormatter(lambda value, _: f"{value:.0%}")
@@ -57,15 +57,12 @@ def _mark_epochs(ax, state: RunState) -> None:
 def _plot_loss(ax, state: RunState) -> None:
     losses = np.asarray(state.losses, dtype=float)
     steps = np.asarray(state.step_numbers)
-    finite = losses[np.isfinite(losses)]
-    # A few very wrong samples (loss 3-4) would squash the curve that matters into the bottom
-    # fifth: the axis ends just above the 98th percentile and those points sit on its edge.
-    top = 1.1 * max(np.quantile(finite, 0.98), max(state.loss_ema)) if finite.size else 1.0
+    top = loss_axis_top(state)
     above = losses > top
     ax.scatter(steps[~above], losses[~above], s=4, color="0.6", label="loss of each sample")
     if above.any():
         ax.scatter(steps[above], np.full(above.sum(), top), s=14, marker="^", color="0.4",
-                   clip_on=False, label=f"{above.sum()} above the axis (max {finite.max():.2f})")
+                   clip_on=False, label=f"{above.sum()} above the axis (max {np.nanmax(losses):.2f})")
     ax.plot(state.step_numbers, state.loss_ema, color="C0", lw=2,
             label=f"smoothed (EMA α={state.ema_alpha:g})")
     ax.set(title="training loss (cross-entropy, before each update)", xlabel="step",
@@ -75,14 +72,10 @@ def _plot_loss(ax, state: RunState) -> None:
     ax.grid(alpha=0.3)
 
 
-WARMUP = 10  # scored steps before accuracy curves are drawn: 1 of 1 right is not a rate
-
-
 def _plot_accuracy(ax, state: RunState) -> None:
-    shown = slice(WARMUP, None)
-    ax.plot(state.step_numbers[shown], state.accuracy_running[shown], color="C1",
+    ax.plot(state.step_numbers, after_warmup(state.accuracy_running), color="C1",
             label="running (since step 0)")
-    ax.plot(state.step_numbers[shown], state.accuracy_windowed[shown], color="C2",
+    ax.plot(state.step_numbers, after_warmup(state.accuracy_windowed), color="C2",
             label=f"last {state.window} steps")
     for split in sorted({str(e.get("split", "eval")) for e in state.evals}):
         points = [e for e in state.evals if str(e.get("split", "eval")) == split

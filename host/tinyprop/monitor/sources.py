@@ -86,8 +86,9 @@ END = object()  # queued after the source's last event
 
 class EventPump:
     """Runs `source` on a daemon thread, queueing each event (and writing it to `log_path` if
-    given, on the same thread, so the log is complete whatever the display does). A source that
-    raises is reported as a `disconnect` event; the END marker follows the last event."""
+    given, on the same thread, so the log is complete whatever the display does). Events
+    without a `time` get one. A source that raises is reported as a `disconnect` event; the END
+    marker follows the last event."""
 
     def __init__(self, source: EventSource, log_path: str | Path | None = None) -> None:
         self.events: queue.SimpleQueue = queue.SimpleQueue()
@@ -102,14 +103,22 @@ class EventPump:
 
     def _run(self) -> None:
         log = RunLog(self._log_path) if self._log_path is not None else None
+        t0 = time.monotonic()
+
+        def put(event: dict) -> None:
+            # Rates and ETA need `time`: stamp it here, so the display has it with or without a
+            # log, on the same clock as the log (seconds since the pump started).
+            if "time" not in event:
+                event = {**event, "time": round(time.monotonic() - t0, 6)}
+            self.events.put(log.write(event) if log is not None else event)
+
         try:
             for event in self._source:
-                if log is not None:
-                    event = log.write(event)
-                self.events.put(event)
+                put(event)
+        except TinypropError as exc:  # ours (DeviceError too): the message says it all
+            put({"type": "disconnect", "text": str(exc)})
         except Exception as exc:  # noqa: BLE001 - any failure of the link ends the run the same way
-            event = {"type": "disconnect", "text": f"{type(exc).__name__}: {exc}"}
-            self.events.put(log.write(event) if log is not None else event)
+            put({"type": "disconnect", "text": f"{type(exc).__name__}: {exc}"})
         finally:
             if log is not None:
                 log.close()
