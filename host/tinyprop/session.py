@@ -228,9 +228,14 @@ class DeviceEngine:
 
     def board_status(self) -> str:
         """How the board process tinyprop started ended ("" while it runs, or not ours)."""
+        import subprocess
+
         run = self.device.process
-        code = None if run is None else run.proc.poll()
-        if code is None:
+        if run is None:
+            return ""
+        try:  # the link breaks a moment before a killed board process is reaped
+            code = run.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
             return ""
         return f"the board process was killed by signal {-code}" if code < 0 else \
             f"the board process exited with status {code}"
