@@ -120,6 +120,9 @@ tp_status tp_train_check(const tp_session *s)
                                !in_range(g, 4u * t.size, s->req.arena_train))) {
             return TP_ERR_BLOB_BOUNDS;
         }
+        if (g != TP_NONE32 && (g & 3u) != 0u) {
+            return TP_ERR_BLOB_INVALID; /* float gradients: an unaligned one faults on the M4 */
+        }
         if (g != TP_NONE32 && (g & 3u) != 0u) { /* float buffers: 4-byte aligned */
             return TP_ERR_BLOB_INVALID;
         }
