@@ -13,15 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "tinyprop.h"
 #include "tp_internal.h"
-
-#define CHECK(cond) \
-    do { \
-        if (!(cond)) { \
-            __builtin_trap(); \
-        } \
-    } while (0)
 
 #define HEADER_BYTES 48u
 #define TOTAL_SIZE_AT 8u

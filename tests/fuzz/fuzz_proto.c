@@ -9,14 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "tp_proto.h"
-
-#define CHECK(cond) \
-    do { \
-        if (!(cond)) { \
-            __builtin_trap(); \
-        } \
-    } while (0)
 
 /* Unpack a frame and check that the message's tail lies inside the payload. */
 static void unpack_and_check(const tp_frame *f)
