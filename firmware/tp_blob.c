@@ -302,7 +302,7 @@ static tp_status check_op(const tp_session *v, const tp_op *op)
 /* Check the whole blob; on success v holds the section views and requirements. */
 static tp_status parse(tp_session *v, const uint8_t *blob, uint32_t len)
 {
-    uint32_t total, i;
+    uint32_t total, i, logits_made = 0u;
     tp_tensor t;
     tp_status st;
     if (len < 4u) {
@@ -362,8 +362,10 @@ static tp_status parse(tp_session *v, const uint8_t *blob, uint32_t len)
         if (st != TP_OK) {
             return st;
         }
+        logits_made |= op.output == v->logits ? 1u : 0u;
     }
-    if (operand(v, v->input, ROLE_ACT, 0, &t) != TP_OK) {
+    /* no op writing the logits: inference would return no prediction */
+    if (!logits_made || operand(v, v->input, ROLE_ACT, 0, &t) != TP_OK) {
         return TP_ERR_BLOB_INVALID;
     }
     v->req.input_bytes = t.size;
