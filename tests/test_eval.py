@@ -120,3 +120,21 @@ def test_bad_input_is_one_line_exit_2(case, vww_model_path, few_photos, tmp_path
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("tinyprop eval: error: ")
     assert expect in err
+
+
+def test_a_board_without_bulk_store_evaluates_over_the_link(vww_tpb, few_photos):
+    """The POSIX host board over pipes has no semihosting: samples go as INPUT_CHUNK + EVAL."""
+    from tinyprop.datasets import load_split
+    from tinyprop.evaluate import evaluate_engine
+    from tinyprop.session import DeviceEngine, ReferenceEngine, load_blob
+
+    tb = load_blob(vww_tpb)
+    xs, ys, _ = load_split(few_photos, "all", tb.graph.input.s, tb.graph.input.zp)
+    board = DeviceEngine("host", tb, 0.0, 0)
+    try:
+        on_board = evaluate_engine(board, xs, ys)
+    finally:
+        board.close()
+    assert on_board == evaluate_engine(ReferenceEngine(tb, 0.0, 0), xs, ys) | {
+        k: v for k, v in on_board.items() if k.endswith("_per_inference")}
+    assert on_board["n"] == 6
