@@ -142,6 +142,19 @@ def board_costs(engine, counters: list[int], xs, ys, classes: int) -> dict:
     return fields
 
 
+def check_samples(tb: TrainingBlob, xs: np.ndarray, ys: np.ndarray, data: Path) -> None:
+    """Refuse, before any step, samples the model cannot take: bad input, not a lost link."""
+    shape = "x".join(map(str, tb.graph.input.shape[1:]))
+    if xs[0].size != tb.graph.input.size:
+        raise TinypropError(f"{data}: images become samples of {xs[0].size} bytes, the model's "
+                            f"{shape} input takes {tb.graph.input.size}; train a model with a "
+                            "96x96x3 input")
+    if int(ys.max()) >= tb.classes:
+        raise TinypropError(f"{data}: label {int(ys.max())} ({CLASSES[int(ys.max())]}) is out of "
+                            f"range for a model with {tb.classes} output(s); train a model with "
+                            f"one output per class ({', '.join(CLASSES)})")
+
+
 def ended_early(args, tb: TrainingBlob, engine, state) -> str:
     """One line for a run that stopped: where, why, and how to go on."""
     why = state.disconnect_text.removeprefix("DeviceError: ")
@@ -161,8 +174,7 @@ def run(args: argparse.Namespace) -> int:
     tb = load_blob(args.blob, args.model)
     t_in = tb.graph.input
     xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, shift=args.shift)
-    if len(xs) == 0:
-        raise TinypropError(f"{args.data}: the train split is empty")
+    check_samples(tb, xs, ys, args.data)
     total = args.steps if args.steps is not None else len(xs) * (args.epochs or 1)
     engine = open_engine(args.board, tb, args.lr, args.seed, not args.no_qas)
     start = 0
