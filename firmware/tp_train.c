@@ -94,6 +94,7 @@ static int in_range(uint32_t off, uint32_t size, uint32_t limit)
 tp_status tp_train_check(const tp_session *s)
 {
     uint32_t n_t, n_ops, j, i;
+    tp_op last;
     if (s->train == NULL) {
         return TP_OK;
     }
@@ -108,6 +109,12 @@ tp_status tp_train_check(const tp_session *s)
     }
     if ((uint64_t)TRAN_HEADER + 8ull * n_t + (uint64_t)TRAN_OP * n_ops > s->train_len) {
         return TP_ERR_BLOB_BOUNDS;
+    }
+    /* the step takes the loss on the header's last op: it must make the logits, and the logits
+     * need a gradient buffer (tp_train_step writes it before any train op is checked) */
+    tp_decode_op(s->ops, tp_rd_u16(s->train + 2), &last);
+    if (last.output != s->logits || grad_offset(s, s->logits) == TP_NONE32) {
+        return TP_ERR_BLOB_INVALID;
     }
     for (i = 0; i < n_t; i++) {
         tp_tensor t;
