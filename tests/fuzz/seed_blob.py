@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: modelgen
 
-from modelgen import build_tflite  # noqa: E402
-from tinyprop.blob import pack_blob  # noqa: E402
-from tinyprop.scheme import parse_scheme  # noqa: E402
-from tinyprop.tflite_reader import read_tflite  # noqa: E402
-from tinyprop.train_plan import build_program  # noqa: E402
+from modelgen import build_tflite
+from tinyprop.blob import pack_blob
+from tinyprop.scheme import parse_scheme
+from tinyprop.tflite_reader import read_tflite
+from tinyprop.train_plan import build_program
 
 MAX_LEN = 8192  # run.sh's -max_len, mode byte included
 # (model, scheme): all op kinds but PAD (no generated PAD model ends in a classifier), each

@@ -1,4 +1,5 @@
-"""A short libFuzzer run of every harness in tests/fuzz (the full run: tests/fuzz/run.sh)."""
+"""A short libFuzzer run of every harness in tests/fuzz (proto: the protocol decoder and codecs;
+blob: the blob loader, inference and a training step), the full run being tests/fuzz/run.sh."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def test_short_fuzz_run(target: str, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert re.search(rf"^Done {RUNS} runs", proc.stderr, re.MULTILINE), proc.stderr[-2000:]
+    if (FUZZ_DIR / f"seed_{target}.py").exists():  # started from real inputs, not from nothing
+        assert re.search(rf"^seed_{target}.py: [1-9]\d* ", proc.stderr, re.MULTILINE)
 
 
 def test_run_sh_lists_targets_for_an_unknown_one(tmp_path: Path) -> None:
