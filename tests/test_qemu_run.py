@@ -5,12 +5,14 @@ step and per inference. About a minute (QEMU -icount runs ~6 VWW steps a second)
 
 from __future__ import annotations
 
+import pytest
 from tinyprop.cli import main
 from tinyprop.runlog import read_runlog
 
 STEPS = 200
 
 
+@pytest.mark.slow
 def test_200_vww_steps_on_qemu_m4_export_the_reference_bytes(vww_model_path, vww_data_dir,
                                                                tmp_path):
     tpb = tmp_path / "vww.tpb"
