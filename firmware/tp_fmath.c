@@ -29,6 +29,9 @@ float tp_exp_neg(float x)
     float k, t, r, p;
     int32_t ki;
     int i;
+    if (x != x) {
+        return x; /* NaN (a loss the step then skips): converting it to an integer is undefined */
+    }
     t = xc * 1.44269504f + 0.5f;
     k = (float)(int32_t)t;
     k = t < k ? k - 1.0f : k;
