@@ -128,3 +128,20 @@ def test_budget_and_reserve_parse():
     assert parse_budget("64KB") == 65536 and parse_budget("1000") == 1000
     with pytest.raises(TinypropError, match="--reserve 8 parsecs"):
         parse_budget("8 parsecs", "--reserve")
+
+
+def test_auto_calibrated_on_a_new_camera_reaches_early_biases(vww_graph, vww_data_dir):
+    """With gradient norms from shifted samples, auto spends the 256 KB on biases deep in the
+    network (any layer is a candidate) and weights only of the last 12 weighted layers."""
+    from tinyprop.budget import DEFAULT_RESERVE, auto_scheme
+    from tinyprop.datasets import load_split
+
+    t_in = vww_graph.input
+    xs, ys, _ = load_split(vww_data_dir, "train", t_in.s, t_in.zp, shift="haze")
+    samples = [(xs[i], int(ys[i])) for i in (0, 70, 140, 210)]
+    sch, prog = auto_scheme(vww_graph, 256 * 1024, samples)
+    assert prog.arena_bytes + prog.params_bytes <= 256 * 1024 - DEFAULT_RESERVE
+    weighted = [op.index for op in vww_graph.weighted_ops()]
+    last12 = set(weighted[-13:])  # the classifier and the 12 layers before it
+    assert any(lu.bias and i not in last12 for i, lu in sch.layers.items())
+    assert all(i in last12 for i, lu in sch.layers.items() if lu.weights)

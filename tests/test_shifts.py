@@ -76,3 +76,11 @@ def test_rejects_non_rgb_uint8():
         apply_shift("night", _photo().astype(np.float32), "a.jpg")
     with pytest.raises(TinypropError, match="expected uint8 H x W x 3"):
         apply_shift("blur", _photo(shape=(8, 8)), "a.jpg")
+
+
+def test_haze_halves_contrast_and_lifts_blacks():
+    ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], 3, axis=2)
+    out = apply_shift("haze", ramp, "ramp.jpg")[0, :, 0].astype(int)
+    expected = np.rint(shifts.HAZE_CONTRAST * np.arange(256) + shifts.HAZE_LIFT).astype(int)
+    np.testing.assert_array_equal(out, expected)
+    assert out[0] == 95 and out[-1] == 235  # blacks lifted, whites dimmed: contrast 0.55

@@ -12,7 +12,10 @@ the budget a limit on arena + trainable alone.
 then its weights at 1/8, 1/4, 1/2 or all output channels), always taking the candidate with the
 best benefit per byte that still fits. Benefit is the first-order loss decrease of one SGD step,
 sum of squared gradients of the parameters the candidate would train, measured with the
-reference engine on a few calibration samples ("contribution analysis" made cheap).
+reference engine on a few calibration samples ("contribution analysis" made cheap). Biases of
+every layer are candidates; weights only of the last 12 weighted layers. Calibrate on samples
+from the camera the device will see (`convert --calib DIR --calib-shift NAME`): the gradients of
+the pretrained model on its own domain say little about what a new camera needs.
 """
 
 from __future__ import annotations
@@ -86,7 +89,12 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
     if prog.arena_bytes + prog.params_bytes > limit:  # even the classifier alone does not fit
         raise over_budget(prog, budget, reserve)
     cls = graph.logits_op().index
-    candidates = [i for i in reversed(weighted) if i != cls][:max_layers]
+    # Biases of every layer are candidates (cheap to hold; their cost is the backward reach,
+    # which the greedy charges as arena bytes), weights only of the last max_layers: a camera
+    # shift moves early activation statistics, which deep biases can follow, while early
+    # weights cost the most arena and overfit a few hundred samples.
+    candidates = [i for i in reversed(weighted) if i != cls]
+    weight_ok = set(candidates[:max_layers])
 
     def benefit(op_i: int, what: str, channels: list[int] | None) -> float:
         if norms is None:  # no calibration: prefer layers near the output, weights over biases
@@ -106,7 +114,8 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
             if lu is None or not lu.bias:
                 options.append(("bias", None))
             have = len(lu.channels) if lu is not None and lu.channels else 0
-            options += [("w", f) for f in FRACTIONS if f * _out_channels(graph, i) > have]
+            if i in weight_ok:
+                options += [("w", f) for f in FRACTIONS if f * _out_channels(graph, i) > have]
             for what, frac in options:
                 trial = SparseScheme(scheme.name, {k: LayerUpdate(v.op, v.bias, v.channels)
                                                    for k, v in scheme.layers.items()})

@@ -22,6 +22,10 @@ from ..session import make_blob
 from ..tflite_reader import read_tflite
 from ..train_plan import build_program
 
+# Calibration samples for --scheme auto: spread evenly over the train split. 16 reference
+# backward passes take a few seconds; the gradient-norm ranking is stable from about 8.
+CALIB_SAMPLES = 16
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="convert an int8 .tflite into a tinyprop training blob")
@@ -37,13 +41,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"stack; default {DEFAULT_RESERVE // 1024}KB, qemu-m4's 16 KB stack + "
                    "static); 0: --budget limits arena + trainable alone")
     p.add_argument("--calib", type=Path, help="dataset dir: calibration samples for --scheme auto")
+    p.add_argument("--calib-shift", default="none",
+                   help="sensor shift applied to the calibration samples (the target camera)")
     p.add_argument("--report", action="store_true", help="print the per-layer memory table")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
     p.set_defaults(func=run)
 
 
 def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
-          reserve: str | int = DEFAULT_RESERVE):
+          reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none"):
     """(graph, program, blob bytes) for a model and a scheme spec; shared by demo and bench."""
     graph = read_tflite(model)
     budget_b = parse_budget(budget) if budget else None
@@ -55,8 +61,10 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
         if calib is not None:
             from ..datasets import load_split
 
-            xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp)
-            samples = [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // 8))][:8]
+            xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
+                                   shift=calib_shift)
+            n = CALIB_SAMPLES
+            samples = [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // n))][:n]
         sch, prog = auto_scheme(graph, budget_b, samples, reserve_b)
     else:
         sch = parse_scheme(graph, scheme)
@@ -99,7 +107,8 @@ def print_report(fig: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    graph, prog, blob = build(args.model, args.scheme, args.budget, args.calib, args.reserve)
+    graph, prog, blob = build(args.model, args.scheme, args.budget, args.calib, args.reserve,
+                              args.calib_shift)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(blob)
     if args.header:
