@@ -78,6 +78,9 @@ class ReferenceEngine:
 
         self.trainer = ReferenceTrainer(tb.program, lr=lr, seed=seed, qas=qas)
 
+    def set_lr(self, lr: float) -> None:
+        self.trainer.lr = np.float32(lr)
+
     def train(self, x: np.ndarray, label: int) -> dict:
         r = self.trainer.train_step(x, label)
         return {"loss": r.loss, "prediction": r.prediction, "skipped": r.skipped}
@@ -128,6 +131,10 @@ class NativeEngine:
         lib.tp_set_hparams(self._session, ctypes.byref(self._hp))
         self.result = native.Result()
         self.step_offset = 0
+
+    def set_lr(self, lr: float) -> None:
+        self._hp.lr = lr
+        self.lib.tp_set_hparams(self._session, ctypes.byref(self._hp))
 
     def _check(self, code: int) -> None:
         if code != 0:
@@ -185,6 +192,7 @@ class DeviceEngine:
         self.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
         self.device = self._stack.enter_context(open_board(spec, tb.blob, self.workdir))
         self.device.set_hparams(lr, seed, qas)
+        self._seed, self._qas = seed, qas
         self.counter_unit = self.device.counter_unit
         self.bulk = False  # the training set is in the bulk store
         self._open_file: str | None = None  # the bulk file the board has open
@@ -204,6 +212,9 @@ class DeviceEngine:
         if self._open_file != name:  # the board keeps one bulk file open
             self.device.bulk_open(name)
             self._open_file = name
+
+    def set_lr(self, lr: float) -> None:
+        self.device.set_hparams(lr, self._seed, self._qas)
 
     def prepare(self, xs: np.ndarray, ys: np.ndarray) -> None:
         """Put the training set in the board's bulk store if it has one."""

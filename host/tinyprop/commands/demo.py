@@ -10,19 +10,20 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+from ..errors import TinypropError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="adapt the VWW person detector to a new camera, on device")
     p.add_argument("--board", default="qemu-m4",
-                   help="qemu-m4 (emulated Cortex-M4, default), host (C core here), reference, "
-                   "or a serial port / URL")
-    p.add_argument("--shift", default="night", help="camera shift: night, blur, none")
+                   help="qemu-m4 (emulated Cortex-M4, default), rv32-virt, host (C core here), "
+                   "reference, or a serial port / URL")
+    p.add_argument("--shift", default="haze", help="camera shift: haze (default), night, blur")
     p.add_argument("--budget", default="256KB")
     p.add_argument("--scheme", default="auto", help="auto (default) or any convert --scheme")
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.005)
+    p.add_argument("--schedule", default="linear", choices=("linear", "constant"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", help="MLPerf VWW int8 .tflite (default: TINYPROP_ASSETS or cache)")
     p.add_argument("--data", help="dataset dir (default: TINYPROP_ASSETS/datasets/vww-mini)")
@@ -32,50 +33,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def tflite_accuracy(model: Path, xs: np.ndarray, ys: np.ndarray) -> float:
-    import tensorflow as tf
+def _board_figures(log: Path) -> dict:
+    """What the board reported: the run summary's cost means and the last step's memory."""
+    from ..runlog import read_runlog
 
-    it = tf.lite.Interpreter(
-        model_path=str(model),
-        experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    i_in = it.get_input_details()[0]["index"]
-    i_out = it.get_output_details()[0]["index"]
-    right = 0
-    for x, y in zip(xs, ys):
-        it.set_tensor(i_in, x[None])
-        it.invoke()
-        right += int(np.argmax(it.get_tensor(i_out)[0]) == y)
-    return right / len(ys)
+    events = read_runlog(log)
+    summary = next((e for e in events if e["type"] == "summary"), {})
+    steps = [e for e in events if e["type"] == "step"]
+    mem = steps[-1].get("memory", {}) if steps else {}
+    unit = summary.get("counter_unit")
+    out = {"memory": mem, "counter_unit": unit,
+           "per_step": summary.get(f"{unit}_per_step") if unit else None,
+           "per_inference": summary.get(f"{unit}_per_inference") if unit else None}
+    parts = ("static", "arena_peak", "trainable", "stack_peak")
+    out["total_sram"] = sum(mem[k] for k in parts) if all(k in mem for k in parts) else None
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     from ..assets import resolve_dataset, resolve_model
     from ..datasets import load_split
+    from ..evaluate import evaluate_tflite
     from ..export import export_tflite
     from ..monitor import plain_lines, run_dashboard
+    from ..session import load_blob
     from .convert import build, figures
     from .train import open_engine, training_events
 
+    t_start = time.time()
     model = resolve_model(args.model)
     data = resolve_dataset(args.data)
     args.out.mkdir(parents=True, exist_ok=True)
     calib = data if args.scheme == "auto" else None
-    graph, prog, blob = build(model, args.scheme, args.budget, calib)
+    print(f"converting {model.name} with scheme {args.scheme} under {args.budget}"
+          + (f" (calibrating on '{args.shift}' samples)" if calib else ""), flush=True)
+    graph, prog, blob = build(model, args.scheme, args.budget, calib, calib_shift=args.shift)
     blob_path = args.out / "vww.tpb"
     blob_path.write_bytes(blob)
     fig = figures(graph, prog, blob)
     t_in = graph.input
     xs, ys, _ = load_split(data, "train", t_in.s, t_in.zp, shift=args.shift)
     xh, yh, _ = load_split(data, "holdout", t_in.s, t_in.zp, shift=args.shift)
-    before = tflite_accuracy(model, xh, yh)
-    print(f"scheme {fig['scheme']}; holdout accuracy on '{args.shift}' before: {before:.3f}")
-
-    from ..session import load_blob
+    before = evaluate_tflite(model, xh, yh)
+    print(f"scheme {fig['scheme']}; holdout accuracy on '{args.shift}' before: "
+          f"{before['accuracy']:.3f}", flush=True)
 
     tb = load_blob(blob_path)
     engine = open_engine(args.board, tb, args.lr, args.seed, True)
-    args.steps, args.checkpoint_every, args.blob = None, 0, blob_path
+    args.checkpoint_every = 0
     total = len(xs) * args.epochs
     log = args.out / "run.jsonl"
     t0 = time.time()
@@ -84,42 +89,62 @@ def run(args: argparse.Namespace) -> int:
             engine.prepare(xs, ys)
         source = training_events(args, tb, engine, xs, ys, total, 0)
         if args.plain or not sys.stdout.isatty():
-            plain_lines(source, sys.stdout, log_path=log)
+            state = plain_lines(source, sys.stdout, log_path=log)
         else:
-            run_dashboard(source, log_path=log)
+            state = run_dashboard(source, log_path=log)
+        if getattr(state, "disconnected", False):
+            raise TinypropError(f"the demo's board {engine.name} stopped: "
+                                f"{state.disconnect_text}; run the demo again")
         params = engine.params()
     finally:
         engine.close()
     train_s = time.time() - t0
     tuned = export_tflite(model, tb.program.unpack_params(params), args.out / "vww_tuned.tflite")
-    after = tflite_accuracy(tuned, xh, yh)
-    try:
-        from ..monitor.report import draw_report
-        from ..runlog import RunState, read_runlog
+    after = evaluate_tflite(tuned, xh, yh)
+    from ..monitor.report import draw_report
+    from ..runlog import RunState, read_runlog
 
-        draw_report(RunState.from_events(read_runlog(log)), args.out / "report.png")
-    except Exception as exc:  # the figures stand without the picture
-        print(f"(report PNG not drawn: {exc})")
+    draw_report(RunState.from_events(read_runlog(log)), args.out / "report.png")
+    dev = _board_figures(log)
+    unit = dev["counter_unit"]
     result = {
         "board": engine.name, "shift": args.shift, "scheme": fig["scheme"],
-        "accuracy_before": round(before, 4), "accuracy_after": round(after, 4),
+        "lr": args.lr, "schedule": args.schedule, "epochs": args.epochs,
+        "accuracy_before": round(before["accuracy"], 4),
+        "accuracy_after": round(after["accuracy"], 4),
+        "per_class_before": before["per_class"], "per_class_after": after["per_class"],
         "holdout": len(yh), "train_steps": total,
         "arena_peak": fig["arena_peak"], "trainable_bytes": fig["trainable_bytes"],
         "inference_arena": fig["inference_arena"], "flash_bytes": fig["flash_bytes"],
-        "total_sram": fig["arena_peak"] + fig["trainable_bytes"],
-        "instructions_per_step": None,  # measured on qemu-m4 only
+        "total_sram": dev["total_sram"] or fig["arena_peak"] + fig["trainable_bytes"],
+        "memory_reported": dev["memory"],
+        "counter_unit": unit,
+        "instructions_per_step": dev["per_step"] if unit == "instructions" else None,
+        "instructions_per_inference": dev["per_inference"] if unit == "instructions" else None,
         "samples_per_s": round(total / train_s, 2),
+        "train_seconds": round(train_s, 1), "demo_seconds": round(time.time() - t_start, 1),
     }
-    rows = [("holdout accuracy before", f"{before:.1%}"), ("holdout accuracy after", f"{after:.1%}"),
-            ("training arena peak", f"{result['arena_peak']:,} B"),
-            ("trainable params in RAM", f"{result['trainable_bytes']:,} B"),
+    mem = dev["memory"]
+    sram_parts = (f" (static {mem['static']:,} + arena {mem['arena_peak']:,} + trainable "
+                  f"{mem['trainable']:,} + stack {mem['stack_peak']:,})"
+                  if dev["total_sram"] else " (arena + trainable; this board reports no more)")
+    rows = [("holdout accuracy before", f"{before['accuracy']:.1%}  (TFLite, original model)"),
+            ("holdout accuracy after", f"{after['accuracy']:.1%}  (TFLite, fine-tuned model)"),
+            ("per class after", ", ".join(f"{k} {v:.1%}" for k, v in after["per_class"].items()
+                                          if v is not None)),
+            ("total SRAM", f"{result['total_sram']:,} B" + sram_parts),
             ("inference arena", f"{result['inference_arena']:,} B"),
-            ("blob (flash)", f"{result['flash_bytes']:,} B"),
-            ("samples / s (end to end)", f"{result['samples_per_s']}")]
-    print(f"\ntinyprop demo on {engine.name}, camera shift '{args.shift}'")
+            ("blob (flash)", f"{result['flash_bytes']:,} B")]
+    if result["instructions_per_step"]:
+        rows += [("instructions / training step", f"{result['instructions_per_step']:,}"),
+                 ("instructions / inference", f"{result['instructions_per_inference']:,}")]
+    rows += [("samples / s (end to end)", f"{result['samples_per_s']}"),
+             ("time (whole demo)", f"{result['demo_seconds']:.0f} s")]
+    print(f"\ntinyprop demo on {engine.name}, camera shift '{args.shift}', {total} steps")
     for k, v in rows:
-        print(f"  {k:<28} {v}")
+        print(f"  {k:<30} {v}")
     print(f"  fine-tuned model: {tuned} (checked with the TFLite interpreter)")
+    print(f"  run log: {log}; report: {args.out / 'report.png'}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

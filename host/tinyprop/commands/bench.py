@@ -1,0 +1,264 @@
+"""tinyprop bench: measure every figure the README quotes, print them, write them as JSON.
+
+Sections (`--only` picks some):
+  memory    tinyprop's inference arena and TFLite Micro's (smallest arena its Python interpreter
+            runs the model in), training arena_peak + trainable bytes for bias-only, last:2 and
+            auto at 256/128/64 KB, and TTE's MobileNetV2-w0.35 scheme under our planner.
+  board     one short training run on the emulated Cortex-M4: instructions per training step and
+            per inference, SRAM (static + arena high-water + trainable + stack high-water, as the
+            device reports them), flash of the firmware with the blob, samples per second.
+  accuracy  holdout accuracy before/after training on the shifted train split (host C core, bit
+            for bit the board's arithmetic; the fine-tuned .tflite scored by TFLite): the default
+            scheme, the same without QAS, bias-only, last:2, and the default on `night`.
+  baseline  the float model fully fine-tuned in TensorFlow on the same shifted data, and how much
+            of its gain the on-device sparse update recovers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+SECTIONS = ("memory", "board", "accuracy", "baseline")
+BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="measure the README's figures; print them and write JSON")
+    p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    p.add_argument("--shift", default="haze", help="camera shift for accuracy (default haze)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=0.005)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--board", default="qemu-m4", help="board of the board section")
+    p.add_argument("--model", help="MLPerf VWW int8 .tflite (default: TINYPROP_ASSETS or cache)")
+    p.add_argument("--data", help="dataset dir (default: TINYPROP_ASSETS/datasets/vww-mini)")
+    p.add_argument("--out", type=Path, default=Path("out/bench"), help="output folder")
+    p.add_argument("--json", type=Path, help="figures as JSON (default OUT/bench.json)")
+    p.set_defaults(func=run)
+
+
+def tflm_arena(model: Path) -> int:
+    """Smallest arena (bytes) in which TFLite Micro's Python interpreter allocates and runs the
+    model: a bisection over arena_size (allocation fails below it)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    x = None
+
+    def runs(size: int) -> bool:
+        nonlocal x
+        try:
+            it = runtime.Interpreter.from_file(str(model), arena_size=size)
+            if x is None:
+                d = it.get_input_details(0)
+                x = np.zeros(d["shape"], d["dtype"])
+            it.set_input(x, 0)
+            it.invoke()
+            return True
+        except (RuntimeError, ValueError):
+            return False
+
+    lo, hi = 1024, 4 << 20
+    if not runs(hi):
+        return -1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if runs(mid) else (mid, hi)
+    return hi
+
+
+class Ctx:
+    """Assets, converted blobs (calibration is the slow part: each blob is built once) and the
+    shifted splits, shared by the sections."""
+
+    def __init__(self, args: argparse.Namespace):
+        from ..assets import resolve_dataset, resolve_model
+
+        self.args = args
+        self.model = resolve_model(args.model)
+        self.data = resolve_dataset(args.data)
+        self._blobs: dict = {}
+        self._splits: dict = {}
+
+    def blob(self, scheme: str, budget: str | None = None, reserve: str | None = None,
+             shift: str | None = None):
+        """(TrainingBlob, figures) for a scheme; auto calibrates on `shift`'s train split."""
+        from ..budget import DEFAULT_RESERVE
+        from ..session import load_blob
+        from .convert import build, figures
+
+        key = (scheme, budget, reserve, shift)
+        if key not in self._blobs:
+            calib = self.data if scheme == "auto" else None
+            graph, prog, blob = build(self.model, scheme, budget, calib,
+                                      reserve or DEFAULT_RESERVE, shift or self.args.shift)
+            path = self.args.out / f"vww_{len(self._blobs)}.tpb"
+            path.write_bytes(blob)
+            self._blobs[key] = (load_blob(path, self.model), figures(graph, prog, blob))
+        return self._blobs[key]
+
+    def split(self, name: str, shift: str):
+        from ..datasets import load_split
+
+        if (name, shift) not in self._splits:
+            t_in = self.blob("last:2")[0].graph.input
+            self._splits[name, shift] = load_split(self.data, name, t_in.s, t_in.zp,
+                                                   shift=shift)[:2]
+        return self._splits[name, shift]
+
+
+def drain(tb, engine, xs, ys, steps: int, lr: float, seed: int) -> dict:
+    """Run the training loop of `tinyprop train` (same order, same lr schedule) to its end;
+    the summary event plus the last step's memory."""
+    from .train import training_events
+
+    args = SimpleNamespace(lr=lr, seed=seed, checkpoint_every=0, schedule="linear")
+    if hasattr(engine, "prepare"):
+        engine.prepare(xs, ys)
+    last: dict = {}
+    for ev in training_events(args, tb, engine, xs, ys, steps, 0):
+        if ev["type"] == "step":
+            last = ev
+        elif ev["type"] == "summary":
+            return {**ev, "memory": last.get("memory", {})}
+    return {}
+
+
+def memory(ctx: Ctx) -> dict:
+    from ..tte import build_mbv2_tflite, default_model_path, measure
+
+    fig = ctx.blob("last:2")[1]
+    out = {"inference_arena": fig["inference_arena"],
+           "tflm_inference_arena": tflm_arena(ctx.model), "schemes": {}}
+    for label, scheme, budget, reserve in (
+            ("bias-only", "bias-only", None, None), ("last:2", "last:2", None, None),
+            ("auto 256KB", "auto", "256KB", None), ("auto 128KB", "auto", "128KB", None),
+            ("auto 64KB, reserve 8KB", "auto", "64KB", "8KB")):
+        f = ctx.blob(scheme, budget, reserve)[1]
+        out["schemes"][label] = {k: f[k] for k in ("scheme", "arena_peak", "trainable_bytes",
+                                                   "total", "flash_bytes")}
+    out["tte_mbv2"] = measure(build_mbv2_tflite(default_model_path()))
+    return out
+
+
+def elf_sizes(elf: Path) -> dict:
+    """flash (text + data) and static RAM (data + bss) of a firmware ELF."""
+    text, data, bss = (int(v) for v in subprocess.run(
+        ["arm-none-eabi-size", str(elf)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[1].split()[:3])
+    return {"flash": text + data, "static_ram": data + bss}
+
+
+def board(ctx: Ctx) -> dict:
+    from ..boards import build_device_firmware
+    from .train import open_engine
+
+    tb, fig = ctx.blob("auto", "256KB")
+    xs, ys = ctx.split("train", ctx.args.shift)
+    engine = open_engine(ctx.args.board, tb, ctx.args.lr, ctx.args.seed, True)
+    try:
+        s = drain(tb, engine, xs[:BOARD_STEPS], ys[:BOARD_STEPS], BOARD_STEPS, ctx.args.lr,
+                  ctx.args.seed)
+    finally:
+        engine.close()
+    mem = s["memory"]
+    unit = s.get("counter_unit", "us")
+    out = {"board": ctx.args.board, "scheme": fig["scheme"], "steps": BOARD_STEPS,
+           f"{unit}_per_step": s.get(f"{unit}_per_step"),
+           f"{unit}_per_inference": s.get(f"{unit}_per_inference"),
+           "memory": mem, "samples_per_s": s["samples_per_s"]}
+    if {"static", "arena_peak", "trainable", "stack_peak"} <= set(mem):
+        out["total_sram"] = sum(mem[k] for k in ("static", "arena_peak", "trainable",
+                                                 "stack_peak"))
+    if ctx.args.board == "qemu-m4":
+        out["firmware"] = elf_sizes(build_device_firmware("qemu-m4", tb.blob))
+    return out
+
+
+def adapt(ctx: Ctx, tb, shift: str, qas: bool = True) -> dict:
+    """Train on the shifted train split (host C core), export, score with TFLite."""
+    from ..evaluate import evaluate_tflite
+    from ..export import export_tflite
+    from ..session import NativeEngine
+
+    xs, ys = ctx.split("train", shift)
+    xh, yh = ctx.split("holdout", shift)
+    steps = len(xs) * ctx.args.epochs
+    engine = NativeEngine(tb, ctx.args.lr, ctx.args.seed, qas)
+    t0 = time.time()
+    drain(tb, engine, xs, ys, steps, ctx.args.lr, ctx.args.seed)
+    seconds = time.time() - t0
+    tuned = ctx.args.out / f"tuned_{shift}_{tb.program.scheme.name}_{int(qas)}.tflite"
+    export_tflite(ctx.model, tb.program.unpack_params(engine.params()), tuned)
+    return {"accuracy_after": evaluate_tflite(tuned, xh, yh)["accuracy"], "steps": steps,
+            "host_seconds": round(seconds, 1)}
+
+
+def accuracy(ctx: Ctx) -> dict:
+    from ..evaluate import evaluate_tflite
+
+    out = {"lr": ctx.args.lr, "epochs": ctx.args.epochs, "schedule": "linear", "runs": {}}
+    before = {}
+    for shift in dict.fromkeys((ctx.args.shift, "night")):
+        before[shift] = evaluate_tflite(ctx.model, *ctx.split("holdout", shift))["accuracy"]
+    default = ctx.blob("auto", "256KB")
+    night = ctx.blob("auto", "256KB", shift="night")
+    for label, (tb, fig), shift, qas in (
+            ("auto 256KB (default)", default, ctx.args.shift, True),
+            ("auto 256KB, no QAS", default, ctx.args.shift, False),
+            ("bias-only", ctx.blob("bias-only"), ctx.args.shift, True),
+            ("last:2", ctx.blob("last:2"), ctx.args.shift, True),
+            ("auto 256KB on night", night, "night", True)):
+        r = adapt(ctx, tb, shift, qas)
+        out["runs"][label] = {"shift": shift, "scheme": fig["scheme"], "qas": qas,
+                              "accuracy_before": before[shift], **r,
+                              "memory_total": fig["total"]}
+        print(f"  {label:<24} {shift:<6} {before[shift]:.1%} -> {r['accuracy_after']:.1%}",
+              flush=True)
+    return out
+
+
+def baseline(ctx: Ctx, measured: dict) -> dict:
+    from ..assets import resolve_model
+    from ..baseline import float_finetune
+
+    h5 = resolve_model(None, variant="h5")
+    out = {}
+    for shift in dict.fromkeys((ctx.args.shift, "night")):
+        f = float_finetune(h5, ctx.data, shift, epochs=20, lr=1e-4, seed=ctx.args.seed)
+        row = {k: f[k] for k in ("accuracy_before", "accuracy_after", "epochs", "lr")}
+        runs = [r for r in measured.get("runs", {}).values()
+                if r["shift"] == shift and r["qas"] and r["scheme"].startswith("auto")]
+        gain = f["accuracy_after"] - f["accuracy_before"]
+        if runs and gain > 0:
+            ours = runs[0]["accuracy_after"] - runs[0]["accuracy_before"]
+            row["sparse_gain_over_float_gain"] = round(ours / gain, 3)
+        out[shift] = row
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    ctx = Ctx(args)
+    result: dict = {"model": str(ctx.model), "shift": args.shift}
+    t0 = time.time()
+    for section in SECTIONS:
+        if section not in args.only:
+            continue
+        print(f"[{section}]", flush=True)
+        if section == "baseline":
+            result[section] = baseline(ctx, result.get("accuracy", {}))
+        else:
+            result[section] = {"memory": memory, "board": board, "accuracy": accuracy}[section](ctx)
+        print(json.dumps(result[section], indent=2), flush=True)
+    result["seconds"] = round(time.time() - t0, 1)
+    path = args.json or args.out / "bench.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"bench: figures written to {path} ({result['seconds']} s)")
+    return 0
