@@ -90,6 +90,10 @@ static tp_status check_tensor(const tp_session *v, const tp_tensor *t)
     if (bytes != t->size || bytes > 0x7FFFFFFFu) {
         return TP_ERR_BLOB_INVALID;
     }
+    /* int8 zero points lie in the int8 range (TFLite's spec); the kernels' offsets rely on it */
+    if (t->dtype == TP_DT_INT8 && (t->zero_point < -128 || t->zero_point > 127)) {
+        return TP_ERR_BLOB_INVALID;
+    }
     if ((t->flags & TP_T_CONST) != 0u && !within(t->offset, t->size, v->data_len)) {
         return TP_ERR_BLOB_BOUNDS;
     }
