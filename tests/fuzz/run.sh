@@ -43,6 +43,11 @@ fi
 clang -std=c99 -g -O1 -Wall -Wextra -Werror \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all ${FUZZ_CFLAGS:-} \
     -I"$root/firmware" "$harness" "${sources[@]}" -o "$build/fuzz_$target"
+# Inputs that once crashed (tests/fuzz/regressions_TARGET/) run first, as a read-only corpus.
+corpora=("$build/corpus_$target")
+if [[ -d $root/tests/fuzz/regressions_$target ]]; then
+    corpora+=("$root/tests/fuzz/regressions_$target")
+fi
 # shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
 "$build/fuzz_$target" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=8192 \
-    -artifact_prefix="$build/" -print_final_stats=1 ${FUZZ_FLAGS:-} "$build/corpus_$target"
+    -artifact_prefix="$build/" -print_final_stats=1 ${FUZZ_FLAGS:-} "${corpora[@]}"
