@@ -260,13 +260,25 @@ static int8_t weight_at(const bctx *c, uint32_t o, uint32_t k)
     return tp_weight_row(c->s, &c->op, &c->tw, o, &step)[k * step];
 }
 
+/* The weight tensor in the blob when no row of it is held in RAM, so the forward reads it all
+ * there: (o, k) at o * row_len + k for CONV_2D and FULLY_CONNECTED, a depthwise channel q's
+ * tap k at k * channels + q. NULL when some rows live in the params region (then weight_at).
+ * The input-gradient loops take this fast path for every layer the step only passes through:
+ * the same products in the same order, without a row lookup per multiply-accumulate. */
+static const int8_t *blob_weights(const bctx *c)
+{
+    return c->op.held_map == TP_NONE32 ? (const int8_t *)(c->s->data + c->tw.offset) : NULL;
+}
+
 static void input_grad_fc(const bctx *c, float *dx)
 {
     uint32_t i, o, n_in = c->row_len;
+    const int8_t *wb = blob_weights(c);
     for (i = 0; i < n_in; i++) {
         float acc = dx[i];
         for (o = 0; o < c->n_out; o++) {
-            float wr = (float)weight_at(c, o, i) * channel_scale(c->s, &c->tw, o);
+            int8_t w = wb != NULL ? wb[o * n_in + i] : weight_at(c, o, i);
+            float wr = (float)w * channel_scale(c->s, &c->tw, o);
             acc = acc + c->dy[o] * wr;
         }
         dx[i] = acc;
@@ -280,6 +292,7 @@ static void input_grad_conv(const bctx *c, float *dx)
     uint32_t oh = c->tout.dims[1], ow = c->tout.dims[2], oc = c->tout.dims[3];
     uint32_t kh, kw, oy, ox, ch, o, m;
     uint32_t mult = op->kind == TP_OP_DEPTHWISE_CONV_2D ? op->depth_multiplier : 1u;
+    const int8_t *wb = blob_weights(c);
     for (kh = 0; kh < op->k[0]; kh++) {
         for (kw = 0; kw < op->k[1]; kw++) {
             for (oy = 0; oy < oh; oy++) {
@@ -300,15 +313,17 @@ static void input_grad_conv(const bctx *c, float *dx)
                         if (op->kind == TP_OP_CONV_2D) {
                             uint32_t k = (kh * op->k[1] + kw) * ic + ch;
                             for (o = 0; o < oc; o++) {
-                                float wr = (float)weight_at(c, o, k) *
-                                           channel_scale(c->s, &c->tw, o);
+                                int8_t w = wb != NULL ? wb[o * c->row_len + k]
+                                                      : weight_at(c, o, k);
+                                float wr = (float)w * channel_scale(c->s, &c->tw, o);
                                 acc = acc + g[o] * wr;
                             }
                         } else {
+                            uint32_t tap = kh * op->k[1] + kw;
                             for (m = 0; m < mult; m++) {
                                 uint32_t q = ch * mult + m;
-                                float wr = (float)weight_at(c, q, kh * op->k[1] + kw) *
-                                           channel_scale(c->s, &c->tw, q);
+                                int8_t w = wb != NULL ? wb[tap * oc + q] : weight_at(c, q, tap);
+                                float wr = (float)w * channel_scale(c->s, &c->tw, q);
                                 acc = acc + g[q] * wr;
                             }
                         }
@@ -632,7 +647,7 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
         r->prediction = pred;
         r->label = label;
     }
-    if (!(loss == loss) || loss > 3.0e38f || loss < -3.0e38f) {
+    if (!(loss - loss == 0.0f)) { /* NaN or +-inf, exactly the reference's !isfinite */
         s->step++;
         if (r != NULL) {
             r->skipped = 1;

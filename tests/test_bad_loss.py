@@ -79,8 +79,6 @@ def test_non_finite_loss_skips_the_update_on_both_engines(huge_logits, vww_model
     assert kinds == {"nan", "inf"}  # both kinds of non-finite loss were exercised
 
 
-@pytest.mark.xfail(strict=True, reason="tp_train.c skips any loss above 3.0e38f, the reference "
-                   "only non-finite ones: finite losses in (3.0e38, FLT_MAX] split the engines")
 def test_finite_loss_near_float_max_is_handled_alike(vww_model_path, train_xs, tmp_path):
     # a sample the VWW model gets wrong, with a factor putting its loss in (3.0e38, FLT_MAX]
     model = scale_classifier(vww_model_path, tmp_path / "near.tflite", 4.6e38)
