@@ -139,3 +139,12 @@ def test_cli_bad_sample_or_label_is_a_user_error(model, says, odd_models, vww_da
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and says in err
     assert not log.exists() and not out.exists()
+
+
+def test_a_non_finite_scale_is_refused_at_convert(vww_model_path, tmp_path, capsys):
+    # 2^140 overflows the float32 scales to inf: refused when read, in one line, exit 2
+    model = scale_classifier(vww_model_path, tmp_path / "inf.tflite", 2.0**140)
+    assert main(["convert", str(model), "-o", str(tmp_path / "x.tpb")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a finite positive number" in err[0] and "inf.tflite" in err[0]
+    assert not (tmp_path / "x.tpb").exists()

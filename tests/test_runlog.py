@@ -225,3 +225,13 @@ def engine_run(steps: int = 200) -> list[dict]:
             event["memory"] = {"arena_peak": 55296, "trainable": 67080}
         events.append(event)
     return events
+
+
+def test_non_finite_losses_are_written_as_null(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with RunLog(path) as log:
+        log.write({"type": "step", "step": 0, "loss": float("nan"), "skipped": True})
+        log.write({"type": "step", "step": 1, "loss": float("inf"), "skipped": True})
+    lines = path.read_text().splitlines()
+    assert all('"loss":null' in line for line in lines)  # strict JSON: no NaN, no Infinity
+    assert [e["loss"] for e in read_runlog(path)] == [None, None]

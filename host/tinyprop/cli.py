@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except TinypropError as exc:
         print(f"tinyprop {args.verb}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # `tinyprop train ... | head`: the reader left, nothing is wrong
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"tinyprop {args.verb}: interrupted", file=sys.stderr)
         return 130

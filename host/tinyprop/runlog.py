@@ -46,6 +46,10 @@ class RunLog:
         """Append one event; returns it as written (with `time` filled in)."""
         if "time" not in event:
             event = {**event, "time": round(time.monotonic() - self._t0, 6)}
+        # a skipped step's loss may be NaN or inf, which JSON has no spelling for: null, as the
+        # device path writes it
+        event = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                 for k, v in event.items()}
         self._file.write(json.dumps(event, default=_json_default, separators=(",", ":")) + "\n")
         self._file.flush()
         return event

@@ -155,6 +155,9 @@ class _Reader:
                 )
             if t.scale.size == 0:
                 raise self.fail(op.index, op.kind, f"tensor '{t.name}' has no quantization")
+            if not np.all(np.isfinite(t.scale) & (t.scale > 0)):
+                raise self.fail(op.index, op.kind, f"tensor '{t.name}' has a scale that is not a "
+                                "finite positive number; re-quantize the model")
             if not is_param and t.scale.size != 1:
                 raise self.fail(
                     op.index, op.kind, f"activation '{t.name}' is quantized per channel; "

@@ -102,8 +102,14 @@ def run(args: argparse.Namespace) -> int:
     tuned = export_tflite(model, tb.program.unpack_params(params), args.out / "vww_tuned.tflite")
     after = evaluate_tflite(tuned, xh, yh)
     from ..monitor.report import draw_report
-    from ..runlog import RunState, read_runlog
+    from ..runlog import RunLog, RunState, read_runlog
 
+    end = read_runlog(log)[-1].get("time", 0.0)
+    with RunLog(log) as rl:  # the holdout scores, so the report shows them beside the curves
+        for step, r in ((0, before), (total, after)):
+            rl.write({"type": "eval", "time": end, "split": "holdout", "step": step,
+                      "accuracy": r["accuracy"], "per_class": r["per_class"],
+                      "confusion": r["confusion"]})
     draw_report(RunState.from_events(read_runlog(log)), args.out / "report.png")
     dev = _board_figures(log)
     unit = dev["counter_unit"]
