@@ -116,6 +116,17 @@ tp_status tp_train_check(const tp_session *s)
     if (last.output != s->logits || grad_offset(s, s->logits) == TP_NONE32) {
         return TP_ERR_BLOB_INVALID;
     }
+    /* the training forward (ops 0..last) finds its activations under the training plan (the
+     * loader checked these operands: input 0, ADD's input 1, the output) */
+    for (j = 0; j <= tp_rd_u16(s->train + 2); j++) {
+        tp_op op;
+        tp_decode_op(s->ops, j, &op);
+        if (tp_train_act_offset(s, op.inputs[0]) == TP_NONE32 ||
+            tp_train_act_offset(s, op.output) == TP_NONE32 ||
+            (op.kind == TP_OP_ADD && tp_train_act_offset(s, op.inputs[1]) == TP_NONE32)) {
+            return TP_ERR_BLOB_INVALID;
+        }
+    }
     for (i = 0; i < n_t; i++) {
         tp_tensor t;
         uint32_t a = tp_train_act_offset(s, i), g = grad_offset(s, i);
