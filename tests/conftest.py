@@ -1,5 +1,5 @@
-"""Shared fixtures. Every test session points $TINYPROP_ASSETS at the `shared` folder beside the repo
-(unless the caller set it), so no test ever downloads the model."""
+"""Shared fixtures. Every test session points $TINYPROP_ASSETS at the `shared` folder beside the
+repo (unless the caller set it), so no test ever downloads the model."""
 
 from __future__ import annotations
 

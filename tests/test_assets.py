@@ -1,4 +1,5 @@
-"""Asset resolution: flag, $TINYPROP_ASSETS, and the checked download against a real local server."""
+"""Asset resolution: flag, $TINYPROP_ASSETS, and the checked download against a real local
+server."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def test_non_finite_loss_skips_the_update_on_both_engines(huge_logits, vww_model
     assert c.params() == start
     original = Forward(read_tflite(vww_model_path))
     kinds = set()
-    for x, y in zip(*train_xs):
+    for x, y in zip(*train_xs, strict=True):
         rr, rc = ref.train(x, int(y)), c.train(x, int(y))
         assert rr["skipped"] and rc["skipped"]
         assert not math.isfinite(rr["loss"]) and not math.isfinite(rc["loss"])
@@ -101,7 +101,8 @@ def test_cli_train_logs_skipped_steps_and_exports_the_model_unchanged(board, hug
     assert main(["train", str(tpb), "--data", str(vww_data_dir), "--board", board, "--steps",
                  "3", "--log", str(log), "--plain", "--out", str(out)]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert [f"step {i}/3 skipped" for i in range(3)] == [ln for ln in shown if ln.startswith("step")]
+    step_lines = [ln for ln in shown if ln.startswith("step")]
+    assert [f"step {i}/3 skipped" for i in range(3)] == step_lines
     steps = [e for e in read_runlog(log) if e["type"] == "step"]
     assert len(steps) == 3 and all(e["skipped"] for e in steps)
     assert not any(math.isfinite(e["loss"]) for e in steps if e.get("loss") is not None)

@@ -53,7 +53,7 @@ def test_round_trip_matches_graph(vww):
     blob = read_blob(raw)
     assert blob.blob_id == zlib.crc32(raw[:-4]) == int.from_bytes(raw[-4:], "little")
     assert (blob.input, blob.output, blob.n_classes) == (graph.inputs[0], graph.outputs[0], 2)
-    for t, bt in zip(graph.tensors, blob.tensors):
+    for t, bt in zip(graph.tensors, blob.tensors, strict=True):
         if t.dtype not in ("int8", "int32"):
             continue
         assert bt.shape == t.shape
@@ -65,7 +65,7 @@ def test_round_trip_matches_graph(vww):
             if t.scale.size > 1:
                 assert np.array_equal(blob.data(bt.scales_offset, bt.n_scales, np.float32),
                                       t.scale.astype(np.float32))
-    for op, bop, p in zip(graph.ops, blob.ops, all_op_params(graph)):
+    for op, bop, p in zip(graph.ops, blob.ops, all_op_params(graph), strict=True):
         assert bop.kind == OP_CODES[op.kind] and bop.output == op.outputs[0]
         assert [i for i in bop.inputs if i != 0xFFFF] == [i for i in op.inputs if i >= 0]
         assert (bop.in_zp, bop.out_zp, bop.act_min, bop.act_max) == (
@@ -104,7 +104,7 @@ def test_truncated_oversized_and_header_errors(vww, san_driver, tmp_path):
         (raw[:-1] + bytes([raw[-1] ^ 1]), "TP_ERR_BLOB_CRC"),
     ]
     rows = run_driver(san_driver, [b for b, _ in cases], tmp_path)
-    for (blob, want), (st, _) in zip(cases, rows):
+    for (blob, want), (st, _) in zip(cases, rows, strict=True):
         assert st == STATUS[want], (len(blob), want, st)
 
 

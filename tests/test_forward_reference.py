@@ -56,7 +56,8 @@ def assert_same_everywhere(graph: Graph, fwd: Forward, interp: RefInterpreter, x
     for op in graph.ops:
         t = op.outputs[0]
         a, b = ours[t], theirs[t]
-        assert a.shape == b.shape and a.dtype == b.dtype, (what, op.index, op.kind, a.shape, b.shape)
+        assert a.shape == b.shape and a.dtype == b.dtype, (
+            what, op.index, op.kind, a.shape, b.shape)
         if not np.array_equal(a, b):
             diff = np.abs(a.astype(int) - b.astype(int))
             raise AssertionError(
@@ -90,7 +91,7 @@ def _features(graph: Graph) -> set[str]:
     """What each op of a graph exercises, as readable labels."""
     t = graph.tensors
     out: set[str] = set()
-    for op, p in zip(graph.ops, all_op_params(graph)):
+    for op, p in zip(graph.ops, all_op_params(graph), strict=True):
         k, o = op.kind, op.options
         if "activation" in o:
             out.add(f"{k} fused {o['activation']}")
@@ -178,5 +179,5 @@ def test_vww_reference_equals_tflite_on_every_image(vww_model_path, vww_data_dir
     xs, _labels, names = load_split(vww_data_dir, "all", graph.input.s, graph.input.zp)
     assert len(xs) == 397
     fwd, interp = Forward(graph), RefInterpreter(vww_model_path)
-    for x, name in zip(xs, names):
+    for x, name in zip(xs, names, strict=True):
         assert_same_everywhere(graph, fwd, interp, x, f"vww {name}")

@@ -15,8 +15,8 @@ the reference follows:
 
 tf.GradientTape then gives dL/dW and dL/db of every trained layer, which must match
 backward.step_gradients with cosine similarity >= 0.99 (measured: 1 - 1e-12 or closer;
-float32 summation order is the only difference). The comparison is shown able to fail: the same float
-model with the clamp masks dropped, or with kxk kernels transposed, falls below 0.99.
+float32 summation order is the only difference). The comparison is shown able to fail: the same
+float model with the clamp masks dropped, or with kxk kernels transposed, falls below 0.99.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def tf_gradients(tf, graph, program, x: np.ndarray, label: int,
 
     with tf.GradientTape() as tape:
         act = {graph.inputs[0]: tf.constant(_dequantized(graph, values, graph.inputs[0]))}
-        for op, p in zip(graph.ops[: L + 1], params):
+        for op, p in zip(graph.ops[: L + 1], params, strict=False):
             ti = op.outputs[0]
             y = float_op(op, act)
             mask = (np.ones(t[ti].shape, np.float32) if mistake == "no_mask"

@@ -68,7 +68,8 @@ def test_dashboard_replays_a_recorded_run(recorded):
                   "of SRAM 262,144 B", "instructions/step", "skipped 3",
                   "ERROR WRONG_SAMPLE_SIZE (7)", "epoch checkpoint",
                   f"loss {expected.loss:.3f}", f"smoothed {expected.loss_smoothed:.3f}",
-                  f"running {fmt_pct(expected.accuracy)}", f"last 50 {fmt_pct(expected.accuracy_window)}",
+                  f"running {fmt_pct(expected.accuracy)}",
+                  f"last 50 {fmt_pct(expected.accuracy_window)}",
                   f"samples/s {expected.samples_per_s:.2f}", f"{expected.counter:,.0f}",
                   f"ms/step {expected.ms_per_step:.1f}",
                   f"{expected.memory_total:,} B"):

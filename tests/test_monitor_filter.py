@@ -28,7 +28,8 @@ def load_filter() -> ModuleType:
 
 F = load_filter()
 
-READY = p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS, "qemu-m4")
+READY = p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS,
+                "qemu-m4")
 STREAM = b"".join([
     b"boot noise\xff\x00",
     p.encode(READY, 0),

@@ -34,7 +34,8 @@ def test_report_png_and_html(tmp_path, capsys):
     for shown in ("vww_96_int8.tflite", "8c1f9a02d4e6b7c3", "WRONG_SAMPLE_SIZE (7)", "holdout",
                   "80.0%", "552 (3 skipped)", "FINISHED", "of 262,144 B", "instructions/step"):
         assert shown in page, shown
-    assert capsys.readouterr().out.splitlines() == [f"wrote {png}", f"wrote {png.with_suffix('.html')}"]
+    wrote = [f"wrote {png}", f"wrote {png.with_suffix('.html')}"]
+    assert capsys.readouterr().out.splitlines() == wrote
 
 
 def test_report_of_a_cut_run_defaults_beside_the_log(tmp_path):

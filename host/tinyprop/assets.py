@@ -127,7 +127,8 @@ def resolve_dataset(flag_path: str | os.PathLike | None = None) -> Path:
     raise TinypropError(
         f"no dataset given and ${ASSETS_ENV} is not set; vww-mini has no public download: pass a "
         "folder with person/ and non_person/ images (e.g. built from COCO with "
-        f"datasets/build_vww_from_coco.py), or set ${ASSETS_ENV} to a folder holding {DATASET_SUBDIR}/"
+        f"datasets/build_vww_from_coco.py), or set ${ASSETS_ENV} to a folder holding "
+        f"{DATASET_SUBDIR}/"
     )
 
 

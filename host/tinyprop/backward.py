@@ -123,7 +123,7 @@ class ReferenceTrainer:
         vals = {g.inputs[0]: np.asarray(x, np.int8).reshape(g.input.shape)}
         for ti in self.values:
             vals[ti] = self.values[ti]
-        for op, p in zip(g.ops[: upto + 1], self.params[: upto + 1]):
+        for op, p in zip(g.ops[: upto + 1], self.params[: upto + 1], strict=True):
             vals[op.outputs[0]] = run_op(g, op, p, vals)  # vals holds the trained copies
         return vals
 
@@ -143,7 +143,9 @@ class ReferenceTrainer:
         if not np.isfinite(loss):
             self.step += 1
             return StepResult(float(loss), pred, label, True, zq)
-        root = lambda t: prog.alias.get(t, t)
+        def root(t: int) -> int:
+            return prog.alias.get(t, t)
+
         grads = {root(zt.index): dz.reshape(zt.shape)}
         for k in prog.backward_order():
             self._backward_op(k, vals, grads, root)

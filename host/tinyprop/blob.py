@@ -141,7 +141,7 @@ def plan_inference(graph: Graph) -> tuple[dict[int, int], int]:
     bufs = [Buffer(f"t{r}", graph.tensors[r].size, *life[r], 0 if r == in_root else None)
             for r in roots]
     offsets, total = plan_memory(bufs)
-    placed = dict(zip(roots, offsets))
+    placed = dict(zip(roots, offsets, strict=True))
     return {t.index: placed[alias.get(t.index, t.index)] for t in graph.tensors
             if alias.get(t.index, t.index) in placed}, total
 
@@ -209,7 +209,8 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
         tensors += TENSOR.pack(DTYPES[t.dtype], len(t.shape), flags, 0, *dims, scale, zp, offset,
                                t.size * DTYPE_SIZE[DTYPES[t.dtype]], scales_off, params_off,
                                n_scales, 0)
-    ops = b"".join(_op_record(graph, op, p, data, train) for op, p in zip(graph.ops, params))
+    ops = b"".join(_op_record(graph, op, p, data, train)
+                    for op, p in zip(graph.ops, params, strict=True))
     sections = [(b"TENS", bytes(tensors)), (b"OPS ", ops), (b"DATA", bytes(data.buf)),
                 (b"NAME", graph.name.encode()[:63])]
     train_arena = params_bytes = 0

@@ -175,7 +175,7 @@ def report_rows(prog: TrainProgram) -> list[dict]:
     """One row per op up to the logits: what it updates, the parameter bytes it holds in RAM,
     and its buffers in the training arena (kind, bytes, lifetime in schedule steps, offset)."""
     bufs: dict[int, list[dict]] = {}
-    for b, off in zip(prog.buffers, prog.buffer_offsets):
+    for b, off in zip(prog.buffers, prog.buffer_offsets, strict=True):
         bufs.setdefault(_buffer_owner(prog, b.name), []).append({
             "name": b.name, "kind": _buffer_kind(prog, b), "bytes": b.size, "first": b.first,
             "last": b.last, "offset": off})

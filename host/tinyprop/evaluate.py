@@ -28,7 +28,7 @@ def scores(labels: Sequence[int], predictions: Sequence[int],
     confusion = np.zeros((k, k), np.int64)
     np.add.at(confusion, (labels, predictions), 1)
     per_class = {name: (float(confusion[i, i] / row.sum()) if row.sum() else None)
-                 for i, (name, row) in enumerate(zip(classes, confusion))}
+                 for i, (name, row) in enumerate(zip(classes, confusion, strict=True))}
     n = len(labels)
     return {"accuracy": float(np.trace(confusion) / n) if n else None, "per_class": per_class,
             "confusion": confusion.tolist(), "n": n}

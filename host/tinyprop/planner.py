@@ -85,5 +85,6 @@ def check_plan(buffers: list[Buffer], offsets: list[int], total: int) -> None:
         for j in range(i + 1, len(buffers)):
             b = buffers[j]
             if b.size and a.overlaps(b):
-                disjoint = (offsets[i] + a.size <= offsets[j]) or (offsets[j] + b.size <= offsets[i])
+                disjoint = (offsets[i] + a.size <= offsets[j]
+                            or offsets[j] + b.size <= offsets[i])
                 assert disjoint, (a, b, offsets[i], offsets[j])

@@ -31,7 +31,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # Compiler each board's Makefile needs, and the Debian package that provides it.
 TOOLCHAINS = {
     "qemu-m4": ("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
-    "rv32-virt": ("riscv64-unknown-elf-gcc", "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"),
+    "rv32-virt": ("riscv64-unknown-elf-gcc",
+                  "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"),
     "host": ("gcc", "gcc libc6-dev"),
 }
 
@@ -131,7 +132,8 @@ class BoardRun:
 
 
 class QemuRun(BoardRun):
-    """QEMU running an emulated board's ELF. The guest starts when the first client connects to `.url`."""
+    """QEMU running an emulated board's ELF. The guest starts when the first client connects to
+    `.url`."""
 
     def __init__(self, proc: subprocess.Popen, timeout: float, port: int, workdir: Path) -> None:
         super().__init__(proc, timeout)

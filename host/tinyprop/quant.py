@@ -110,7 +110,8 @@ def softmax_params(beta: float, input_scale: float) -> tuple[int, int, int]:
     real = min(beta * input_scale * (1 << (31 - SOFTMAX_DIFF_INT_BITS)), (1 << 31) - 1.0)
     mult, shift = quantize_multiplier(real)
     radius = math.floor(
-        1.0 * ((1 << SOFTMAX_DIFF_INT_BITS) - 1) * (1 << (31 - SOFTMAX_DIFF_INT_BITS)) / (1 << shift)
+        1.0 * ((1 << SOFTMAX_DIFF_INT_BITS) - 1) * (1 << (31 - SOFTMAX_DIFF_INT_BITS))
+        / (1 << shift)
     )
     return mult, shift, -radius
 
@@ -193,7 +194,7 @@ def softmax_int8(x: np.ndarray, mult: int, left_shift: int, diff_min: int) -> np
     out = np.empty(x.shape, np.int8)
     flat_in = x.reshape(-1, x.shape[-1])
     flat_out = out.reshape(-1, x.shape[-1])
-    for row_in, row_out in zip(flat_in, flat_out):
+    for row_in, row_out in zip(flat_in, flat_out, strict=True):
         mx = int(row_in.max())
         exps = []
         total = 0

@@ -152,7 +152,7 @@ class Forward:
     def run(self, x: np.ndarray, keep: bool = False) -> np.ndarray | dict[int, np.ndarray]:
         g = self.graph
         values = {g.inputs[0]: np.asarray(x, np.int8).reshape(g.input.shape)}
-        for op, p in zip(g.ops, self.params):
+        for op, p in zip(g.ops, self.params, strict=True):
             values[op.outputs[0]] = run_op(g, op, p, values)
         return values if keep else values[g.outputs[0]]
 

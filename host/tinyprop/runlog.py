@@ -209,7 +209,9 @@ class RunState:
         self.accuracy_windowed.append(self.accuracy_window)
 
     def _count_confusion(self, label: Any, prediction: Any) -> None:
-        if not isinstance(label, int) or not isinstance(prediction, int) or label < 0 or prediction < 0:
+        if not (isinstance(label, int) and isinstance(prediction, int)):
+            return
+        if label < 0 or prediction < 0:
             return
         self._grow_confusion(max(label, prediction) + 1)
         self.confusion[label][prediction] += 1

@@ -124,7 +124,8 @@ def from_json(graph: Graph, path: Path) -> SparseScheme:
     try:
         spec = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
-        raise TinypropError(f"{path}: cannot read scheme JSON ({exc}); see docs/training.md")
+        raise TinypropError(
+            f"{path}: cannot read scheme JSON ({exc}); see docs/training.md") from exc
     weighted = [op.index for op in graph.weighted_ops()]
     s = SparseScheme(Path(path).stem)
     for i in weighted[len(weighted) - int(spec.get("bias_last", 0)):] if spec.get(

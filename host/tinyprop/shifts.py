@@ -43,7 +43,8 @@ def _rng(key: str) -> np.random.Generator:
 
 
 def gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
-    """Separable Gaussian blur of a float H x W (x C) image, radius ceil(3 sigma), edges mirrored."""
+    """Separable Gaussian blur of a float H x W (x C) image, radius ceil(3 sigma), edges
+    mirrored."""
     radius = max(1, int(np.ceil(3.0 * sigma)))
     t = np.arange(-radius, radius + 1, dtype=np.float64)
     kernel = np.exp(-0.5 * (t / sigma) ** 2)

@@ -127,7 +127,8 @@ class _Reader:
         getattr(self, "opt_" + kind.lower())(raw, op, tensors)
         act = op.options.get("activation", "NONE")
         if act not in ACTIVATIONS:
-            raise self.fail(i, kind, f"fused activation {act} not supported; use NONE, RELU or RELU6")
+            raise self.fail(i, kind,
+                            f"fused activation {act} not supported; use NONE, RELU or RELU6")
         return op
 
     def check_types(self, op: Op, tensors: list[Tensor]) -> None:
@@ -228,7 +229,8 @@ class _Reader:
         ti = tensors[op.inputs[0]]
         axes = sorted(int(a) % 4 for a in np.atleast_1d(axes_t.data)) if axes_t.is_const else None
         if len(ti.shape) != 4 or axes != [1, 2]:
-            raise self.fail(op.index, op.kind, f"axes {axes} of a {len(ti.shape)}-D input; tinyprop "
+            raise self.fail(op.index, op.kind,
+                            f"axes {axes} of a {len(ti.shape)}-D input; tinyprop "
                             "supports MEAN over H and W of an NHWC tensor")
         op.options = dict(keep_dims=bool(o.KeepDims()))
 

@@ -243,7 +243,7 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
     in_name = f"a{root(graph.inputs[0])}"
     buffers = [Buffer(n, sizes[n], *life[n], 0 if n == in_name else None) for n in names]
     offsets, total = plan_memory(buffers)
-    where = dict(zip(names, offsets))
+    where = dict(zip(names, offsets, strict=True))
     act_offset = {t.index: where[f"a{root(t.index)}"] for t in tens if f"a{root(t.index)}" in where}
     grad_offset = {t.index: where[f"g{root(t.index)}"] for t in tens
                    if f"g{root(t.index)}" in where}

@@ -235,7 +235,8 @@ def classes_panel(state: RunState) -> Text:
     for i, row in enumerate(state.confusion):
         text.append(f"{names[i]:<{name_width}}", style="dim")
         for j, count in enumerate(row):
-            text.append(f"{count:>{cell}}", style="bold green" if i == j else "red" if count else "")
+            style = "bold green" if i == j else "red" if count else ""
+            text.append(f"{count:>{cell}}", style=style)
         text.append("\n")
     return text
 
@@ -251,7 +252,7 @@ def memory_panel(state: RunState, width: int) -> Text:
     scale = sram or total or 1
     bar_width = max(6, width - 30)
     text = Text()
-    colors = dict(zip(MEMORY_PARTS, ("blue", "magenta", "yellow", "cyan")))
+    colors = dict(zip(MEMORY_PARTS, ("blue", "magenta", "yellow", "cyan"), strict=True))
     for part in MEMORY_PARTS:
         text.append(f"{part:<10} ", style="dim")
         if memory.get(part) is None:
@@ -261,7 +262,8 @@ def memory_panel(state: RunState, width: int) -> Text:
         text.append(bar(used / scale, bar_width), style=colors[part])
         text.append(f" {used:>8,} B\n")
     text.append(f"{'total':<10} ", style="bold")
-    text.append(bar(total / scale, bar_width), style="red" if sram and total > sram else "bold green")
+    over = sram and total > sram
+    text.append(bar(total / scale, bar_width), style="red" if over else "bold green")
     text.append(f" {total:>8,} B\n", style="bold")
     if sram:
         text.append(f"of SRAM {sram:,} B: {fmt_pct(total / sram)} used", style="dim")
@@ -327,7 +329,8 @@ def event_line(state: RunState, event: dict) -> str | None:
     if kind == "start":
         return "start " + identity_text(state).plain.strip() + f"  steps {state.steps_total}"
     if kind == "eval":
-        per_class = ", ".join(f"{k} {fmt_pct(v)}" for k, v in (event.get("per_class") or {}).items())
+        per_class = ", ".join(f"{k} {fmt_pct(v)}"
+                              for k, v in (event.get("per_class") or {}).items())
         return (
             f"eval {event.get('split', '')} @step {event.get('step', '?')}: accuracy "
             f"{fmt_pct(event.get('accuracy'))}" + (f" ({per_class})" if per_class else "")

@@ -62,7 +62,8 @@ def _plot_loss(ax, state: RunState) -> None:
     ax.scatter(steps[~above], losses[~above], s=4, color="0.6", label="loss of each sample")
     if above.any():
         ax.scatter(steps[above], np.full(above.sum(), top), s=14, marker="^", color="0.4",
-                   clip_on=False, label=f"{above.sum()} above the axis (max {np.nanmax(losses):.2f})")
+                   clip_on=False,
+                   label=f"{above.sum()} above the axis (max {np.nanmax(losses):.2f})")
     ax.plot(state.step_numbers, state.loss_ema, color="C0", lw=2,
             label=f"smoothed (EMA α={state.ema_alpha:g})")
     ax.set(title="training loss (cross-entropy, before each update)", xlabel="step",
@@ -186,7 +187,8 @@ def identity_rows(state: RunState) -> list[tuple[str, str]]:
         rows.append(("memory used", f"{state.memory_total:,} B{of_sram}"))
     if state.counter_mean is not None:
         rows.append((f"{state.counter_unit}/step", f"{state.counter_mean:,.0f} (mean)"))
-    rows += [("status", state.status + (f": {state.disconnect_text}" if state.disconnected else ""))]
+    cut = f": {state.disconnect_text}" if state.disconnected else ""
+    rows += [("status", state.status + cut)]
     for key, value in summary.items():
         if key not in ("type", "time"):
             shown = f"{value:.4g}" if isinstance(value, float) and math.isfinite(value) else value
