@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
-    for verb, module in VERBS.items():
+    for module in VERBS.values():
         try:
             mod = importlib.import_module(f"tinyprop.commands.{module}")
         except ModuleNotFoundError as exc:
