@@ -74,7 +74,8 @@ def write_bulk_file(path: str | Path, inputs: np.ndarray, labels) -> int:
     """Write samples for BULK_OPEN: per sample one label byte, then the int8 input bytes.
     Returns the number of samples."""
     inputs = np.asarray(inputs, np.int8).reshape(len(labels), -1)
-    records = (bytes([int(label) & 0xFF]) + x.tobytes() for x, label in zip(inputs, labels))
+    records = (bytes([int(label) & 0xFF]) + x.tobytes()
+               for x, label in zip(inputs, labels, strict=True))
     Path(path).write_bytes(b"".join(records))
     return len(labels)
 

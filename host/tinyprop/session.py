@@ -236,7 +236,7 @@ class DeviceEngine:
         """A `sample_eval` event (prediction, counter) for each sample, in order."""
         if self._bulk_store(self.EVAL_FILE, xs, ys):
             return [self.device.evaluate_bulk(i) for i in range(len(xs))]
-        return [self.device.classify(x, int(y)) for x, y in zip(xs, ys)]
+        return [self.device.classify(x, int(y)) for x, y in zip(xs, ys, strict=True)]
 
     def board_status(self) -> str:
         """How the board process tinyprop started ended ("" while it runs, or not ours)."""
