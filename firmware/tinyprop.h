@@ -43,16 +43,19 @@ typedef enum {
 typedef struct {
     uint32_t arena_infer; /* arena bytes for inference only */
     uint32_t arena_train; /* arena bytes for a training step (0: no training program) */
-    uint32_t params;      /* bytes of trainable parameters (and optimizer state) */
+    uint32_t params;      /* bytes of the params region: trainable parameters, then any
+                             optimizer state */
     uint32_t input_bytes;
     uint32_t n_classes;
-    uint32_t model_id; /* CRC32 of the source .tflite */
-    uint32_t blob_id;  /* CRC32 stored in the blob's trailer */
+    uint32_t model_id;  /* CRC32 of the source .tflite */
+    uint32_t blob_id;   /* CRC32 stored in the blob's trailer */
+    uint32_t optimizer; /* bytes of optimizer state at the end of the params region: one float32
+                           velocity per trained parameter (convert --momentum); 0: plain SGD */
 } tp_requirements;
 
 typedef struct {
     float lr;        /* SGD learning rate */
-    float momentum;  /* 0: plain SGD (no optimizer state) */
+    float momentum;  /* in [0, 1); non-zero needs the blob's optimizer state (req.optimizer) */
     uint32_t seed;   /* stochastic rounding generator */
     uint32_t flags;  /* TP_HP_* */
 } tp_hparams;
@@ -97,7 +100,7 @@ tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirement
 tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint8_t *arena,
                           uint32_t arena_len, uint8_t *params, uint32_t params_len);
 
-/* Restore the trainable parameters to the blob's values (no training lost elsewhere). */
+/* Restore the trainable parameters to the blob's values and zero the optimizer state. */
 tp_status tp_reset_params(tp_session *s);
 
 /* The model's int8 input tensor inside the arena: write a sample here before a call. */

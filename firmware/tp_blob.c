@@ -110,7 +110,7 @@ static tp_status check_tensor(const tp_session *v, const tp_tensor *t)
         if (t->dtype != TP_DT_INT32) {
             return TP_ERR_BLOB_INVALID;
         }
-        if (!within(t->params_offset, t->size, v->req.params)) {
+        if (!within(t->params_offset, t->size, v->req.params - v->req.optimizer)) {
             return TP_ERR_BLOB_BOUNDS;
         }
     }
@@ -278,7 +278,8 @@ static tp_status check_held(const tp_session *v, const tp_op *op)
     if (held == 0u) {
         return TP_ERR_BLOB_INVALID;
     }
-    return within(op->held_params, (uint64_t)held * (w.size / n_ch), v->req.params)
+    return within(op->held_params, (uint64_t)held * (w.size / n_ch),
+                  v->req.params - v->req.optimizer)
                ? TP_OK
                : TP_ERR_BLOB_BOUNDS;
 }
@@ -349,7 +350,15 @@ static tp_status parse(tp_session *v, const uint8_t *blob, uint32_t len)
     v->logits = tp_rd_u16(blob + 36);
     v->req.n_classes = tp_rd_u16(blob + 38);
     v->req.blob_id = tp_rd_u32(blob + total - TP_CRC_SIZE);
+    v->req.optimizer = tp_rd_u32(blob + 40);
     if (v->req.arena_infer > 0x7FFFFFFFu) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    /* optimizer state: float32s at the end of the params region, after the parameters (which
+     * end 4-aligned), and only with a training program, which says how many (tp_train_check) */
+    if (v->req.optimizer > v->req.params || (v->req.optimizer & 3u) != 0u ||
+        ((v->req.params - v->req.optimizer) & 3u) != 0u ||
+        (v->req.optimizer != 0u && v->train == NULL)) {
         return TP_ERR_BLOB_INVALID;
     }
     for (i = 0; i < v->n_tensors; i++) {

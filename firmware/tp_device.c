@@ -431,13 +431,18 @@ static void on_sample(const tp_host_msg *m, int train)
 static void on_set_hparams(const tp_host_msg *m)
 {
     tp_hparams hp;
-    float lr = m->u.hparams.lr;
+    float lr = m->u.hparams.lr, mom = m->u.hparams.momentum;
     if (!(lr >= 0.0f && lr <= 1e30f)) {
         send_error(m->seq, TP_ERR_BAD_ARGUMENT, "lr must be finite and >= 0");
         return;
     }
-    if (m->u.hparams.momentum != 0.0f) {
-        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "momentum is not supported: send 0");
+    if (!(mom >= 0.0f && mom < 1.0f)) {
+        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "momentum must be in [0, 1)");
+        return;
+    }
+    if (mom != 0.0f && dev.s.req.optimizer == 0u) {
+        send_error(m->seq, TP_ERR_BAD_ARGUMENT,
+                   "momentum needs optimizer state in the blob: convert it with --momentum");
         return;
     }
     if (m->u.hparams.flags & ~(uint32_t)TP_HPARAM_FLAG_QAS) {
@@ -445,7 +450,7 @@ static void on_set_hparams(const tp_host_msg *m)
         return;
     }
     hp.lr = lr;
-    hp.momentum = 0.0f;
+    hp.momentum = mom;
     hp.seed = m->u.hparams.seed;
     hp.flags = (m->u.hparams.flags & TP_HPARAM_FLAG_QAS) ? 0u : TP_HP_NO_QAS;
     tp_set_hparams(&dev.s, &hp);

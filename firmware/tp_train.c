@@ -91,9 +91,16 @@ static int in_range(uint32_t off, uint32_t size, uint32_t limit)
     return off <= limit && size <= limit - off;
 }
 
+/* Bytes of the params region before the optimizer state: the parameters. */
+static uint32_t param_bytes(const tp_session *s)
+{
+    return s->req.params - s->req.optimizer;
+}
+
 tp_status tp_train_check(const tp_session *s)
 {
     uint32_t n_t, n_ops, j, i;
+    uint64_t velocities = 0; /* trained parameters: one float32 velocity each under momentum */
     tp_op last;
     if (s->train == NULL) {
         return TP_OK;
@@ -182,9 +189,11 @@ tp_status tp_train_check(const tp_session *s)
             row = tw.size / n_out;
         }
         if ((t.flags & F_BIAS) && (op.inputs[2] == TP_NONE16 ||
-                                   !in_range(t.bias_params, 4u * n_out, s->req.params))) {
+                                   !in_range(t.bias_params, 4u * n_out, param_bytes(s)))) {
             return TP_ERR_BLOB_BOUNDS;
         }
+        velocities += (t.flags & F_BIAS) ? n_out : 0u;
+        velocities += (t.flags & F_WEIGHT) ? (uint64_t)t.n_sel * row : 0u;
         if (t.flags & F_WEIGHT) {
             uint32_t held = 0;
             for (i = 0; i < n_out; i++) {
@@ -200,6 +209,10 @@ tp_status tp_train_check(const tp_session *s)
                 return TP_ERR_BLOB_INVALID;
             }
         }
+    }
+    /* optimizer state, when there is any, is exactly one velocity per trained parameter */
+    if (s->req.optimizer != 0u && 4u * velocities != s->req.optimizer) {
+        return TP_ERR_BLOB_INVALID;
     }
     return TP_OK;
 }
@@ -257,6 +270,7 @@ typedef struct {
     uint32_t n_out, row_len;
     float *dy;
     uint32_t key; /* stochastic rounding key of this step */
+    uint8_t *velocity; /* this op's float32 velocities (biases, then held rows), or NULL */
 } bctx;
 
 static float *grad_of(tp_session *s, uint32_t tensor, uint32_t elems)
@@ -395,6 +409,23 @@ static void weight_grad_row(const bctx *c, const int8_t *xin, uint32_t o, float 
     }
 }
 
+/* Classical momentum on velocity i and the real-valued gradient g: v = m * v + g (two
+ * float32 roundings, no FMA), stored back; returns v, which the update then scales exactly
+ * like a plain SGD gradient (QAS included). Without optimizer state (velocity NULL) the update
+ * is plain SGD on g. memcpy: the caller's params region may have any alignment. */
+static float momentum_step(const bctx *c, uint32_t i, float g)
+{
+    float v, mv;
+    if (c->velocity == NULL) {
+        return g;
+    }
+    memcpy(&v, c->velocity + 4u * i, 4u);
+    mv = c->s->hp.momentum * v;
+    v = mv + g;
+    memcpy(c->velocity + 4u * i, &v, 4u);
+    return v;
+}
+
 static void update_params(bctx *c, float lr, int qas)
 {
     tp_session *s = c->s;
@@ -412,7 +443,7 @@ static void update_params(bctx *c, float lr, int qas)
             for (p = 0; p < positions; p++) {
                 db = db + c->dy[p * c->n_out + o];
             }
-            step = lr * db;
+            step = lr * momentum_step(c, o, db);
             delta = qas ? -(step / (seff * s_x)) : -(step * (sw * s_x));
             v = (int64_t)tp_rd_i32(b + 4u * o) +
                 stochastic_round(delta, uniform01(c->key, c->t.bias_params + 4u * o), 1e9f);
@@ -425,6 +456,7 @@ static void update_params(bctx *c, float lr, int qas)
     }
     if (c->t.flags & F_WEIGHT) {
         float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * c->row_len);
+        uint32_t v0 = (c->t.flags & F_BIAS) ? c->n_out : 0u; /* first weight velocity */
         const int8_t *xin = (const int8_t *)tp_arena_at(
             s, tp_train_act_offset(s, c->op.inputs[0]), c->tin.size);
         for (o = 0; o < c->n_out; o++) { /* held rows, in channel order */
@@ -438,7 +470,7 @@ static void update_params(bctx *c, float lr, int qas)
             for (k = 0; k < c->row_len; k++) {
                 uint32_t off = c->op.held_params + r * c->row_len + k;
                 int8_t *w = (int8_t *)(s->params + off);
-                float step = lr * row[k];
+                float step = lr * momentum_step(c, v0 + r * c->row_len + k, row[k]);
                 float delta = qas ? -(step / seff) : -(step * sw);
                 int32_t nv = (int32_t)*w + stochastic_round(delta, uniform01(c->key, off), 256.0f);
                 *w = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
@@ -483,7 +515,9 @@ static void pool_grad(const bctx *c, float *dx)
     }
 }
 
-static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key)
+/* *v_end: velocities not yet handed out, counted from the region's end (ops run descending,
+ * velocities are laid out ascending). */
+static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_t *v_end)
 {
     bctx c;
     uint32_t i, n;
@@ -563,6 +597,11 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key)
         }
     }
     if (c.t.flags & (F_BIAS | F_WEIGHT)) {
+        if (s->req.optimizer != 0u) { /* counts checked by tp_train_check */
+            *v_end -= ((c.t.flags & F_BIAS) ? c.n_out : 0u) +
+                      ((c.t.flags & F_WEIGHT) ? c.t.n_sel * c.row_len : 0u);
+            c.velocity = s->params + param_bytes(s) + 4u * *v_end;
+        }
         update_params(&c, s->hp.lr, (s->hp.flags & TP_HP_NO_QAS) == 0u);
     }
 }
@@ -612,8 +651,10 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     if (label < 0 || (uint32_t)label >= n_cls) {
         return TP_ERR_BAD_LABEL;
     }
-    if (!(s->hp.lr >= 0.0f && s->hp.lr <= 1e30f)) {
-        return TP_ERR_ARG;
+    if (!(s->hp.lr >= 0.0f && s->hp.lr <= 1e30f) ||
+        !(s->hp.momentum >= 0.0f && s->hp.momentum < 1.0f) ||
+        (s->hp.momentum != 0.0f && s->req.optimizer == 0u)) {
+        return TP_ERR_ARG; /* momentum needs the optimizer state (convert --momentum) */
     }
     first = tp_rd_u16(s->train);
     last = tp_rd_u16(s->train + 2);
@@ -668,10 +709,11 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     }
     {
         uint32_t key = fmix32(s->hp.seed + s->step * 0x85EBCA77u);
+        uint32_t v_end = s->req.optimizer / 4u;
         for (k = last + 1; k-- > first;) {
             const uint8_t *rec = tp_train_op_of(s, k);
             if (rec != NULL) {
-                backward_op(s, rec, key);
+                backward_op(s, rec, key, &v_end);
             }
         }
     }
@@ -724,6 +766,7 @@ tp_status tp_copy_params(tp_session *s)
     if (s->params == NULL) {
         return TP_OK;
     }
+    memset(s->params + param_bytes(s), 0, s->req.optimizer); /* momentum starts at rest */
     for (i = 0; i < s->n_tensors; i++) { /* biases, held whole */
         tp_tensor t;
         tp_decode_tensor(s->tensors, i, &t);

@@ -9,6 +9,12 @@ Bit-exactness across NumPy and C rests on three rules:
   already in the gradient buffer (seqsum below, np.add.accumulate is sequential);
 - random numbers for stochastic rounding are a hash of (seed, step, parameter offset), so
   they do not depend on loop order.
+
+Momentum (a blob converted with --momentum holds one float32 velocity per trained parameter
+after the params): v = m * v + g on the real-valued gradient g, two float32 roundings, then the
+update scales v exactly as plain SGD scales g (QAS, stochastic rounding). QAS converts a
+real-valued step into integer units, so the real-valued parameters follow classical momentum
+SGD: theta_real -= lr * v.
 """
 
 from __future__ import annotations
@@ -89,13 +95,18 @@ class ReferenceTrainer:
     """The training state (trainable parameters) and one training step, in NumPy."""
 
     def __init__(self, program: TrainProgram, lr: float = 0.01, seed: int = 0,
-                 qas: bool = True):
+                 qas: bool = True, momentum: float = 0.0):
+        program.check_momentum(momentum)
         self.prog = program
         self.graph: Graph = program.graph
         self.params = all_op_params(self.graph)
         self.lr = f32(lr)
         self.seed = seed & M32
         self.qas = qas
+        self.momentum = f32(momentum)
+        # None: plain SGD, the blob has no optimizer state
+        self.velocity = (np.zeros(program.optimizer_bytes // 4, f32)
+                         if program.optimizer_bytes else None)
         self.step = 0
         self.probe: dict | None = None  # budget.calibration_grad_norms: record, do not update
         self.values = {}  # tensor index -> current trainable array
@@ -108,10 +119,15 @@ class ReferenceTrainer:
 
     # -- state --
     def params_bytes(self) -> bytes:
-        return self.prog.pack_params(self.values)
+        """The params region as the device holds it: parameters, then any velocities."""
+        v = b"" if self.velocity is None else self.velocity.astype("<f4").tobytes()
+        return self.prog.pack_params(self.values) + v
 
     def load_params(self, raw: bytes) -> None:
         self.values.update(self.prog.unpack_params(raw))
+        if self.velocity is not None:
+            self.velocity = np.frombuffer(raw, "<f4", len(self.velocity),
+                                          self.prog.params_bytes).astype(f32)
 
     def _const(self, ti: int) -> np.ndarray:
         return self.values.get(ti, self.graph.tensors[ti].data)
@@ -270,6 +286,17 @@ class ReferenceTrainer:
             sq[np.array(t.channels)] = np.sum(rows * rows, axis=1)
             entry[1] = sq if entry[1] is None else entry[1] + sq
 
+    def _momentum(self, first: int, grad: np.ndarray) -> np.ndarray:
+        """v = m * v + g for the velocities from index `first` on (grad's shape); returns v, or
+        g itself without optimizer state."""
+        if self.velocity is None:
+            return grad
+        n = grad.size
+        v = (self.momentum * self.velocity[first : first + n].reshape(grad.shape)).astype(f32)
+        v = (v + grad).astype(f32)
+        self.velocity[first : first + n] = v.reshape(-1)
+        return v
+
     def _update(self, k, op, p, t, w, s_w, dy, vals) -> None:
         if self.probe is not None:
             return self._record(k, op, p, t, dy, vals)
@@ -279,7 +306,7 @@ class ReferenceTrainer:
         if t.flags & F_BIAS:
             db = seqsum(dy.reshape(-1, t.n_out), 0)
             s_x = f32(g.tensors[op.inputs[0]].s)
-            step = (self.lr * db).astype(f32)
+            step = (self.lr * self._momentum(t.velocity, db)).astype(f32)
             if self.qas:
                 delta = -(step / (s_eff * s_x))
             else:
@@ -291,7 +318,8 @@ class ReferenceTrainer:
         if t.flags & F_WEIGHT:
             rows = self._weight_grad_rows(op, p, t, dy, vals)
             sel = np.array(t.channels)
-            step = (self.lr * rows).astype(f32)
+            first = t.velocity + (t.n_out if t.flags & F_BIAS else 0)
+            step = (self.lr * self._momentum(first, rows)).astype(f32)
             if self.qas:
                 delta = -(step / s_eff[sel][:, None])
             else:

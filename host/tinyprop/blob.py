@@ -90,6 +90,7 @@ class Blob:
     ops: list[BlobOp]
     sections: dict[str, bytes] = field(default_factory=dict)
     raw: bytes = b""
+    optimizer_bytes: int = 0  # momentum state at the end of the params region (params_bytes)
 
     def data(self, offset: int, n: int, dtype) -> np.ndarray:
         d = self.sections["DATA"]
@@ -213,12 +214,13 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
                     for op, p in zip(graph.ops, params, strict=True))
     sections = [(b"TENS", bytes(tensors)), (b"OPS ", ops), (b"DATA", bytes(data.buf)),
                 (b"NAME", graph.name.encode()[:63])]
-    train_arena = params_bytes = 0
+    train_arena = params_bytes = optimizer_bytes = 0
     if meta is not None:  # host-side facts (source model, scheme); the firmware skips it
         sections.append((b"META", json.dumps(meta, sort_keys=True).encode()))
     if train is not None:
         sections.append((b"TRAN", train.pack()))
-        train_arena, params_bytes = train.arena_bytes, train.params_bytes
+        train_arena, params_bytes = train.arena_bytes, train.region_bytes
+        optimizer_bytes = train.optimizer_bytes
     logits = graph.logits_op().outputs[0]
     n_classes = graph.tensors[logits].size
     body_off = HEADER.size + SECTION.size * len(sections)
@@ -231,7 +233,8 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
     total = body_off + len(payload) + 4
     header = HEADER.pack(MAGIC, VERSION, HEADER.size, total, model_id & 0xFFFFFFFF,
                          len(sections), 0, arena_bytes, train_arena, params_bytes,
-                         graph.inputs[0], graph.outputs[0], logits, n_classes, 0, 0)
+                         graph.inputs[0], graph.outputs[0], logits, n_classes, optimizer_bytes,
+                         0)
     blob = header + bytes(table) + bytes(payload)
     return blob + struct.pack("<I", zlib.crc32(blob))
 
@@ -241,7 +244,7 @@ def read_blob(raw: bytes, name: str = "blob") -> Blob:
     if len(raw) < HEADER.size + 4:
         raise TinypropError(f"{name}: truncated ({len(raw)} bytes); re-run tinyprop convert")
     (magic, version, hsize, total, model_id, n_sec, _flags, arena, train_arena, params_bytes,
-     tin, tout, tlog, n_classes, _r0, _r1) = HEADER.unpack_from(raw)
+     tin, tout, tlog, n_classes, optimizer_bytes, _r1) = HEADER.unpack_from(raw)
     if magic != MAGIC:
         raise TinypropError(f"{name}: not a tinyprop blob (bad magic); run tinyprop convert")
     if version != VERSION:
@@ -272,7 +275,7 @@ def read_blob(raw: bytes, name: str = "blob") -> Blob:
                           f[11], f[12], (f[13], f[14]), (f[15], f[16]), (f[17], f[18]),
                           (f[19], f[20]), f[21], f[22], f[23], f[24], f[25], f[26], f[27]))
     return Blob(model_id, arena, train_arena, params_bytes, tin, tout, tlog, n_classes, tensors,
-                ops, sections, bytes(raw))
+                ops, sections, bytes(raw), optimizer_bytes)
 
 
 def c_header(blob: bytes, symbol: str = "tp_model_blob") -> str:

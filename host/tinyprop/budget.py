@@ -3,10 +3,11 @@
 A budget is the board's SRAM for the firmware (`--budget 256KB` on a 256 KB part). The firmware
 itself needs a reserve of it: its own .data/.bss outside the arena and the params region, and its
 stack. What is left, budget - reserve, is the limit for what tinyprop plans: arena_peak +
-trainable_bytes. The default reserve, 24 KB, is the qemu-m4 firmware as linked: a 16 KB stack
-(measured peak 1,216 B) and about 3.7 KB of static RAM, with margin; a firmware built with a
-smaller stack passes `--reserve` (e.g. `--budget 64KB --reserve 8KB`), and `--reserve 0` makes
-the budget a limit on arena + trainable alone.
+trainable_bytes + optimizer_bytes (momentum's velocities, with `convert --momentum`). The
+default reserve, 24 KB, is the qemu-m4 firmware as linked: a 16 KB stack (measured peak
+1,216 B) and about 3.7 KB of static RAM, with margin; a firmware built with a smaller stack
+passes `--reserve` (e.g. `--budget 64KB --reserve 8KB`), and `--reserve 0` makes the budget a
+limit on arena + trainable alone.
 
 `auto` grows a scheme from the classifier backwards, one candidate at a time (a layer's bias,
 then its weights at 1/8, 1/4, 1/2 or all output channels), always taking the candidate with the
@@ -80,13 +81,15 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) 
 
 
 def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_RESERVE,
-                max_layers: int = 12) -> tuple[SparseScheme, TrainProgram]:
+                max_layers: int = 12, momentum: bool = False) -> tuple[SparseScheme, TrainProgram]:
+    """The greedy scheme under `budget`; with `momentum` every trained parameter also costs
+    its float32 velocity."""
     limit = budget - reserve
     weighted = [op.index for op in graph.weighted_ops()]
     norms = calibration_grad_norms(graph, samples) if samples else None
     scheme = _with_classifier(graph, SparseScheme(f"auto@{budget // 1024}KB"))
-    prog = build_program(graph, scheme)
-    if prog.arena_bytes + prog.params_bytes > limit:  # even the classifier alone does not fit
+    prog = build_program(graph, scheme, momentum)
+    if prog.memory_bytes > limit:  # even the classifier alone does not fit
         raise over_budget(prog, budget, reserve)
     cls = graph.logits_op().index
     # Biases of every layer are candidates (cheap to hold; their cost is the backward reach,
@@ -129,11 +132,11 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
                     gain = benefit(i, "w", ch) - (benefit(i, "w", t.channels) if t.channels
                                                   else 0.0)
                     t.channels = ch
-                p = build_program(graph, trial)
-                cost = p.arena_bytes + p.params_bytes
+                p = build_program(graph, trial, momentum)
+                cost = p.memory_bytes
                 if cost > limit or gain <= 0:
                     continue
-                extra = max(cost - (prog.arena_bytes + prog.params_bytes), 1)
+                extra = max(cost - prog.memory_bytes, 1)
                 score = gain / extra
                 if best is None or score > best[0]:
                     best = (score, trial, p)
@@ -144,16 +147,19 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
 
 def over_budget(prog: TrainProgram, budget: int, reserve: int) -> TinypropError:
     parts = breakdown(prog)
-    total = prog.arena_bytes + prog.params_bytes + reserve
+    total = prog.memory_bytes + reserve
     detail = ", ".join(f"{k} {v:,} B" for k, v in parts.items() if v)
+    optimizer = (f" + optimizer (momentum) {prog.optimizer_bytes:,} B" if prog.optimizer_bytes
+                 else "")
     auto = prog.scheme.name.startswith("auto")
     smallest = " (the smallest auto scheme: the classifier alone)" if auto else ""
     fix = "" if auto else "a smaller scheme (e.g. bias-last:N, last:1), "
     return TinypropError(
         f"--budget {budget:,} B: scheme {prog.scheme.describe()}{smallest} needs {total:,} B = "
-        f"arena_peak {prog.arena_bytes:,} B ({detail}) + trainable {prog.params_bytes:,} B + "
-        f"static/stack reserve {reserve:,} B, {total - budget:,} B over; choose {fix}a larger "
-        "--budget, or a smaller --reserve if your firmware's static RAM and stack are smaller")
+        f"arena_peak {prog.arena_bytes:,} B ({detail}) + trainable {prog.params_bytes:,} B"
+        f"{optimizer} + static/stack reserve {reserve:,} B, {total - budget:,} B over; choose "
+        f"{fix}a larger --budget, or a smaller --reserve if your firmware's static RAM and stack "
+        "are smaller" + (", or no --momentum" if prog.optimizer_bytes else ""))
 
 
 def _buffer_owner(prog: TrainProgram, name: str) -> int:

@@ -36,11 +36,14 @@ class TrainingBlob:
         return self.graph.tensors[self.graph.logits_op().outputs[0]].size
 
 
-def make_blob(model: Path, scheme: SparseScheme) -> TrainingBlob:
+def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False) -> TrainingBlob:
+    """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
-    program = build_program(graph, scheme)
+    program = build_program(graph, scheme, momentum)
     meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json()}
+    if momentum:  # only then: a blob without optimizer state stays as it always was
+        meta["momentum"] = True
     blob = pack_blob(graph, zlib.crc32(raw), train=program, meta=meta)
     return TrainingBlob(graph, program, blob, Path(model))
 
@@ -61,7 +64,7 @@ def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
     if zlib.crc32(src.read_bytes()) != info.model_id:
         raise TinypropError(f"{path}: was converted from another model than {src}; pass the "
                             "original with --model or re-run tinyprop convert")
-    tb = make_blob(src, scheme_from_dict(meta["scheme"]))
+    tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")))
     if tb.blob != raw:
         raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "
                             "another tinyprop version?); re-run tinyprop convert")
@@ -73,10 +76,11 @@ class ReferenceEngine:
 
     name = "reference"
 
-    def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True):
+    def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True,
+                 momentum: float = 0.0):
         from .backward import ReferenceTrainer
 
-        self.trainer = ReferenceTrainer(tb.program, lr=lr, seed=seed, qas=qas)
+        self.trainer = ReferenceTrainer(tb.program, lr=lr, seed=seed, qas=qas, momentum=momentum)
 
     def set_lr(self, lr: float) -> None:
         self.trainer.lr = np.float32(lr)
@@ -109,7 +113,8 @@ class NativeEngine:
 
     name = "host"
 
-    def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True):
+    def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True,
+                 momentum: float = 0.0):
         from . import native
 
         self.native = native
@@ -127,7 +132,7 @@ class NativeEngine:
         self._session = ctypes.create_string_buffer(lib.tp_session_size())
         self._check(lib.tp_session_init(self._session, self._raw, len(tb.blob), self._arena,
                                         len(self._arena), self._params, req.params))
-        self._hp = _HParams(lr, 0.0, seed & 0xFFFFFFFF, 0 if qas else 1)
+        self._hp = _HParams(lr, momentum, seed & 0xFFFFFFFF, 0 if qas else 1)
         lib.tp_set_hparams(self._session, ctypes.byref(self._hp))
         self.result = native.Result()
         self.step_offset = 0
@@ -181,7 +186,8 @@ class DeviceEngine:
 
     TRAIN_FILE, EVAL_FILE = "train.bin", "eval.bin"
 
-    def __init__(self, spec: str, tb: TrainingBlob, lr: float, seed: int, qas: bool = True):
+    def __init__(self, spec: str, tb: TrainingBlob, lr: float, seed: int, qas: bool = True,
+                 momentum: float = 0.0):
         import contextlib
         import tempfile
 
@@ -191,8 +197,8 @@ class DeviceEngine:
         self._stack = contextlib.ExitStack()
         self.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
         self.device = self._stack.enter_context(open_board(spec, tb.blob, self.workdir))
-        self.device.set_hparams(lr, seed, qas)
-        self._seed, self._qas = seed, qas
+        self._seed, self._qas, self._momentum = seed, qas, momentum
+        self.set_lr(lr)
         self.counter_unit = self.device.counter_unit
         self.bulk = False  # the training set is in the bulk store
         self._open_file: str | None = None  # the bulk file the board has open
@@ -214,7 +220,7 @@ class DeviceEngine:
             self._open_file = name
 
     def set_lr(self, lr: float) -> None:
-        self.device.set_hparams(lr, self._seed, self._qas)
+        self.device.set_hparams(lr, self._seed, self._qas, self._momentum)
 
     def prepare(self, xs: np.ndarray, ys: np.ndarray) -> None:
         """Put the training set in the board's bulk store if it has one."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import TinypropError
 from .graph import Graph
 from .planner import Buffer, plan_memory
 from .scheme import SparseScheme
@@ -44,6 +45,9 @@ class TrainOp:
     weight_params: int = NONE32
     row_len: int = 0
     n_out: int = 0
+    # momentum: index of the op's first float32 velocity (its biases', then its held rows' in
+    # row order); velocities follow the params layout, op by op in ascending order
+    velocity: int = 0
 
 
 @dataclass
@@ -63,6 +67,26 @@ class TrainProgram:
     alias: dict[int, int]
     # weight tensor index -> (output channels held in RAM, ascending; depthwise?)
     held_rows: dict[int, tuple[list[int], bool]] = field(default_factory=dict)
+    # momentum: one float32 velocity per trained parameter, after the params in their region
+    optimizer_bytes: int = 0
+
+    @property
+    def region_bytes(self) -> int:
+        """The params region the device keeps across steps: parameters, then optimizer state."""
+        return self.params_bytes + self.optimizer_bytes
+
+    @property
+    def memory_bytes(self) -> int:
+        """What a budget must hold: the training arena's peak and the params region."""
+        return self.arena_bytes + self.region_bytes
+
+    def check_momentum(self, momentum: float, name: str = "the blob") -> None:
+        """Refuse a momentum outside [0, 1), or a non-zero one without optimizer state."""
+        if not 0.0 <= momentum < 1.0:
+            raise TinypropError(f"--momentum {momentum}: must be in [0, 1), e.g. 0.9")
+        if momentum and not self.optimizer_bytes:
+            raise TinypropError(f"--momentum {momentum}: {name} has no optimizer state; convert "
+                                "it with tinyprop convert --momentum, or train without momentum")
 
     def backward_order(self) -> list[int]:
         return [k for k in range(self.logits, self.first - 1, -1) if k in self.ops]
@@ -133,7 +157,9 @@ def _align4(n: int) -> int:
     return (n + 3) // 4 * 4
 
 
-def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
+def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False) -> TrainProgram:
+    """The program of `scheme` on `graph`; `momentum` plans a float32 velocity per trained
+    parameter (the optimizer state, after the params in their region)."""
     tens = graph.tensors
     L = graph.logits_op().index
     E = scheme.earliest()
@@ -160,7 +186,7 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
             depends.get(i, False) for i in act_inputs(op))
 
     ops: dict[int, TrainOp] = {}
-    params_off = 0
+    params_off = n_velocity = 0
     trainable: dict[int, int] = {}
     held: dict[int, tuple[list[int], bool]] = {}
     for op in graph.ops[E : L + 1]:
@@ -178,11 +204,13 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
             w = tens[op.inputs[1]]
             t.n_out = w.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else w.shape[0]
             t.row_len = w.size // t.n_out
+            t.velocity = n_velocity
             if lu.bias and len(op.inputs) > 2 and op.inputs[2] >= 0:
                 t.flags |= F_BIAS
                 t.bias_params = params_off
                 trainable[op.inputs[2]] = params_off
                 params_off += 4 * t.n_out
+                n_velocity += t.n_out
             if lu.weights:
                 t.flags |= F_WEIGHT
                 t.channels = sorted(lu.channels)
@@ -191,6 +219,7 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
                 trainable[op.inputs[1]] = params_off
                 held[op.inputs[1]] = (t.channels, op.kind == "DEPTHWISE_CONV_2D")
                 params_off = _align4(params_off + len(t.channels) * t.row_len)
+                n_velocity += len(t.channels) * t.row_len
             if t.flags & (F_BIAS | F_WEIGHT):
                 s = w.scale.astype(np.float32)
                 t.scale_floor = float(np.float32(SCALE_FLOOR_FRACTION) * np.median(s))
@@ -251,4 +280,5 @@ def build_program(graph: Graph, scheme: SparseScheme) -> TrainProgram:
         t.mask_offset = where.get(f"m{k}", NONE32)
         t.scratch_offset = where.get(f"s{k}", NONE32)
     return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, buffers, offsets,
-                        total, params_off, trainable, alias, held)
+                        total, params_off, trainable, alias, held,
+                        4 * n_velocity if momentum else 0)

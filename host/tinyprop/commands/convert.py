@@ -43,14 +43,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calib", type=Path, help="dataset dir: calibration samples for --scheme auto")
     p.add_argument("--calib-shift", default="none",
                    help="sensor shift applied to the calibration samples (the target camera)")
+    p.add_argument("--momentum", action="store_true",
+                   help="reserve SGD momentum's optimizer state: a float32 velocity per trained "
+                   "parameter, counted in the budget (then train --momentum 0.9)")
     p.add_argument("--report", action="store_true", help="print the per-layer memory table")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
     p.set_defaults(func=run)
 
 
 def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
-          reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none"):
-    """(graph, program, blob bytes) for a model and a scheme spec; shared by demo and bench."""
+          reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
+          momentum: bool = False):
+    """(graph, program, blob bytes) for a model and a scheme spec; shared by demo and bench.
+    `momentum` plans the optimizer state (one float32 velocity per trained parameter)."""
     graph = read_tflite(model)
     budget_b = parse_budget(budget) if budget else None
     reserve_b = reserve if isinstance(reserve, int) else parse_budget(reserve, "--reserve")
@@ -65,13 +70,13 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
                                    shift=calib_shift)
             n = CALIB_SAMPLES
             samples = [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // n))][:n]
-        sch, prog = auto_scheme(graph, budget_b, samples, reserve_b)
+        sch, prog = auto_scheme(graph, budget_b, samples, reserve_b, momentum=momentum)
     else:
         sch = parse_scheme(graph, scheme)
-        prog = build_program(graph, sch)
-        if budget_b is not None and prog.arena_bytes + prog.params_bytes > budget_b - reserve_b:
+        prog = build_program(graph, sch, momentum)
+        if budget_b is not None and prog.memory_bytes > budget_b - reserve_b:
             raise over_budget(prog, budget_b, reserve_b)
-    tb = make_blob(model, sch)
+    tb = make_blob(model, sch, momentum)
     return tb.graph, tb.program, tb.blob
 
 
@@ -79,8 +84,8 @@ def figures(graph, prog, blob: bytes) -> dict:
     _, infer_arena = plan_inference(graph)
     consts = sum(t.data.nbytes for t in graph.tensors if t.is_const)
     return {"scheme": prog.scheme.describe(), "arena_peak": prog.arena_bytes,
-            "trainable_bytes": prog.params_bytes,
-            "total": prog.arena_bytes + prog.params_bytes, "inference_arena": infer_arena,
+            "trainable_bytes": prog.params_bytes, "optimizer_bytes": prog.optimizer_bytes,
+            "total": prog.memory_bytes, "inference_arena": infer_arena,
             "flash_bytes": len(blob), "constant_bytes": consts,
             "breakdown": breakdown(prog), "schedule": schedule(prog),
             "layers": report_rows(prog)}
@@ -103,12 +108,19 @@ def print_report(fig: dict) -> None:
     print(fig["schedule"]["legend"])
     parts = ", ".join(f"{k} {v:,}" for k, v in fig["breakdown"].items() if v)
     print(f"totals: arena_peak {fig['arena_peak']:,} B (at its peak step: {parts}); "
-          f"trainable {fig['trainable_bytes']:,} B; arena + trainable {fig['total']:,} B")
+          f"trainable {fig['trainable_bytes']:,} B;{_optimizer(fig)} arena + trainable"
+          f"{' + optimizer' if fig['optimizer_bytes'] else ''} {fig['total']:,} B")
+
+
+def _optimizer(fig: dict) -> str:
+    """The optimizer state's part of a totals line ("" without --momentum)."""
+    n = fig["optimizer_bytes"]
+    return f" optimizer (momentum velocities) {n:,} B;" if n else ""
 
 
 def run(args: argparse.Namespace) -> int:
     graph, prog, blob = build(args.model, args.scheme, args.budget, args.calib, args.reserve,
-                              args.calib_shift)
+                              args.calib_shift, args.momentum)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(blob)
     if args.header:
@@ -117,8 +129,9 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         print_report(fig)
     print(f"{args.output}: {len(blob):,} bytes, scheme {fig['scheme']}")
+    opt = f" + optimizer {fig['optimizer_bytes']:,} B" if fig["optimizer_bytes"] else ""
     print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"
-          f" = {fig['total']:,} B; inference arena {fig['inference_arena']:,} B")
+          f"{opt} = {fig['total']:,} B; inference arena {fig['inference_arena']:,} B")
     if args.report_json:
         args.report_json.write_text(json.dumps(fig, indent=2))
     return 0

@@ -42,6 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", choices=SCHEDULES, default="linear",
                    help="lr over the run: linear decay to 0 at the last step (default), or "
                    "constant")
+    p.add_argument("--momentum", type=float, default=0.0,
+                   help="SGD momentum in [0, 1), e.g. 0.9 (default 0: plain SGD); needs a blob "
+                   "converted with --momentum")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-qas", action="store_true", help="ablation: no quantization-aware scaling")
     p.add_argument("--shift", default="none", help="sensor shift applied to the data (none, "
@@ -56,16 +59,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def open_engine(board: str, tb: TrainingBlob, lr: float, seed: int, qas: bool):
+def open_engine(board: str, tb: TrainingBlob, lr: float, seed: int, qas: bool,
+                momentum: float = 0.0):
     if not np.isfinite(lr) or lr < 0:
         raise TinypropError(f"--lr {lr}: must be a finite number >= 0")
     if board == "reference":
-        return ReferenceEngine(tb, lr, seed, qas)
+        return ReferenceEngine(tb, lr, seed, qas, momentum)
     if board == "host":
-        return NativeEngine(tb, lr, seed, qas)
+        return NativeEngine(tb, lr, seed, qas, momentum)
     from ..session import DeviceEngine
 
-    return DeviceEngine(board, tb, lr, seed, qas)
+    return DeviceEngine(board, tb, lr, seed, qas, momentum)
 
 
 def _checkpoint_path(args) -> Path:
@@ -104,9 +108,11 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
     hello = {"type": "start", "board": engine.name, "model": tb.source.name,
              "blob_id": f"{crc:08x}", "classes": CLASSES[: tb.classes], "steps_total": total,
              "scheme": tb.program.scheme.name, "lr": args.lr, "schedule": args.schedule,
-             "seed": args.seed,
+             "seed": args.seed, "momentum": args.momentum,
+             # trainable: the params region (runlog.md), optimizer state included as a board
+             # reports it
              "memory_plan": {"arena_peak": tb.program.arena_bytes,
-                             "trainable": tb.program.params_bytes}}
+                             "trainable": tb.program.region_bytes}}
     device = getattr(engine, "device", None)
     if device is not None:  # a board says what its counter counts and its SRAM (runlog.md)
         hello.update(counter_unit=device.counter_unit, sram=device.ready.sram_bytes)
@@ -127,7 +133,7 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
               "loss": r["loss"], "skipped": r["skipped"]}
         mem = dict(r.get("memory", {}))
         mem.setdefault("arena_peak", tb.program.arena_bytes)
-        mem.setdefault("trainable", tb.program.params_bytes)
+        mem.setdefault("trainable", tb.program.region_bytes)
         ev["memory"] = mem
         if r.get("counter") is not None:
             ev["counter"] = r["counter"]
@@ -188,11 +194,12 @@ def run(args: argparse.Namespace) -> int:
     from ..datasets import load_split
 
     tb = load_blob(args.blob, args.model)
+    tb.program.check_momentum(args.momentum, str(args.blob))
     t_in = tb.graph.input
     xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, shift=args.shift)
     check_samples(tb, xs, ys, args.data)
     total = args.steps if args.steps is not None else len(xs) * (args.epochs or 1)
-    engine = open_engine(args.board, tb, args.lr, args.seed, not args.no_qas)
+    engine = open_engine(args.board, tb, args.lr, args.seed, not args.no_qas, args.momentum)
     start = 0
     try:
         if hasattr(engine, "prepare"):
