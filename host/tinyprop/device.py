@@ -126,9 +126,10 @@ class Device:
     def counter_unit(self) -> str:
         return COUNTER_UNITS.get(self._require_ready().counter_unit, "?")
 
-    def set_hparams(self, lr: float, seed: int = 0, qas: bool = True) -> None:
+    def set_hparams(self, lr: float, seed: int = 0, qas: bool = True,
+                    momentum: float = 0.0) -> None:
         flags = HparamFlags.QAS if qas else 0
-        self.link.request(SetHparams(lr, 0.0, seed & 0xFFFFFFFF, flags), Ack, self.timeout)
+        self.link.request(SetHparams(lr, momentum, seed & 0xFFFFFFFF, flags), Ack, self.timeout)
 
     def write_input(self, x: np.ndarray) -> None:
         """Send one sample's int8 input tensor in chunks."""

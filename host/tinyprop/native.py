@@ -49,7 +49,8 @@ class NativeError(TinypropError):
 
 class Requirements(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint32) for name in (
-        "arena_infer", "arena_train", "params", "input_bytes", "n_classes", "model_id", "blob_id")]
+        "arena_infer", "arena_train", "params", "input_bytes", "n_classes", "model_id", "blob_id",
+        "optimizer")]
 
 
 class Result(ctypes.Structure):
