@@ -4,6 +4,9 @@
 #
 #   APP=device    (default) the device main loop: tp_device_main() in firmware/tp_device.c
 #   APP=selftest  the HAL self-test, boards/qemu-m4/selftest.c (tp_selftest_main)
+#   APP=selftrain the self-training run, boards/apps/selftrain.c (tp_selftrain_main): needs BLOB
+#                 and SAMPLES=path/to/samples header (tinyprop.boards.write_samples_header); it
+#                 replaces the device loop, so firmware/tp_device.c is left out of the build
 #   APP=<file.c> APP_ENTRY=<function>   any other application
 #
 #   BLOB=path/to/model_tpb.h   compile that model blob header into the device firmware (flash);
@@ -30,6 +33,15 @@ else ifeq ($(APP),selftest)
   APP_SRC := $(ROOT)/boards/qemu-m4/selftest.c
   APP_ENTRY := tp_selftest_main
   PROG := selftest
+else ifeq ($(APP),selftrain)
+  APP_SRC := $(ROOT)/boards/apps/selftrain.c
+  APP_ENTRY := tp_selftrain_main
+  PROG := selftrain
+  ifneq ($(filter path,$(MAKECMDGOALS)),path)
+    ifeq ($(and $(BLOB),$(SAMPLES)),)
+      $(error APP=selftrain needs BLOB=<model header> and SAMPLES=<samples header>)
+    endif
+  endif
 else
   APP_SRC := $(abspath $(APP))
   PROG := $(basename $(notdir $(APP)))
@@ -43,10 +55,19 @@ ifneq ($(BLOB),)
   PROG := $(PROG)-$(BLOB_TAG)
   BLOB_CFLAGS := -DTP_MODEL_HEADER='"$(abspath $(BLOB))"'
 endif
+# SAMPLES: the same for the samples header (build/samples/<tag>/samples.h -> PROG-BLOB_TAG-tag)
+ifneq ($(SAMPLES),)
+  SAMPLES_TAG ?= $(notdir $(patsubst %/,%,$(dir $(abspath $(SAMPLES)))))
+  PROG := $(PROG)-$(SAMPLES_TAG)
+  BLOB_CFLAGS += -DTP_SAMPLES_HEADER='"$(abspath $(SAMPLES))"'
+endif
 
 BUILD := $(ROOT)/build/$(BOARD)
 OBJ_DIR := $(BUILD)/obj-$(PROG)
 FIRMWARE_SRCS := $(sort $(wildcard $(ROOT)/firmware/*.c))
+ifeq ($(APP),selftrain) # the device loop would define the compiled-in blob a second time
+  FIRMWARE_SRCS := $(filter-out %/tp_device.c,$(FIRMWARE_SRCS))
+endif
 INCLUDES := -I$(ROOT)/firmware -I$(ROOT)/boards/$(BOARD)
 # Same numerics on every board: no fused multiply-add, so floats match the host reference.
 COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \

@@ -1,0 +1,273 @@
+/*
+ * selftrain.c - a self-training run that needs no host: the model blob and a few labelled
+ * samples are compiled in, and the results are text lines on the board link, so a person on a
+ * serial monitor, or a Wokwi scenario (boards/esp32/scenario.yaml), can follow and check them.
+ * Portable: it uses only tp_board.h and the core (tinyprop.h, tp_crc32 from tp_proto.h).
+ *
+ * Build: TP_MODEL_HEADER names the blob header (tinyprop.boards.write_blob_header), and
+ * TP_SAMPLES_HEADER the samples header (tinyprop.boards.write_samples_header: samples, labels,
+ * steps, learning rate, seed). `make -C boards/qemu-m4 APP=selftrain BLOB=... SAMPLES=...`;
+ * on an Arduino board, -DTP_APP_SELFTRAIN (platformio.ini's esp32dev-wokwi env).
+ *
+ * Output, one line each ("%08x" is 8 hex digits, losses also as their float32 bits):
+ *
+ *   selftrain ready board <name> sram <bytes> blob <%08x> samples <n> steps <k>
+ *   eval before correct <c>/<n>
+ *   step <i> loss <decimal> bits <%08x> pred <p> label <y>      (k lines, samples in turn)
+ *   eval after correct <c>/<n>
+ *   metrics loss <first pass mean> -> <last pass mean> accuracy <before>/<n> -> <after>/<n>
+ *   params crc32 <%08x> selftrain ok
+ *
+ * The run passes (exit status 0, "selftrain ok") when the mean loss of the last pass over the
+ * samples is below that of the first pass and the accuracy did not drop; otherwise the last
+ * line is "selftrain failed: <why>" and the exit status is 1. A core error ends the run with
+ * "selftrain error <status name> ..." and the status code as exit status.
+ */
+#include <stdint.h>
+#include <string.h>
+
+/* tinyprop.h (tp_status) and tp_proto.h (ERROR codes) both name TP_ERR_NOT_LOADED: the core's
+ * is renamed here, as in tp_device.c, so the two headers can meet. */
+#define TP_ERR_NOT_LOADED TP_STATUS_NOT_LOADED
+#include "tinyprop.h"
+#undef TP_ERR_NOT_LOADED
+#include "tp_board.h"
+#include "tp_proto.h"
+
+#include TP_MODEL_HEADER
+#include TP_SAMPLES_HEADER
+
+#include "selftrain.h"
+
+#if TP_SELFTRAIN_STEPS < TP_SAMPLES_COUNT
+#error "the run needs at least one pass over the samples (TP_SELFTRAIN_STEPS >= TP_SAMPLES_COUNT)"
+#endif
+
+/* The memory the blob asks for, static unless the board provides it (see selftrain.h). */
+#ifdef TP_SELFTRAIN_BOARD_BUFFERS
+const uint32_t tp_selftrain_arena_bytes = TP_MODEL_ARENA_BYTES;
+const uint32_t tp_selftrain_params_bytes = TP_MODEL_PARAMS_BYTES;
+#define ARENA tp_selftrain_arena
+#define PARAMS tp_selftrain_params
+#else
+/* 8-byte aligned: the arena holds float gradients, the params int32 biases. */
+static union {
+    uint64_t align;
+    uint8_t bytes[TP_MODEL_ARENA_BYTES];
+} arena;
+static union {
+    uint64_t align;
+    uint8_t bytes[TP_MODEL_PARAMS_BYTES];
+} params;
+#define ARENA arena.bytes
+#define PARAMS params.bytes
+#endif
+
+/* A line is built here and sent whole (snprintf would pull malloc into newlib-nano builds). */
+static struct {
+    char text[120];
+    uint32_t n;
+} line;
+
+static void put(const char *s)
+{
+    while (*s != '\0' && line.n < sizeof line.text) {
+        line.text[line.n++] = *s++;
+    }
+}
+
+static void put_u32(uint32_t v)
+{
+    char digits[10];
+    uint32_t n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10u);
+        v /= 10u;
+    } while (v > 0);
+    while (n > 0 && line.n < sizeof line.text) {
+        line.text[line.n++] = digits[--n];
+    }
+}
+
+static void put_hex32(uint32_t v)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int shift = 28; shift >= 0; shift -= 4) {
+        char c[2] = {hex[(v >> shift) & 0xfu], '\0'};
+        put(c);
+    }
+}
+
+/* A finite, non-negative float with 4 decimals (a loss); for reading only: the bits are exact. */
+static void put_decimal(float v)
+{
+    if (!(v >= 0.0f && v < 4.0e9f)) {
+        put(v != v ? "nan" : "out-of-range");
+        return;
+    }
+    uint32_t whole = (uint32_t)v;
+    uint32_t frac = (uint32_t)((v - (float)whole) * 10000.0f + 0.5f);
+    if (frac >= 10000u) { /* rounded up into the next whole number */
+        whole += 1u;
+        frac -= 10000u;
+    }
+    put_u32(whole);
+    put(".");
+    for (uint32_t scale = 1000u; scale > 0u; scale /= 10u) {
+        char c[2] = {(char)('0' + frac / scale % 10u), '\0'};
+        put(c);
+    }
+}
+
+static uint32_t float_bits(float v)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
+
+static void send(void)
+{
+    put("\n");
+    (void)tp_board_write((const uint8_t *)line.text, line.n); /* nowhere to report a failure */
+    line.n = 0;
+}
+
+/* Report a core error (what failed, its status name) and return its code as exit status. */
+static int fail(const char *what, tp_status st)
+{
+    put("selftrain error ");
+    put(tp_status_name(st));
+    put(" in ");
+    put(what);
+    send();
+    return (int)st;
+}
+
+static void load_sample(tp_session *s, uint32_t i)
+{
+    memcpy(tp_input(s), tp_selftrain_samples + (size_t)i * TP_SAMPLES_INPUT_BYTES,
+           TP_SAMPLES_INPUT_BYTES);
+}
+
+/* Infer every sample, print "eval <when> correct c/n" and return c (or a negative status). */
+static int32_t evaluate(tp_session *s, const char *when)
+{
+    uint32_t correct = 0;
+    for (uint32_t i = 0; i < TP_SAMPLES_COUNT; ++i) {
+        tp_result r;
+        load_sample(s, i);
+        tp_status st = tp_infer(s, &r);
+        if (st != TP_OK) {
+            return -(int32_t)fail("tp_infer", st);
+        }
+        correct += r.prediction == (int32_t)tp_selftrain_labels[i];
+    }
+    put("eval ");
+    put(when);
+    put(" correct ");
+    put_u32(correct);
+    put("/");
+    put_u32(TP_SAMPLES_COUNT);
+    send();
+    return (int32_t)correct;
+}
+
+int tp_selftrain_main(void)
+{
+    static tp_session s;
+    tp_requirements req;
+    if (tp_board_init() != TP_BOARD_OK) {
+        return 1;
+    }
+    tp_status st = tp_blob_requirements(tp_model_blob, tp_model_blob_len, &req);
+    if (st == TP_OK && req.input_bytes != TP_SAMPLES_INPUT_BYTES) {
+        st = TP_ERR_BAD_INPUT; /* samples made for another model */
+    }
+    if (st != TP_OK) {
+        return fail("the compiled-in blob", st);
+    }
+    st = tp_session_init(&s, tp_model_blob, tp_model_blob_len, ARENA, TP_MODEL_ARENA_BYTES,
+                         PARAMS, TP_MODEL_PARAMS_BYTES);
+    if (st != TP_OK) {
+        return fail("tp_session_init", st);
+    }
+    const tp_hparams hp = {TP_SELFTRAIN_LR, 0.0f, TP_SELFTRAIN_SEED, 0u};
+    tp_set_hparams(&s, &hp);
+
+    put("selftrain ready board ");
+    put(tp_board_name());
+    put(" sram ");
+    put_u32(tp_board_sram_bytes());
+    put(" blob ");
+    put_hex32(req.blob_id);
+    put(" samples ");
+    put_u32(TP_SAMPLES_COUNT);
+    put(" steps ");
+    put_u32(TP_SELFTRAIN_STEPS);
+    send();
+
+    int32_t before = evaluate(&s, "before");
+    if (before < 0) {
+        return (int)-before;
+    }
+    /* Mean loss of the first and of the last pass over the samples: learning shows as a drop. */
+    float first = 0.0f, last = 0.0f;
+    uint32_t last_from = TP_SELFTRAIN_STEPS - TP_SAMPLES_COUNT;
+    for (uint32_t i = 0; i < TP_SELFTRAIN_STEPS; ++i) {
+        uint32_t k = i % TP_SAMPLES_COUNT;
+        tp_result r;
+        load_sample(&s, k);
+        st = tp_train_step(&s, (int32_t)tp_selftrain_labels[k], &r);
+        if (st != TP_OK && st != TP_ERR_NONFINITE) { /* a skipped update is shown, not fatal */
+            return fail("tp_train_step", st);
+        }
+        first += i < TP_SAMPLES_COUNT ? r.loss : 0.0f;
+        last += i >= last_from ? r.loss : 0.0f;
+        put("step ");
+        put_u32(i);
+        put(" loss ");
+        put_decimal(r.loss);
+        put(" bits ");
+        put_hex32(float_bits(r.loss));
+        put(" pred ");
+        put_u32((uint32_t)r.prediction);
+        put(" label ");
+        put_u32((uint32_t)r.label);
+        put(r.skipped ? " skipped" : "");
+        send();
+    }
+    int32_t after = evaluate(&s, "after");
+    if (after < 0) {
+        return (int)-after;
+    }
+    first /= (float)TP_SAMPLES_COUNT;
+    last /= (float)TP_SAMPLES_COUNT;
+    put("metrics loss ");
+    put_decimal(first);
+    put(" -> ");
+    put_decimal(last);
+    put(" accuracy ");
+    put_u32((uint32_t)before);
+    put("/");
+    put_u32(TP_SAMPLES_COUNT);
+    put(" -> ");
+    put_u32((uint32_t)after);
+    put("/");
+    put_u32(TP_SAMPLES_COUNT);
+    send();
+
+    if (!(last < first)) {
+        put("selftrain failed: the loss did not fall");
+    } else if (after < before) {
+        put("selftrain failed: the accuracy dropped");
+    } else {
+        put("params crc32 ");
+        put_hex32(tp_crc32(0, PARAMS, req.params));
+        put(" selftrain ok");
+        send();
+        return 0;
+    }
+    send();
+    return 1;
+}
