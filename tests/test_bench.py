@@ -1,0 +1,15 @@
+"""The bench's TFLite Micro measurement: the smallest arena its interpreter runs VWW in, found by
+bisection, is the README's baseline, and tinyprop's planned inference arena is well under it."""
+
+from __future__ import annotations
+
+from tinyprop.blob import plan_inference
+from tinyprop.commands.bench import tflm_arena
+from tinyprop.tflite_reader import read_tflite
+
+
+def test_tflm_smallest_arena_for_vww(vww_model_path):
+    tflm = tflm_arena(vww_model_path)
+    assert 100_000 < tflm < 110_000  # 103,672 B with tflite-micro's x86-64 Python interpreter
+    ours = plan_inference(read_tflite(vww_model_path))[1]
+    assert ours == 55_296 and ours < 0.55 * tflm
