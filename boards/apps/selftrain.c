@@ -15,13 +15,15 @@
  *   eval before correct <c>/<n>
  *   step <i> loss <decimal> bits <%08x> pred <p> label <y>      (k lines, samples in turn)
  *   eval after correct <c>/<n>
- *   metrics loss <first pass mean> -> <last pass mean> accuracy <before>/<n> -> <after>/<n>
- *   params crc32 <%08x> selftrain ok
+ *   selftrain ok: loss <first pass mean> -> <last pass mean>, accuracy <before>/<n> -> <after>/<n>,
+ *     params crc32 <%08x>                                        (one line)
  *
  * The run passes (exit status 0, "selftrain ok") when the mean loss of the last pass over the
  * samples is below that of the first pass and the accuracy did not drop; otherwise the last
- * line is "selftrain failed: <why>" and the exit status is 1. A core error ends the run with
- * "selftrain error <status name> ..." and the status code as exit status.
+ * line starts "selftrain failed (<why>)" and the exit status is 1. The verdict and the metrics
+ * share one line: a Wokwi scenario only sees lines printed after its previous wait matched.
+ * A core error ends the run with "selftrain error <status name> in <call>" and the status code
+ * as exit status.
  */
 #include <stdint.h>
 #include <string.h>
@@ -34,6 +36,9 @@
 #include "tp_board.h"
 #include "tp_proto.h"
 
+#if !defined(TP_MODEL_HEADER) || !defined(TP_SAMPLES_HEADER)
+#error "define TP_MODEL_HEADER and TP_SAMPLES_HEADER (boards/apps/selftrain_headers.py writes both)"
+#endif
 #include TP_MODEL_HEADER
 #include TP_SAMPLES_HEADER
 
@@ -65,7 +70,7 @@ static union {
 
 /* A line is built here and sent whole (snprintf would pull malloc into newlib-nano builds). */
 static struct {
-    char text[120];
+    char text[160];
     uint32_t n;
 } line;
 
@@ -243,11 +248,14 @@ int tp_selftrain_main(void)
     }
     first /= (float)TP_SAMPLES_COUNT;
     last /= (float)TP_SAMPLES_COUNT;
-    put("metrics loss ");
+    int passed = last < first && after >= before;
+    put(passed ? "selftrain ok" : "selftrain failed");
+    put(!(last < first) ? " (the loss did not fall)" : after < before ? " (accuracy dropped)" : "");
+    put(": loss ");
     put_decimal(first);
     put(" -> ");
     put_decimal(last);
-    put(" accuracy ");
+    put(", accuracy ");
     put_u32((uint32_t)before);
     put("/");
     put_u32(TP_SAMPLES_COUNT);
@@ -255,19 +263,8 @@ int tp_selftrain_main(void)
     put_u32((uint32_t)after);
     put("/");
     put_u32(TP_SAMPLES_COUNT);
+    put(", params crc32 ");
+    put_hex32(tp_crc32(0, PARAMS, req.params));
     send();
-
-    if (!(last < first)) {
-        put("selftrain failed: the loss did not fall");
-    } else if (after < before) {
-        put("selftrain failed: the accuracy dropped");
-    } else {
-        put("params crc32 ");
-        put_hex32(tp_crc32(0, PARAMS, req.params));
-        put(" selftrain ok");
-        send();
-        return 0;
-    }
-    send();
-    return 1;
+    return passed ? 0 : 1;
 }

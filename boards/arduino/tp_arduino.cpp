@@ -14,7 +14,11 @@ static struct {
 
 void tp_arduino_run(void)
 {
+#ifdef TP_APP_SELFTRAIN
+    tp_board_exit(tp_selftrain_main());
+#else
     tp_board_exit(tp_device_main());
+#endif
 }
 
 extern "C" int tp_board_init(void)

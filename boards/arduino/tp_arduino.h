@@ -13,12 +13,16 @@ extern "C" {
 #include "tp_device.h"
 #include "tp_proto.h"
 }
+#ifdef TP_APP_SELFTRAIN
+#include "../apps/selftrain.h"
+#endif
 
 /* Serial speed; platformio.ini's monitor_speed matches it. */
 #define TP_ARDUINO_BAUD 115200
 
 /* Open the serial link, run the device loop (which never returns on a real board: the link
- * never closes) and halt if it does. Call from setup(). */
+ * never closes) and halt if it does. Call from setup(). Built with TP_APP_SELFTRAIN, it runs
+ * the self-training application (boards/apps/selftrain.c) instead and halts when it ends. */
 void tp_arduino_run(void);
 
 #endif /* TP_ARDUINO_H */

@@ -4,6 +4,9 @@
  * DRAM segment; platformio.ini builds with TP_DEVICE_BOARD_BUFFERS), the parameter store as a
  * LittleFS file in the flash's data partition (the default NVS partition, 20 KB, is too small
  * for a 67 KB record). The serial link and counter are boards/arduino/tp_arduino.cpp.
+ * Built with TP_APP_SELFTRAIN (env esp32dev-wokwi) it runs the self-training application
+ * (boards/apps/selftrain.c, what boards/esp32/scenario.yaml checks in Wokwi) instead of the
+ * device loop, with its arena and params from the heap too.
  */
 #include <Arduino.h>
 #include <LittleFS.h>
@@ -15,8 +18,13 @@
 #define STORE_TMP_PATH "/tinyprop.tmp"
 #define BOOT_LINE "tinyprop esp32: device loop"
 
+#ifdef TP_APP_SELFTRAIN
+uint8_t *tp_selftrain_arena;
+uint8_t *tp_selftrain_params;
+#else
 uint8_t *tp_device_arena;
 uint8_t *tp_device_record;
+#endif
 
 static bool store_ready;
 
@@ -92,20 +100,32 @@ extern "C" uint32_t tp_board_stack_peak(void)
     return (uint32_t)(getArduinoLoopTaskStackSize() - uxTaskGetStackHighWaterMark(NULL));
 }
 
+static uint8_t *heap_buffer(uint32_t bytes)
+{
+    return static_cast<uint8_t *>(heap_caps_aligned_alloc(8, bytes, MALLOC_CAP_8BIT));
+}
+
 void setup()
 {
     Serial.begin(TP_ARDUINO_BAUD);
-    tp_device_arena = static_cast<uint8_t *>(
-        heap_caps_aligned_alloc(8, tp_device_arena_bytes, MALLOC_CAP_8BIT));
-    tp_device_record = static_cast<uint8_t *>(
-        heap_caps_aligned_alloc(8, tp_device_record_bytes, MALLOC_CAP_8BIT));
-    if (tp_device_arena == NULL || tp_device_record == NULL) {
-        Serial.println("tinyprop esp32: not enough heap for the arena and params record");
+#ifdef TP_APP_SELFTRAIN /* the self-training run (platformio.ini's esp32dev-wokwi env) */
+    tp_selftrain_arena = heap_buffer(tp_selftrain_arena_bytes);
+    tp_selftrain_params = heap_buffer(tp_selftrain_params_bytes);
+    bool buffers = tp_selftrain_arena != NULL && tp_selftrain_params != NULL;
+#else
+    tp_device_arena = heap_buffer(tp_device_arena_bytes);
+    tp_device_record = heap_buffer(tp_device_record_bytes);
+    bool buffers = tp_device_arena != NULL && tp_device_record != NULL;
+#endif
+    if (!buffers) {
+        Serial.println("tinyprop esp32: not enough heap for the arena and params");
         tp_board_exit(1);
     }
+#ifndef TP_APP_SELFTRAIN
     /* One text line before the frames (the host's decoder skips it, as it skips the ROM's
-     * boot messages): what boards/esp32/scenario.yaml waits for in Wokwi. */
+     * boot messages), for a person on a serial monitor. */
     Serial.println(BOOT_LINE);
+#endif
     tp_arduino_run();
 }
 

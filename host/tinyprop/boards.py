@@ -89,7 +89,7 @@ def samples_header(
 
 
 def write_samples_header(
-    inputs: np.ndarray, labels: Sequence[int], *, steps: int = 16, lr: float = 0.05,
+    inputs: np.ndarray, labels: Sequence[int], *, steps: int = 16, lr: float = 0.02,
     seed: int = 7,
 ) -> Path:
     """samples_header(...) as build/samples/<crc32 of its text>/samples.h (SAMPLES= of
