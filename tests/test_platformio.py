@@ -74,7 +74,7 @@ def test_pio_lists_the_three_envs_with_platform_and_board():
     config = pio_config()
     envs = {name.removeprefix("env:"): items for name, items in config.items()
             if name.startswith("env:")}
-    assert sorted(envs) == ["esp32dev", "nano33ble", "native"]
+    assert sorted(envs) == ["esp32dev", "esp32dev-wokwi", "nano33ble", "native"]
     assert (envs["nano33ble"]["platform"], envs["nano33ble"]["board"]) == ("nordicnrf52",
                                                                           "nano33ble")
     assert (envs["esp32dev"]["platform"], envs["esp32dev"]["board"]) == ("espressif32",
@@ -93,6 +93,15 @@ def test_pio_lists_the_three_envs_with_platform_and_board():
         assert all((REPO_ROOT / "boards" / folder).is_dir() for folder in folders)
     assert (REPO_ROOT / "monitor" / "filter_tinyprop.py").is_file()
     assert "-DTP_DEVICE_BOARD_BUFFERS" in flags(envs["esp32dev"]["build_flags"])
+    # the Wokwi build: the esp32dev board running the self-training application instead
+    wokwi = envs["esp32dev-wokwi"]
+    assert wokwi["extends"] == ["env:esp32dev"]
+    assert {k: wokwi[k] for k in ("platform", "board", "framework")} == \
+        {k: envs["esp32dev"][k] for k in ("platform", "board", "framework")}
+    assert re.findall(r"\+<([\w-]+)/>", " ".join(wokwi["build_src_filter"])) == \
+        ["esp32", "arduino", "apps"]
+    assert {"-DTP_APP_SELFTRAIN", "-DTP_SELFTRAIN_BOARD_BUFFERS"} <= \
+        set(flags(wokwi["build_flags"]))
     assert Path(config["platformio"]["test_dir"]) == REPO_ROOT / "tests" / "native"
 
 
@@ -222,11 +231,15 @@ void *heap_caps_aligned_alloc(size_t alignment, size_t size, uint32_t caps);
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-@pytest.mark.parametrize("board", ["nano33ble", "esp32"])
-def test_arduino_glue_compiles_against_stub_cores(tmp_path, board):
+@pytest.mark.parametrize("env", ["nano33ble", "esp32dev", "esp32dev-wokwi"])
+def test_arduino_glue_compiles_against_stub_cores(tmp_path, env):
+    """The glue of each env with the defines platformio.ini gives it (esp32dev-wokwi: the
+    self-training path, whose C application is built and run on qemu-m4 by test_selftrain)."""
+    if env == "esp32dev-wokwi" and not PIO.exists():
+        pytest.skip("needs platformio in the venv for the env's defines")
     for name, text in ARDUINO_STUBS.items():
         (tmp_path / name).write_text(text)
-    env = {"nano33ble": "nano33ble", "esp32": "esp32dev"}[board]
+    board = env.split("-")[0].removesuffix("dev")
     defines = [f for f in flags(pio_config()[f"env:{env}"]["build_flags"]) if f.startswith("-D")] \
         if PIO.exists() else []
     if board == "esp32":
