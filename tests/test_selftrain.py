@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -32,11 +33,13 @@ SCRIPT = REPO_ROOT / "boards" / "apps" / "selftrain_headers.py"
 SRAM = 262144
 
 
-def run_selftrain(model_header: Path, samples_header: Path, workdir: Path) -> tuple[int, list[str]]:
-    """Build the application for qemu-m4 with both headers, run it to its end: (status, lines)."""
-    elf = build_firmware("qemu-m4", "selftrain",
+def run_selftrain(model_header: Path, samples_header: Path, workdir: Path,
+                  board: str = "qemu-m4") -> tuple[int, list[str]]:
+    """Build the application for `board` with both headers, run it to its end under QEMU:
+    (exit status, lines)."""
+    elf = build_firmware(board, "selftrain",
                          {"BLOB": str(model_header), "SAMPLES": str(samples_header)})
-    with start_qemu(elf, workdir=workdir, timeout=60) as run:
+    with start_qemu(elf, workdir=workdir, timeout=60, board=board) as run:
         out = b""
         with socket.create_connection(("127.0.0.1", run.port), timeout=60) as sock:
             while chunk := sock.recv(65536):  # the guest starts on connect, ends with QEMU
@@ -70,8 +73,8 @@ def decimal4(v: np.float32) -> str:
     return f"{whole}.{frac:04d}"
 
 
-def expected_lines(program, blob: bytes, run: dict) -> list[str]:
-    """What selftrain.c prints for `run` on qemu-m4, from the NumPy reference."""
+def expected_lines(program, blob: bytes, run: dict, board: str = "qemu-m4") -> list[str]:
+    """What selftrain.c prints for `run` on `board`, from the NumPy reference."""
     ref = ReferenceTrainer(program, run["lr"], run["seed"])
     xs, labels, steps = run["inputs"], run["labels"], run["steps"]
     n = len(labels)
@@ -82,7 +85,7 @@ def expected_lines(program, blob: bytes, run: dict) -> list[str]:
                    for x, y in zip(xs, labels, strict=True))
 
     before = correct()
-    lines = [f"selftrain ready board qemu-m4 sram {SRAM} blob {blob_id(blob):08x} samples {n} "
+    lines = [f"selftrain ready board {board} sram {SRAM} blob {blob_id(blob):08x} samples {n} "
              f"steps {steps}", f"eval before correct {before}/{n}"]
     first = last = np.float32(0)
     for i in range(steps):
@@ -142,6 +145,20 @@ def test_scenario_waits_match_the_output_in_order(vww_run):
         assert found > at + 1, f"{wait!r} matches the line right after the previous wait's"
         at = found
     assert lines[at].startswith("selftrain ok")
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-riscv32") is None
+                    or shutil.which("riscv64-unknown-elf-gcc") is None,
+                    reason="needs qemu-system-misc and gcc-riscv64-unknown-elf (scripts/setup.sh)")
+def test_runs_bit_exact_off_arm_without_fpu(tmp_path):
+    """The same application on rv32-virt (RV32IMC, soft float), a generated model."""
+    model = load_small_model()
+    run = {"inputs": model.inputs, "labels": model.labels.tolist(), "steps": 16, "lr": 0.05,
+           "seed": 7}
+    header = write_samples_header(model.inputs, run["labels"], steps=16, lr=0.05, seed=7)
+    status, lines = run_selftrain(write_blob_header(model.blob), header, tmp_path, "rv32-virt")
+    assert lines == expected_lines(model.program, model.blob, run, "rv32-virt")
+    assert status == 0 and lines[-1].startswith("selftrain ok")
 
 
 def test_nothing_learnt_fails_the_run(tmp_path):

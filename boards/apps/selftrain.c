@@ -197,7 +197,7 @@ int tp_selftrain_main(void)
     if (st != TP_OK) {
         return fail("tp_session_init", st);
     }
-    const tp_hparams hp = {TP_SELFTRAIN_LR, 0.0f, TP_SELFTRAIN_SEED, 0u};
+    const tp_hparams hp = {.lr = TP_SELFTRAIN_LR, .seed = TP_SELFTRAIN_SEED}; /* plain SGD */
     tp_set_hparams(&s, &hp);
 
     put("selftrain ready board ");
