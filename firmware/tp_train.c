@@ -148,9 +148,6 @@ tp_status tp_train_check(const tp_session *s)
         if (g != TP_NONE32 && (g & 3u) != 0u) {
             return TP_ERR_BLOB_INVALID; /* float gradients: an unaligned one faults on the M4 */
         }
-        if (g != TP_NONE32 && (g & 3u) != 0u) { /* float buffers: 4-byte aligned */
-            return TP_ERR_BLOB_INVALID;
-        }
     }
     for (j = 0; j < n_ops; j++) {
         tp_train_op t;
