@@ -39,7 +39,8 @@ def test_dashboard_follows_a_host_board_run_and_its_loss(small_blob, tmp_path):
     log = tmp_path / "live.jsonl"
     engine = DeviceEngine("host", tb, lr=0.05, seed=7)
     board = engine.device.process.proc
-    args = argparse.Namespace(lr=0.05, schedule="constant", seed=7, checkpoint_every=0)
+    args = argparse.Namespace(lr=0.05, schedule="constant", seed=7, checkpoint_every=0,
+                              momentum=0.0)
     # Far more steps than the test lets it run: the board dies in the middle of the run.
     source = training_events(args, tb, engine, inputs, LABELS, 1_000_000, 0)
 

@@ -118,7 +118,7 @@ def drain(tb, engine, xs, ys, steps: int, lr: float, seed: int) -> dict:
     the summary event plus the last step's memory."""
     from .train import training_events
 
-    args = SimpleNamespace(lr=lr, seed=seed, checkpoint_every=0, schedule="linear")
+    args = SimpleNamespace(lr=lr, seed=seed, checkpoint_every=0, schedule="linear", momentum=0.0)
     if hasattr(engine, "prepare"):
         engine.prepare(xs, ys)
     last: dict = {}

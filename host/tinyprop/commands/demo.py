@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     tb = load_blob(blob_path)
     engine = open_engine(args.board, tb, args.lr, args.seed, True)
-    args.checkpoint_every = 0
+    args.checkpoint_every, args.momentum = 0, 0.0  # the demo trains with plain SGD
     total = len(xs) * args.epochs
     log = args.out / "run.jsonl"
     t0 = time.time()

@@ -1,0 +1,30 @@
+"""`tinyprop demo` end to end on the host board (the C core; the README's run uses qemu-m4):
+convert, score the original model on the shifted holdout, train, export, score the fine-tuned
+model with TFLite, write the figures, the run log with its evaluations, and the report PNG."""
+
+from __future__ import annotations
+
+import json
+
+from tinyprop.cli import main
+from tinyprop.runlog import read_runlog
+
+
+def test_demo_on_the_host_board(vww_model_path, vww_data_dir, tmp_path, capsys):
+    out, js = tmp_path / "demo", tmp_path / "demo.json"
+    # last:2 needs no calibration, which keeps the test short; the default scheme is auto
+    assert main(["demo", "--board", "host", "--scheme", "last:2", "--epochs", "1", "--plain",
+                 "--model", str(vww_model_path), "--data", str(vww_data_dir),
+                 "--out", str(out), "--json", str(js)]) == 0
+    printed = capsys.readouterr().out
+    r = json.loads(js.read_text())
+    assert r["board"] == "host" and r["shift"] == "haze" and r["train_steps"] == 276
+    assert r["accuracy_before"] == round(76 / 121, 4)  # the pretrained model on the hazy holdout
+    assert r["accuracy_after"] > r["accuracy_before"]
+    assert r["total_sram"] == r["arena_peak"] + r["trainable_bytes"] == 122_376
+    assert f"{r['accuracy_after']:.1%}" in printed and "fine-tuned model" in printed
+    assert (out / "vww_tuned.tflite").stat().st_size == vww_model_path.stat().st_size
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    evals = [e for e in read_runlog(out / "run.jsonl") if e["type"] == "eval"]
+    assert [(e["step"], round(e["accuracy"], 4)) for e in evals] == [
+        (0, r["accuracy_before"]), (276, r["accuracy_after"])]
