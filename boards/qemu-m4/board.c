@@ -1,16 +1,13 @@
 /*
  * board.c - the tp_board HAL for qemu-m4: CMSDK UART0 polled, the FPGAIO counter as an
- * instruction count. Bulk samples and the parameter store are semihosting files (semihost.c).
+ * instruction count. Bulk samples and the parameter store are semihosting files, and name,
+ * SRAM and stack peak come from the linker symbols (boards/common/: semihost.c, baremetal.c).
  */
 #include <stdint.h>
 
 #include "mps2_an386.h"
-#include "qemu_m4.h"
 #include "semihost.h"
 #include "tp_board.h"
-
-extern uint32_t __ram_start[], __ram_end[];
-extern uint32_t __stack_limit[], __stack_top[];
 
 static struct {
     uint32_t last_ticks; /* FPGAIO counter at the last read, to extend it past 32 bits */
@@ -101,25 +98,6 @@ int tp_board_write(const uint8_t *src, size_t n)
         UART0_DATA = src[i];
     }
     return TP_BOARD_OK;
-}
-
-const char *tp_board_name(void)
-{
-    return "qemu-m4";
-}
-
-uint32_t tp_board_sram_bytes(void)
-{
-    return (uint32_t)((char *)__ram_end - (char *)__ram_start);
-}
-
-uint32_t tp_board_stack_peak(void)
-{
-    const uint32_t *word = __stack_limit;
-    while (word < __stack_top && *word == TP_STACK_PAINT) {
-        ++word;
-    }
-    return (uint32_t)((const char *)__stack_top - (const char *)word);
 }
 
 void tp_board_exit(int status)

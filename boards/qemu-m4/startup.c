@@ -1,27 +1,16 @@
 /*
  * startup.c - qemu-m4 reset and fault handling: vector table, FPU on before any float
- * instruction, .data/.bss set-up, stack painting, MPU guards, then the application entry.
+ * instruction, then tp_start (boards/common/baremetal.c: .data/.bss, stack painting, the
+ * application entry), which calls back here for the MPU guards.
  * Any fault ends QEMU with TP_BOARD_FAULT_STATUS (134) and a line on the semihosting console,
  * so a wild pointer or a stack overflow is a failed run, never a hang.
  */
 #include <stdint.h>
-#include <string.h>
 
+#include "baremetal.h"
 #include "mps2_an386.h"
-#include "qemu_m4.h"
 #include "semihost.h"
 #include "tp_board.h"
-
-/* Chosen by the Makefile (APP_ENTRY); tp_device_main for the device firmware. */
-#ifndef APP_ENTRY
-#error "APP_ENTRY must name the application's int entry(void)"
-#endif
-int APP_ENTRY(void);
-
-/* Linker script symbols (addresses only). */
-extern uint32_t __data_start[], __data_end[], __data_load[];
-extern uint32_t __bss_start[], __bss_end[];
-extern uint32_t __stack_guard[], __stack_limit[], __stack_top[];
 
 void tp_reset_handler(void);
 void tp_fault_handler(void);
@@ -61,25 +50,16 @@ __attribute__((naked, noreturn)) void tp_fault_handler(void)
                      "b tp_fault_report\n");
 }
 
-static void put_hex(char *dst, uint32_t v)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 7; i >= 0; --i) {
-        dst[i] = digits[v & 0xFu];
-        v >>= 4;
-    }
-}
-
 __attribute__((noreturn, used)) void tp_fault_report(uint32_t exception)
 {
     /* "TP FAULT exc=XXXXXXXX cfsr=XXXXXXXX hfsr=XXXXXXXX mmfar=XXXXXXXX bfar=XXXXXXXX\n" */
     static char line[] = "TP FAULT exc=00000000 cfsr=00000000 hfsr=00000000 mmfar=00000000 "
                          "bfar=00000000\n";
-    put_hex(line + 13, exception);
-    put_hex(line + 27, SCB_CFSR);
-    put_hex(line + 41, SCB_HFSR);
-    put_hex(line + 56, SCB_MMFAR);
-    put_hex(line + 70, SCB_BFAR);
+    tp_put_hex(line + 13, exception);
+    tp_put_hex(line + 27, SCB_CFSR);
+    tp_put_hex(line + 41, SCB_HFSR);
+    tp_put_hex(line + 56, SCB_MMFAR);
+    tp_put_hex(line + 70, SCB_BFAR);
     tp_sh_write0(line);
     tp_sh_exit(TP_BOARD_FAULT_STATUS);
 }
@@ -97,7 +77,7 @@ static void mpu_region(uint32_t number, uint32_t base, uint32_t log2_size, uint3
  * keeps the default map elsewhere (peripherals, system space). MemManage faults stay disabled:
  * they escalate to HardFault, whose stacking runs with the MPU off (HFNMIENA = 0), so even an
  * overflow into the guard can be reported. */
-static void mpu_init(void)
+void tp_baremetal_protect(void)
 {
     mpu_region(0, 0x00000000u, 20, MPU_RASR_AP_RO | MPU_RASR_NORMAL_WB);
     mpu_region(1, 0x20000000u, 25, MPU_RASR_AP_NONE | MPU_RASR_XN);
@@ -105,32 +85,4 @@ static void mpu_init(void)
     mpu_region(3, (uint32_t)__stack_guard, 5, MPU_RASR_AP_NONE | MPU_RASR_XN);
     MPU_CTRL = MPU_CTRL_ENABLE | MPU_CTRL_PRIVDEFENA;
     __asm__ volatile("dsb\nisb" ::: "memory");
-}
-
-static uint32_t current_sp(void)
-{
-    uint32_t sp;
-    __asm__ volatile("mov %0, sp" : "=r"(sp));
-    return sp;
-}
-
-/* Fill the stack from its limit up to just below this frame with TP_STACK_PAINT. */
-static void paint_stack(void)
-{
-    uint32_t *word = __stack_limit;
-    uint32_t *end = (uint32_t *)(current_sp() - 64u);
-    while (word < end) {
-        *word++ = TP_STACK_PAINT;
-    }
-}
-
-__attribute__((noreturn, used)) void tp_start(void)
-{
-    memcpy(__data_start, __data_load, (size_t)((char *)__data_end - (char *)__data_start));
-    memset(__bss_start, 0, (size_t)((char *)__bss_end - (char *)__bss_start));
-    paint_stack();
-    mpu_init();
-    tp_board_exit(APP_ENTRY());
-    for (;;) {
-    }
 }

@@ -1,16 +1,14 @@
 /*
  * board.c - the tp_board HAL for rv32-virt: NS16550 UART0 polled (sleeping in WFI while it
  * waits), the instret CSR as an instruction count. Bulk samples and the parameter store are
- * semihosting files (boards/qemu-m4/semihost.c, shared with qemu-m4).
+ * semihosting files (boards/common/semihost.c, shared with qemu-m4); name, SRAM and stack
+ * peak come from boards/common/baremetal.c.
  */
 #include <stdint.h>
 
 #include "rv32_virt.h"
 #include "semihost.h"
 #include "tp_board.h"
-
-extern uint32_t __ram_start[], __ram_end[];
-extern uint32_t __stack_limit[], __stack_top[];
 
 /*
  * The UART's receive interrupt is routed through the PLIC and enabled in mie only to wake the
@@ -89,25 +87,6 @@ int tp_board_write(const uint8_t *src, size_t n)
         UART0_THR = src[i];
     }
     return TP_BOARD_OK;
-}
-
-const char *tp_board_name(void)
-{
-    return "rv32-virt";
-}
-
-uint32_t tp_board_sram_bytes(void)
-{
-    return (uint32_t)((char *)__ram_end - (char *)__ram_start);
-}
-
-uint32_t tp_board_stack_peak(void)
-{
-    const uint32_t *word = __stack_limit;
-    while (word < __stack_top && *word == TP_STACK_PAINT) {
-        ++word;
-    }
-    return (uint32_t)((const char *)__stack_top - (const char *)word);
 }
 
 void tp_board_exit(int status)

@@ -47,9 +47,6 @@
 #define PMP_NAPOT 0x18u
 #define PMP_LOCK 0x80u /* applies the entry to machine mode too */
 
-/* Word the startup code paints the stack with; tp_board_stack_peak() scans for it. */
-#define TP_STACK_PAINT 0xA5C3A5C3u
-
 #define CSR_READ(name)                                                                        \
     __extension__({                                                                           \
         uint32_t v_;                                                                          \

@@ -1,27 +1,18 @@
 /*
- * startup.c - rv32-virt reset and trap handling: gp and sp, the trap vector, .data/.bss set-up,
- * stack painting, PMP guards, then the application entry. Any trap (the board enables no
- * interrupt handler, so every one is a fault: bad access, PMP violation, illegal instruction)
- * ends QEMU with TP_BOARD_FAULT_STATUS (134) and a line on the semihosting console.
+ * startup.c - rv32-virt reset and trap handling: gp and sp, the trap vector, then tp_start
+ * (boards/common/baremetal.c: .data/.bss, stack painting, the application entry), which calls
+ * back here for the PMP guards. Any trap (the board enables no interrupt handler, so every one
+ * is a fault: bad access, PMP violation, illegal instruction) ends QEMU with TP_BOARD_FAULT_STATUS (134) and a line on the semihosting console.
  */
 #include <stdint.h>
-#include <string.h>
 
+#include "baremetal.h"
 #include "rv32_virt.h"
 #include "semihost.h"
 #include "tp_board.h"
 
-/* Chosen by the Makefile (APP_ENTRY); tp_device_main for the device firmware. */
-#ifndef APP_ENTRY
-#error "APP_ENTRY must name the application's int entry(void)"
-#endif
-int APP_ENTRY(void);
-
-/* Linker script symbols (addresses only). */
-extern uint32_t __data_start[], __data_end[], __data_load[];
-extern uint32_t __bss_start[], __bss_end[];
-extern uint32_t __stack_guard[], __stack_limit[], __stack_top[];
-extern uint32_t __flash_start[], __flash_size[], __ram_start[], __ram_size[], __ram_end[];
+/* Linker script symbols of this board only (the common ones are in baremetal.h). */
+extern uint32_t __flash_start[], __flash_size[], __ram_size[];
 
 void tp_reset_handler(void);
 void tp_trap_entry(void);
@@ -52,23 +43,14 @@ __attribute__((naked, noreturn, aligned(4))) void tp_trap_entry(void)
                      "j tp_fault_report\n");
 }
 
-static void put_hex(char *dst, uint32_t v)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 7; i >= 0; --i) {
-        dst[i] = digits[v & 0xFu];
-        v >>= 4;
-    }
-}
-
 __attribute__((noreturn, used)) void tp_fault_report(uint32_t mcause, uint32_t mepc,
                                                      uint32_t mtval)
 {
     /* "TP FAULT mcause=XXXXXXXX mepc=XXXXXXXX mtval=XXXXXXXX\n" */
     static char line[] = "TP FAULT mcause=00000000 mepc=00000000 mtval=00000000\n";
-    put_hex(line + 16, mcause);
-    put_hex(line + 30, mepc);
-    put_hex(line + 45, mtval);
+    tp_put_hex(line + 16, mcause);
+    tp_put_hex(line + 30, mepc);
+    tp_put_hex(line + 45, mtval);
     tp_sh_write0(line);
     tp_sh_exit(TP_BOARD_FAULT_STATUS);
 }
@@ -85,7 +67,7 @@ static uint32_t napot(const void *base, uint32_t size)
  *   2  the 256 KB of RAM: read + write, no execute
  *   3/4  from the end of RAM to the end of DRAM: no access (nothing past 256 KB is usable)
  * Anything else (devices) keeps machine mode's default full access. */
-static void pmp_init(void)
+void tp_baremetal_protect(void)
 {
     CSR_WRITE(pmpaddr0, napot(__stack_guard, 32u));
     CSR_WRITE(pmpaddr1, napot(__flash_start, (uint32_t)__flash_size));
@@ -97,32 +79,4 @@ static void pmp_init(void)
                            (uint32_t)(PMP_LOCK | PMP_NAPOT | PMP_R | PMP_X) << 8 |
                            (uint32_t)(PMP_LOCK | PMP_NAPOT | PMP_R | PMP_W) << 16);
     __asm__ volatile("fence" ::: "memory");
-}
-
-static uint32_t current_sp(void)
-{
-    uint32_t sp;
-    __asm__ volatile("mv %0, sp" : "=r"(sp));
-    return sp;
-}
-
-/* Fill the stack from its limit up to just below this frame with TP_STACK_PAINT. */
-static void paint_stack(void)
-{
-    uint32_t *word = __stack_limit;
-    uint32_t *end = (uint32_t *)(current_sp() - 64u);
-    while (word < end) {
-        *word++ = TP_STACK_PAINT;
-    }
-}
-
-__attribute__((noreturn, used)) void tp_start(void)
-{
-    memcpy(__data_start, __data_load, (size_t)((char *)__data_end - (char *)__data_start));
-    memset(__bss_start, 0, (size_t)((char *)__bss_end - (char *)__bss_start));
-    paint_stack();
-    pmp_init();
-    tp_board_exit(APP_ENTRY());
-    for (;;) {
-    }
 }
