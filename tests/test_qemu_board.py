@@ -235,7 +235,8 @@ def test_missing_cross_compiler_names_the_apt_package(tmp_path, monkeypatch):
 def test_oversized_stack_fails_to_link(tmp_path):
     # A separate make run into a scratch copy of the board, so the shared build is untouched.
     board = tmp_path / "boards"
-    shutil.copytree(REPO_ROOT / "boards" / "qemu-m4", board / "qemu-m4")
+    for folder in ("qemu-m4", "common"):
+        shutil.copytree(REPO_ROOT / "boards" / folder, board / folder)
     shutil.copytree(REPO_ROOT / "firmware", tmp_path / "firmware")
     result = subprocess.run(
         ["make", "-C", str(board / "qemu-m4"), "APP=selftest", f"STACK_SIZE={256 * 1024}"],
