@@ -41,3 +41,25 @@ def test_linear_schedule_decays_to_zero_and_is_exact_on_resume():
     assert lr_at(0.01, "linear", 999, 1000) == pytest.approx(1e-5)
     # float32 values, the same whichever process (or resumed run) computes them
     assert lr_at(0.01, "linear", 123, 1000) == float(np.float32(0.01 * (1 - 123 / 1000)))
+
+
+def test_stochastic_rounding_applies_sub_lsb_updates_on_average(vww_model_path, vww_data_dir):
+    from tinyprop.backward import ReferenceTrainer
+    from tinyprop.datasets import load_split
+    from tinyprop.scheme import parse_scheme
+    from tinyprop.session import make_blob
+    from tinyprop.tflite_reader import read_tflite
+
+    tb = make_blob(vww_model_path, parse_scheme(read_tflite(vww_model_path), "last:2"))
+    t_in = tb.graph.input
+    xs, ys, _ = load_split(vww_data_dir, "train", t_in.s, t_in.zp, shift="haze")
+    applied = {}
+    for mode in ("stochastic", "nearest"):
+        tr = ReferenceTrainer(tb.program, lr=0.005, seed=0, rounding=mode)
+        tr.tally = {}
+        for i in range(6):
+            tr.train_step(xs[i], int(ys[i]))
+        assert tr.tally["sub_lsb"] > 0.9 * tr.tally["n"]  # nearly every update is under 0.5 LSB
+        applied[mode] = tr.tally["sub_applied"] / tr.tally["sub_abs"]
+    assert 0.9 < applied["stochastic"] < 1.1  # unbiased: what is expected is what is applied
+    assert applied["nearest"] == 0.0  # round-to-nearest throws every one of them away

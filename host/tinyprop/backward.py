@@ -59,6 +59,9 @@ def uniform(seed: int, step: int, index: np.ndarray) -> np.ndarray:
     return ((h >> np.uint32(8)).astype(f32) * f32(1.0 / (1 << 24))).astype(f32)
 
 
+ROUNDINGS = ("stochastic", "nearest")
+
+
 def stochastic_round(delta: np.ndarray, r: np.ndarray, limit: float) -> np.ndarray:
     """floor(delta) + (r < frac): unbiased rounding so sub-LSB updates survive on average.
     NaN becomes 0; |delta| is clamped to `limit` first."""
@@ -95,8 +98,16 @@ class ReferenceTrainer:
     """The training state (trainable parameters) and one training step, in NumPy."""
 
     def __init__(self, program: TrainProgram, lr: float = 0.01, seed: int = 0,
-                 qas: bool = True, momentum: float = 0.0):
+                 qas: bool = True, momentum: float = 0.0, rounding: str = "stochastic"):
         program.check_momentum(momentum)
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"rounding {rounding!r}: use one of {', '.join(ROUNDINGS)}")
+        # "nearest" exists for the ablation that measures what stochastic rounding keeps
+        # (tinyprop bench); the firmware rounds stochastically only.
+        self.rounding = rounding
+        # counts of the updates' rounding when a dict (bench): n, sub_lsb, and for the sub-LSB
+        # ones the sum of |delta| and of the integer steps applied in delta's direction
+        self.tally: dict | None = None
         self.prog = program
         self.graph: Graph = program.graph
         self.params = all_op_params(self.graph)
@@ -297,6 +308,24 @@ class ReferenceTrainer:
         self.velocity[first : first + n] = v.reshape(-1)
         return v
 
+    def _round(self, delta: np.ndarray, idx: np.ndarray, limit: float) -> np.ndarray:
+        """Integer update steps: stochastic (r uniform, keyed by step and parameter offset) or,
+        for the ablation, nearest (r = 0.5: floor + (frac > 0.5))."""
+        if self.rounding == "stochastic":
+            r = uniform(self.seed, self.step, idx)
+        else:
+            r = np.full(np.shape(idx), f32(0.5), f32)
+        d = stochastic_round(delta, r, limit)
+        if self.tally is not None:
+            dd = np.asarray(delta, np.float64)
+            sub = np.abs(dd) < 0.5
+            self.tally["n"] = self.tally.get("n", 0) + dd.size
+            self.tally["sub_lsb"] = self.tally.get("sub_lsb", 0) + int(sub.sum())
+            self.tally["sub_abs"] = self.tally.get("sub_abs", 0.0) + float(np.abs(dd[sub]).sum())
+            applied = float((d[sub] * np.sign(dd[sub])).sum())
+            self.tally["sub_applied"] = self.tally.get("sub_applied", 0.0) + applied
+        return d
+
     def _update(self, k, op, p, t, w, s_w, dy, vals) -> None:
         if self.probe is not None:
             return self._record(k, op, p, t, dy, vals)
@@ -312,7 +341,7 @@ class ReferenceTrainer:
             else:
                 delta = -(step * (s_w * s_x))
             idx = t.bias_params + 4 * np.arange(t.n_out)
-            d = stochastic_round(delta, uniform(self.seed, self.step, idx), 1e9)
+            d = self._round(delta, idx, 1e9)
             b = self.values[op.inputs[2]].astype(np.int64) + d
             self.values[op.inputs[2]] = np.clip(b, -(1 << 31), (1 << 31) - 1).astype(np.int32)
         if t.flags & F_WEIGHT:
@@ -327,7 +356,7 @@ class ReferenceTrainer:
             # held rows are packed in channel order: row j of the selection at j * row_len
             idx = (t.weight_params + np.arange(len(sel))[:, None] * t.row_len
                    + np.arange(t.row_len)[None, :])
-            d = stochastic_round(delta, uniform(self.seed, self.step, idx), 256.0)
+            d = self._round(delta, idx, 256.0)
             wv = self.values[op.inputs[1]].copy()
             rows = weight_rows(wv, op.kind == "DEPTHWISE_CONV_2D")
             rows[sel] = np.clip(rows[sel].astype(np.int64) + d, -127, 127)

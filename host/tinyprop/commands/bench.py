@@ -10,6 +10,9 @@ Sections (`--only` picks some):
   accuracy  holdout accuracy before/after training on the shifted train split (host C core, bit
             for bit the board's arithmetic; the fine-tuned .tflite scored by TFLite): the default
             scheme, the same without QAS, bias-only, last:2, and the default on `night`.
+  rounding  what stochastic rounding keeps: the share of updates under half an LSB (all lost to
+            round-to-nearest), how much of them SR applies, and the accuracy of the default run
+            with nearest rounding instead (NumPy reference; the firmware rounds stochastically).
   baseline  the float model fully fine-tuned in TensorFlow on the same shifted data, and how much
             of its gain the on-device sparse update recovers.
 """
@@ -25,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-SECTIONS = ("memory", "board", "accuracy", "baseline")
+SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline")
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
 
 
@@ -200,6 +203,31 @@ def adapt(ctx: Ctx, tb, shift: str, qas: bool = True) -> dict:
             "host_seconds": round(seconds, 1)}
 
 
+def rounding(ctx: Ctx) -> dict:
+    from ..evaluate import evaluate_tflite
+    from ..export import export_tflite
+    from ..session import ReferenceEngine
+
+    tb, fig = ctx.blob("auto", "256KB")
+    xs, ys = ctx.split("train", ctx.args.shift)
+    xh, yh = ctx.split("holdout", ctx.args.shift)
+    out = {"scheme": fig["scheme"], "shift": ctx.args.shift}
+    for mode in ("stochastic", "nearest"):
+        engine = ReferenceEngine(tb, ctx.args.lr, ctx.args.seed)
+        engine.trainer.rounding, engine.trainer.tally = mode, {}
+        drain(tb, engine, xs, ys, len(xs) * ctx.args.epochs, ctx.args.lr, ctx.args.seed)
+        tuned = ctx.args.out / f"tuned_rounding_{mode}.tflite"
+        export_tflite(ctx.model, tb.program.unpack_params(engine.params()), tuned)
+        t = engine.trainer.tally
+        out[mode] = {"accuracy_after": evaluate_tflite(tuned, xh, yh)["accuracy"],
+                     "updates": t["n"], "sub_lsb_share": round(t["sub_lsb"] / t["n"], 4),
+                     "sub_lsb_applied_over_expected": round(t["sub_applied"] / t["sub_abs"], 4)}
+        print(f"  {mode:<10} after {out[mode]['accuracy_after']:.1%}; "
+              f"{out[mode]['sub_lsb_share']:.1%} of updates under half an LSB, applied "
+              f"{out[mode]['sub_lsb_applied_over_expected']:.3f} of their sum", flush=True)
+    return out
+
+
 def accuracy(ctx: Ctx) -> dict:
     from ..evaluate import evaluate_tflite
 
@@ -255,7 +283,8 @@ def run(args: argparse.Namespace) -> int:
         if section == "baseline":
             result[section] = baseline(ctx, result.get("accuracy", {}))
         else:
-            result[section] = {"memory": memory, "board": board, "accuracy": accuracy}[section](ctx)
+            result[section] = {"memory": memory, "board": board, "accuracy": accuracy,
+                               "rounding": rounding}[section](ctx)
         print(json.dumps(result[section], indent=2), flush=True)
     result["seconds"] = round(time.time() - t0, 1)
     path = args.json or args.out / "bench.json"
