@@ -1,6 +1,7 @@
 # baremetal.mk - what the bare-metal board Makefiles (qemu-m4, rv32-virt) share: the cross tools,
-# the flags, the sources in boards/common/ and the link rule against the board's link.ld, with a
-# .map and a .size beside the ELF. A board Makefile sets, then includes this:
+# the flags, the sources in boards/common/ and the link rule against the board's link.ld (which
+# INCLUDEs baremetal.ld), with a .map and a .size beside the ELF. A board Makefile sets these,
+# then includes this file:
 #   BOARD       its folder name (also what tp_board_name() returns)
 #   CROSS       the toolchain prefix (overridable: CROSS ?= ...)
 #   ARCH_FLAGS  CPU and ABI flags, for compiling and linking
@@ -19,8 +20,9 @@ CFLAGS := $(ARCH_FLAGS) $(ARCH_CFLAGS) $(COMMON_CFLAGS) $(INCLUDES) -I$(ROOT)/bo
           -DTP_BOARD_NAME='"$(BOARD)"'
 # No OS library (no syscall stubs): anything that needs a heap or file I/O (malloc, printf to
 # stdout) fails to link instead of failing at run time.
-LDFLAGS := $(ARCH_FLAGS) $(LIBC_SPECS) -nostartfiles -T $(LINK_LD) -Wl,--gc-sections \
-           -Wl,--defsym=__stack_size=$(STACK_SIZE) -Wl,--no-warn-rwx-segments
+# -L: the board's link.ld INCLUDEs baremetal.ld from boards/common.
+LDFLAGS := $(ARCH_FLAGS) $(LIBC_SPECS) -nostartfiles -T $(LINK_LD) -L$(ROOT)/boards/common \
+           -Wl,--gc-sections -Wl,--defsym=__stack_size=$(STACK_SIZE) -Wl,--no-warn-rwx-segments
 LDLIBS := -lm
 
 BOARD_SRCS := $(addprefix $(ROOT)/boards/$(BOARD)/,startup.c board.c) \
@@ -37,7 +39,7 @@ path:
 
 $(call record_sources,$(SRCS) $(STACK_SIZE))
 
-$(ELF): $(OBJS) $(LINK_LD) $(SOURCES_LIST)
+$(ELF): $(OBJS) $(LINK_LD) $(ROOT)/boards/common/baremetal.ld $(SOURCES_LIST)
 	$(CC) $(LDFLAGS) -Wl,-Map=$(BUILD)/$(PROG).map -o $@ $(OBJS) $(LDLIBS)
 	$(SIZE) $@ | tee $(BUILD)/$(PROG).size
 

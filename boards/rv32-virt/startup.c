@@ -2,7 +2,8 @@
  * startup.c - rv32-virt reset and trap handling: gp and sp, the trap vector, then tp_start
  * (boards/common/baremetal.c: .data/.bss, stack painting, the application entry), which calls
  * back here for the PMP guards. Any trap (the board enables no interrupt handler, so every one
- * is a fault: bad access, PMP violation, illegal instruction) ends QEMU with TP_BOARD_FAULT_STATUS (134) and a line on the semihosting console.
+ * is a fault: bad access, PMP violation, illegal instruction) ends QEMU with
+ * TP_BOARD_FAULT_STATUS (134) and a line on the semihosting console.
  */
 #include <stdint.h>
 
