@@ -17,6 +17,14 @@
  * tp_proto.h's error enum collides with tinyprop.h's (TP_ERR_NOT_LOADED). */
 uint32_t tp_crc32(uint32_t crc, const uint8_t *data, size_t n);
 
+/* A hot loop nest kept out of its caller: inlined into a large function, its loop counters and
+ * pointers are spilled to the stack and every multiply-accumulate reloads them. */
+#if defined(__GNUC__)
+#define TP_NOINLINE __attribute__((noinline))
+#else
+#define TP_NOINLINE
+#endif
+
 /* ---- little-endian fields ---- */
 static inline uint16_t tp_rd_u16(const uint8_t *p)
 {

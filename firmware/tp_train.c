@@ -275,81 +275,76 @@ static float *grad_of(tp_session *s, uint32_t tensor, uint32_t elems)
     return (float *)(void *)tp_arena_at(s, grad_offset(s, tensor), 4u * elems);
 }
 
-/* Weight element (row o, index k) as the forward pass sees it now. */
-static int8_t weight_at(const bctx *c, uint32_t o, uint32_t k)
+/* Output channel o's weights as the forward pass sees them now (a held row or the blob's),
+ * *step apart, and its real scale: looked up once per channel, not per multiply. */
+static const int8_t *channel_weights(const bctx *c, uint32_t o, uint32_t *step, float *scale)
 {
-    uint32_t step;
-    return tp_weight_row(c->s, &c->op, &c->tw, o, &step)[k * step];
+    *scale = channel_scale(c->s, &c->tw, o);
+    return tp_weight_row(c->s, &c->op, &c->tw, o, step);
 }
 
-/* The weight tensor in the blob when no row of it is held in RAM, so the forward reads it all
- * there: (o, k) at o * row_len + k for CONV_2D and FULLY_CONNECTED, a depthwise channel q's
- * tap k at k * channels + q. NULL when some rows live in the params region (then weight_at).
- * The input-gradient loops take this fast path for every layer the step only passes through:
- * the same products in the same order, without a row lookup per multiply-accumulate. */
-static const int8_t *blob_weights(const bctx *c)
+/* The outputs o in [*lo, *hi) of a window tap at offset t (stride st, padding pad) whose input
+ * o * st + t - pad lies inside [0, n): the others read padding. */
+static void tap_range(uint32_t t, uint32_t st, uint32_t pad, uint32_t n, uint32_t n_out,
+                      uint32_t *lo, uint32_t *hi)
 {
-    return c->op.held_map == TP_NONE32 ? (const int8_t *)(c->s->data + c->tw.offset) : NULL;
+    uint32_t end = n + pad > t ? (n + pad - t + st - 1u) / st : 0u; /* first o past the input */
+    *lo = t >= pad ? 0u : (pad - t + st - 1u) / st;
+    *hi = end < n_out ? end : n_out;
+    *lo = *lo < *hi ? *lo : *hi;
 }
 
-static void input_grad_fc(const bctx *c, float *dx)
+/* dX += W^T dY. Each dX element sums its products in backward.py's order: taps (kh, kw)
+ * raster, then output channels ascending. A tap sends each input element at most one output
+ * position, so the loops below (tap, channel, its weight, then the positions) keep that order
+ * per element while a real weight w * s_w is made once instead of once per position. */
+static TP_NOINLINE void input_grad_fc(const bctx *c, float *dx)
 {
-    uint32_t i, o, n_in = c->row_len;
-    const int8_t *wb = blob_weights(c);
-    for (i = 0; i < n_in; i++) {
-        float acc = dx[i];
-        for (o = 0; o < c->n_out; o++) {
-            int8_t w = wb != NULL ? wb[o * n_in + i] : weight_at(c, o, i);
-            float wr = (float)w * channel_scale(c->s, &c->tw, o);
-            acc = acc + c->dy[o] * wr;
+    uint32_t i, o, step;
+    for (o = 0; o < c->n_out; o++) {
+        float sw, g = c->dy[o];
+        const int8_t *w = channel_weights(c, o, &step, &sw);
+        for (i = 0; i < c->row_len; i++) {
+            float wr = (float)w[i] * sw;
+            dx[i] = dx[i] + g * wr;
         }
-        dx[i] = acc;
     }
 }
 
-static void input_grad_conv(const bctx *c, float *dx)
+static TP_NOINLINE void input_grad_conv(const bctx *c, float *dx)
 {
     const tp_op *op = &c->op;
-    uint32_t ih = c->tin.dims[1], iw = c->tin.dims[2], ic = c->tin.dims[3];
-    uint32_t oh = c->tout.dims[1], ow = c->tout.dims[2], oc = c->tout.dims[3];
-    uint32_t kh, kw, oy, ox, ch, o, m;
+    uint32_t iw = c->tin.dims[2], ic = c->tin.dims[3];
+    uint32_t ow = c->tout.dims[2], oc = c->tout.dims[3];
+    uint32_t s0 = op->stride[0], s1 = op->stride[1];
     uint32_t mult = op->kind == TP_OP_DEPTHWISE_CONV_2D ? op->depth_multiplier : 1u;
-    const int8_t *wb = blob_weights(c);
+    uint32_t kh, kw, oy, ox, ch, o, y0, y1, x0, x1, step;
     for (kh = 0; kh < op->k[0]; kh++) {
+        tap_range(kh, s0, op->pad[0], c->tin.dims[1], c->tout.dims[1], &y0, &y1);
         for (kw = 0; kw < op->k[1]; kw++) {
-            for (oy = 0; oy < oh; oy++) {
-                int32_t y = (int32_t)(oy * op->stride[0] + kh) - op->pad[0];
-                if (y < 0 || y >= (int32_t)ih) {
-                    continue;
-                }
-                for (ox = 0; ox < ow; ox++) {
-                    int32_t x = (int32_t)(ox * op->stride[1] + kw) - op->pad[1];
-                    const float *g = c->dy + (oy * ow + ox) * oc;
-                    float *d;
-                    if (x < 0 || x >= (int32_t)iw) {
-                        continue;
-                    }
-                    d = dx + ((uint32_t)y * iw + (uint32_t)x) * ic;
-                    for (ch = 0; ch < ic; ch++) {
-                        float acc = d[ch];
-                        if (op->kind == TP_OP_CONV_2D) {
-                            uint32_t k = (kh * op->k[1] + kw) * ic + ch;
-                            for (o = 0; o < oc; o++) {
-                                int8_t w = wb != NULL ? wb[o * c->row_len + k]
-                                                      : weight_at(c, o, k);
-                                float wr = (float)w * channel_scale(c->s, &c->tw, o);
-                                acc = acc + g[o] * wr;
-                            }
-                        } else {
-                            uint32_t tap = kh * op->k[1] + kw;
-                            for (m = 0; m < mult; m++) {
-                                uint32_t q = ch * mult + m;
-                                int8_t w = wb != NULL ? wb[tap * oc + q] : weight_at(c, q, tap);
-                                float wr = (float)w * channel_scale(c->s, &c->tw, q);
-                                acc = acc + g[q] * wr;
-                            }
+            uint32_t tap = kh * op->k[1] + kw;
+            /* dx index of output (oy, ox)'s input through this tap: base + oy*dy_ + ox*dx_ */
+            int32_t base = ((int32_t)kh - op->pad[0]) * (int32_t)(iw * ic) +
+                           ((int32_t)kw - op->pad[1]) * (int32_t)ic;
+            uint32_t row_step = s0 * iw * ic, col_step = s1 * ic;
+            tap_range(kw, s1, op->pad[1], iw, ow, &x0, &x1);
+            for (o = 0; o < oc; o++) {
+                float sw;
+                const int8_t *w = channel_weights(c, o, &step, &sw);
+                uint32_t n_ch = op->kind == TP_OP_CONV_2D ? ic : 1u;
+                for (ch = 0; ch < n_ch; ch++) {
+                    /* CONV_2D: input channel ch; depthwise: channel o's input o / mult */
+                    uint32_t in_ch = op->kind == TP_OP_CONV_2D ? ch : o / mult;
+                    float wr = (float)w[(op->kind == TP_OP_CONV_2D ? tap * ic + ch : tap) *
+                                        step] * sw;
+                    for (oy = y0; oy < y1; oy++) {
+                        const float *g = c->dy + (oy * ow + x0) * oc + o;
+                        float *d = dx + (int32_t)(oy * row_step + x0 * col_step + in_ch) + base;
+                        for (ox = x0; ox < x1; ox++) {
+                            *d = *d + *g * wr;
+                            g += oc;
+                            d += col_step;
                         }
-                        d[ch] = acc;
                     }
                 }
             }
@@ -357,36 +352,37 @@ static void input_grad_conv(const bctx *c, float *dx)
     }
 }
 
-/* Real value of the saved input at (y, x, ch) of the padded map; 0 in the padding. */
-static float input_real(const bctx *c, const int8_t *xin, int32_t y, int32_t x, uint32_t ch)
+/* acc plus dy * 0.0f for n positions oc apart: products with the padding, which backward.py
+ * sums too (they matter only when a dy is not finite). */
+static float pad_sum(float acc, const float *dy, uint32_t n, uint32_t oc)
 {
-    if (y < 0 || y >= (int32_t)c->tin.dims[1] || x < 0 || x >= (int32_t)c->tin.dims[2]) {
-        return 0.0f;
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        acc = acc + dy[i * oc] * 0.0f;
     }
-    return (float)((int32_t)xin[((uint32_t)y * c->tin.dims[2] + (uint32_t)x) * c->tin.dims[3] +
-                               ch] -
-                   c->tin.zero_point) *
-           c->tin.scale;
+    return acc;
 }
 
 /* dW row of output channel o into scratch (row_len floats): sum over output positions. */
-static void weight_grad_row(const bctx *c, const int8_t *xin, uint32_t o, float *row)
+static TP_NOINLINE void weight_grad_row(const bctx *c, const int8_t *xin, uint32_t o, float *row)
 {
     const tp_op *op = &c->op;
     uint32_t k, oy, ox;
     uint32_t oh = c->tout.dims[1], ow = c->tout.dims[2], oc = c->n_out;
+    uint32_t iw = c->tin.dims[2], ic = c->tin.dims[3];
+    int32_t zp = c->tin.zero_point;
+    float sx = c->tin.scale;
     if (op->kind == TP_OP_FULLY_CONNECTED) {
         for (k = 0; k < c->row_len; k++) {
-            float xv = (float)((int32_t)xin[k] - c->tin.zero_point) * c->tin.scale;
+            float xv = (float)((int32_t)xin[k] - zp) * sx;
             row[k] = 0.0f + c->dy[o] * xv;
         }
         return;
     }
     for (k = 0; k < c->row_len; k++) {
-        uint32_t kh, kw, ch;
+        uint32_t kh, kw, ch, y0, y1, x0, x1;
         float acc = 0.0f;
         if (op->kind == TP_OP_CONV_2D) {
-            uint32_t ic = c->tin.dims[3];
             ch = k % ic;
             kw = (k / ic) % op->k[1];
             kh = k / ic / op->k[1];
@@ -395,12 +391,24 @@ static void weight_grad_row(const bctx *c, const int8_t *xin, uint32_t o, float 
             kw = k % op->k[1];
             kh = k / op->k[1];
         }
+        tap_range(kh, op->stride[0], op->pad[0], c->tin.dims[1], oh, &y0, &y1);
+        tap_range(kw, op->stride[1], op->pad[1], iw, ow, &x0, &x1);
         for (oy = 0; oy < oh; oy++) {
-            for (ox = 0; ox < ow; ox++) {
-                int32_t y = (int32_t)(oy * op->stride[0] + kh) - op->pad[0];
-                int32_t x = (int32_t)(ox * op->stride[1] + kw) - op->pad[1];
-                acc = acc + c->dy[(oy * ow + ox) * oc + o] * input_real(c, xin, y, x, ch);
+            const float *g = c->dy + oy * ow * oc + o;
+            const int8_t *x;
+            if (oy < y0 || oy >= y1) {
+                acc = pad_sum(acc, g, ow, oc);
+                continue;
             }
+            acc = pad_sum(acc, g, x0, oc);
+            x = xin + ((oy * op->stride[0] + kh - op->pad[0]) * iw +
+                       x0 * op->stride[1] + kw - op->pad[1]) * ic + ch;
+            for (ox = x0; ox < x1; ox++) {
+                float xv = (float)((int32_t)*x - zp) * sx;
+                acc = acc + g[ox * oc] * xv;
+                x += op->stride[1] * ic;
+            }
+            acc = pad_sum(acc, g + x1 * oc, ow - x1, oc);
         }
         row[k] = acc;
     }
