@@ -23,47 +23,79 @@ static int8_t clamp_act(int64_t v, const tp_op *op)
     return (int8_t)v;
 }
 
-/* bias + requantize + zero point + activation clamp for output channel c */
-static int8_t requantize(const tp_kernel_args *a, int64_t acc, uint32_t c)
+/* Output channel c's bias, multiplier and shift, read once for all its output positions. */
+typedef struct {
+    int32_t bias, mult, shift;
+} channel_quant;
+
+static channel_quant quant_of(const tp_kernel_args *a, uint32_t c)
 {
-    if (a->bias != NULL) {
-        acc += tp_le_i32(a->bias, c);
-    }
-    return clamp_act(tp_mbqm(acc, tp_le_i32(a->mult, c), tp_le_i32(a->shift, c)) + a->op->out_zp,
-                     a->op);
+    channel_quant q;
+    q.bias = a->bias != NULL ? tp_le_i32(a->bias, c) : 0;
+    q.mult = tp_le_i32(a->mult, c);
+    q.shift = tp_le_i32(a->shift, c);
+    return q;
 }
 
+/* bias + requantize + zero point + activation clamp */
+static int8_t requantize(const tp_kernel_args *a, int64_t acc, const channel_quant *q)
+{
+    return clamp_act(tp_mbqm(acc + q->bias, q->mult, q->shift) + a->op->out_zp, a->op);
+}
+
+/* Sum of (x[i] - zp) * w[i] over n taps, in int32 runs of at most 65535 taps: |x - zp| <= 255
+ * and |w| <= 128 keep such a run's sum below 2^31, so it is exact. */
+static int64_t dot_s8(const int8_t *x, int32_t zp, const int8_t *w, uint32_t n)
+{
+    int64_t total = 0;
+    while (n > 0u) {
+        uint32_t i, m = n < 65535u ? n : 65535u;
+        int32_t acc = 0;
+        for (i = 0; i < m; i++) {
+            acc += ((int32_t)x[i] - zp) * w[i];
+        }
+        total += acc;
+        x += m;
+        w += m;
+        n -= m;
+    }
+    return total;
+}
+
+/* The kernel window of output (oy, ox): taps [*y0, *y1) x [*x0, *x1) inside the input. */
+static void window(const tp_op *op, int32_t h, int32_t w, int32_t oy, int32_t ox, int32_t *y0,
+                   int32_t *y1, int32_t *x0, int32_t *x1)
+{
+    int32_t iy = oy * op->stride[0] - op->pad[0], ix = ox * op->stride[1] - op->pad[1];
+    *y0 = iy < 0 ? -iy : 0;
+    *y1 = iy + op->k[0] > h ? h - iy : op->k[0];
+    *x0 = ix < 0 ? -ix : 0;
+    *x1 = ix + op->k[1] > w ? w - ix : op->k[1];
+}
+
+/* Output channel outer: its weights, bias and requantization are looked up once. Padded taps
+ * are skipped: they add (zp - zp) * w = 0. */
 void tp_conv2d_s8(const tp_kernel_args *a)
 {
     const tp_op *op = a->op;
     int32_t h = DIM_H(a->t_in), w = DIM_W(a->t_in), cin = DIM_C(a->t_in);
     int32_t oh = DIM_H(a->t_out), ow = DIM_W(a->t_out), cout = DIM_C(a->t_out);
-    int32_t kh = op->k[0], kw = op->k[1];
-    int32_t oy, ox, co, ky, kx, ci;
-    for (oy = 0; oy < oh; oy++) {
-        for (ox = 0; ox < ow; ox++) {
-            for (co = 0; co < cout; co++) {
-                const int8_t *wk = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co, NULL);
+    int32_t kw = op->k[1];
+    int32_t oy, ox, co, ky, kx0, kx1, ky0, ky1;
+    for (co = 0; co < cout; co++) {
+        const int8_t *wk = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co, NULL);
+        channel_quant q = quant_of(a, (uint32_t)co);
+        for (oy = 0; oy < oh; oy++) {
+            for (ox = 0; ox < ow; ox++) {
+                int32_t iy = oy * op->stride[0] - op->pad[0], ix = ox * op->stride[1] - op->pad[1];
                 int64_t acc = 0;
-                for (ky = 0; ky < kh; ky++) {
-                    int32_t iy = oy * op->stride[0] - op->pad[0] + ky;
-                    if (iy < 0 || iy >= h) {
-                        continue; /* padded taps add (zp - zp) * w = 0 */
-                    }
-                    for (kx = 0; kx < kw; kx++) {
-                        int32_t ix = ox * op->stride[1] - op->pad[1] + kx;
-                        const int8_t *px, *pw;
-                        if (ix < 0 || ix >= w) {
-                            continue;
-                        }
-                        px = a->in + (iy * w + ix) * cin;
-                        pw = wk + (ky * kw + kx) * cin;
-                        for (ci = 0; ci < cin; ci++) {
-                            acc += (int32_t)(px[ci] - op->in_zp) * pw[ci];
-                        }
-                    }
+                window(op, h, w, oy, ox, &ky0, &ky1, &kx0, &kx1);
+                for (ky = ky0; ky < ky1; ky++) {
+                    /* the window row's taps kx0..kx1 are contiguous in the input and the row */
+                    acc += dot_s8(a->in + ((iy + ky) * w + ix + kx0) * cin, op->in_zp,
+                                  wk + (ky * kw + kx0) * cin, (uint32_t)((kx1 - kx0) * cin));
                 }
-                a->out[(oy * ow + ox) * cout + co] = requantize(a, acc, (uint32_t)co);
+                a->out[(oy * ow + ox) * cout + co] = requantize(a, acc, &q);
             }
         }
     }
@@ -75,31 +107,27 @@ void tp_depthwise_conv2d_s8(const tp_kernel_args *a)
     int32_t h = DIM_H(a->t_in), w = DIM_W(a->t_in);
     int32_t oh = DIM_H(a->t_out), ow = DIM_W(a->t_out), cout = DIM_C(a->t_out);
     int32_t cin = DIM_C(a->t_in), mult = op->depth_multiplier;
-    int32_t kh = op->k[0], kw = op->k[1];
-    int32_t oy, ox, co, ky, kx;
+    int32_t kw = op->k[1];
+    int32_t oy, ox, co, ky, kx, ky0, ky1, kx0, kx1;
     uint32_t step;
-    for (oy = 0; oy < oh; oy++) {
-        for (ox = 0; ox < ow; ox++) {
-            for (co = 0; co < cout; co++) {
-                int32_t c = co / mult; /* output channel c * mult + m reads input channel c */
-                /* channel co's taps: a held row (step 1) or strided through the blob's tensor */
-                const int8_t *wd = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co, &step);
-                int64_t acc = 0;
-                for (ky = 0; ky < kh; ky++) {
-                    int32_t iy = oy * op->stride[0] - op->pad[0] + ky;
-                    if (iy < 0 || iy >= h) {
-                        continue;
-                    }
-                    for (kx = 0; kx < kw; kx++) {
-                        int32_t ix = ox * op->stride[1] - op->pad[1] + kx;
-                        if (ix < 0 || ix >= w) {
-                            continue;
-                        }
-                        acc += (int32_t)(a->in[(iy * w + ix) * cin + c] - op->in_zp) *
+    for (co = 0; co < cout; co++) {
+        int32_t c = co / mult; /* output channel c * mult + m reads input channel c */
+        /* channel co's taps: a held row (step 1) or strided through the blob's tensor */
+        const int8_t *wd = tp_weight_row(a->s, op, a->t_in2, (uint32_t)co, &step);
+        channel_quant q = quant_of(a, (uint32_t)co);
+        for (oy = 0; oy < oh; oy++) {
+            for (ox = 0; ox < ow; ox++) {
+                int32_t iy = oy * op->stride[0] - op->pad[0], ix = ox * op->stride[1] - op->pad[1];
+                int32_t acc = 0; /* at most 255 * 255 taps: exact, as in dot_s8 */
+                window(op, h, w, oy, ox, &ky0, &ky1, &kx0, &kx1);
+                for (ky = ky0; ky < ky1; ky++) {
+                    const int8_t *x = a->in + ((iy + ky) * w + ix) * cin + c;
+                    for (kx = kx0; kx < kx1; kx++) {
+                        acc += ((int32_t)x[kx * cin] - op->in_zp) *
                                wd[(uint32_t)(ky * kw + kx) * step];
                     }
                 }
-                a->out[(oy * ow + ox) * cout + co] = requantize(a, acc, (uint32_t)co);
+                a->out[(oy * ow + ox) * cout + co] = requantize(a, acc, &q);
             }
         }
     }
