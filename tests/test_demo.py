@@ -12,6 +12,8 @@ from tinyprop.runlog import read_runlog
 
 def test_demo_on_the_host_board(vww_model_path, vww_data_dir, tmp_path, capsys):
     out, js = tmp_path / "demo", tmp_path / "demo.json"
+    out.mkdir()  # an earlier demo's log in the same folder must not leak into this run's figures
+    (out / "run.jsonl").write_text('{"type":"summary","steps":1,"instructions_per_step":1}\n')
     # last:2 needs no calibration, which keeps the test short; the default scheme is auto
     assert main(["demo", "--board", "host", "--scheme", "last:2", "--epochs", "1", "--plain",
                  "--model", str(vww_model_path), "--data", str(vww_data_dir),
@@ -25,6 +27,9 @@ def test_demo_on_the_host_board(vww_model_path, vww_data_dir, tmp_path, capsys):
     assert f"{r['accuracy_after']:.1%}" in printed and "fine-tuned model" in printed
     assert (out / "vww_tuned.tflite").stat().st_size == vww_model_path.stat().st_size
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    evals = [e for e in read_runlog(out / "run.jsonl") if e["type"] == "eval"]
+    events = read_runlog(out / "run.jsonl")
+    assert events[0]["type"] == "start" and [e["steps"] for e in events
+                                              if e["type"] == "summary"] == [276]
+    evals = [e for e in events if e["type"] == "eval"]
     assert [(e["step"], round(e["accuracy"], 4)) for e in evals] == [
         (0, r["accuracy_before"]), (276, r["accuracy_after"])]

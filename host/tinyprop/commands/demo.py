@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     args.checkpoint_every, args.momentum = 0, 0.0  # the demo trains with plain SGD
     total = len(xs) * args.epochs
     log = args.out / "run.jsonl"
+    log.unlink(missing_ok=True)  # the log of an earlier demo in this folder
     t0 = time.time()
     try:
         if hasattr(engine, "prepare"):

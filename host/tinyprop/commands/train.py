@@ -207,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             start, params = load_checkpoint(_checkpoint_path(args), blob_id(tb))
             engine.load_params(params, start)
+        elif args.log is not None:
+            args.log.unlink(missing_ok=True)  # a new run, a new log; --resume appends to it
         source = training_events(args, tb, engine, xs, ys, total, start)
         from ..monitor import plain_lines, run_dashboard
 
