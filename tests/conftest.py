@@ -29,3 +29,20 @@ def vww_float_h5_path() -> Path:
 def vww_data_dir() -> Path:
     """vww-mini: 397 real 96x96 COCO photos in the MLPerf VWW layout, with holdout.txt."""
     return assets.resolve_dataset()
+
+
+# Models for the device tests (host board, qemu-m4, rv32-virt): blob + samples + reference.
+@pytest.fixture
+def small_model():
+    """The generated MobileNetV1 tail (last:2) with a few samples (test_device_host)."""
+    from test_device_host import load_small_model
+
+    return load_small_model()
+
+
+@pytest.fixture
+def vww_model(vww_model_path, vww_data_dir):
+    """The MLPerf VWW model (last:2) and four real photos (test_device_host)."""
+    from test_device_host import load_vww_model
+
+    return load_vww_model(vww_model_path, vww_data_dir)

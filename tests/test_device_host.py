@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pytest
 from modelgen import build_tflite, sample_inputs
 from tinyprop.backward import ReferenceTrainer
 from tinyprop.blob import pack_blob
@@ -65,16 +64,6 @@ def load_vww_model(model_path: Path, data_dir: Path) -> Model:
     x = np.stack([to_model_input(read_rgb(s.path), graph.input.s, graph.input.zp)
                   for s in picked])
     return make_model(model_path, "last:2", x, [s.label for s in picked])
-
-
-@pytest.fixture
-def small_model() -> Model:
-    return load_small_model()
-
-
-@pytest.fixture
-def vww_model(vww_model_path, vww_data_dir) -> Model:
-    return load_vww_model(vww_model_path, vww_data_dir)
 
 
 def train_steps(dev, model: Model, steps: int) -> list[dict]:

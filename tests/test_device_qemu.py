@@ -8,26 +8,13 @@ import threading
 
 import pytest
 from test_device_host import (
-    Model,
     check_training,
-    load_small_model,
-    load_vww_model,
     train_steps,
 )
 from tinyprop.boards import open_board
 from tinyprop.device import write_bulk_file
 from tinyprop.errors import DeviceError
 from tinyprop.monitor.sources import live_source
-
-
-@pytest.fixture
-def small_model() -> Model:
-    return load_small_model()
-
-
-@pytest.fixture
-def vww_model(vww_model_path, vww_data_dir) -> Model:
-    return load_vww_model(vww_model_path, vww_data_dir)
 
 
 def test_small_model_trains_bit_exact(small_model, tmp_path):

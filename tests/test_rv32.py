@@ -11,7 +11,7 @@ import re
 import shutil
 
 import pytest
-from test_device_host import Model, check_training, load_small_model, load_vww_model
+from test_device_host import check_training
 from test_qemu_board import STATUS_NOT_FOUND, Selftest
 from tinyprop.boards import open_board
 from tinyprop.device import write_bulk_file
@@ -27,16 +27,6 @@ BOARD = "rv32-virt"
 RAM_START, RAM_END = 0x80400000, 0x80440000
 STACK_BYTES = 16384  # the Makefile's default STACK_SIZE
 FAULT_STATUS = 134
-
-
-@pytest.fixture
-def small_model() -> Model:
-    return load_small_model()
-
-
-@pytest.fixture
-def vww_model(vww_model_path, vww_data_dir) -> Model:
-    return load_vww_model(vww_model_path, vww_data_dir)
 
 
 @pytest.fixture(scope="module")
