@@ -4,7 +4,6 @@ DISCONNECTED and keeps what it had; the run log holds every step received, then 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shlex
@@ -16,7 +15,7 @@ import pytest
 from modelgen import build_tflite, sample_inputs
 from test_monitor import screen_text, settle
 from tinyprop.boards import build_device_firmware
-from tinyprop.commands.train import training_events
+from tinyprop.commands.train import RunConfig, training_events
 from tinyprop.monitor import Dashboard, EventPump
 from tinyprop.monitor.render import fmt_pct
 from tinyprop.runlog import read_runlog
@@ -39,8 +38,7 @@ def test_dashboard_follows_a_host_board_run_and_its_loss(small_blob, tmp_path):
     log = tmp_path / "live.jsonl"
     engine = DeviceEngine("host", tb, lr=0.05, seed=7)
     board = engine.device.process.proc
-    args = argparse.Namespace(lr=0.05, schedule="constant", seed=7, checkpoint_every=0,
-                              momentum=0.0)
+    args = RunConfig(lr=0.05, seed=7, schedule="constant")
     # Far more steps than the test lets it run: the board dies in the middle of the run.
     source = training_events(args, tb, engine, inputs, LABELS, 1_000_000, 0)
 

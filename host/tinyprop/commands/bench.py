@@ -24,7 +24,6 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -119,13 +118,12 @@ class Ctx:
 def drain(tb, engine, xs, ys, steps: int, lr: float, seed: int) -> dict:
     """Run the training loop of `tinyprop train` (same order, same lr schedule) to its end;
     the summary event plus the last step's memory."""
-    from .train import training_events
+    from .train import RunConfig, training_events
 
-    args = SimpleNamespace(lr=lr, seed=seed, checkpoint_every=0, schedule="linear", momentum=0.0)
     if hasattr(engine, "prepare"):
         engine.prepare(xs, ys)
     last: dict = {}
-    for ev in training_events(args, tb, engine, xs, ys, steps, 0):
+    for ev in training_events(RunConfig(lr, seed), tb, engine, xs, ys, steps, 0):
         if ev["type"] == "step":
             last = ev
         elif ev["type"] == "summary":

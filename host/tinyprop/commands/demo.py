@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from ..monitor import plain_lines, run_dashboard
     from ..session import load_blob
     from .convert import build, figures
-    from .train import open_engine, training_events
+    from .train import RunConfig, open_engine, training_events
 
     t_start = time.time()
     model = resolve_model(args.model)
@@ -80,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
 
     tb = load_blob(blob_path)
     engine = open_engine(args.board, tb, args.lr, args.seed, True)
-    args.checkpoint_every, args.momentum = 0, 0.0  # the demo trains with plain SGD
     total = len(xs) * args.epochs
     log = args.out / "run.jsonl"
     log.unlink(missing_ok=True)  # the log of an earlier demo in this folder
@@ -88,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if hasattr(engine, "prepare"):
             engine.prepare(xs, ys)
-        source = training_events(args, tb, engine, xs, ys, total, 0)
+        cfg = RunConfig(args.lr, args.seed, args.schedule)  # plain SGD, no checkpoints
+        source = training_events(cfg, tb, engine, xs, ys, total, 0)
         if args.plain or not sys.stdout.isatty():
             state = plain_lines(source, sys.stdout, log_path=log)
         else:

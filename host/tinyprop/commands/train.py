@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -100,7 +101,20 @@ def load_checkpoint(path: Path, blob_crc: int) -> tuple[int, bytes]:
     return int(meta["step"]), params
 
 
-def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: int):
+@dataclass
+class RunConfig:
+    """What the training loop needs besides the blob, engine and data; train, demo and bench
+    each build one, so the loop never depends on a caller's command-line namespace."""
+
+    lr: float
+    seed: int
+    schedule: str = "linear"
+    momentum: float = 0.0
+    checkpoint_every: int = 0
+    checkpoint: Path | None = None  # where checkpoints go when checkpoint_every > 0
+
+
+def training_events(args: RunConfig, tb: TrainingBlob, engine, xs, ys, total: int, start: int):
     """Generator of run-log events: the training loop itself. On a board that counts its cost,
     the summary has the means `<unit>_per_step` (this run's training steps) and
     `<unit>_per_inference` (a few training samples, measured after the run)."""
@@ -141,7 +155,7 @@ def training_events(args, tb: TrainingBlob, engine, xs, ys, total: int, start: i
                 counters.append(r["counter"])
         yield ev
         if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
-            save_checkpoint(_checkpoint_path(args), step + 1, engine.params(), crc)
+            save_checkpoint(args.checkpoint, step + 1, engine.params(), crc)
     elapsed = time.time() - t0
     summary = {"type": "summary", "steps": total, "elapsed_s": round(elapsed, 3),
                "samples_per_s": round((total - start) / elapsed, 3) if elapsed > 0 else None}
@@ -209,7 +223,9 @@ def run(args: argparse.Namespace) -> int:
             engine.load_params(params, start)
         elif args.log is not None:
             args.log.unlink(missing_ok=True)  # a new run, a new log; --resume appends to it
-        source = training_events(args, tb, engine, xs, ys, total, start)
+        cfg = RunConfig(args.lr, args.seed, args.schedule, args.momentum,
+                        args.checkpoint_every, _checkpoint_path(args))
+        source = training_events(cfg, tb, engine, xs, ys, total, start)
         from ..monitor import plain_lines, run_dashboard
 
         if args.plain or not sys.stdout.isatty():
