@@ -33,14 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _board_figures(log: Path) -> dict:
-    """What the board reported: the run summary's cost means and the last step's memory."""
-    from ..runlog import read_runlog
-
-    events = read_runlog(log)
-    summary = next((e for e in events if e["type"] == "summary"), {})
-    steps = [e for e in events if e["type"] == "step"]
-    mem = steps[-1].get("memory", {}) if steps else {}
+def _board_figures(state) -> dict:
+    """What the board reported (a RunState): the run summary's cost means and the last step's
+    memory."""
+    summary, mem = state.summary or {}, state.memory
     unit = summary.get("counter_unit")
     out = {"memory": mem, "counter_unit": unit,
            "per_step": summary.get(f"{unit}_per_step") if unit else None,
@@ -93,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             state = plain_lines(source, sys.stdout, log_path=log)
         else:
             state = run_dashboard(source, log_path=log)
-        if getattr(state, "disconnected", False):
+        if state.disconnected:
             raise TinypropError(f"the demo's board {engine.name} stopped: "
                                 f"{state.disconnect_text}; run the demo again")
         params = engine.params()
@@ -103,16 +99,15 @@ def run(args: argparse.Namespace) -> int:
     tuned = export_tflite(model, tb.program.unpack_params(params), args.out / "vww_tuned.tflite")
     after = evaluate_tflite(tuned, xh, yh)
     from ..monitor.report import draw_report
-    from ..runlog import RunLog, RunState, read_runlog
+    from ..runlog import RunLog
 
-    end = read_runlog(log)[-1].get("time", 0.0)
     with RunLog(log) as rl:  # the holdout scores, so the report shows them beside the curves
         for step, r in ((0, before), (total, after)):
-            rl.write({"type": "eval", "time": end, "split": "holdout", "step": step,
-                      "accuracy": r["accuracy"], "per_class": r["per_class"],
-                      "confusion": r["confusion"]})
-    draw_report(RunState.from_events(read_runlog(log)), args.out / "report.png")
-    dev = _board_figures(log)
+            state.fold(rl.write({"type": "eval", "time": state.time, "split": "holdout",
+                                 "step": step, "accuracy": r["accuracy"],
+                                 "per_class": r["per_class"], "confusion": r["confusion"]}))
+    draw_report(state, args.out / "report.png")
+    dev = _board_figures(state)
     unit = dev["counter_unit"]
     result = {
         "board": engine.name, "shift": args.shift, "scheme": fig["scheme"],
