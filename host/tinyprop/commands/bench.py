@@ -87,6 +87,7 @@ class Ctx:
         self.data = resolve_dataset(args.data)
         self._blobs: dict = {}
         self._splits: dict = {}
+        self._input = None  # the model's input tensor: its quantization makes the samples
 
     def blob(self, scheme: str, budget: str | None = None, reserve: str | None = None,
              shift: str | None = None):
@@ -107,9 +108,10 @@ class Ctx:
 
     def split(self, name: str, shift: str):
         from ..datasets import load_split
+        from ..tflite_reader import read_tflite
 
         if (name, shift) not in self._splits:
-            t_in = self.blob("last:2")[0].graph.input
+            t_in = self._input = self._input or read_tflite(self.model).input
             self._splits[name, shift] = load_split(self.data, name, t_in.s, t_in.zp,
                                                    shift=shift)[:2]
         return self._splits[name, shift]
@@ -182,42 +184,34 @@ def board(ctx: Ctx) -> dict:
     return out
 
 
-def adapt(ctx: Ctx, tb, shift: str, qas: bool = True) -> dict:
-    """Train on the shifted train split (host C core), export, score with TFLite."""
+def adapt(ctx: Ctx, tb, shift: str, engine, tag: str) -> dict:
+    """Train `engine` on the shifted train split, export as out/tuned_<tag>.tflite, score it
+    with TFLite on the shifted holdout."""
     from ..evaluate import evaluate_tflite
     from ..export import export_tflite
-    from ..session import NativeEngine
 
     xs, ys = ctx.split("train", shift)
-    xh, yh = ctx.split("holdout", shift)
     steps = len(xs) * ctx.args.epochs
-    engine = NativeEngine(tb, ctx.args.lr, ctx.args.seed, qas)
     t0 = time.time()
     drain(tb, engine, xs, ys, steps, ctx.args.lr, ctx.args.seed)
     seconds = time.time() - t0
-    tuned = ctx.args.out / f"tuned_{shift}_{tb.program.scheme.name}_{int(qas)}.tflite"
+    tuned = ctx.args.out / f"tuned_{tag}.tflite"
     export_tflite(ctx.model, tb.program.unpack_params(engine.params()), tuned)
-    return {"accuracy_after": evaluate_tflite(tuned, xh, yh)["accuracy"], "steps": steps,
-            "host_seconds": round(seconds, 1)}
+    return {"accuracy_after": evaluate_tflite(tuned, *ctx.split("holdout", shift))["accuracy"],
+            "steps": steps, "host_seconds": round(seconds, 1)}
 
 
 def rounding(ctx: Ctx) -> dict:
-    from ..evaluate import evaluate_tflite
-    from ..export import export_tflite
     from ..session import ReferenceEngine
 
     tb, fig = ctx.blob("auto", "256KB")
-    xs, ys = ctx.split("train", ctx.args.shift)
-    xh, yh = ctx.split("holdout", ctx.args.shift)
     out = {"scheme": fig["scheme"], "shift": ctx.args.shift}
     for mode in ("stochastic", "nearest"):
         engine = ReferenceEngine(tb, ctx.args.lr, ctx.args.seed)
         engine.trainer.rounding, engine.trainer.tally = mode, {}
-        drain(tb, engine, xs, ys, len(xs) * ctx.args.epochs, ctx.args.lr, ctx.args.seed)
-        tuned = ctx.args.out / f"tuned_rounding_{mode}.tflite"
-        export_tflite(ctx.model, tb.program.unpack_params(engine.params()), tuned)
+        r = adapt(ctx, tb, ctx.args.shift, engine, f"rounding_{mode}")
         t = engine.trainer.tally
-        out[mode] = {"accuracy_after": evaluate_tflite(tuned, xh, yh)["accuracy"],
+        out[mode] = {"accuracy_after": r["accuracy_after"],
                      "updates": t["n"], "sub_lsb_share": round(t["sub_lsb"] / t["n"], 4),
                      "sub_lsb_applied_over_expected": round(t["sub_applied"] / t["sub_abs"], 4)}
         print(f"  {mode:<10} after {out[mode]['accuracy_after']:.1%}; "
@@ -228,6 +222,7 @@ def rounding(ctx: Ctx) -> dict:
 
 def accuracy(ctx: Ctx) -> dict:
     from ..evaluate import evaluate_tflite
+    from ..session import NativeEngine
 
     out = {"lr": ctx.args.lr, "epochs": ctx.args.epochs, "schedule": "linear", "runs": {}}
     before = {}
@@ -241,7 +236,8 @@ def accuracy(ctx: Ctx) -> dict:
             ("bias-only", ctx.blob("bias-only"), ctx.args.shift, True),
             ("last:2", ctx.blob("last:2"), ctx.args.shift, True),
             ("auto 256KB on night", night, "night", True)):
-        r = adapt(ctx, tb, shift, qas)
+        engine = NativeEngine(tb, ctx.args.lr, ctx.args.seed, qas)  # the board's arithmetic
+        r = adapt(ctx, tb, shift, engine, f"{shift}_{tb.program.scheme.name}_{int(qas)}")
         out["runs"][label] = {"shift": shift, "scheme": fig["scheme"], "qas": qas,
                               "accuracy_before": before[shift], **r,
                               "memory_total": fig["total"]}
