@@ -60,9 +60,10 @@ def pio_config() -> dict[str, dict]:
     return {name: dict(items) for name, items in json.loads(out)}
 
 
-def core_sources() -> list[Path]:
-    """firmware/*.c that reach no board (as firmware/Makefile and the PlatformIO archive)."""
-    return [p for p in sorted(FIRMWARE.glob("*.c")) if "tp_board.h" not in p.read_text()]
+def make_print(what: str) -> list[str]:
+    """The library's sources or compiler flags, as firmware/Makefile (sources.mk) gives them."""
+    return subprocess.run(["make", "-s", "-C", str(FIRMWARE), what], check=True,
+                          capture_output=True, text=True).stdout.split()
 
 
 def flags(value: str | list[str]) -> list[str]:
@@ -99,18 +100,28 @@ def test_pio_lists_the_three_envs_with_platform_and_board():
     assert {k: wokwi[k] for k in ("platform", "board", "framework")} == \
         {k: envs["esp32dev"][k] for k in ("platform", "board", "framework")}
     assert re.findall(r"\+<([\w-]+)/>", " ".join(wokwi["build_src_filter"])) == \
-        ["esp32", "arduino", "apps"]
+        ["esp32", "arduino"]
+    # the self-training application is a library of its own beside the core's
+    assert wokwi["lib_deps"] == ["tinyprop=symlink://firmware",
+                                 "tinyprop-selftrain=symlink://firmware/apps/selftrain"]
     assert {"-DTP_APP_SELFTRAIN", "-DTP_SELFTRAIN_BOARD_BUFFERS"} <= \
         set(flags(wokwi["build_flags"]))
     assert Path(config["platformio"]["test_dir"]) == REPO_ROOT / "tests" / "native"
 
 
-def test_library_json_builds_every_core_source():
+def test_library_json_builds_the_library_and_the_device_loop():
     library = json.loads((FIRMWARE / "library.json").read_text())
     assert library["name"] == "tinyprop"
-    assert library["build"]["srcFilter"] == ["+<*.c>"]
+    folders = [f.removeprefix("+<").removesuffix("/>") for f in library["build"]["srcFilter"]]
+    assert folders == ["core", "proto", "apps/device"]
+    # every library source (sources.mk) is in one of the folders PlatformIO compiles
+    for source in make_print("print-sources"):
+        assert Path(source).relative_to(FIRMWARE).parts[0] in folders
+    include = FIRMWARE / library["build"]["includeDir"]
     for header in library["headers"]:
-        assert (FIRMWARE / header).is_file()
+        assert (include / header).is_file()
+    selftrain = json.loads((FIRMWARE / "apps" / "selftrain" / "library.json").read_text())
+    assert selftrain["build"]["srcFilter"] == ["+<selftrain.c>"]
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -120,9 +131,9 @@ def test_native_unity_tests_pass_with_gcc(tmp_path):
     tests = sorted((REPO_ROOT / "tests" / "native").glob("test_*/*.c"))
     assert tests
     for source in tests:
-        subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
-                        f"-I{tmp_path}", f"-I{FIRMWARE}", "-o", str(exe), str(source),
-                        *map(str, core_sources())], check=True, timeout=120)
+        subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", *make_print("print-cflags"),
+                        f"-I{tmp_path}", "-o", str(exe), str(source),
+                        *make_print("print-sources")], check=True, timeout=120)
         run = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30)
         assert run.returncode == 0, run.stdout
         assert re.search(r"^(\d+) Tests 0 Failures", run.stdout, re.MULTILINE).group(1) == "3"
@@ -131,9 +142,10 @@ def test_native_unity_tests_pass_with_gcc(tmp_path):
 def build_host_board(tmp_path: Path, blob: bytes, extra: list[str]) -> Path:
     header = write_blob_header(blob)
     exe = tmp_path / "tinyprop-host"
-    sources = [REPO_ROOT / "boards" / "host" / "board.c", *sorted(FIRMWARE.glob("*.c"))]
-    subprocess.run(["gcc", "-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror",
-                    f"-I{FIRMWARE}", "-DAPP_ENTRY=tp_device_main",
+    sources = [REPO_ROOT / "boards" / "host" / "board.c", *make_print("print-sources"),
+               FIRMWARE / "apps" / "device" / "tp_device.c"]
+    subprocess.run(["gcc", *make_print("print-cflags"), "-O2", "-Wall", "-Wextra", "-Werror",
+                    "-DAPP_ENTRY=tp_device_main",
                     f'-DTP_MODEL_HEADER="{header}"', *extra, "-o", str(exe),
                     *map(str, sources), "-lm"], check=True, timeout=300)
     return exe
@@ -247,7 +259,7 @@ def test_arduino_glue_compiles_against_stub_cores(tmp_path, env):
     sources = [REPO_ROOT / "boards" / board / "board.cpp",
                REPO_ROOT / "boards" / "arduino" / "tp_arduino.cpp"]
     result = subprocess.run(["g++", "-std=gnu++17", "-fsyntax-only", "-Wall", "-Wextra",
-                             "-Werror", f"-I{tmp_path}", f"-I{FIRMWARE}", *defines,
+                             "-Werror", f"-I{tmp_path}", f"-I{FIRMWARE / 'include'}", *defines,
                              *map(str, sources)], check=False, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr

@@ -17,7 +17,10 @@ from tinyprop import protocol as p
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS_PATH = ROOT / "tests" / "vectors" / "protocol.json"
 VECTORS = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))
-HEADER = ROOT / "firmware" / "tp_proto.h"
+HEADER = ROOT / "firmware" / "include" / "tp_proto.h"
+# the protocol module and the one core file it uses (the CRC)
+PROTO_SOURCES = [ROOT / "firmware" / "proto" / "tp_proto.c",
+                 ROOT / "firmware" / "core" / "tp_crc32.c"]
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror"]
 
 
@@ -129,7 +132,7 @@ def _header_enum(prefix: str) -> dict[str, int]:
 
 def test_c_header_and_python_enums_agree() -> None:
     assert _header_enum("TP_MSG_") == {t.name: int(t) for t in p.MsgType}
-    assert _header_enum("TP_ERR_") == {e.name: int(e) for e in p.ErrorCode}
+    assert _header_enum("TP_PROTO_ERR_") == {e.name: int(e) for e in p.ErrorCode}
 
 
 frames = st.builds(
@@ -163,7 +166,7 @@ def c_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     exe = tmp_path_factory.mktemp("proto") / "test_proto_vectors"
     subprocess.run(
         ["gcc", *CFLAGS, "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-         f"-I{ROOT / 'firmware'}", str(ROOT / "firmware" / "tp_proto.c"),
+         f"-I{ROOT / 'firmware' / 'include'}", *map(str, PROTO_SOURCES),
          str(ROOT / "tests" / "c" / "test_proto_vectors.c"), "-o", str(exe)],
         check=True,
     )
@@ -280,7 +283,7 @@ def test_c_encoder_limits(c_driver: Path) -> None:
 def test_c_builds_for_cortex_m4(tmp_path: Path) -> None:
     subprocess.run(
         ["arm-none-eabi-gcc", *CFLAGS, "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard",
-         "-mfpu=fpv4-sp-d16", "-Os", "-c", str(ROOT / "firmware" / "tp_proto.c"),
-         "-o", str(tmp_path / "tp_proto.o")],
+         "-mfpu=fpv4-sp-d16", "-Os", f"-I{ROOT / 'firmware' / 'include'}", "-c",
+         str(PROTO_SOURCES[0]), "-o", str(tmp_path / "tp_proto.o")],
         check=True,
     )

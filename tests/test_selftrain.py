@@ -1,5 +1,6 @@
-"""The self-training application (boards/apps/selftrain.c), the run the ESP32 does in Wokwi, built
-for qemu-m4 and run under QEMU: the headers come from boards/apps/selftrain_headers.py (the
+"""The self-training application (firmware/apps/selftrain/selftrain.c), the run the ESP32 does in
+Wokwi, built for qemu-m4 and run under QEMU: the headers come from
+firmware/apps/selftrain/selftrain_headers.py (the
 steps a user runs for the esp32dev-wokwi build), and every printed loss, prediction and
 accuracy, the verdict and the params CRC32 equal the NumPy reference's, bit for bit. The lines
 boards/esp32/scenario.yaml waits for appear in that output, in order. Also the verdict when
@@ -29,7 +30,7 @@ from tinyprop.scheme import parse_scheme
 from tinyprop.session import make_blob
 from tinyprop.tflite_reader import read_tflite
 
-SCRIPT = REPO_ROOT / "boards" / "apps" / "selftrain_headers.py"
+SCRIPT = REPO_ROOT / "firmware" / "apps" / "selftrain" / "selftrain_headers.py"
 SRAM = 262144
 
 

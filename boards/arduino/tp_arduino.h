@@ -9,12 +9,13 @@
 #include <stdint.h>
 
 extern "C" {
+#include "tinyprop.h"
 #include "tp_board.h"
 #include "tp_device.h"
 #include "tp_proto.h"
 }
 #ifdef TP_APP_SELFTRAIN
-#include "../apps/selftrain.h"
+#include "tp_selftrain.h"
 #endif
 
 /* Serial speed; platformio.ini's monitor_speed matches it. */
@@ -22,7 +23,7 @@ extern "C" {
 
 /* Open the serial link, run the device loop (which never returns on a real board: the link
  * never closes) and halt if it does. Call from setup(). Built with TP_APP_SELFTRAIN, it runs
- * the self-training application (boards/apps/selftrain.c) instead and halts when it ends. */
+ * the self-training application (firmware/apps/selftrain/selftrain.c) instead and halts when it ends. */
 void tp_arduino_run(void);
 
 #endif /* TP_ARDUINO_H */

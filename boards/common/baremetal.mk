@@ -9,7 +9,7 @@
 #   LIBC_SPECS  the C library's specs file for the link
 # Its own sources are boards/$(BOARD)/startup.c and board.c; STACK_SIZE (bytes, multiple of 32)
 # sizes the stack in link.ld.
-include $(dir $(lastword $(MAKEFILE_LIST)))../qemu-m4/app.mk
+include $(dir $(lastword $(MAKEFILE_LIST)))../../firmware/apps/app.mk
 
 CC := $(CROSS)gcc
 SIZE := $(CROSS)size

@@ -63,12 +63,21 @@ def status_name(code: int) -> str:
     return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else f"TP_ERR_UNKNOWN({code})"
 
 
-def core_sources() -> list[Path]:
-    """The portable core: firmware/*.c that do not reach a board."""
+def _make_print(what: str) -> str:
     if not FIRMWARE.is_dir():
         raise TinypropError(f"{FIRMWARE}: firmware sources not found; the host engine needs a "
                             "source checkout of tinyprop")
-    return [p for p in sorted(FIRMWARE.glob("*.c")) if "tp_board.h" not in p.read_text()]
+    return subprocess.run(["make", "-s", "-C", str(FIRMWARE), what], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def core_sources() -> list[Path]:
+    """The portable library (firmware/sources.mk: core/ and proto/)."""
+    return [Path(line) for line in _make_print("print-sources").split()]
+
+
+def core_flags() -> list[str]:
+    return _make_print("print-cflags").split()
 
 
 def _compiler() -> str:
@@ -82,7 +91,7 @@ def _compiler() -> str:
 
 def _build(out: Path, sources: list[Path], flags: list[str]) -> Path:
     """Compile sources into out unless it is up to date (newer than every input, same inputs)."""
-    inputs = sources + sorted(FIRMWARE.glob("*.h"))
+    inputs = sources + sorted(FIRMWARE.rglob("*.h"))
     recipe = "\n".join([*map(str, sources), *flags])
     stamp = out.with_name(out.name + ".cmd")
     fresh = (out.exists() and stamp.exists() and stamp.read_text() == recipe
@@ -93,7 +102,7 @@ def _build(out: Path, sources: list[Path], flags: list[str]) -> Path:
     # build beside, then rename: concurrent builders never load a half-written file
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".")
     os.close(fd)
-    cmd = [_compiler(), *CFLAGS, *flags, f"-I{FIRMWARE}", *map(str, sources), "-o", tmp]
+    cmd = [_compiler(), *CFLAGS, *flags, *core_flags(), *map(str, sources), "-o", tmp]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         os.unlink(tmp)

@@ -1,7 +1,7 @@
 /*
- * fuzz_blob.c - libFuzzer harness for the blob loader (firmware/tp_blob.c): tp_blob_requirements,
- * then, for a blob it accepts, tp_session_init (which also checks the training program), tp_infer
- * and tp_train_step on memory of exactly the requested sizes. Run it with tests/fuzz/run.sh blob;
+ * fuzz_blob.c - libFuzzer harness for the blob loader (firmware/core/tp_blob.c):
+ * tp_blob_requirements (which checks the training program too), then, for a blob it accepts,
+ * tp_session_init, tp_infer and tp_train_step on memory of exactly the requested sizes. Run it with tests/fuzz/run.sh blob;
  * seed_blob.py seeds the corpus with real small training blobs.
  *
  * The first input byte picks the mode, the rest is the blob. Odd modes patch the declared size
@@ -15,7 +15,7 @@
 
 #include "fuzz_check.h"
 #include "tinyprop.h"
-#include "tp_internal.h"
+#include "tp_le.h"
 
 #define HEADER_BYTES 48u
 #define TOTAL_SIZE_AT 8u
@@ -23,14 +23,6 @@
 /* Accepted garbage may ask for any memory or any amount of work: run the ones a small board
  * could hold, which keeps every execution short. */
 #define MAX_RUN_BYTES (64u << 10)
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
 
 /* Run an accepted blob: inference, then a training step if it has a training program. */
 static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements *req, uint8_t fill)
@@ -83,8 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(blob != NULL);
     memcpy(blob, data + 1, len);
     if ((data[0] & 1u) && len >= HEADER_BYTES + CRC_BYTES) {
-        put_u32(blob + TOTAL_SIZE_AT, len);
-        put_u32(blob + len - CRC_BYTES, tp_crc32(0, blob, len - CRC_BYTES));
+        tp_wr_u32(blob + TOTAL_SIZE_AT, len);
+        tp_wr_u32(blob + len - CRC_BYTES, tp_crc32(0, blob, len - CRC_BYTES));
     }
     st = tp_blob_requirements(blob, len, &req);
     CHECK(tp_status_name(st)[0] != '\0');

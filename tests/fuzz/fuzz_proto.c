@@ -1,11 +1,11 @@
 /*
- * fuzz_proto.c - libFuzzer harness for firmware/tp_proto.c: the streaming decoder, the host
+ * fuzz_proto.c - libFuzzer harness for firmware/proto/tp_proto.c: the streaming decoder, the host
  * message unpacker and the device message encoders. Run it with tests/fuzz/run.sh proto.
  *
  * The first input byte picks what to drive (modes 0-3 below); buffers are malloc'ed at their exact size so
  * ASan sees any write past a caller's capacity.
  */
-// FUZZ_SOURCES: firmware/tp_proto.c
+// FUZZ_SOURCES: firmware/proto/tp_proto.c firmware/core/tp_crc32.c
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +18,7 @@ static void unpack_and_check(const tp_frame *f)
     tp_host_msg m;
     tp_proto_status st = tp_proto_unpack(f, &m);
     CHECK(tp_proto_status_name(st)[0] != '\0');
-    CHECK(st == TP_PROTO_OK || tp_proto_error_code(st) != TP_ERR_INTERNAL);
+    CHECK(st == TP_PROTO_OK || tp_proto_error_code(st) != TP_PROTO_ERR_INTERNAL);
     if (st == TP_PROTO_OK) {
         CHECK(m.type == f->type && m.seq == f->seq);
         CHECK(m.data_len <= f->len);
@@ -71,7 +71,7 @@ static void drive_decoder(const uint8_t *data, size_t size)
             pos += used;
             CHECK(st <= TP_PROTO_MORE && st >= TP_PROTO_E_UNKNOWN_TYPE);
             CHECK(tp_proto_status_name(st)[0] != '\0');
-            CHECK(st >= TP_PROTO_OK || tp_proto_error_code(st) != TP_ERR_INTERNAL);
+            CHECK(st >= TP_PROTO_OK || tp_proto_error_code(st) != TP_PROTO_ERR_INTERNAL);
             if (st == TP_PROTO_OK) {
                 CHECK((size_t)f.len + TP_PROTO_OVERHEAD <= cap);
                 unpack_and_check(&f);

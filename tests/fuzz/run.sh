@@ -4,7 +4,7 @@
 #   tests/fuzz/run.sh [TARGET] [RUNS]      default: proto 1000000
 #
 # TARGET names a harness tests/fuzz/fuzz_TARGET.c, which defines LLVMFuzzerTestOneInput and lists
-# the firmware sources it links in one comment line, e.g. "// FUZZ_SOURCES: firmware/tp_blob.c":
+# the firmware sources it links in one comment line, e.g. "// FUZZ_SOURCES: firmware/proto/tp_proto.c":
 # adding a target is adding that one file. Builds and the growing corpus go to $FUZZ_BUILD
 # (default build/fuzz); a target's seed_TARGET.py, if any, seeds that corpus first (with
 # $FUZZ_PYTHON, default the repo's .venv); "@core" in FUZZ_SOURCES stands for the portable core.
@@ -25,9 +25,9 @@ fi
 sources=()
 for s in $(sed -n 's|^// FUZZ_SOURCES:||p' "$harness"); do
     if [[ $s == @core ]]; then
-        # the portable core: firmware/*.c that do not reach a board (as tinyprop.native builds it)
+        # the portable library (firmware/sources.mk), as every build takes it
         while IFS= read -r f; do sources+=("$f"); done \
-            < <(grep -L 'tp_board\.h' "$root"/firmware/*.c)
+            < <(make -s -C "$root/firmware" print-sources)
     else
         sources+=("$root/$s")
     fi
@@ -42,7 +42,7 @@ fi
 # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
 clang -std=c99 -g -O1 -Wall -Wextra -Werror \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all ${FUZZ_CFLAGS:-} \
-    -I"$root/firmware" "$harness" "${sources[@]}" -o "$build/fuzz_$target"
+    $(make -s -C "$root/firmware" print-cflags | sed 's/-std=c99 -ffp-contract=off//') "$harness" "${sources[@]}" -o "$build/fuzz_$target"
 # Inputs that once crashed (tests/fuzz/regressions_TARGET/) run first, as a read-only corpus.
 corpora=("$build/corpus_$target")
 if [[ -d $root/tests/fuzz/regressions_$target ]]; then

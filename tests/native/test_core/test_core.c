@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unity.h>
 
+#include "tinyprop.h" /* tp_crc32 */
 #include "tp_proto.h"
 
 void setUp(void)

@@ -6,69 +6,11 @@
 
 #include <string.h>
 
+#include "tinyprop.h" /* tp_crc32 */
+#include "tp_le.h"
+
 /* Floats travel as IEEE-754 binary32 bit patterns: both targets use that format. */
 typedef char tp_proto_float_is_32_bits[(sizeof(float) == 4) ? 1 : -1];
-
-/* ---- little-endian helpers ---- */
-
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static void put_f32(uint8_t *p, float v)
-{
-    uint32_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    put_u32(p, bits);
-}
-
-static uint16_t get_u16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
-}
-
-static float get_f32(const uint8_t *p)
-{
-    uint32_t bits = get_u32(p);
-    float v;
-    memcpy(&v, &bits, sizeof v);
-    return v;
-}
-
-/* ---- CRC32 ---- */
-
-uint32_t tp_crc32(uint32_t crc, const uint8_t *data, size_t n)
-{
-    /* Half-byte table: 64 bytes of flash instead of 1 KB, fast enough for a serial link. */
-    static const uint32_t nibble[16] = {
-        0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u,
-        0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
-        0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu};
-    size_t i;
-    crc = ~crc;
-    for (i = 0; i < n; i++) {
-        crc ^= data[i];
-        crc = (crc >> 4) ^ nibble[crc & 15u];
-        crc = (crc >> 4) ^ nibble[crc & 15u];
-    }
-    return ~crc;
-}
 
 /* ---- decoder ---- */
 
@@ -121,18 +63,18 @@ static tp_proto_status decoder_finish(tp_frame_decoder *d, tp_frame *frame)
     if (d->len < TP_PROTO_OVERHEAD) {
         return TP_PROTO_E_TRUNCATED;
     }
-    declared = get_u16(b + 3);
+    declared = tp_rd_u16(b + 3);
     if (declared + TP_PROTO_OVERHEAD > d->len) {
         return TP_PROTO_E_TRUNCATED;
     }
     if (declared + TP_PROTO_OVERHEAD < d->len) {
         return TP_PROTO_E_LENGTH_MISMATCH;
     }
-    if (tp_crc32(0, b, d->len - 4) != get_u32(b + d->len - 4)) {
+    if (tp_crc32(0, b, d->len - 4) != tp_rd_u32(b + d->len - 4)) {
         return TP_PROTO_E_BAD_CRC;
     }
     frame->type = b[0];
-    frame->seq = get_u16(b + 1);
+    frame->seq = tp_rd_u16(b + 1);
     frame->len = (uint16_t)declared;
     frame->payload = b + 5;
     return known_type(b[0]) ? TP_PROTO_OK : TP_PROTO_E_UNKNOWN_TYPE;
@@ -237,15 +179,15 @@ tp_proto_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t
         return TP_PROTO_E_NO_SPACE;
     }
     header[0] = type;
-    put_u16(header + 1, seq);
-    put_u16(header + 3, (uint16_t)len);
+    tp_wr_u16(header + 1, seq);
+    tp_wr_u16(header + 3, (uint16_t)len);
     w.out = out;
     w.pos = 0;
     cobs_reserve(&w);
     crc = cobs_put_all(&w, 0, header, sizeof header);
     crc = cobs_put_all(&w, crc, head, head_len);
     crc = cobs_put_all(&w, crc, tail, tail_len);
-    put_u32(crc_bytes, crc);
+    tp_wr_u32(crc_bytes, crc);
     (void)cobs_put_all(&w, crc, crc_bytes, sizeof crc_bytes);
     if (w.reserved) {
         out[w.code_pos] = w.code;
@@ -279,17 +221,17 @@ uint16_t tp_proto_error_code(tp_proto_status st)
     case TP_PROTO_E_BAD_COBS:
     case TP_PROTO_E_TRUNCATED:
     case TP_PROTO_E_LENGTH_MISMATCH:
-        return TP_ERR_BAD_FRAME;
+        return TP_PROTO_ERR_BAD_FRAME;
     case TP_PROTO_E_TOO_LONG:
-        return TP_ERR_TOO_LONG;
+        return TP_PROTO_ERR_TOO_LONG;
     case TP_PROTO_E_BAD_CRC:
-        return TP_ERR_BAD_CRC;
+        return TP_PROTO_ERR_BAD_CRC;
     case TP_PROTO_E_UNKNOWN_TYPE:
-        return TP_ERR_UNKNOWN_TYPE;
+        return TP_PROTO_ERR_UNKNOWN_TYPE;
     case TP_PROTO_E_BAD_PAYLOAD:
-        return TP_ERR_BAD_LENGTH;
+        return TP_PROTO_ERR_BAD_LENGTH;
     default:
-        return TP_ERR_INTERNAL;
+        return TP_PROTO_ERR_INTERNAL;
     }
 }
 
@@ -387,13 +329,13 @@ tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
     msg->data_len = tail ? frame->len - fixed : 0;
     switch (frame->type) {
     case TP_MSG_LOAD_BEGIN:
-        msg->u.load_begin.size = get_u32(p);
-        msg->u.load_begin.crc32 = get_u32(p + 4);
+        msg->u.load_begin.size = tp_rd_u32(p);
+        msg->u.load_begin.crc32 = tp_rd_u32(p + 4);
         break;
     case TP_MSG_LOAD_CHUNK:
     case TP_MSG_INPUT_CHUNK:
     case TP_MSG_PUSH_PARAMS:
-        msg->u.chunk.offset = get_u32(p);
+        msg->u.chunk.offset = tp_rd_u32(p);
         break;
     case TP_MSG_TRAIN:
     case TP_MSG_EVAL:
@@ -401,17 +343,17 @@ tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
         msg->u.sample.flags = p[1];
         break;
     case TP_MSG_SET_HPARAMS:
-        msg->u.hparams.lr = get_f32(p);
-        msg->u.hparams.momentum = get_f32(p + 4);
-        msg->u.hparams.seed = get_u32(p + 8);
-        msg->u.hparams.flags = get_u32(p + 12);
+        msg->u.hparams.lr = tp_rd_f32(p);
+        msg->u.hparams.momentum = tp_rd_f32(p + 4);
+        msg->u.hparams.seed = tp_rd_u32(p + 8);
+        msg->u.hparams.flags = tp_rd_u32(p + 12);
         break;
     case TP_MSG_PULL_PARAMS:
-        msg->u.pull.offset = get_u32(p);
-        msg->u.pull.max_len = get_u16(p + 4);
+        msg->u.pull.offset = tp_rd_u32(p);
+        msg->u.pull.max_len = tp_rd_u16(p + 4);
         break;
     case TP_MSG_BULK_SAMPLE:
-        msg->u.bulk_sample.index = get_u32(p);
+        msg->u.bulk_sample.index = tp_rd_u32(p);
         msg->u.bulk_sample.mode = p[4];
         msg->u.bulk_sample.flags = p[5];
         break;
@@ -473,11 +415,11 @@ tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
     if (m == NULL) {
         return TP_PROTO_E_ARG;
     }
-    put_u32(head, m->sram_bytes);
-    put_u32(head + 4, m->arena_bytes);
-    put_u32(head + 8, m->blob_id);
-    put_u32(head + 12, m->fw_version);
-    put_u16(head + 16, m->max_payload);
+    tp_wr_u32(head, m->sram_bytes);
+    tp_wr_u32(head + 4, m->arena_bytes);
+    tp_wr_u32(head + 8, m->blob_id);
+    tp_wr_u32(head + 12, m->fw_version);
+    tp_wr_u16(head + 16, m->max_payload);
     head[18] = (uint8_t)TP_PROTO_VERSION;
     head[19] = m->counter_unit;
     return encode_text(out, cap, TP_MSG_READY, seq, head, sizeof head, m->board, out_len);
@@ -488,7 +430,7 @@ tp_proto_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint
 {
     uint8_t head[5];
     head[0] = acked_type;
-    put_u32(head + 1, value);
+    tp_wr_u32(head + 1, value);
     return tp_frame_encode(out, cap, TP_MSG_ACK, seq, head, sizeof head, NULL, 0, out_len);
 }
 
@@ -499,13 +441,13 @@ tp_proto_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
     if (m == NULL) {
         return TP_PROTO_E_ARG;
     }
-    put_u32(head, m->step);
-    put_f32(head + 4, m->loss);
-    put_u32(head + 8, m->counter);
-    put_u32(head + 12, m->arena_peak);
-    put_u32(head + 16, m->stack_peak);
-    put_u32(head + 20, m->trainable_bytes);
-    put_u32(head + 24, m->static_bytes);
+    tp_wr_u32(head, m->step);
+    tp_wr_f32(head + 4, m->loss);
+    tp_wr_u32(head + 8, m->counter);
+    tp_wr_u32(head + 12, m->arena_peak);
+    tp_wr_u32(head + 16, m->stack_peak);
+    tp_wr_u32(head + 20, m->trainable_bytes);
+    tp_wr_u32(head + 24, m->static_bytes);
     head[28] = m->label;
     head[29] = m->prediction;
     head[30] = m->correct;
@@ -523,7 +465,7 @@ tp_proto_status tp_proto_encode_params(uint8_t *out, size_t cap, uint16_t seq, u
                                        const uint8_t *data, size_t n, size_t *out_len)
 {
     uint8_t head[4];
-    put_u32(head, offset);
+    tp_wr_u32(head, offset);
     return tp_frame_encode(out, cap, TP_MSG_PARAMS, seq, head, sizeof head, data, n, out_len);
 }
 
@@ -531,7 +473,7 @@ tp_proto_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, ui
                                       const char *text, size_t *out_len)
 {
     uint8_t head[2];
-    put_u16(head, code);
+    tp_wr_u16(head, code);
     return encode_text(out, cap, TP_MSG_ERROR, seq, head, sizeof head, text, out_len);
 }
 

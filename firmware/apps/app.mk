@@ -1,12 +1,12 @@
 # app.mk - what every board Makefile shares: the repository paths, the application choice and the
-# portable sources. A board Makefile sets BOARD, includes this, then adds its own sources, flags
-# and link rule.
+# portable library (firmware/sources.mk). A board Makefile sets BOARD, includes this, then adds
+# its own sources, flags and link rule. The applications (firmware/apps/) use only tinyprop.h,
+# tp_proto.h and the HAL, tp_board.h, which each board implements.
 #
-#   APP=device    (default) the device main loop: tp_device_main() in firmware/tp_device.c
-#   APP=selftest  the HAL self-test, boards/qemu-m4/selftest.c (tp_selftest_main)
-#   APP=selftrain the self-training run, boards/apps/selftrain.c (tp_selftrain_main): needs BLOB
-#                 and SAMPLES=path/to/samples header (tinyprop.boards.write_samples_header); it
-#                 replaces the device loop, so firmware/tp_device.c is left out of the build
+#   APP=device    (default) the device main loop: tp_device_main() in apps/device/tp_device.c
+#   APP=selftest  the HAL self-test, apps/selftest/selftest.c (tp_selftest_main)
+#   APP=selftrain the self-training run, apps/selftrain/selftrain.c (tp_selftrain_main): needs
+#                 BLOB and SAMPLES=path/to/samples header (tinyprop's write_samples_header)
 #   APP=<file.c> APP_ENTRY=<function>   any other application
 #
 #   BLOB=path/to/model_tpb.h   compile that model blob header into the device firmware (flash);
@@ -21,20 +21,15 @@ ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
 APP ?= device
 
 ifeq ($(APP),device)
-  APP_SRC :=
+  APP_SRC := $(ROOT)/firmware/apps/device/tp_device.c
   APP_ENTRY := tp_device_main
   PROG := tinyprop
-  ifeq ($(wildcard $(ROOT)/firmware/tp_device.c),)
-    ifneq ($(filter path,$(MAKECMDGOALS)),path)
-      $(error APP=device needs firmware/tp_device.c, which does not exist yet; use APP=selftest)
-    endif
-  endif
 else ifeq ($(APP),selftest)
-  APP_SRC := $(ROOT)/boards/qemu-m4/selftest.c
+  APP_SRC := $(ROOT)/firmware/apps/selftest/selftest.c
   APP_ENTRY := tp_selftest_main
   PROG := selftest
 else ifeq ($(APP),selftrain)
-  APP_SRC := $(ROOT)/boards/apps/selftrain.c
+  APP_SRC := $(ROOT)/firmware/apps/selftrain/selftrain.c
   APP_ENTRY := tp_selftrain_main
   PROG := selftrain
   ifneq ($(filter path,$(MAKECMDGOALS)),path)
@@ -64,11 +59,9 @@ endif
 
 BUILD := $(ROOT)/build/$(BOARD)
 OBJ_DIR := $(BUILD)/obj-$(PROG)
-FIRMWARE_SRCS := $(sort $(wildcard $(ROOT)/firmware/*.c))
-ifeq ($(APP),selftrain) # the device loop would define the compiled-in blob a second time
-  FIRMWARE_SRCS := $(filter-out %/tp_device.c,$(FIRMWARE_SRCS))
-endif
-INCLUDES := -I$(ROOT)/firmware -I$(ROOT)/boards/$(BOARD)
+include $(ROOT)/firmware/sources.mk
+FIRMWARE_SRCS := $(TP_LIB_SRCS)
+INCLUDES := $(TP_INCLUDES) -I$(ROOT)/boards/$(BOARD)
 # Same numerics on every board: no fused multiply-add, so floats match the host reference.
 COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
                  -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY) \
@@ -91,7 +84,7 @@ $(APP_OBJ): $(APP_SRC)
 	$(CC) $(CFLAGS) -c -o $@ $<
 endif
 
-# Relink when the set of sources changes (a firmware/*.c added or removed), not only when a
+# Relink when the set of sources changes (a library source added or removed), not only when a
 # source is newer: the list is rewritten only when it differs.
 SOURCES_LIST := $(OBJ_DIR)/sources.txt
 define record_sources

@@ -1,12 +1,12 @@
-/* tp_blob.c - the blob v1 loader (docs/blob-format.md): checks everything a kernel will later
- * trust, then binds the blob to the caller's arena and params region.
+/* tp_blob.c - the blob v2 loader (docs/blob-format.md): checks everything a kernel or an
+ * interpreter will later trust, the training program (TRAN) included.
  *
  * Every check reads only inside blob[0..len) and compares in 64-bit or by subtraction, so no
  * field value can overflow an offset; it is the fuzz entry point (tp_blob_requirements).
  */
-#include <string.h>
+#include "tp_blob.h"
 
-#include "tp_internal.h"
+#include <string.h>
 
 /* The tensor (int8 activation, int8 weights, int32 bias) a position of an op must hold. */
 typedef enum { ROLE_ACT, ROLE_WEIGHTS, ROLE_BIAS } tensor_role;
@@ -21,7 +21,7 @@ static int same_section_id(const uint8_t *p, const char *id)
     return memcmp(p, id, 4) == 0;
 }
 
-static tp_status read_sections(tp_session *v, const uint8_t *blob, uint32_t total)
+static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t total)
 {
     static const char *const ids[5] = {"TENS", "OPS ", "DATA", "NAME", "TRAN"};
     uint32_t n_sec = tp_rd_u16(blob + 16), body_end = total - TP_CRC_SIZE;
@@ -61,12 +61,12 @@ static tp_status read_sections(tp_session *v, const uint8_t *blob, uint32_t tota
     v->n_ops = sizes[1] / TP_OP_SIZE;
     v->data = found[2];
     v->data_len = sizes[2];
-    v->train = found[4]; /* the training program is checked by its own code (tp_train.c) */
+    v->train = found[4]; /* checked last (check_train), against the rest */
     v->train_len = sizes[4];
     return TP_OK;
 }
 
-static tp_status check_tensor(const tp_session *v, const tp_tensor *t)
+static tp_status check_tensor(const tp_blob_view *v, const tp_tensor *t)
 {
     static const uint32_t dtype_size[4] = {0, 1, 4, 4};
     uint64_t bytes;
@@ -110,7 +110,7 @@ static tp_status check_tensor(const tp_session *v, const tp_tensor *t)
         if (t->dtype != TP_DT_INT32) {
             return TP_ERR_BLOB_INVALID;
         }
-        if (!within(t->params_offset, t->size, v->req.params - v->req.optimizer)) {
+        if (!within(t->params_offset, t->size, tp_param_bytes(v))) {
             return TP_ERR_BLOB_BOUNDS;
         }
     }
@@ -121,7 +121,7 @@ static tp_status check_tensor(const tp_session *v, const tp_tensor *t)
 }
 
 /* Decode tensor index i (TP_NONE16 allowed when optional) and check it can play role. */
-static tp_status operand(const tp_session *v, uint32_t i, tensor_role role, int optional,
+static tp_status operand(const tp_blob_view *v, uint32_t i, tensor_role role, int optional,
                          tp_tensor *t)
 {
     memset(t, 0, sizeof *t);
@@ -178,7 +178,7 @@ static int int8_range(int32_t v)
 }
 
 /* Multipliers and shifts inside DATA and inside what tp_mbqm accepts. */
-static tp_status check_multipliers(const tp_session *v, const tp_op *op)
+static tp_status check_multipliers(const tp_blob_view *v, const tp_op *op)
 {
     uint32_t i;
     if (op->n_mult == 0u) {
@@ -198,7 +198,7 @@ static tp_status check_multipliers(const tp_session *v, const tp_op *op)
 }
 
 /* The kind-specific part: operand types, shapes and parameter counts. */
-static int op_shapes_ok(const tp_session *v, const tp_op *op, const tp_tensor *in,
+static int op_shapes_ok(const tp_blob_view *v, const tp_op *op, const tp_tensor *in,
                         const tp_tensor *out)
 {
     tp_tensor w, b;
@@ -213,21 +213,20 @@ static int op_shapes_ok(const tp_session *v, const tp_op *op, const tp_tensor *i
             operand(v, op->inputs[2], ROLE_BIAS, 1, &b) != TP_OK) {
             return 0;
         }
+        n_ch = tp_weight_channels(op, &w);
         if (op->kind == TP_OP_FULLY_CONNECTED) {
-            n_ch = n_out;
-            ok = w.rank == 2u && w.dims[0] == n_out && w.dims[1] == n_in &&
-                 (w.n_scales <= 1u || w.n_scales == n_out); /* fc_real_scale reads them */
+            ok = w.rank == 2u && n_ch == n_out && w.dims[1] == n_in;
         } else if (op->kind == TP_OP_CONV_2D) {
-            n_ch = w.dims[0];
-            ok = w.rank == 4u && windows_ok(op, in, out) && w.dims[0] == out->dims[3] &&
+            ok = w.rank == 4u && windows_ok(op, in, out) && n_ch == out->dims[3] &&
                  w.dims[1] == op->k[0] && w.dims[2] == op->k[1] && w.dims[3] == in->dims[3];
         } else {
-            n_ch = w.dims[3];
             ok = w.rank == 4u && windows_ok(op, in, out) && w.dims[0] == 1u &&
                  w.dims[1] == op->k[0] && w.dims[2] == op->k[1] && op->depth_multiplier >= 1u &&
-                 w.dims[3] == out->dims[3] &&
+                 n_ch == out->dims[3] &&
                  (uint32_t)in->dims[3] * op->depth_multiplier == out->dims[3];
         }
+        /* per-channel scales (FULLY_CONNECTED's requantization, QAS) are read one a channel */
+        ok = ok && (w.n_scales <= 1u || w.n_scales == n_ch);
         return ok && op->n_mult == n_ch && (b.rank == 0u || b.dims[0] == n_ch);
     }
     case TP_OP_ADD:
@@ -254,7 +253,7 @@ static int op_shapes_ok(const tp_session *v, const tp_op *op, const tp_tensor *i
 
 /* The weight rows an op holds in the params region: a u16 map from output channel to held
  * row inside DATA, rows numbered 0, 1, ... in channel order, all inside params_bytes. */
-static tp_status check_held(const tp_session *v, const tp_op *op)
+static tp_status check_held(const tp_blob_view *v, const tp_op *op)
 {
     tp_tensor w;
     uint32_t n_ch, o, held = 0;
@@ -265,7 +264,7 @@ static tp_status check_held(const tp_session *v, const tp_op *op)
         return TP_ERR_BLOB_INVALID;
     }
     tp_decode_tensor(v->tensors, op->inputs[1], &w); /* checked by op_shapes_ok */
-    n_ch = op->kind == TP_OP_DEPTHWISE_CONV_2D ? w.dims[3] : w.dims[0];
+    n_ch = tp_weight_channels(op, &w);
     if (!within(op->held_map, 2ull * n_ch, v->data_len)) {
         return TP_ERR_BLOB_BOUNDS;
     }
@@ -278,13 +277,12 @@ static tp_status check_held(const tp_session *v, const tp_op *op)
     if (held == 0u) {
         return TP_ERR_BLOB_INVALID;
     }
-    return within(op->held_params, (uint64_t)held * (w.size / n_ch),
-                  v->req.params - v->req.optimizer)
+    return within(op->held_params, (uint64_t)held * (w.size / n_ch), tp_param_bytes(v))
                ? TP_OK
                : TP_ERR_BLOB_BOUNDS;
 }
 
-static tp_status check_op(const tp_session *v, const tp_op *op)
+static tp_status check_op(const tp_blob_view *v, const tp_op *op)
 {
     tp_tensor in, out;
     tp_status st;
@@ -304,8 +302,161 @@ static tp_status check_op(const tp_session *v, const tp_op *op)
     return check_held(v, op);
 }
 
-/* Check the whole blob; on success v holds the section views and requirements. */
-static tp_status parse(tp_session *v, const uint8_t *blob, uint32_t len)
+/* ---- the training program ---- */
+
+const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k)
+{
+    uint32_t j, n;
+    if (b->train == NULL) {
+        return NULL;
+    }
+    n = tp_rd_u16(b->train + 4);
+    for (j = 0; j < n; j++) {
+        const uint8_t *p = b->train + TP_TRAN_HEADER + 8u * b->n_tensors + TP_TRAN_OP * j;
+        if (tp_rd_u16(p) == k) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Every training-plan offset inside the training arena, float gradients 4-aligned. */
+static tp_status check_train_tensors(const tp_blob_view *v)
+{
+    uint32_t i;
+    for (i = 0; i < v->n_tensors; i++) {
+        tp_tensor t;
+        uint32_t a = tp_tran_act_offset(v, i), g = tp_tran_grad_offset(v, i);
+        tp_decode_tensor(v->tensors, i, &t);
+        if (a != TP_NONE32 && !within(a, t.size, v->req.arena_train)) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
+        if (g != TP_NONE32 && (t.size > 0x3FFFFFFFu || !within(g, 4ull * t.size,
+                                                                v->req.arena_train))) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
+        if (g != TP_NONE32 && (g & 3u) != 0u) {
+            return TP_ERR_BLOB_INVALID; /* float gradients: an unaligned one faults on the M4 */
+        }
+    }
+    return TP_OK;
+}
+
+/* One TRAN op record against its op; *velocities counts the parameters it trains. */
+static tp_status check_train_op(const tp_blob_view *v, const tp_train_op *t, uint64_t *velocities)
+{
+    tp_op op;
+    tp_tensor tw, to;
+    uint32_t n_out = 0, row = 0, i;
+    if (t->op >= v->n_ops) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    tp_decode_op(v->ops, t->op, &op);
+    tp_decode_tensor(v->tensors, op.output, &to);
+    if (tp_tran_grad_offset(v, op.output) == TP_NONE32) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    if ((t->flags & TP_TRAN_GRAD_IN0) && tp_tran_grad_offset(v, op.inputs[0]) == TP_NONE32) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    if ((t->flags & TP_TRAN_GRAD_IN1) &&
+        (op.kind != TP_OP_ADD || tp_tran_grad_offset(v, op.inputs[1]) == TP_NONE32)) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    if ((t->flags & TP_TRAN_MASK) &&
+        !within(t->mask_offset, (to.size + 7u) / 8u, v->req.arena_train)) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    if (t->flags & (TP_TRAN_BIAS | TP_TRAN_WEIGHT)) {
+        if (op.kind > TP_OP_FULLY_CONNECTED) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        tp_decode_tensor(v->tensors, op.inputs[1], &tw);
+        n_out = tp_weight_channels(&op, &tw);
+        if (n_out == 0u) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        row = tw.size / n_out;
+    }
+    if ((t->flags & TP_TRAN_BIAS) &&
+        (op.inputs[2] == TP_NONE16 || !within(t->bias_params, 4ull * n_out, tp_param_bytes(v)))) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    *velocities += (t->flags & TP_TRAN_BIAS) ? n_out : 0u;
+    *velocities += (t->flags & TP_TRAN_WEIGHT) ? (uint64_t)t->n_sel * row : 0u;
+    if (t->flags & TP_TRAN_WEIGHT) {
+        uint32_t held = 0;
+        for (i = 0; i < n_out; i++) {
+            held += tp_held_row(v, &op, i) != TP_NONE16 ? 1u : 0u;
+        }
+        if (t->n_sel == 0u || t->n_sel != held) {
+            return TP_ERR_BLOB_INVALID; /* check_held checked the rows fit the params */
+        }
+        if (!within(t->scratch_offset, 4ull * row, v->req.arena_train)) {
+            return TP_ERR_BLOB_BOUNDS;
+        }
+        if ((t->scratch_offset & 3u) != 0u) {
+            return TP_ERR_BLOB_INVALID;
+        }
+    }
+    return TP_OK;
+}
+
+/* The TRAN section against the rest of the blob: every offset the training step will use lies
+ * inside the training arena or the params region, and the ops it names can do what it asks. */
+static tp_status check_train(const tp_blob_view *v)
+{
+    uint32_t n_ops, j, first, last;
+    uint64_t velocities = 0; /* trained parameters: one float32 velocity each under momentum */
+    tp_op op;
+    tp_status st;
+    if (v->train == NULL) {
+        return TP_OK;
+    }
+    if (v->train_len < TP_TRAN_HEADER) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    n_ops = tp_rd_u16(v->train + 4);
+    first = tp_tran_first(v);
+    last = tp_tran_last(v);
+    if (tp_rd_u32(v->train + 8) != v->n_tensors || last >= v->n_ops || first > last) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    if ((uint64_t)TP_TRAN_HEADER + 8ull * v->n_tensors + (uint64_t)TP_TRAN_OP * n_ops >
+        v->train_len) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    /* the step takes the loss on the header's last op: it must make the logits, and the logits
+     * need a gradient buffer (the loss writes it before any train op runs) */
+    tp_decode_op(v->ops, last, &op);
+    if (op.output != v->logits || tp_tran_grad_offset(v, v->logits) == TP_NONE32) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    /* the training forward (ops 0..last) finds its activations under the training plan (the
+     * op checks covered these operands: input 0, ADD's input 1, the output) */
+    for (j = 0; j <= last; j++) {
+        tp_decode_op(v->ops, j, &op);
+        if (tp_tran_act_offset(v, op.inputs[0]) == TP_NONE32 ||
+            tp_tran_act_offset(v, op.output) == TP_NONE32 ||
+            (op.kind == TP_OP_ADD && tp_tran_act_offset(v, op.inputs[1]) == TP_NONE32)) {
+            return TP_ERR_BLOB_INVALID;
+        }
+    }
+    st = check_train_tensors(v);
+    for (j = 0; j < n_ops && st == TP_OK; j++) {
+        tp_train_op t;
+        tp_decode_train_op(v->train + TP_TRAN_HEADER + 8u * v->n_tensors + TP_TRAN_OP * j, &t);
+        st = check_train_op(v, &t, &velocities);
+    }
+    /* optimizer state, when there is any, is exactly one velocity per trained parameter */
+    if (st == TP_OK && v->req.optimizer != 0u && 4u * velocities != v->req.optimizer) {
+        st = TP_ERR_BLOB_INVALID;
+    }
+    return st;
+}
+
+
+tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len)
 {
     uint32_t total, i, logits_made = 0u;
     tp_tensor t;
@@ -355,7 +506,7 @@ static tp_status parse(tp_session *v, const uint8_t *blob, uint32_t len)
         return TP_ERR_BLOB_INVALID;
     }
     /* optimizer state: float32s at the end of the params region, after the parameters (which
-     * end 4-aligned), and only with a training program, which says how many (tp_train_check) */
+     * end 4-aligned), and only with a training program, which says how many (check_train) */
     if (v->req.optimizer > v->req.params || (v->req.optimizer & 3u) != 0u ||
         ((v->req.params - v->req.optimizer) & 3u) != 0u ||
         (v->req.optimizer != 0u && v->train == NULL)) {
@@ -387,92 +538,20 @@ static tp_status parse(tp_session *v, const uint8_t *blob, uint32_t len)
         tp_tensor_elems(&t) != v->req.n_classes) {
         return TP_ERR_BLOB_INVALID;
     }
-    return TP_OK;
+    return check_train(v);
 }
 
 tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirements *out)
 {
-    tp_session v;
+    tp_blob_view v;
     tp_status st;
     if (blob == NULL || out == NULL) {
         return TP_ERR_ARG;
     }
     memset(&v, 0, sizeof v);
-    st = parse(&v, blob, len);
+    st = tp_blob_parse(&v, blob, len);
     if (st == TP_OK) {
         *out = v.req;
     }
     return st;
-}
-
-tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint8_t *arena,
-                          uint32_t arena_len, uint8_t *params, uint32_t params_len)
-{
-    tp_session v;
-    tp_status st;
-    if (s == NULL || blob == NULL || (params == NULL && params_len != 0u)) {
-        return TP_ERR_ARG;
-    }
-    memset(s, 0, sizeof *s); /* a failed init leaves the session not loaded */
-    memset(&v, 0, sizeof v);
-    st = parse(&v, blob, len);
-    if (st == TP_OK) {
-        st = tp_train_check(&v); /* the training program, by the code that runs it */
-    }
-    if (st != TP_OK) {
-        return st;
-    }
-    if (arena == NULL || arena_len < v.req.arena_infer) {
-        return TP_ERR_ARENA_TOO_SMALL;
-    }
-    if (params != NULL && params_len < v.req.params) {
-        return TP_ERR_PARAMS_TOO_SMALL;
-    }
-    v.arena = arena;
-    v.arena_len = arena_len;
-    v.params = params; /* NULL: inference only, every constant is read from the blob */
-    v.params_len = params_len;
-    *s = v;
-    st = params != NULL ? tp_copy_params(s) : TP_OK;
-    if (st != TP_OK) {
-        memset(s, 0, sizeof *s);
-    }
-    return st;
-}
-
-const uint8_t *tp_const_data(const tp_session *s, const tp_tensor *t)
-{
-    if ((t->flags & TP_T_TRAINABLE) != 0u && s->params != NULL) { /* a training session */
-        return s->params + t->params_offset;
-    }
-    return s->data + t->offset;
-}
-
-uint32_t tp_session_size(void)
-{
-    return (uint32_t)sizeof(tp_session);
-}
-
-const char *tp_status_name(tp_status st)
-{
-    static const char *const names[] = {
-        "TP_OK",
-        "TP_ERR_BLOB_TRUNCATED",
-        "TP_ERR_BLOB_MAGIC",
-        "TP_ERR_BLOB_VERSION",
-        "TP_ERR_BLOB_SIZE",
-        "TP_ERR_BLOB_CRC",
-        "TP_ERR_BLOB_BOUNDS",
-        "TP_ERR_BLOB_INVALID",
-        "TP_ERR_ARENA_TOO_SMALL",
-        "TP_ERR_PARAMS_TOO_SMALL",
-        "TP_ERR_BAD_LABEL",
-        "TP_ERR_BAD_INPUT",
-        "TP_ERR_NOT_LOADED",
-        "TP_ERR_NONFINITE",
-        "TP_ERR_NO_TRAIN",
-        "TP_ERR_ARG",
-    };
-    unsigned i = (unsigned)st;
-    return i < sizeof names / sizeof names[0] ? names[i] : "TP_ERR_UNKNOWN";
 }

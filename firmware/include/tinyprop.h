@@ -1,4 +1,5 @@
-/* tinyprop: int8 forward and sparse-update training of a TFLite-derived blob, in place.
+/* tinyprop.h - the core's API: int8 forward and sparse-update training of a TFLite-derived
+ * blob, in place (docs/architecture.md: the layers behind it).
  *
  * The caller owns all memory: the blob (flash or RAM, read only), one arena for activations,
  * gradients and scratch, and one params region for the trainable parameters (RAM copies of
@@ -9,6 +10,7 @@
 #ifndef TINYPROP_H
 #define TINYPROP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -70,26 +72,36 @@ typedef struct {
     uint32_t skipped;    /* 1 if the update was skipped (non-finite loss or gradient) */
 } tp_result;
 
+/* A checked blob: its section views and requirements, filled by the loader (read only). */
 typedef struct {
     const uint8_t *blob;
     uint32_t blob_len;
-    /* section views (offsets checked by tp_session_init) */
     const uint8_t *tensors;
     const uint8_t *ops;
     const uint8_t *data;
-    const uint8_t *train;
+    const uint8_t *train; /* the training program (TRAN), or NULL */
     uint32_t n_tensors, n_ops, data_len, train_len;
-    uint32_t input, output, logits;
+    uint32_t input, output, logits; /* tensor indices */
     tp_requirements req;
+} tp_blob_view;
+
+/* One blob bound to caller memory. Allocate it anywhere (tp_session_size() bytes); its fields
+ * are the core's: read b.req and step, change nothing but through the functions below. */
+typedef struct {
+    tp_blob_view b;
     uint8_t *arena;
     uint32_t arena_len;
-    uint8_t *params;
+    uint8_t *params; /* NULL: an inference-only session, every constant read from the blob */
     uint32_t params_len;
     uint32_t arena_high; /* high-water mark of the current call */
     tp_hparams hp;
-    uint32_t rng;  /* xorshift32 state for stochastic rounding */
-    uint32_t step; /* training steps taken */
+    uint32_t step;  /* training steps taken */
+    uint32_t flags; /* TP_SESSION_* */
 } tp_session;
+
+/* tp_session.flags: run the reference kernels even where the build has optimized ones (they
+ * agree bit for bit; benchmarks and tests compare them in one binary). */
+#define TP_SESSION_REFERENCE_KERNELS 1u
 
 /* Check a blob completely (bounds, CRC, fields) and report what it needs. Never reads
  * outside blob[0..len). */
@@ -115,7 +127,18 @@ void tp_set_hparams(tp_session *s, const tp_hparams *hp);
 /* The training step counter (it keys stochastic rounding): set it when resuming a run. */
 void tp_set_step(tp_session *s, uint32_t step);
 
+/* Choose the kernels of a session: reference (1) or the build's (0, the default). */
+void tp_use_reference_kernels(tp_session *s, int reference);
+
+/* Bytes a tp_session occupies: lets FFI bindings allocate one without mirroring its fields. */
+uint32_t tp_session_size(void);
+
+/* "TP_OK", "TP_ERR_BLOB_CRC", ...; "TP_ERR_UNKNOWN" for any other value. */
 const char *tp_status_name(tp_status st);
+
+/* CRC-32 (IEEE 802.3, zlib's), continued from crc (0 to start): blob trailers, protocol frames
+ * and params records. */
+uint32_t tp_crc32(uint32_t crc, const uint8_t *data, size_t n);
 
 #ifdef __cplusplus
 }

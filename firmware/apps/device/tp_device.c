@@ -3,12 +3,9 @@
 
 #include <string.h>
 
-/* tinyprop.h (tp_status) and tp_proto.h (ERROR codes) both name an enumerator
- * TP_ERR_NOT_LOADED; the core's is renamed for this file so the two headers can meet. */
-#define TP_ERR_NOT_LOADED TP_STATUS_NOT_LOADED
 #include "tinyprop.h"
-#undef TP_ERR_NOT_LOADED
 #include "tp_board.h"
+#include "tp_le.h"
 #include "tp_proto.h"
 
 #ifdef TP_MODEL_HEADER
@@ -72,19 +69,6 @@ static struct {
     uint32_t bulk_count;  /* samples in the open bulk file; 0: none open */
     int record_valid;     /* a PUSH_PARAMS header was accepted: later chunks may follow */
 } dev;
-
-static uint32_t rd_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void wr_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
 
 /* ERROR and LOG texts, built without snprintf (newlib-nano's needs a heap). */
 static void text_add(const char *s)
@@ -175,7 +159,7 @@ static void send_ready(uint16_t seq)
     size_t len = 0;
     m.sram_bytes = tp_board_sram_bytes();
     m.arena_bytes = ARENA_BYTES;
-    m.blob_id = dev.loaded ? dev.s.req.blob_id : 0u;
+    m.blob_id = dev.loaded ? dev.s.b.req.blob_id : 0u;
     m.fw_version = parse_version(TP_VERSION);
     m.max_payload = TP_PROTO_MAX_PAYLOAD;
     m.counter_unit = TP_COUNTER_MICROSECONDS;
@@ -194,22 +178,22 @@ static uint8_t *params(void)
 static uint32_t record_crc(void)
 {
     uint32_t crc = tp_crc32(0, RECORD, HDR - 4u);
-    return tp_crc32(crc, params(), dev.s.req.params);
+    return tp_crc32(crc, params(), dev.s.b.req.params);
 }
 
 static uint32_t record_len(void)
 {
-    return HDR + dev.s.req.params;
+    return HDR + dev.s.b.req.params;
 }
 
 static void fill_record_header(void)
 {
-    wr_u32(RECORD, TP_DEVICE_RECORD_MAGIC);
-    wr_u32(RECORD + 4, dev.s.req.blob_id);
-    wr_u32(RECORD + 8, dev.s.req.params);
-    wr_u32(RECORD + 12, dev.s.step);
-    wr_u32(RECORD + 16, 0u);
-    wr_u32(RECORD + 20, record_crc());
+    tp_wr_u32(RECORD, TP_DEVICE_RECORD_MAGIC);
+    tp_wr_u32(RECORD + 4, dev.s.b.req.blob_id);
+    tp_wr_u32(RECORD + 8, dev.s.b.req.params);
+    tp_wr_u32(RECORD + 12, dev.s.step);
+    tp_wr_u32(RECORD + 16, 0u);
+    tp_wr_u32(RECORD + 20, record_crc());
 }
 
 static int save_record(void)
@@ -221,11 +205,11 @@ static int save_record(void)
 /* Whether a record header is this blob's; *why names the first mismatch. */
 static int header_matches(const uint8_t *h, const char **why)
 {
-    if (rd_u32(h) != TP_DEVICE_RECORD_MAGIC) {
+    if (tp_rd_u32(h) != TP_DEVICE_RECORD_MAGIC) {
         *why = "not a params record (bad magic)";
-    } else if (rd_u32(h + 4) != dev.s.req.blob_id) {
+    } else if (tp_rd_u32(h + 4) != dev.s.b.req.blob_id) {
         *why = "params of another blob (blob id differs)";
-    } else if (rd_u32(h + 8) != dev.s.req.params) {
+    } else if (tp_rd_u32(h + 8) != dev.s.b.req.params) {
         *why = "params size differs from this blob's";
     } else {
         return 1;
@@ -243,8 +227,8 @@ static void restore_params(void)
         return;
     }
     if (st == TP_BOARD_OK && n == record_len() && header_matches(RECORD, &why) &&
-        rd_u32(RECORD + 20) == record_crc()) {
-        dev.s.step = rd_u32(RECORD + 12);
+        tp_rd_u32(RECORD + 20) == record_crc()) {
+        dev.s.step = tp_rd_u32(RECORD + 12);
         send_log("params restored from the store");
         return;
     }
@@ -276,24 +260,24 @@ static tp_status bind_model(void)
                            ARENA_BYTES, req.params > 0u ? params() : NULL,
                            req.params);
 #else
-    return TP_STATUS_NOT_LOADED;
+    return TP_ERR_NOT_LOADED;
 #endif
 }
 
 static void boot_model(void)
 {
     tp_status st = bind_model();
-    if (st == TP_STATUS_NOT_LOADED) {
-        dev.boot_code = TP_ERR_NOT_LOADED;
+    if (st == TP_ERR_NOT_LOADED) {
+        dev.boot_code = TP_PROTO_ERR_NOT_LOADED;
         return;
     }
     if (st != TP_OK) {
-        dev.boot_code = (uint16_t)(TP_ERR_BLOB_BASE + (uint16_t)st);
+        dev.boot_code = (uint16_t)(TP_PROTO_ERR_BLOB_BASE + (uint16_t)st);
         send_log(text_join("model blob rejected at boot: ", tp_status_name(st)));
         return;
     }
     dev.loaded = 1;
-    if (dev.s.req.params > 0u) {
+    if (dev.s.b.req.params > 0u) {
         restore_params();
     }
 }
@@ -304,7 +288,7 @@ static int need_blob(uint16_t seq)
 {
     if (!dev.loaded) {
         send_error(seq, dev.boot_code,
-                   dev.boot_code == TP_ERR_NOT_LOADED ? "no model blob in this firmware"
+                   dev.boot_code == TP_PROTO_ERR_NOT_LOADED ? "no model blob in this firmware"
                                                       : "the model blob was rejected at boot");
     }
     return dev.loaded;
@@ -314,14 +298,14 @@ static uint16_t code_of(tp_status st)
 {
     switch (st) {
     case TP_ERR_BAD_LABEL:
-        return TP_ERR_LABEL_OUT_OF_RANGE;
-    case TP_STATUS_NOT_LOADED:
+        return TP_PROTO_ERR_LABEL_OUT_OF_RANGE;
+    case TP_ERR_NOT_LOADED:
     case TP_ERR_NO_TRAIN:
-        return TP_ERR_NOT_LOADED;
+        return TP_PROTO_ERR_NOT_LOADED;
     case TP_ERR_ARG:
-        return TP_ERR_BAD_ARGUMENT;
+        return TP_PROTO_ERR_BAD_ARGUMENT;
     default:
-        return TP_ERR_INTERNAL;
+        return TP_PROTO_ERR_INTERNAL;
     }
 }
 
@@ -348,7 +332,7 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
         uint32_t n = tp_output_bytes(&dev.s);
         if (tp_proto_encode_output(dev.tx, sizeof dev.tx, seq, (const uint8_t *)out, n, &len) !=
             TP_PROTO_OK) {
-            send_error(seq, TP_ERR_BAD_ARGUMENT, "output tensor larger than a frame");
+            send_error(seq, TP_PROTO_ERR_BAD_ARGUMENT, "output tensor larger than a frame");
             return;
         }
         transmit(TP_PROTO_OK, &len);
@@ -359,7 +343,7 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
     m.counter = t1 - t0 > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)(t1 - t0);
     m.arena_peak = r.arena_peak;
     m.stack_peak = tp_board_stack_peak();
-    m.trainable_bytes = dev.s.req.params;
+    m.trainable_bytes = dev.s.b.req.params;
     m.static_bytes = (uint32_t)sizeof dev + HDR;
     m.label = label;
     m.prediction = (uint8_t)r.prediction;
@@ -382,12 +366,12 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
 static int sample_args_ok(uint16_t seq, uint8_t label, uint8_t flags, int train)
 {
     if (flags & (uint8_t)~SAMPLE_FLAGS_KNOWN) {
-        send_error(seq, TP_ERR_BAD_ARGUMENT, "unknown sample flags");
+        send_error(seq, TP_PROTO_ERR_BAD_ARGUMENT, "unknown sample flags");
         return 0;
     }
-    if ((train || label != TP_LABEL_NONE) && label >= dev.s.req.n_classes) {
-        send_error(seq, TP_ERR_LABEL_OUT_OF_RANGE,
-                   text_fmt("label ", label, ", the model has ", dev.s.req.n_classes, " classes"));
+    if ((train || label != TP_LABEL_NONE) && label >= dev.s.b.req.n_classes) {
+        send_error(seq, TP_PROTO_ERR_LABEL_OUT_OF_RANGE,
+                   text_fmt("label ", label, ", the model has ", dev.s.b.req.n_classes, " classes"));
         return 0;
     }
     return 1;
@@ -396,14 +380,14 @@ static int sample_args_ok(uint16_t seq, uint8_t label, uint8_t flags, int train)
 static void on_input_chunk(const tp_host_msg *m)
 {
     uint32_t off = m->u.chunk.offset, n = (uint32_t)m->data_len;
-    if (off > dev.s.req.input_bytes || n > dev.s.req.input_bytes - off) {
-        send_error(m->seq, TP_ERR_BAD_OFFSET,
-                   text_fmt("chunk at ", off, " ends past the input's ", dev.s.req.input_bytes,
+    if (off > dev.s.b.req.input_bytes || n > dev.s.b.req.input_bytes - off) {
+        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET,
+                   text_fmt("chunk at ", off, " ends past the input's ", dev.s.b.req.input_bytes,
                             " bytes"));
         return;
     }
     if (off > dev.input_filled) {
-        send_error(m->seq, TP_ERR_BAD_OFFSET, "input chunks must follow each other from 0");
+        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET, "input chunks must follow each other from 0");
         return;
     }
     memcpy(tp_input(&dev.s) + off, m->data, n);
@@ -419,9 +403,9 @@ static void on_sample(const tp_host_msg *m, int train)
     if (!sample_args_ok(m->seq, label, flags, train)) {
         return;
     }
-    if (dev.input_filled != dev.s.req.input_bytes) {
-        send_error(m->seq, TP_ERR_WRONG_SAMPLE_SIZE,
-                   text_fmt("input has ", dev.input_filled, " of ", dev.s.req.input_bytes,
+    if (dev.input_filled != dev.s.b.req.input_bytes) {
+        send_error(m->seq, TP_PROTO_ERR_WRONG_SAMPLE_SIZE,
+                   text_fmt("input has ", dev.input_filled, " of ", dev.s.b.req.input_bytes,
                             " bytes"));
         return;
     }
@@ -433,20 +417,20 @@ static void on_set_hparams(const tp_host_msg *m)
     tp_hparams hp;
     float lr = m->u.hparams.lr, mom = m->u.hparams.momentum;
     if (!(lr >= 0.0f && lr <= 1e30f)) {
-        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "lr must be finite and >= 0");
+        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "lr must be finite and >= 0");
         return;
     }
     if (!(mom >= 0.0f && mom < 1.0f)) {
-        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "momentum must be in [0, 1)");
+        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "momentum must be in [0, 1)");
         return;
     }
-    if (mom != 0.0f && dev.s.req.optimizer == 0u) {
-        send_error(m->seq, TP_ERR_BAD_ARGUMENT,
+    if (mom != 0.0f && dev.s.b.req.optimizer == 0u) {
+        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT,
                    "momentum needs optimizer state in the blob: convert it with --momentum");
         return;
     }
     if (m->u.hparams.flags & ~(uint32_t)TP_HPARAM_FLAG_QAS) {
-        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "unknown hyper-parameter flags");
+        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "unknown hyper-parameter flags");
         return;
     }
     hp.lr = lr;
@@ -463,7 +447,7 @@ static void on_pull(const tp_host_msg *m)
     uint32_t room = (uint32_t)tp_proto_max_payload_for(sizeof dev.tx) - 4u;
     size_t len = 0;
     if (off > total) {
-        send_error(m->seq, TP_ERR_BAD_OFFSET, "offset past the end of the params record");
+        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET, "offset past the end of the params record");
         return;
     }
     if (off == 0u) {
@@ -482,23 +466,23 @@ static void on_push(const tp_host_msg *m)
     uint32_t off = m->u.chunk.offset, n = (uint32_t)m->data_len, total = record_len();
     const char *why = "";
     if (off > total || n > total - off) {
-        send_error(m->seq, TP_ERR_BAD_OFFSET, "bytes outside the params record");
+        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET, "bytes outside the params record");
         return;
     }
     if (off == 0u) {
         if (n < HDR) {
-            send_error(m->seq, TP_ERR_BAD_LENGTH, "the first push must hold the record header");
+            send_error(m->seq, TP_PROTO_ERR_BAD_LENGTH, "the first push must hold the record header");
             return;
         }
         if (!header_matches(m->data, &why)) {
             dev.record_valid = 0;
-            send_error(m->seq, TP_ERR_LOAD_MISMATCH, why);
+            send_error(m->seq, TP_PROTO_ERR_LOAD_MISMATCH, why);
             return;
         }
         dev.record_valid = 1;
-        dev.s.step = rd_u32(m->data + 12);
+        dev.s.step = tp_rd_u32(m->data + 12);
     } else if (off < HDR || !dev.record_valid) {
-        send_error(m->seq, TP_ERR_BAD_STATE, "push the record header at offset 0 first");
+        send_error(m->seq, TP_PROTO_ERR_BAD_STATE, "push the record header at offset 0 first");
         return;
     }
     memcpy(RECORD + off, m->data, n);
@@ -511,28 +495,28 @@ static void on_save(const tp_host_msg *m)
     if (st == TP_BOARD_OK) {
         send_ack(m->seq, m->type, record_len());
     } else {
-        send_error(m->seq, st == TP_BOARD_ERR_UNSUPPORTED ? TP_ERR_UNSUPPORTED
-                                                          : TP_ERR_STORE_FAILURE,
+        send_error(m->seq, st == TP_BOARD_ERR_UNSUPPORTED ? TP_PROTO_ERR_UNSUPPORTED
+                                                          : TP_PROTO_ERR_STORE_FAILURE,
                    "cannot save the params record");
     }
 }
 
 static void on_bulk_open(const tp_host_msg *m)
 {
-    uint32_t per = 1u + dev.s.req.input_bytes;
+    uint32_t per = 1u + dev.s.b.req.input_bytes;
     int32_t size;
     memcpy(dev.path, m->data, m->data_len);
     dev.path[m->data_len] = '\0';
     dev.bulk_count = 0;
     size = tp_board_bulk_open(dev.path);
     if (size < 0) {
-        send_error(m->seq, size == TP_BOARD_ERR_UNSUPPORTED ? TP_ERR_UNSUPPORTED : TP_ERR_BULK_IO,
+        send_error(m->seq, size == TP_BOARD_ERR_UNSUPPORTED ? TP_PROTO_ERR_UNSUPPORTED : TP_PROTO_ERR_BULK_IO,
                    size == TP_BOARD_ERR_UNSUPPORTED ? "this board cannot read host files"
                                                     : "cannot open the bulk file");
         return;
     }
     if ((uint32_t)size % per != 0u) {
-        send_error(m->seq, TP_ERR_WRONG_SAMPLE_SIZE,
+        send_error(m->seq, TP_PROTO_ERR_WRONG_SAMPLE_SIZE,
                    text_fmt("bulk file has ", (uint32_t)size, " bytes, not a multiple of ", per,
                             " (label + input)"));
         return;
@@ -543,33 +527,33 @@ static void on_bulk_open(const tp_host_msg *m)
 
 static void on_bulk_sample(const tp_host_msg *m)
 {
-    uint32_t i = m->u.bulk_sample.index, per = 1u + dev.s.req.input_bytes;
+    uint32_t i = m->u.bulk_sample.index, per = 1u + dev.s.b.req.input_bytes;
     uint8_t mode = m->u.bulk_sample.mode, label = 0;
     if (dev.bulk_count == 0u) {
-        send_error(m->seq, TP_ERR_BAD_STATE, "no bulk file open: send BULK_OPEN first");
+        send_error(m->seq, TP_PROTO_ERR_BAD_STATE, "no bulk file open: send BULK_OPEN first");
         return;
     }
     if (mode != TP_BULK_TRAIN && mode != TP_BULK_EVAL) {
-        send_error(m->seq, TP_ERR_BAD_ARGUMENT, "mode must be 0 (train) or 1 (eval)");
+        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "mode must be 0 (train) or 1 (eval)");
         return;
     }
     if (i >= dev.bulk_count) {
-        send_error(m->seq, TP_ERR_BAD_OFFSET,
+        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET,
                    text_fmt("sample ", i, " out of range: the file has ", dev.bulk_count,
                             " samples"));
         return;
     }
     if (tp_board_bulk_read(i * per, &label, 1u) != 1) {
-        send_error(m->seq, TP_ERR_BULK_IO, "cannot read the sample's label");
+        send_error(m->seq, TP_PROTO_ERR_BULK_IO, "cannot read the sample's label");
         return;
     }
     if (!sample_args_ok(m->seq, label, m->u.bulk_sample.flags, mode == TP_BULK_TRAIN)) {
         return;
     }
     dev.input_filled = 0;
-    if (tp_board_bulk_read(i * per + 1u, (uint8_t *)tp_input(&dev.s), dev.s.req.input_bytes) !=
-        (int32_t)dev.s.req.input_bytes) {
-        send_error(m->seq, TP_ERR_BULK_IO, "cannot read the sample's input");
+    if (tp_board_bulk_read(i * per + 1u, (uint8_t *)tp_input(&dev.s), dev.s.b.req.input_bytes) !=
+        (int32_t)dev.s.b.req.input_bytes) {
+        send_error(m->seq, TP_PROTO_ERR_BULK_IO, "cannot read the sample's input");
         return;
     }
     run_sample(m->seq, label, m->u.bulk_sample.flags, mode == TP_BULK_TRAIN);
@@ -583,7 +567,7 @@ static void handle(const tp_host_msg *m)
     }
     if (m->type == TP_MSG_LOAD_BEGIN || m->type == TP_MSG_LOAD_CHUNK ||
         m->type == TP_MSG_LOAD_END) {
-        send_error(m->seq, TP_ERR_UNSUPPORTED, "the model is compiled in: rebuild with BLOB=");
+        send_error(m->seq, TP_PROTO_ERR_UNSUPPORTED, "the model is compiled in: rebuild with BLOB=");
         return;
     }
     if (!need_blob(m->seq)) {
@@ -627,7 +611,7 @@ static void handle(const tp_host_msg *m)
         on_bulk_sample(m);
         break;
     default:
-        send_error(m->seq, TP_ERR_UNKNOWN_TYPE, "not handled by this device");
+        send_error(m->seq, TP_PROTO_ERR_UNKNOWN_TYPE, "not handled by this device");
         break;
     }
 }

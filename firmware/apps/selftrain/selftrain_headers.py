@@ -1,9 +1,9 @@
-"""Write the two headers a self-training build compiles in (boards/apps/selftrain.c): the blob's
+"""Write the two headers a self-training build compiles in (firmware/apps/selftrain/selftrain.c): the blob's
 and a few labelled samples from a dataset folder, and print the PlatformIO build flags naming
 them. For the ESP32 in Wokwi (docs/boards.md):
 
     tinyprop convert vww_96_int8.tflite -o vww.tpb --scheme last:2
-    eval "$(.venv/bin/python boards/apps/selftrain_headers.py vww.tpb --data vww-mini)"
+    eval "$(.venv/bin/python firmware/apps/selftrain/selftrain_headers.py vww.tpb --data vww-mini)"
     pio run -e esp32dev-wokwi
 
 The samples are the first of each class in the dataset's train split, alternating classes.

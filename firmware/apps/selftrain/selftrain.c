@@ -2,7 +2,7 @@
  * selftrain.c - a self-training run that needs no host: the model blob and a few labelled
  * samples are compiled in, and the results are text lines on the board link, so a person on a
  * serial monitor, or a Wokwi scenario (boards/esp32/scenario.yaml), can follow and check them.
- * Portable: it uses only tp_board.h and the core (tinyprop.h, tp_crc32 from tp_proto.h).
+ * Portable: it uses only tp_board.h and the core (tinyprop.h).
  *
  * Build: TP_MODEL_HEADER names the blob header (tinyprop.boards.write_blob_header), and
  * TP_SAMPLES_HEADER the samples header (tinyprop.boards.write_samples_header: samples, labels,
@@ -28,21 +28,16 @@
 #include <stdint.h>
 #include <string.h>
 
-/* tinyprop.h (tp_status) and tp_proto.h (ERROR codes) both name TP_ERR_NOT_LOADED: the core's
- * is renamed here, as in tp_device.c, so the two headers can meet. */
-#define TP_ERR_NOT_LOADED TP_STATUS_NOT_LOADED
 #include "tinyprop.h"
-#undef TP_ERR_NOT_LOADED
 #include "tp_board.h"
-#include "tp_proto.h"
 
 #if !defined(TP_MODEL_HEADER) || !defined(TP_SAMPLES_HEADER)
-#error "define TP_MODEL_HEADER and TP_SAMPLES_HEADER (boards/apps/selftrain_headers.py writes both)"
+#error "define TP_MODEL_HEADER and TP_SAMPLES_HEADER (firmware/apps/selftrain/selftrain_headers.py writes both)"
 #endif
 #include TP_MODEL_HEADER
 #include TP_SAMPLES_HEADER
 
-#include "selftrain.h"
+#include "tp_selftrain.h"
 
 #if TP_SELFTRAIN_STEPS < TP_SAMPLES_COUNT
 #error "the run needs at least one pass over the samples (TP_SELFTRAIN_STEPS >= TP_SAMPLES_COUNT)"

@@ -1,6 +1,8 @@
-/* tp_fmath.c - exp and log from IEEE +, -, *, / only (mirrors host/tinyprop/fmath.py), so the
+/* tp_fmath.c - exp and log from IEEE +, -, *, / only (mirrors host/tinyprop/reference/fmath.py), so the
  * loss is the same bits on x86, Cortex-M4F and a soft-float RISC-V. */
-#include "tp_train.h"
+#include "tp_fmath.h"
+
+#include <stdint.h>
 
 static float bits_to_float(uint32_t u)
 {

@@ -1,21 +1,19 @@
-/* tp_internal.h - what every core file shares: little-endian field accessors, the blob v1
- * layout (docs/blob-format.md, host/tinyprop/blob.py) and decoded views of tensors and ops.
+/* tp_blob.h - the blob format (docs/blob-format.md, host/tinyprop/compile/blob.py): layout
+ * constants, decoded views of its records, and the loader that checks a blob once so that
+ * nothing after it has to.
  *
- * The blob is read field by field through the accessors below, never by casting pointers: the
- * caller's buffer may have any alignment, and the format is little-endian on every target.
- * Views are decoded on demand (a 40- or 64-byte record), so the session holds no copies.
+ * The blob is read field by field (tp_le.h), never by casting pointers: the caller's buffer
+ * may have any alignment. Views are decoded on demand (a 40- or 64-byte record), so a session
+ * holds no copies.
  */
-#ifndef TP_INTERNAL_H
-#define TP_INTERNAL_H
+#ifndef TP_BLOB_H
+#define TP_BLOB_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "tinyprop.h"
-
-/* CRC-32 (zlib's), defined once for frames and blobs in tp_proto.c. Declared here because
- * tp_proto.h's error enum collides with tinyprop.h's (TP_ERR_NOT_LOADED). */
-uint32_t tp_crc32(uint32_t crc, const uint8_t *data, size_t n);
+#include "tp_le.h"
 
 /* A hot loop nest kept out of its caller: inlined into a large function, its loop counters and
  * pointers are spilled to the stack and every multiply-accumulate reloads them. */
@@ -24,42 +22,6 @@ uint32_t tp_crc32(uint32_t crc, const uint8_t *data, size_t n);
 #else
 #define TP_NOINLINE
 #endif
-
-/* ---- little-endian fields ---- */
-static inline uint16_t tp_rd_u16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t tp_rd_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
-}
-static inline int32_t tp_rd_i32(const uint8_t *p)
-{
-    uint32_t u = tp_rd_u32(p);
-    /* two's complement without implementation-defined conversion */
-    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(~u) - 1;
-}
-static inline int16_t tp_rd_i16(const uint8_t *p)
-{
-    uint16_t u = tp_rd_u16(p);
-    return u <= 0x7FFFu ? (int16_t)u : (int16_t)(-(int32_t)(uint16_t)~u - 1);
-}
-static inline float tp_rd_f32(const uint8_t *p)
-{
-    union {
-        uint32_t u;
-        float f;
-    } v;
-    v.u = tp_rd_u32(p);
-    return v.f;
-}
-/* Element i of a little-endian int32 array (biases, multipliers, shifts). */
-static inline int32_t tp_le_i32(const uint8_t *arr, uint32_t i)
-{
-    return tp_rd_i32(arr + 4u * i);
-}
 
 /* ---- blob v2 layout ---- */
 #define TP_BLOB_VERSION 2u
@@ -129,6 +91,29 @@ typedef struct {
     uint32_t held_params; /* params offset of held row 0; row r at held_params + r * row */
 } tp_op;
 
+/* ---- TRAN: the training program (docs/training.md, compile/train_plan.py) ----
+ * header (16 B) | act offset u32[n_tensors] | grad offset u32[n_tensors] | op records (24 B)
+ * The training plan places activations and float gradients in the arena; TP_NONE32: none. */
+#define TP_TRAN_HEADER 16u
+#define TP_TRAN_OP 24u
+#define TP_TRAN_BIAS 1u     /* update the op's bias */
+#define TP_TRAN_WEIGHT 2u   /* update the op's held weight rows */
+#define TP_TRAN_MASK 4u     /* keep a 1-bit mask of what the RELU/RELU6 passed */
+#define TP_TRAN_GRAD_IN0 8u /* propagate the gradient to input 0 */
+#define TP_TRAN_GRAD_IN1 16u
+#define TP_TRAN_ZERO_IN0 64u /* first writer of input 0's gradient: zero it first */
+#define TP_TRAN_ZERO_IN1 128u
+
+/* A decoded TRAN op record. Trained weight rows are not here: the op record's held_map says
+ * which rows RAM holds (the forward pass needs them too), and TP_TRAN_WEIGHT updates them. */
+typedef struct {
+    uint16_t op;
+    uint8_t flags;
+    uint32_t mask_offset, scratch_offset, n_sel;
+    float scale_floor;
+    uint32_t bias_params;
+} tp_train_op;
+
 static inline void tp_decode_tensor(const uint8_t *tens, uint32_t i, tp_tensor *t)
 {
     const uint8_t *p = tens + (uint32_t)TP_TENSOR_SIZE * i;
@@ -181,6 +166,17 @@ static inline void tp_decode_op(const uint8_t *ops, uint32_t i, tp_op *op)
     op->held_params = tp_rd_u32(p + 56);
 }
 
+static inline void tp_decode_train_op(const uint8_t *p, tp_train_op *t)
+{
+    t->op = tp_rd_u16(p);
+    t->flags = p[2];
+    t->mask_offset = tp_rd_u32(p + 4);
+    t->scratch_offset = tp_rd_u32(p + 8);
+    t->n_sel = tp_rd_u32(p + 12);
+    t->scale_floor = tp_rd_f32(p + 16);
+    t->bias_params = tp_rd_u32(p + 20);
+}
+
 /* Elements of a tensor (product of its dims; 1 for a scalar). */
 static inline uint32_t tp_tensor_elems(const tp_tensor *t)
 {
@@ -191,42 +187,53 @@ static inline uint32_t tp_tensor_elems(const tp_tensor *t)
     return n;
 }
 
-/* ---- session memory: the only ways core code reaches the arena and the parameters ---- */
+/* Output channels of a weighted op's weights: (O, KH, KW, I) and (O, I) lead with them,
+ * a depthwise (1, KH, KW, C) ends with them. The one place that rule is written. */
+static inline uint32_t tp_weight_channels(const tp_op *op, const tp_tensor *w)
+{
+    return op->kind == TP_OP_DEPTHWISE_CONV_2D ? w->dims[3] : w->dims[0];
+}
 
-/* size bytes of the arena at offset, recorded in the call's high-water mark (s->arena_high).
- * Offsets were checked against the arena by tp_session_init. */
-uint8_t *tp_arena_at(tp_session *s, uint32_t offset, uint32_t size);
+/* ---- the training program of a checked blob (b->train != NULL) ---- */
 
-/* The bytes of a constant tensor as the forward pass sees it (biases): its RAM copy in the
- * params region when it is trainable and the session trains, else its DATA in the blob. */
-const uint8_t *tp_const_data(const tp_session *s, const tp_tensor *t);
+static inline uint32_t tp_tran_first(const tp_blob_view *b) /* earliest op updated */
+{
+    return tp_rd_u16(b->train);
+}
 
-/* Run op i of the blob; train != 0 places activations at the training plan's offsets
- * (tp_train_act_offset) instead of the inference plan's. Returns the op's int8 output. */
-const int8_t *tp_run_op(tp_session *s, uint32_t i, int train);
+static inline uint32_t tp_tran_last(const tp_blob_view *b) /* the op making the logits */
+{
+    return tp_rd_u16(b->train + 2);
+}
 
-/* Bytes a tp_session occupies: lets FFI bindings (host/tinyprop/native.py) allocate one without
- * mirroring its fields. */
-uint32_t tp_session_size(void);
+/* Training-plan arena offset of a tensor's activation / float gradient (TP_NONE32: none). */
+static inline uint32_t tp_tran_act_offset(const tp_blob_view *b, uint32_t tensor)
+{
+    return tp_rd_u32(b->train + TP_TRAN_HEADER + 4u * tensor);
+}
 
-/* ---- the training module's side (tp_train.c), which alone reads the TRAN section ---- */
+static inline uint32_t tp_tran_grad_offset(const tp_blob_view *b, uint32_t tensor)
+{
+    return tp_rd_u32(b->train + TP_TRAN_HEADER + 4u * (b->n_tensors + tensor));
+}
 
-/* Check the TRAN section against the blob, the arena and the params region; tp_session_init
- * calls it for a session given a params region (the loader has bounds-checked the section). */
-tp_status tp_train_check(const tp_session *s);
+/* The TRAN record of op k, or NULL when op k takes no part in the backward pass. */
+const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k);
 
-/* Fill the params region from the blob's constants (session init and reset). */
-tp_status tp_copy_params(tp_session *s);
+/* Held row of output channel o of a weighted op (TP_NONE16: read from the blob). */
+static inline uint32_t tp_held_row(const tp_blob_view *b, const tp_op *op, uint32_t o)
+{
+    return op->held_map == TP_NONE32 ? TP_NONE16 : tp_rd_u16(b->data + op->held_map + 2u * o);
+}
 
-/* Output channel o's weights as the forward pass sees them: its held row in the params region
- * when the op holds it and the session trains, else the blob's constant. *step is the distance
- * between consecutive elements: 1, except for a depthwise channel read from the blob, whose
- * taps are C apart in the (1, KH, KW, C) tensor. step may be NULL for CONV_2D and
- * FULLY_CONNECTED, whose rows are always contiguous. */
-const int8_t *tp_weight_row(const tp_session *s, const tp_op *op, const tp_tensor *w, uint32_t o,
-                            uint32_t *step);
+/* Bytes of the params region before the optimizer state: the parameters. */
+static inline uint32_t tp_param_bytes(const tp_blob_view *b)
+{
+    return b->req.params - b->req.optimizer;
+}
 
-/* Training-plan arena offset of a tensor's activation (TP_NONE32 if it has none). */
-uint32_t tp_train_act_offset(const tp_session *s, uint32_t tensor);
+/* Check a whole blob (header, CRC, sections, every tensor, op and the training program) and
+ * fill *b with its section views and requirements. Never reads outside blob[0..len). */
+tp_status tp_blob_parse(tp_blob_view *b, const uint8_t *blob, uint32_t len);
 
-#endif
+#endif /* TP_BLOB_H */

@@ -72,26 +72,26 @@ typedef enum {
 
 /* Error codes of the ERROR message (u16), shared with protocol.py's ErrorCode. */
 typedef enum {
-    TP_ERR_BAD_FRAME = 0x0001,    /* bad COBS, truncated, or length field disagrees */
-    TP_ERR_BAD_CRC = 0x0002,      /* CRC32 mismatch: the frame was corrupted on the line */
-    TP_ERR_UNKNOWN_TYPE = 0x0003, /* valid frame of a type this device does not handle */
-    TP_ERR_BAD_LENGTH = 0x0004,   /* payload size wrong for the message type */
-    TP_ERR_TOO_LONG = 0x0005,     /* frame larger than the device's receive buffer */
-    TP_ERR_BAD_STATE = 0x0006,    /* message not valid now (e.g. LOAD_CHUNK before LOAD_BEGIN) */
-    TP_ERR_BAD_OFFSET = 0x0007,   /* offset + length outside the target */
-    TP_ERR_BAD_ARGUMENT = 0x0008, /* a field value out of range (mode, hyper-parameter) */
-    TP_ERR_UNSUPPORTED = 0x0009,  /* this board cannot do it (e.g. BULK_OPEN without files) */
-    TP_ERR_NOT_LOADED = 0x0010,   /* no training blob loaded */
-    TP_ERR_WRONG_SAMPLE_SIZE = 0x0011, /* input bytes received differ from the input tensor */
-    TP_ERR_LABEL_OUT_OF_RANGE = 0x0012,
-    TP_ERR_NON_FINITE_LOSS = 0x0013,
-    TP_ERR_STORE_FAILURE = 0x0014,  /* persistent parameter storage failed */
-    TP_ERR_BULK_IO = 0x0015,        /* the bulk sample file could not be opened or read */
-    TP_ERR_LOAD_MISMATCH = 0x0016,  /* blob bytes received differ from LOAD_BEGIN size/CRC */
-    TP_ERR_BLOB_BASE = 0x0100,      /* 0x0100..0x01FF: blob loader status (base + its code) */
-    TP_ERR_BLOB_LAST = 0x01FF,
-    TP_ERR_INTERNAL = 0xFFFF
-} tp_error_code;
+    TP_PROTO_ERR_BAD_FRAME = 0x0001,    /* bad COBS, truncated, or length field disagrees */
+    TP_PROTO_ERR_BAD_CRC = 0x0002,      /* CRC32 mismatch: the frame was corrupted on the line */
+    TP_PROTO_ERR_UNKNOWN_TYPE = 0x0003, /* valid frame of a type this device does not handle */
+    TP_PROTO_ERR_BAD_LENGTH = 0x0004,   /* payload size wrong for the message type */
+    TP_PROTO_ERR_TOO_LONG = 0x0005,     /* frame larger than the device's receive buffer */
+    TP_PROTO_ERR_BAD_STATE = 0x0006,    /* message not valid now (e.g. LOAD_CHUNK before LOAD_BEGIN) */
+    TP_PROTO_ERR_BAD_OFFSET = 0x0007,   /* offset + length outside the target */
+    TP_PROTO_ERR_BAD_ARGUMENT = 0x0008, /* a field value out of range (mode, hyper-parameter) */
+    TP_PROTO_ERR_UNSUPPORTED = 0x0009,  /* this board cannot do it (e.g. BULK_OPEN without files) */
+    TP_PROTO_ERR_NOT_LOADED = 0x0010,   /* no training blob loaded */
+    TP_PROTO_ERR_WRONG_SAMPLE_SIZE = 0x0011, /* input bytes received differ from the input tensor */
+    TP_PROTO_ERR_LABEL_OUT_OF_RANGE = 0x0012,
+    TP_PROTO_ERR_NON_FINITE_LOSS = 0x0013,
+    TP_PROTO_ERR_STORE_FAILURE = 0x0014,  /* persistent parameter storage failed */
+    TP_PROTO_ERR_BULK_IO = 0x0015,        /* the bulk sample file could not be opened or read */
+    TP_PROTO_ERR_LOAD_MISMATCH = 0x0016,  /* blob bytes received differ from LOAD_BEGIN size/CRC */
+    TP_PROTO_ERR_BLOB_BASE = 0x0100,      /* 0x0100..0x01FF: blob loader status (base + its code) */
+    TP_PROTO_ERR_BLOB_LAST = 0x01FF,
+    TP_PROTO_ERR_INTERNAL = 0xFFFF
+} tp_proto_error;
 
 /* Status of every function here: 0 success, 1 "need more bytes", negative an error. */
 typedef enum {
@@ -149,9 +149,6 @@ tp_proto_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t
 /* Largest payload whose frame fits a buffer of cap bytes (0 if none fits), capped at
  * TP_PROTO_MAX_PAYLOAD: how much PARAMS data a small transmit buffer can carry. */
 size_t tp_proto_max_payload_for(size_t cap);
-
-/* CRC32 (IEEE 802.3, as zlib), continued from crc (0 to start). */
-uint32_t tp_crc32(uint32_t crc, const uint8_t *data, size_t n);
 
 /* The ERROR code a device answers for a decoder or unpack status. */
 uint16_t tp_proto_error_code(tp_proto_status st);

@@ -1,0 +1,18 @@
+/* tp_gradient_table.c - the gradient kernel tables (training builds only): the reference
+ * kernels, and the build's (tp_target_gradient). */
+#include "tp_kernels.h"
+
+#define TP_REF_GRADIENT_KERNELS                                                               \
+    {                                                                                         \
+        tp_conv2d_input_grad_f32, tp_depthwise_conv2d_input_grad_f32,                         \
+            tp_fully_connected_input_grad_f32, tp_conv2d_weight_grad_f32,                     \
+            tp_depthwise_conv2d_weight_grad_f32, tp_fully_connected_weight_grad_f32,          \
+            tp_bias_grad_f32, tp_avg_pool2d_input_grad_f32, tp_mean_hw_input_grad_f32,        \
+            tp_pad_input_grad_f32, tp_add_input_grad_f32, tp_input_grad_f32_scratch_bytes,    \
+            tp_weight_grad_f32_scratch_bytes                                                  \
+    }
+
+const tp_gradient_kernels tp_ref_gradient = TP_REF_GRADIENT_KERNELS;
+
+/* No target has optimized gradient kernels yet. */
+const tp_gradient_kernels tp_target_gradient = TP_REF_GRADIENT_KERNELS;

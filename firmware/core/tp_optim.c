@@ -1,0 +1,91 @@
+/* tp_optim.c - the quantized-domain update (reference/backward.py ReferenceTrainer): QAS,
+ * stochastic rounding keyed by (seed, step, offset), optional classical momentum. */
+#include "tp_optim.h"
+
+#include <string.h>
+
+#include "tp_le.h"
+
+static float floor_f32(float x)
+{
+    float t = (float)(int32_t)x;
+    return x < t ? t - 1.0f : t;
+}
+
+static uint32_t fmix32(uint32_t h)
+{
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    return h;
+}
+
+static float uniform01(uint32_t key, uint32_t index)
+{
+    uint32_t h = fmix32(index * 0x9E3779B1u + key);
+    return (float)(h >> 8) * (1.0f / 16777216.0f);
+}
+
+/* floor(delta) + (r < frac), after NaN -> 0 and a clamp to +-limit. */
+static int32_t stochastic_round(float d, float r, float limit)
+{
+    float fl, frac;
+    if (d != d) {
+        d = 0.0f;
+    }
+    d = d < -limit ? -limit : d;
+    d = d > limit ? limit : d;
+    fl = floor_f32(d);
+    frac = d - fl;
+    return (int32_t)fl + (r < frac ? 1 : 0);
+}
+
+uint32_t tp_optim_step_key(uint32_t seed, uint32_t step)
+{
+    return fmix32(seed + step * 0x85EBCA77u);
+}
+
+/* Classical momentum on velocity i and the real-valued gradient g: v = m * v + g (two
+ * float32 roundings, no FMA), stored back; returns v, which the update then scales exactly
+ * like a plain SGD gradient (QAS included). Without optimizer state the update is plain SGD
+ * on g. memcpy: the caller's params region may have any alignment. */
+static float momentum_step(const tp_update *u, uint32_t i, float g)
+{
+    float v, mv;
+    if (u->velocity == NULL) {
+        return g;
+    }
+    memcpy(&v, u->velocity + 4u * i, 4u);
+    mv = u->momentum * v;
+    v = mv + g;
+    memcpy(u->velocity + 4u * i, &v, 4u);
+    return v;
+}
+
+void tp_optim_update_bias(const tp_update *u, uint32_t bias_params, uint32_t o, float db, float sw)
+{
+    uint8_t *b = u->params + bias_params + 4u * o;
+    float seff = sw > u->scale_floor ? sw : u->scale_floor;
+    float step = u->lr * momentum_step(u, o, db);
+    float delta = u->qas ? -(step / (seff * u->s_x)) : -(step * (sw * u->s_x));
+    int64_t v = (int64_t)tp_rd_i32(b) +
+                stochastic_round(delta, uniform01(u->key, bias_params + 4u * o), 1e9f);
+    tp_wr_i32(b, v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : (int32_t)v));
+}
+
+void tp_optim_update_row(const tp_update *u, uint32_t row_params, uint32_t v0, const float *grad,
+                         uint32_t n, float sw)
+{
+    float seff = sw > u->scale_floor ? sw : u->scale_floor;
+    uint32_t k;
+    for (k = 0; k < n; k++) {
+        uint32_t off = row_params + k;
+        int8_t *w = (int8_t *)(u->params + off);
+        float step = u->lr * momentum_step(u, v0 + k, grad[k]);
+        float delta = u->qas ? -(step / seff) : -(step * sw);
+        int32_t nv = (int32_t)*w + stochastic_round(delta, uniform01(u->key, off), 256.0f);
+        *w = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
+    }
+}
