@@ -5,7 +5,7 @@
  * LittleFS file in the flash's data partition (the default NVS partition, 20 KB, is too small
  * for a 67 KB record). The serial link and counter are boards/arduino/tp_arduino.cpp.
  * Built with TP_APP_SELFTRAIN (env esp32dev-wokwi) it runs the self-training application
- * (boards/apps/selftrain.c, what boards/esp32/scenario.yaml checks in Wokwi) instead of the
+ * (firmware/apps/selftrain/selftrain.c, what boards/esp32/scenario.yaml checks in Wokwi) instead of the
  * device loop, with its arena and params from the heap too.
  */
 #include <Arduino.h>
