@@ -118,6 +118,16 @@ class _Data:
 
 def plan_inference(graph: Graph) -> tuple[dict[int, int], int]:
     """Arena offsets of every activation for inference (RESHAPE aliases its input)."""
+    alias, roots, bufs = inference_buffers(graph)
+    offsets, total = plan_memory(bufs)
+    placed = dict(zip(roots, offsets, strict=True))
+    return {t.index: placed[alias.get(t.index, t.index)] for t in graph.tensors
+            if alias.get(t.index, t.index) in placed}, total
+
+
+def inference_buffers(graph: Graph) -> tuple[dict[int, int], list[int], list[Buffer]]:
+    """The inference plan's buffers, one an activation (RESHAPE outputs alias their input):
+    (alias, the root tensor of each buffer, the buffers with their op-step lifetimes)."""
     alias: dict[int, int] = {}
     for op in graph.ops:
         if op.kind == "RESHAPE":
@@ -141,10 +151,7 @@ def plan_inference(graph: Graph) -> tuple[dict[int, int], int]:
     in_root = alias.get(graph.inputs[0], graph.inputs[0])
     bufs = [Buffer(f"t{r}", graph.tensors[r].size, *life[r], 0 if r == in_root else None)
             for r in roots]
-    offsets, total = plan_memory(bufs)
-    placed = dict(zip(roots, offsets, strict=True))
-    return {t.index: placed[alias.get(t.index, t.index)] for t in graph.tensors
-            if alias.get(t.index, t.index) in placed}, total
+    return alias, roots, bufs
 
 
 def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
@@ -175,8 +182,11 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
     )
 
 
-def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None) -> bytes:
-    """Serialize a graph (and optionally a training program, see tinyprop.train_plan) to v2."""
+def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
+              scratch=None) -> bytes:
+    """Serialize a graph (and optionally a training program, see tinyprop.train_plan, and the
+    kernels' scratch plan, see tinyprop.kernels.plan_scratch: its SCRA section and arenas) to
+    v2."""
     params = all_op_params(graph)
     arena_off, arena_bytes = plan_inference(graph)
     data = _Data()
@@ -221,6 +231,9 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
         sections.append((b"TRAN", train.pack()))
         train_arena, params_bytes = train.arena_bytes, train.region_bytes
         optimizer_bytes = train.optimizer_bytes
+    if scratch is not None and scratch.target != "ref":  # the reference kernels need none
+        sections.append((b"SCRA", scratch.pack()))
+        arena_bytes, train_arena = scratch.infer_arena, scratch.train_arena
     logits = graph.logits_op().outputs[0]
     n_classes = graph.tensors[logits].size
     body_off = HEADER.size + SECTION.size * len(sections)
