@@ -123,12 +123,15 @@ def build_library(sanitize: bool | None = None) -> Path:
     return _build(BUILD / name, core_sources(), ["-shared", "-fPIC", *(SAN_FLAGS if san else [])])
 
 
-def build_program(main_source: str | os.PathLike, sanitize: bool | None = None) -> Path:
-    """An executable of the core plus one C file holding main() (test drivers, benchmarks)."""
+def build_program(main_source: str | os.PathLike, sanitize: bool | None = None,
+                  defines: tuple[str, ...] = ()) -> Path:
+    """An executable of the core plus one C file holding main() (test drivers, benchmarks);
+    `defines` are preprocessor macros for every source (e.g. TP_KERNELS_DSP_EMULATION)."""
     san = _sanitize_default(sanitize)
     main_source = Path(main_source).resolve()
-    name = main_source.stem + ("-san" if san else "")
-    return _build(BUILD / name, [*core_sources(), main_source], SAN_FLAGS if san else [])
+    name = "-".join([main_source.stem, *(d.lower() for d in defines)]) + ("-san" if san else "")
+    flags = [*(SAN_FLAGS if san else []), *(f"-D{d}" for d in defines)]
+    return _build(BUILD / name, [*core_sources(), main_source], flags)
 
 
 _LIB: dict[Path, ctypes.CDLL] = {}
