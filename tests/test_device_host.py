@@ -16,6 +16,7 @@ from tinyprop.blob import pack_blob
 from tinyprop.boards import open_board
 from tinyprop.datasets import load_dataset, read_rgb, to_model_input
 from tinyprop.device import write_bulk_file
+from tinyprop.kernels import plan_scratch
 from tinyprop.scheme import parse_scheme
 from tinyprop.tflite_reader import read_tflite
 from tinyprop.train_plan import TrainProgram, build_program
@@ -42,9 +43,13 @@ class Model:
 
 
 def make_model(tflite: Path, scheme: str, inputs: np.ndarray, labels: np.ndarray) -> Model:
+    """A blob planned for the Cortex-M4's kernels (the DSP kernels run on qemu-m4, the
+    reference kernels on the other boards: the same bits)."""
     graph = read_tflite(tflite)
     program = build_program(graph, parse_scheme(graph, scheme))
-    blob = pack_blob(graph, zlib.crc32(Path(tflite).read_bytes()), train=program)
+    scratch = plan_scratch(graph, "cortex-m4", program, program.region_bytes)
+    blob = pack_blob(graph, zlib.crc32(Path(tflite).read_bytes()), train=program,
+                     scratch=scratch)
     return Model(program, blob, inputs, np.asarray(labels))
 
 

@@ -232,6 +232,9 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
         train_arena, params_bytes = train.arena_bytes, train.region_bytes
         optimizer_bytes = train.optimizer_bytes
     if scratch is not None and scratch.target != "ref":  # the reference kernels need none
+        if train is None and scratch.train_arena:
+            raise TinypropError("pack_blob: the scratch plan was made with a training program; "
+                                "pass that program as train=, or plan without it")
         sections.append((b"SCRA", scratch.pack()))
         arena_bytes, train_arena = scratch.infer_arena, scratch.train_arena
     logits = graph.logits_op().outputs[0]

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..blob import c_header, plan_inference
+from ..blob import c_header, plan_inference, read_blob
 from ..budget import (
     DEFAULT_RESERVE,
     auto_scheme,
@@ -17,6 +17,7 @@ from ..budget import (
     schedule,
 )
 from ..errors import TinypropError
+from ..kernels import DEFAULT_TARGET, TARGET_KERNELS, TARGETS, check_target, plan_scratch
 from ..scheme import parse_scheme
 from ..session import make_blob
 from ..tflite_reader import read_tflite
@@ -46,16 +47,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--momentum", action="store_true",
                    help="reserve SGD momentum's optimizer state: a float32 velocity per trained "
                    "parameter, counted in the budget (then train --momentum 0.9)")
-    p.add_argument("--report", action="store_true", help="print the per-layer memory table")
+    p.add_argument("--target", default=DEFAULT_TARGET, choices=list(TARGETS),
+                   help="the kernels the board's firmware builds, whose scratch the blob plans: "
+                   "cortex-m4 (also m7, m33: the DSP kernels; qemu-m4, Nano 33 BLE) or ref "
+                   f"(host, rv32-virt, ESP32); default {DEFAULT_TARGET}")
+    p.add_argument("--report", action="store_true",
+                   help="print the per-layer memory table and each op's kernel")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
     p.set_defaults(func=run)
 
 
 def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
-          momentum: bool = False):
+          momentum: bool = False, target: str = DEFAULT_TARGET):
     """(graph, program, blob bytes) for a model and a scheme spec; shared by demo and bench.
-    `momentum` plans the optimizer state (one float32 velocity per trained parameter)."""
+    `momentum` plans the optimizer state (one float32 velocity per trained parameter); `target`
+    the kernels' scratch, within the budget (the scheme is chosen first, without it)."""
+    check_target(target)
     graph = read_tflite(model)
     budget_b = parse_budget(budget) if budget else None
     reserve_b = reserve if isinstance(reserve, int) else parse_budget(reserve, "--reserve")
@@ -76,19 +84,52 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
         prog = build_program(graph, sch, momentum)
         if budget_b is not None and prog.memory_bytes > budget_b - reserve_b:
             raise over_budget(prog, budget_b, reserve_b)
-    tb = make_blob(model, sch, momentum)
+    limit = budget_b - reserve_b if budget_b is not None else None
+    tb = make_blob(model, sch, momentum, target, limit)
     return tb.graph, tb.program, tb.blob
 
 
 def figures(graph, prog, blob: bytes) -> dict:
+    """The memory figures of a blob: its arenas with the kernels' scratch (what the device
+    allocates) and without it (the activations' and gradients' plan), and each op's kernel."""
+    info = read_blob(blob)
+    meta = json.loads(info.sections.get("META", b"{}") or b"{}")
+    target = meta.get("target", "ref")
+    scratch = plan_scratch(graph, target, prog, prog.region_bytes, meta.get("scratch_limit"))
     _, infer_arena = plan_inference(graph)
     consts = sum(t.data.nbytes for t in graph.tensors if t.is_const)
-    return {"scheme": prog.scheme.describe(), "arena_peak": prog.arena_bytes,
+    arena = info.train_arena_bytes
+    return {"scheme": prog.scheme.describe(), "arena_peak": arena,
             "trainable_bytes": prog.params_bytes, "optimizer_bytes": prog.optimizer_bytes,
-            "total": prog.memory_bytes, "inference_arena": infer_arena,
+            "total": arena + prog.region_bytes, "inference_arena": info.arena_bytes,
+            "scratch": {"target": target, "kernels": TARGET_KERNELS[TARGETS[target]],
+                        "inference_arena_without": infer_arena,
+                        "training_arena_without": prog.arena_bytes,
+                        "limit": meta.get("scratch_limit"), "ops": scratch.rows()},
             "flash_bytes": len(blob), "constant_bytes": consts,
             "breakdown": breakdown(prog), "schedule": schedule(prog),
             "layers": report_rows(prog)}
+
+
+def print_kernels(fig: dict) -> None:
+    """Each weighted op's kernel and the scratch it adds, in both plans."""
+    sc = fig["scratch"]
+    print(f"kernels for {sc['target']} ({sc['kernels']}); scratch planned into the arenas"
+          + (f" within {sc['limit']:,} B of arena + params" if sc["limit"] else ""))
+    print(f"{'op':>3} {'kind':<17} {'inference kernel':<22} {'scratch':>7} | "
+          f"{'training kernel':<22} {'scratch':>7}")
+    for r in sc["ops"]:
+        if r["kind"] not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            continue
+        train = r["kernel_train"] or "-"
+        line = (f"{r['op']:>3} {r['kind']:<17} {r['kernel_infer']:<22} "
+                f"{r['scratch_infer']:>7,} | {train:<22} {r['scratch_train']:>7,}")
+        print(line + (f"  ({r['note']})" if r["note"] else ""))
+    arenas = (("inference", sc["inference_arena_without"], fig["inference_arena"]),
+              ("training", sc["training_arena_without"], fig["arena_peak"]))
+    print("scratch: " + ", ".join(f"{n} arena {b:,} -> {a:,} B (+{a - b:,})" for n, b, a in arenas)
+          + "; an op without its scratch runs the reference kernel (the same bits, more "
+          "instructions)")
 
 
 def print_report(fig: dict) -> None:
@@ -120,7 +161,7 @@ def _optimizer(fig: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     graph, prog, blob = build(args.model, args.scheme, args.budget, args.calib, args.reserve,
-                              args.calib_shift, args.momentum)
+                              args.calib_shift, args.momentum, args.target)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(blob)
     if args.header:
@@ -128,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     fig = figures(graph, prog, blob)
     if args.report:
         print_report(fig)
+        print_kernels(fig)
     print(f"{args.output}: {len(blob):,} bytes, scheme {fig['scheme']}")
     opt = f" + optimizer {fig['optimizer_bytes']:,} B" if fig["optimizer_bytes"] else ""
     print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"

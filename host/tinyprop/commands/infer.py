@@ -41,8 +41,11 @@ def _blob(model: Path) -> bytes:
             raise TinypropError(f"{model}: no such file; pass a .tpb from tinyprop convert")
         return model.read_bytes()
     from ..blob import pack_blob
+    from ..kernels import DEFAULT_TARGET, plan_scratch
 
-    return pack_blob(_graph(model, "host"), zlib.crc32(model.read_bytes()))
+    graph = _graph(model, "host")
+    return pack_blob(graph, zlib.crc32(model.read_bytes()),
+                     scratch=plan_scratch(graph, DEFAULT_TARGET))
 
 
 def reference_engine(model: Path, stack: contextlib.ExitStack):
