@@ -144,3 +144,85 @@ def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None =
         if status != 0:
             raise TinypropError(f"kernel harness: exited with status {status}")
     return run
+
+
+# CMSIS-NN on the same emulator and flags (the issue's measurement; DESIGN.md): instructions per
+# layer type of one VWW inference, and the multiply-accumulates they are for.
+CMSIS_NN = {"first conv": 3.05e6, "pointwise": 14.57e6, "depthwise": 6.46e6,
+            "pool + FC + softmax": 0.02e6, "total": 24_095_160}
+LAYER_TYPES = ("first conv", "pointwise", "depthwise", "pool + FC + softmax")
+
+
+def _macs(graph: Graph, op: Op) -> int:
+    t = graph.tensors
+    if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        return 0
+    w = t[op.inputs[1]].shape
+    taps = w[1] if op.kind == "FULLY_CONNECTED" else w[1] * w[2] * (
+        w[3] if op.kind == "CONV_2D" else 1)
+    return t[op.outputs[0]].size * taps
+
+
+def _layer_type(graph: Graph, op: Op) -> str:
+    if op.kind == "CONV_2D":
+        return "first conv" if op.index == 0 else "pointwise"
+    return "depthwise" if op.kind == "DEPTHWISE_CONV_2D" else "pool + FC + softmax"
+
+
+def _reshape_of(t: Tensor, name: str) -> Graph:
+    """A one-RESHAPE model over an activation like t: the interpreter's cost of an op with
+    that output (the planner aliases RESHAPE, so no kernel runs), the argmax over it
+    included, which a one-op model takes on its output."""
+    x = Tensor(0, "x", t.shape, "int8", t.scale, t.zero_point)
+    y = Tensor(1, "y", t.shape, "int8", t.scale, t.zero_point)
+    shape = Tensor(2, "shape", (len(t.shape),), "int32", np.zeros(1, np.float32),
+                   np.zeros(1, np.int64), 0, np.asarray(t.shape, np.int32))
+    return Graph([x, y, shape], [Op(0, "RESHAPE", [0, 2], [1], {})], [0], [1], name)
+
+
+def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
+              board: str = "qemu-m4") -> dict:
+    """Instructions of one inference of `graph` (VWW) on `board`, reference and `target`'s
+    kernels in one harness run: the whole model (its blob compiled in), and each weighted op
+    (the tail from the pooling on as one) as a model of its own, less a one-RESHAPE model of
+    the same output (what the interpreter and the argmax cost there), summed per layer type."""
+    from .reference import Forward
+
+    acts = Forward(graph).run(x, keep=True)
+    tail = next(op.index for op in graph.ops if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D"))
+    groups = [(op.index, op.index) for op in graph.ops[:tail]] + [(tail, len(graph.ops) - 1)]
+    cases = [Case(None, np.asarray(x, np.int8).reshape(1, -1), 0, "whole model")]
+    for first, last in groups:
+        sub = subgraph(graph, first, last)
+        xin = np.asarray(acts[graph.ops[first].inputs[0]], np.int8).reshape(1, -1)
+        cases.append(Case(target_blob(sub, target), xin, 0, f"ops {first}..{last}"))
+        cases.append(Case(target_blob(_reshape_of(sub.output, "overhead"), target),
+                          np.zeros((1, sub.output.size), np.int8), 0, "overhead"))
+    whole = pack_blob(graph, zlib.crc32(graph.name.encode()), scratch=plan_scratch(graph, target))
+    run = run_cases(cases, board, builtin=whole)
+    res = {r.case: r for r in run.results}
+    if any(r.status or r.crc_ref != r.crc_opt for r in run.results):
+        raise TinypropError("kernel harness: a case failed or the kernels disagree: "
+                            f"{[(cases[r.case].name, r.status) for r in run.results]}")
+    out: dict = {"board": board, "target": target, "counter": "instructions",
+                 "whole": {"ref": res[0].cost_ref, "opt": res[0].cost_opt,
+                           "macs": sum(_macs(graph, op) for op in graph.ops)},
+                 "ops": [], "types": {}}
+    for i, (first, last) in enumerate(groups):
+        op_r, over = res[1 + 2 * i], res[2 + 2 * i]
+        op = graph.ops[first]
+        row = {"ops": [first, last], "kind": op.kind, "type": _layer_type(graph, op),
+               "macs": sum(_macs(graph, o) for o in graph.ops[first : last + 1]),
+               "ref": op_r.cost_ref - over.cost_ref, "opt": op_r.cost_opt - over.cost_opt}
+        out["ops"].append(row)
+        t = out["types"].setdefault(row["type"], {"ref": 0, "opt": 0, "macs": 0})
+        for k in ("ref", "opt", "macs"):
+            t[k] += row[k]
+    for name, t in list(out["types"].items()) + [("whole", out["whole"])]:
+        t["ref_per_mac"] = round(t["ref"] / t["macs"], 2) if t["macs"] else None
+        t["opt_per_mac"] = round(t["opt"] / t["macs"], 2) if t["macs"] else None
+        t["ratio"] = round(t["ref"] / t["opt"], 2) if t["opt"] else None
+        if name in CMSIS_NN:
+            t["cmsis_nn"] = CMSIS_NN[name]
+    out["whole"]["cmsis_nn"] = CMSIS_NN["total"]
+    return out
