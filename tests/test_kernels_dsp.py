@@ -1,7 +1,8 @@
 """The Cortex-M DSP kernels (firmware/core/kernels/arm/) equal the reference kernels bit for bit.
 
-- Op level, on qemu-m4: opgen's random CONV_2D and DEPTHWISE_CONV_2D cases (shapes, strides,
-  paddings, zero points, depth multipliers, activations, per-channel shifts of both signs) and
+- Op level, on qemu-m4: opgen's random CONV_2D, DEPTHWISE_CONV_2D and AVERAGE_POOL_2D cases
+  (shapes, strides, paddings, zero points, depth multipliers, activations, per-channel shifts of
+  both signs) and
   corner cases (maps wider and taller than a depthwise strip and band, 1x1 with stride 2, odd
   pixel and channel counts, channels whose weights are all zero, accumulators too wide for the
   fast requantization, left shifts), each run in one harness process with the reference and the
@@ -110,7 +111,7 @@ def corner_cases() -> list[tuple[str, Graph]]:
 
 
 def all_cases() -> list[tuple[str, Graph]]:
-    cases = [(f.name, f.graph) for kind in ("CONV_2D", "DEPTHWISE_CONV_2D")
+    cases = [(f.name, f.graph) for kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D")
              for f in (forward_case(kind, s) for s in range(RANDOM))]
     return cases + corner_cases()
 

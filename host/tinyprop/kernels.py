@@ -36,7 +36,7 @@ SCRA_OP = struct.Struct("<IIII")
 NONE32 = 0xFFFFFFFF
 
 # firmware/core/kernels/arm/: tp_conv_arm.c and tp_depthwise_arm.c
-CONV_PIXEL_BLOCK = 16
+CONV_PIXEL_BLOCK = 32
 CONV_RQ_BYTES = 24
 DW_ROW = 64
 DW_BAND = 16
@@ -62,12 +62,11 @@ def conv_scratch_bytes(k: tuple[int, int], pad: tuple[int, int], cin: int, out_h
                        cout: int) -> int:
     """tp_arm_conv2d_s8_scratch_bytes: the requantization table, the block's int16 columns,
     a channel pair's int16 weights, and im2col's two int8 columns for a window beyond 1x1."""
-    kk = k[0] * k[1] * cin
-    k8 = (kk + 7) & ~7
+    k4 = _align4(k[0] * k[1] * cin)
     n_pix = out_hw[0] * out_hw[1]
     pixels = n_pix + (n_pix & 1) if n_pix < CONV_PIXEL_BLOCK else CONV_PIXEL_BLOCK
-    pointwise = k == (1, 1) and pad == (0, 0)
-    return CONV_RQ_BYTES * cout + 2 * pixels * k8 + 4 * k8 + (0 if pointwise else 2 * _align4(kk))
+    pointwise = tuple(k) == (1, 1) and tuple(pad) == (0, 0)
+    return CONV_RQ_BYTES * cout + 2 * pixels * k4 + 4 * k4 + (0 if pointwise else 2 * k4)
 
 
 def depthwise_covered(k: tuple[int, int], stride: tuple[int, int]) -> bool:

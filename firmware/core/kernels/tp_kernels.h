@@ -161,6 +161,8 @@ void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shap
 uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p,
                                                   const tp_shape *in_shape,
                                                   const tp_shape *out_shape);
+void tp_arm_avg_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *in,
+                          const tp_shape *out_shape, int8_t *out);
 
 /* ---- gradient kernels (float32): reference versions ----
  * Sums run in host/tinyprop/reference/backward.py's order (docs/training.md), so the results

@@ -4,15 +4,16 @@
  * Every output pixel is a column of K = KH * KW * Cin inputs (the pixel itself for a 1x1
  * convolution, its window gathered for a larger one: im2col, padded taps holding the zero
  * point), every output channel a row of K weights. Loop order: a block of up to
- * TP_CONV_PIXELS output pixels has its columns converted once to int16 (x - zp) in pixel pairs;
+ * TP_CONV_PIXEL_BLOCK output pixels has its columns converted once to int16 (x - zp) in pixel
+ * pairs;
  * then, output channel pair by pair, the two weight rows are converted to int16 once and every
  * pixel pair of the block is a 2 x 2 block of outputs: per four K, four words of x and four of
- * weights feed eight SMLADs (16 multiply-accumulates), the K loop unrolled by two.
+ * weights feed eight SMLADs (16 multiply-accumulates), the K loop unrolled by two quads.
  *
  * Pairing: SMLAD multiplies the low and the high halfwords of its operands. A word of four
  * int8 is unpacked with SXTB16 into (v0, v2) and, shifted right by 8, (v1, v3); x and weights
  * are unpacked the same way, so lanes always meet their own partner. K is padded to a multiple
- * of 8 with zeros on both sides (they add 0).
+ * of 4: columns with the zero point, weights with zeros (they add 0).
  *
  * Exactness: |x - zp| <= 255 and |w| <= 128 fit int16 lanes; every product is exact and the
  * int32 accumulator holds the exact sum as long as the channel's bound |bias| + K * 128 * 255
@@ -23,7 +24,7 @@
 
 /* Output pixels per block (even): the columns of a block are converted once for every channel
  * pair, each pair of weight rows once per block. */
-#define TP_CONV_PIXEL_BLOCK 16u
+#define TP_CONV_PIXEL_BLOCK 32u
 /* Bytes of a channel's requantization parameters (tp_dsp_rq) in the scratch table. */
 #define TP_CONV_RQ_BYTES 24u
 
@@ -36,7 +37,7 @@ static uint32_t align4(uint32_t n)
  * columns as int16 quads, one channel pair's weight quads, and for a window larger than 1x1
  * the two int8 columns im2col gathers. */
 typedef struct {
-    uint32_t k, k8, pixels, rq, cols, weights, im2col, total;
+    uint32_t k, k4, pixels, rq, cols, weights, im2col, total;
 } conv_layout;
 
 static int is_pointwise(const tp_conv_params *p)
@@ -49,13 +50,13 @@ static void conv_layout_of(const tp_conv_params *p, const tp_shape *in_shape,
 {
     uint32_t n_pix = (uint32_t)(out_shape->h * out_shape->w);
     l->k = (uint32_t)p->k[0] * p->k[1] * (uint32_t)in_shape->c;
-    l->k8 = (l->k + 7u) & ~7u;
+    l->k4 = align4(l->k);
     l->pixels = n_pix < TP_CONV_PIXEL_BLOCK ? n_pix + (n_pix & 1u) : TP_CONV_PIXEL_BLOCK;
     l->rq = 0u;
     l->cols = l->rq + TP_CONV_RQ_BYTES * (uint32_t)out_shape->c;
-    l->weights = l->cols + 2u * l->pixels * l->k8;
-    l->im2col = l->weights + 4u * l->k8;
-    l->total = l->im2col + (is_pointwise(p) ? 0u : 2u * align4(l->k));
+    l->weights = l->cols + 2u * l->pixels * l->k4;
+    l->im2col = l->weights + 4u * l->k4;
+    l->total = l->im2col + (is_pointwise(p) ? 0u : 2u * l->k4);
 }
 
 uint32_t tp_arm_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
@@ -70,27 +71,25 @@ uint32_t tp_arm_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape 
 
 typedef char tp_conv_rq_bytes_check[sizeof(tp_dsp_rq) == TP_CONV_RQ_BYTES ? 1 : -1];
 
-/* Two int8 columns a and b of k values as k8 / 4 quads
- * (a0 a2, a1 a3, b0 b2, b1 b3) of int16 lanes x - zp; off holds -zp in both halfwords. */
-static void columns_to_quads(const int8_t *a, const int8_t *b, uint32_t k, uint32_t k8,
-                             uint32_t off, int32_t zp, uint32_t *quad)
+/* Two int8 vectors a and b of k values (two columns, or two weight rows) as ceil(k / 4) quads
+ * (a0 a2, a1 a3, b0 b2, b1 b3) of int16 lanes: x - zp for columns (off holds -zp in both
+ * halfwords, pad is zp: a last partial quad adds (zp - zp) w = 0), w for weights (off and pad
+ * 0). */
+static void to_quads(const int8_t *a, const int8_t *b, uint32_t k, uint32_t off, int32_t pad,
+                     uint32_t *quad)
 {
     uint32_t i, full = k & ~3u;
     for (i = 0; i < full; i += 4u) {
-        uint32_t va = tp_dsp_rd32(a + i);
+        uint32_t va = tp_dsp_rd32(a + i), vb = tp_dsp_rd32(b + i);
         quad[0] = tp_sxtab16(off, va);
         quad[1] = tp_sxtab16(off, va >> 8);
-        {
-            uint32_t vb = tp_dsp_rd32(b + i);
-            quad[2] = tp_sxtab16(off, vb);
-            quad[3] = tp_sxtab16(off, vb >> 8);
-        }
+        quad[2] = tp_sxtab16(off, vb);
+        quad[3] = tp_sxtab16(off, vb >> 8);
         quad += 4;
     }
-    if (full < k) { /* the last 1..3 values, the rest of the word the zero point (adds 0) */
-        uint32_t va = 0u, vb = 0u, j;
+    if (full < k) { /* the last 1..3 values, then the pad */
+        uint32_t va = 0u, vb = 0u, j, zb = (uint32_t)pad & 0xFFu;
         for (j = 0; j < 4u; j++) {
-            uint32_t zb = (uint32_t)zp & 0xFFu;
             va |= (full + j < k ? (uint32_t)(uint8_t)a[full + j] : zb) << (8u * j);
             vb |= (full + j < k ? (uint32_t)(uint8_t)b[full + j] : zb) << (8u * j);
         }
@@ -98,47 +97,6 @@ static void columns_to_quads(const int8_t *a, const int8_t *b, uint32_t k, uint3
         quad[1] = tp_sxtab16(off, va >> 8);
         quad[2] = tp_sxtab16(off, vb);
         quad[3] = tp_sxtab16(off, vb >> 8);
-        quad += 4;
-        full += 4u;
-    }
-    for (; full < k8; full += 4u) {
-        quad[0] = quad[1] = quad[2] = quad[3] = 0u;
-        quad += 4;
-    }
-}
-
-/* Two weight rows of k int8 as k8 / 4 quads (w0 w2, w1 w3 of row 0, then of row 1). */
-static void rows_to_quads(const int8_t *r0, const int8_t *r1, uint32_t k, uint32_t k8,
-                          uint32_t *quad)
-{
-    uint32_t i, full = k & ~3u;
-    for (i = 0; i < full; i += 4u) {
-        uint32_t v0 = tp_dsp_rd32(r0 + i);
-        quad[0] = tp_sxtb16(v0);
-        quad[1] = tp_sxtb16(v0 >> 8);
-        {
-            uint32_t v1 = tp_dsp_rd32(r1 + i);
-            quad[2] = tp_sxtb16(v1);
-            quad[3] = tp_sxtb16(v1 >> 8);
-        }
-        quad += 4;
-    }
-    if (full < k) {
-        uint32_t v0 = 0u, v1 = 0u, j;
-        for (j = 0; full + j < k; j++) {
-            v0 |= (uint32_t)(uint8_t)r0[full + j] << (8u * j);
-            v1 |= (uint32_t)(uint8_t)r1[full + j] << (8u * j);
-        }
-        quad[0] = tp_sxtb16(v0);
-        quad[1] = tp_sxtb16(v0 >> 8);
-        quad[2] = tp_sxtb16(v1);
-        quad[3] = tp_sxtb16(v1 >> 8);
-        quad += 4;
-        full += 4u;
-    }
-    for (; full < k8; full += 4u) {
-        quad[0] = quad[1] = quad[2] = quad[3] = 0u;
-        quad += 4;
     }
 }
 
@@ -220,74 +178,70 @@ static inline void column(const tp_conv_params *p, const tp_shape *in_shape, con
     }
 }
 
-/* The outputs of one channel pair (c, c + d1: d1 = 0 repeats channel c when cout is odd) for
- * `pairs` pixel pairs of the block: pixel pair j's columns at cols + j k8 words, its outputs at
- * o + j da (pixel a) and + db (pixel b: db = 0 repeats pixel a when the block is odd). The 2 x 2
- * products run over k8 / 8 double quads: per quad four words of x, four of weights, eight
- * SMLADs. `round` says every channel of the op rounds its right shift (tp_dsp.h: nm = -1), and
- * `full` that the activation clamp is int8's; the compiler specializes each combination. */
-static inline void pair_block(const uint32_t *cols, const uint32_t *wq, uint32_t k8,
-                              uint32_t pairs, int8_t *o, uint32_t da, uint32_t db, uint32_t d1,
-                              const tp_dsp_rq *rq0, const tp_dsp_rq *rq1, int round, int full,
-                              int32_t lo, int32_t hi)
+/* A channel pair's part of a pixel block: its int16 weight quads (k4 words), the outputs'
+ * spacing (da between pixel pairs, d1 to the second channel: 0 repeats channel c when cout is
+ * odd) and both channels' requantization. */
+typedef struct {
+    const uint32_t *wq;
+    uint32_t k4, da, d1;
+    const tp_dsp_rq *rq0, *rq1;
+    int32_t lo, hi;
+} pair_job;
+
+/* acc += one quad (four K) of a pixel pair's columns times the channel pair's weights: eight
+ * SMLADs, 16 multiply-accumulates. */
+TP_DSP_INLINE void quad_2x2(const uint32_t *x, const uint32_t *w, int32_t *a00, int32_t *a01,
+                            int32_t *a10, int32_t *a11)
 {
+    uint32_t x0e = x[0], x0o = x[1], x1e = x[2], x1o = x[3];
+    uint32_t w0e = w[0], w0o = w[1], w1e = w[2], w1o = w[3];
+    *a00 = tp_smlad(x0o, w0o, tp_smlad(x0e, w0e, *a00));
+    *a01 = tp_smlad(x0o, w1o, tp_smlad(x0e, w1e, *a01));
+    *a10 = tp_smlad(x1o, w0o, tp_smlad(x1e, w0e, *a10));
+    *a11 = tp_smlad(x1o, w1o, tp_smlad(x1e, w1e, *a11));
+}
+
+/* The job's outputs for `pairs` pixel pairs of the block: pixel pair j's columns at
+ * cols + j k4 words, its outputs at o + j da (pixel a) and + db (pixel b: db = 0 repeats pixel
+ * a when the block is odd). The K loop takes two quads a turn, and a last one when k4 / 4 is
+ * odd. `fast` and `full` as for tp_dsp_output (constants: the compiler specializes both). */
+TP_DSP_INLINE void pair_block(const pair_job *job, const uint32_t *cols, uint32_t pairs,
+                              int8_t *o, uint32_t db, int fast, int full)
+{
+    const tp_dsp_rq *rq0 = job->rq0, *rq1 = job->rq1;
+    uint32_t k4 = job->k4, d1 = job->d1;
     do {
         int32_t a00 = rq0->bias, a01 = rq1->bias, a10 = a00, a11 = a01;
-        const uint32_t *x = cols, *w = wq, *end = cols + k8;
-        do {
-            uint32_t x0e = x[0], x0o = x[1], x1e = x[2], x1o = x[3];
-            uint32_t w0e = w[0], w0o = w[1], w1e = w[2], w1o = w[3];
-            a00 = tp_smlad(x0e, w0e, a00);
-            a00 = tp_smlad(x0o, w0o, a00);
-            a01 = tp_smlad(x0e, w1e, a01);
-            a01 = tp_smlad(x0o, w1o, a01);
-            a10 = tp_smlad(x1e, w0e, a10);
-            a10 = tp_smlad(x1o, w0o, a10);
-            a11 = tp_smlad(x1e, w1e, a11);
-            a11 = tp_smlad(x1o, w1o, a11);
-            x0e = x[4];
-            x0o = x[5];
-            x1e = x[6];
-            x1o = x[7];
-            w0e = w[4];
-            w0o = w[5];
-            w1e = w[6];
-            w1o = w[7];
-            a00 = tp_smlad(x0e, w0e, a00);
-            a00 = tp_smlad(x0o, w0o, a00);
-            a01 = tp_smlad(x0e, w1e, a01);
-            a01 = tp_smlad(x0o, w1o, a01);
-            a10 = tp_smlad(x1e, w0e, a10);
-            a10 = tp_smlad(x1o, w0o, a10);
-            a11 = tp_smlad(x1e, w1e, a11);
-            a11 = tp_smlad(x1o, w1o, a11);
+        const uint32_t *x = cols, *w = job->wq, *end = cols + (k4 & ~7u);
+        while (x != end) {
+            quad_2x2(x, w, &a00, &a01, &a10, &a11);
+            quad_2x2(x + 4, w + 4, &a00, &a01, &a10, &a11);
             x += 8;
             w += 8;
-        } while (x != end);
-        o[0] = tp_dsp_output(a00, rq0, round, full, lo, hi);
-        o[d1] = tp_dsp_output(a01, rq1, round, full, lo, hi);
-        o[db] = tp_dsp_output(a10, rq0, round, full, lo, hi);
-        o[db + d1] = tp_dsp_output(a11, rq1, round, full, lo, hi);
-        cols += k8;
-        o += da;
+        }
+        if (k4 & 4u) {
+            quad_2x2(x, w, &a00, &a01, &a10, &a11);
+        }
+        o[0] = tp_dsp_output(a00, rq0, fast, full, job->lo, job->hi);
+        o[d1] = tp_dsp_output(a01, rq1, fast, full, job->lo, job->hi);
+        o[db] = tp_dsp_output(a10, rq0, fast, full, job->lo, job->hi);
+        o[db + d1] = tp_dsp_output(a11, rq1, fast, full, job->lo, job->hi);
+        cols += k4;
+        o += job->da;
     } while (--pairs != 0u);
 }
 
-/* pair_block for VWW-like ops (every channel rounds, int8 clamp), and for all others. */
-static TP_DSP_NOINLINE void pair_block_fast(const uint32_t *cols, const uint32_t *wq,
-                                            uint32_t k8, uint32_t pairs, int8_t *o, uint32_t da,
-                                            uint32_t db, uint32_t d1, const tp_dsp_rq *rq0,
-                                            const tp_dsp_rq *rq1)
+/* pair_block for VWW-like ops (tp_dsp_fast channels, int8 clamp), and for all others. */
+static TP_DSP_NOINLINE void pair_block_fast(const pair_job *job, const uint32_t *cols,
+                                            uint32_t pairs, int8_t *o, uint32_t db)
 {
-    pair_block(cols, wq, k8, pairs, o, da, db, d1, rq0, rq1, 1, 1, -128, 127);
+    pair_block(job, cols, pairs, o, db, 1, 1);
 }
 
-static TP_DSP_NOINLINE void pair_block_any(const uint32_t *cols, const uint32_t *wq, uint32_t k8,
-                                           uint32_t pairs, int8_t *o, uint32_t da, uint32_t db,
-                                           uint32_t d1, const tp_dsp_rq *rq0,
-                                           const tp_dsp_rq *rq1, int32_t lo, int32_t hi)
+static TP_DSP_NOINLINE void pair_block_any(const pair_job *job, const uint32_t *cols,
+                                           uint32_t pairs, int8_t *o, uint32_t db)
 {
-    pair_block(cols, wq, k8, pairs, o, da, db, d1, rq0, rq1, 0, 0, lo, hi);
+    pair_block(job, cols, pairs, o, db, 0, 0);
 }
 
 void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
@@ -304,18 +258,24 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
     int fast = p->act_min == -128 && p->act_max == 127, pointwise = is_pointwise(p);
     uint32_t k4;
     int32_t oy = 0, ox = 0;
+    pair_job job;
     conv_layout_of(p, in_shape, out_shape, &l);
     cols = (uint32_t *)(void *)(s + l.cols);
     wq = (uint32_t *)(void *)(s + l.weights);
     col = (int8_t *)(s + l.im2col);
     k4 = align4(l.k);
+    job.wq = wq;
+    job.k4 = k4;
+    job.da = 2u * cout;
+    job.lo = p->act_min;
+    job.hi = p->act_max;
     for (c = 0; c < cout; c++) {
         const int8_t *row = tp_weights_row(w, c, &step);
         if (!tp_dsp_prepare(p, q, c, row, step, l.k, &rq[c])) {
             tp_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
             return;
         }
-        fast = fast && rq[c].nm != 0;
+        fast = fast && tp_dsp_fast(&rq[c]);
     }
     for (pix = 0; pix < n_pix; pix += l.pixels) {
         uint32_t n = n_pix - pix < l.pixels ? n_pix - pix : l.pixels, j;
@@ -347,33 +307,22 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
                 oy++;
             }
             /* im2col's columns end in the zero point up to k4: no tail */
-            columns_to_quads(a, b, pointwise ? l.k : k4, l.k8, off, p->in_zp,
-                             cols + (j / 2u) * l.k8);
+            to_quads(a, b, pointwise ? l.k : k4, off, p->in_zp, cols + (j / 2u) * k4);
         }
         for (c = 0; c < cout; c += 2u) {
-            uint32_t d1 = c + 1u < cout ? 1u : 0u; /* an odd last channel is paired with itself */
-            const int8_t *r0 = tp_weights_row(w, c, &step);
-            const int8_t *r1 = tp_weights_row(w, c + d1, &step);
+            void (*run)(const pair_job *, const uint32_t *, uint32_t, int8_t *, uint32_t) =
+                fast ? pair_block_fast : pair_block_any;
             int8_t *o = out + pix * cout + c;
-            rows_to_quads(r0, r1, l.k, l.k8, wq);
-            if (fast) {
-                if (even != 0u) {
-                    pair_block_fast(cols, wq, l.k8, even, o, 2u * cout, cout, d1, &rq[c],
-                                    &rq[c + d1]);
-                }
-                if (odd != 0u) {
-                    pair_block_fast(cols + even * l.k8, wq, l.k8, 1u, o + 2u * even * cout,
-                                    0u, 0u, d1, &rq[c], &rq[c + d1]);
-                }
-            } else {
-                if (even != 0u) {
-                    pair_block_any(cols, wq, l.k8, even, o, 2u * cout, cout, d1, &rq[c],
-                                   &rq[c + d1], p->act_min, p->act_max);
-                }
-                if (odd != 0u) {
-                    pair_block_any(cols + even * l.k8, wq, l.k8, 1u, o + 2u * even * cout, 0u,
-                                   0u, d1, &rq[c], &rq[c + d1], p->act_min, p->act_max);
-                }
+            job.d1 = c + 1u < cout ? 1u : 0u; /* an odd last channel is paired with itself */
+            job.rq0 = &rq[c];
+            job.rq1 = &rq[c + job.d1];
+            to_quads(tp_weights_row(w, c, &step), tp_weights_row(w, c + job.d1, &step), l.k, 0u,
+                     0, wq);
+            if (even != 0u) {
+                run(&job, cols, even, o, cout);
+            }
+            if (odd != 0u) { /* the last pixel paired with itself */
+                run(&job, cols + even * k4, 1u, o + 2u * even * cout, 0u);
             }
         }
     }

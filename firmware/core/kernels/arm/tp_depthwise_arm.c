@@ -88,77 +88,44 @@ typedef struct {
     uint32_t w01[3], w12[3];
 } dw_weights;
 
-/* One output row's sums, n2 (even) outputs from plane rows r, r + TP_DW_ROW, r + 2 TP_DW_ROW
- * (stride 1 along the row: the window moves one column an output). */
-static inline void row_s1(const int16_t *r, const dw_weights *wt, int32_t bias, uint32_t n2,
-                          int32_t *acc)
+/* One row of the window for two outputs: the words c0 c1, c2 c3 (and c4 c5) of a plane row,
+ * four multiply-accumulates; s2 (a constant: the callers specialize) says the window moves two
+ * columns an output instead of one. */
+TP_DSP_INLINE void window_row(const int16_t *row, uint32_t w01, uint32_t w12, int s2,
+                              int32_t *s0, int32_t *s1)
 {
-    uint32_t a01 = wt->w01[0], a12 = wt->w12[0], b01 = wt->w01[1], b12 = wt->w12[1];
-    uint32_t c01 = wt->w01[2], c12 = wt->w12[2];
-    int32_t *end = acc + n2;
-    do {
-        uint32_t x01, x23;
-        int32_t s0 = bias, s1 = bias;
-        __builtin_memcpy(&x01, r, 4);
-        __builtin_memcpy(&x23, r + 2, 4);
-        s0 = tp_smlad(x01, a01, s0);
-        s0 = tp_smlabt(x23, a12, s0);
-        s1 = tp_smlad(x23, a12, s1);
-        s1 = tp_smlatb(x01, a01, s1);
-        __builtin_memcpy(&x01, r + TP_DW_ROW, 4);
-        __builtin_memcpy(&x23, r + TP_DW_ROW + 2, 4);
-        s0 = tp_smlad(x01, b01, s0);
-        s0 = tp_smlabt(x23, b12, s0);
-        s1 = tp_smlad(x23, b12, s1);
-        s1 = tp_smlatb(x01, b01, s1);
-        __builtin_memcpy(&x01, r + 2 * TP_DW_ROW, 4);
-        __builtin_memcpy(&x23, r + 2 * TP_DW_ROW + 2, 4);
-        s0 = tp_smlad(x01, c01, s0);
-        s0 = tp_smlabt(x23, c12, s0);
-        s1 = tp_smlad(x23, c12, s1);
-        s1 = tp_smlatb(x01, c01, s1);
-        acc[0] = s0;
-        acc[1] = s1;
-        acc += 2;
-        r += 2;
-    } while (acc != end);
+    uint32_t x01, x23, x45;
+    __builtin_memcpy(&x01, row, 4);
+    __builtin_memcpy(&x23, row + 2, 4);
+    *s0 = tp_smlad(x01, w01, *s0);
+    *s0 = tp_smlabt(x23, w12, *s0); /* c2 w2 */
+    if (s2) {
+        __builtin_memcpy(&x45, row + 4, 4);
+        *s1 = tp_smlad(x23, w01, *s1);
+        *s1 = tp_smlabt(x45, w12, *s1); /* c4 w2 */
+    } else {
+        *s1 = tp_smlad(x23, w12, *s1);
+        *s1 = tp_smlatb(x01, w01, *s1); /* c1 w0 */
+    }
 }
 
-/* The same with stride 2 along the row: inputs c0..c5 for two outputs. */
-static inline void row_s2(const int16_t *r, const dw_weights *wt, int32_t bias, uint32_t n2,
-                          int32_t *acc)
+/* One output row's sums, n2 (even) outputs from plane rows r, r + TP_DW_ROW, r + 2 TP_DW_ROW;
+ * the six weight pairs stay in registers. */
+TP_DSP_INLINE void row_sums(const int16_t *r, const dw_weights *wt, int32_t bias, uint32_t n2,
+                            int32_t *acc, int s2)
 {
     uint32_t a01 = wt->w01[0], a12 = wt->w12[0], b01 = wt->w01[1], b12 = wt->w12[1];
     uint32_t c01 = wt->w01[2], c12 = wt->w12[2];
     int32_t *end = acc + n2;
     do {
-        uint32_t x01, x23, x45;
         int32_t s0 = bias, s1 = bias;
-        __builtin_memcpy(&x01, r, 4);
-        __builtin_memcpy(&x23, r + 2, 4);
-        __builtin_memcpy(&x45, r + 4, 4);
-        s0 = tp_smlad(x01, a01, s0);
-        s0 = tp_smlabt(x23, a12, s0);
-        s1 = tp_smlad(x23, a01, s1);
-        s1 = tp_smlabt(x45, a12, s1);
-        __builtin_memcpy(&x01, r + TP_DW_ROW, 4);
-        __builtin_memcpy(&x23, r + TP_DW_ROW + 2, 4);
-        __builtin_memcpy(&x45, r + TP_DW_ROW + 4, 4);
-        s0 = tp_smlad(x01, b01, s0);
-        s0 = tp_smlabt(x23, b12, s0);
-        s1 = tp_smlad(x23, b01, s1);
-        s1 = tp_smlabt(x45, b12, s1);
-        __builtin_memcpy(&x01, r + 2 * TP_DW_ROW, 4);
-        __builtin_memcpy(&x23, r + 2 * TP_DW_ROW + 2, 4);
-        __builtin_memcpy(&x45, r + 2 * TP_DW_ROW + 4, 4);
-        s0 = tp_smlad(x01, c01, s0);
-        s0 = tp_smlabt(x23, c12, s0);
-        s1 = tp_smlad(x23, c01, s1);
-        s1 = tp_smlabt(x45, c12, s1);
+        window_row(r, a01, a12, s2, &s0, &s1);
+        window_row(r + TP_DW_ROW, b01, b12, s2, &s0, &s1);
+        window_row(r + 2 * TP_DW_ROW, c01, c12, s2, &s0, &s1);
         acc[0] = s0;
         acc[1] = s1;
         acc += 2;
-        r += 4;
+        r += s2 ? 4 : 2;
     } while (acc != end);
 }
 
@@ -172,8 +139,8 @@ typedef struct {
     uint32_t out_row, cout;         /* bytes between output rows, and between outputs */
 } dw_band;
 
-static inline void band(const dw_band *b, const dw_weights *wt, int32_t bias, const tp_dsp_rq *rq,
-                        int s2, int round, int full, int32_t lo, int32_t hi)
+TP_DSP_INLINE void band(const dw_band *b, const dw_weights *wt, int32_t bias, const tp_dsp_rq *rq,
+                        int s2, int fast, int full, int32_t lo, int32_t hi)
 {
     const int16_t *r = b->plane;
     int8_t *o = b->out;
@@ -182,13 +149,9 @@ static inline void band(const dw_band *b, const dw_weights *wt, int32_t bias, co
         tp_dsp_rq q = *rq;
         const int32_t *acc = b->acc, *end = b->acc + b->n;
         int8_t *dst = o;
-        if (s2) {
-            row_s2(r, wt, bias, b->n2, b->acc);
-        } else {
-            row_s1(r, wt, bias, b->n2, b->acc);
-        }
+        row_sums(r, wt, bias, b->n2, b->acc, s2);
         do {
-            *dst = tp_dsp_output(*acc++, &q, round, full, lo, hi);
+            *dst = tp_dsp_output(*acc++, &q, fast, full, lo, hi);
             dst += b->cout;
         } while (acc != end);
         r += b->row_step;
@@ -196,7 +159,7 @@ static inline void band(const dw_band *b, const dw_weights *wt, int32_t bias, co
     }
 }
 
-/* band specialized: strides 1 and 2 along rows for VWW-like ops (every channel rounds, int8
+/* band specialized: strides 1 and 2 along rows for VWW-like ops (tp_dsp_fast channels, int8
  * clamp), and any op. */
 static TP_DSP_NOINLINE void band_s1_fast(const dw_band *b, const dw_weights *wt, int32_t bias,
                                          const tp_dsp_rq *rq)
@@ -263,7 +226,7 @@ void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shap
             tp_depthwise_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
             return;
         }
-        fast = fast && rq.nm != 0;
+        fast = fast && tp_dsp_fast(&rq);
     }
     for (oy0 = 0; oy0 < oh; oy0 += TP_DW_BAND) {
         dw_band b;

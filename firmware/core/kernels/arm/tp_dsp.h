@@ -74,8 +74,11 @@ static inline uint32_t tp_usada8(uint32_t a, uint32_t b, uint32_t acc)
 }
 #endif
 
-/* A hot loop kept out of its caller, whose pointers and counters would be spilled around it. */
+/* A hot loop kept out of its caller, whose pointers and counters would be spilled around it;
+ * and the body of a loop its callers specialize (constant arguments), inlined whatever its
+ * size. */
 #define TP_DSP_NOINLINE __attribute__((noinline))
+#define TP_DSP_INLINE static inline __attribute__((always_inline))
 
 /* A 32-bit pattern as int32 (two's complement, without implementation-defined conversion). */
 static inline int32_t tp_dsp_i32(uint32_t u)
@@ -129,19 +132,26 @@ static inline int8_t tp_dsp_clamp(int32_t v, int32_t lo, int32_t hi)
     return (int8_t)(v < lo ? lo : v > hi ? hi : v);
 }
 
-/* One output: tp_dsp_requantize, then the activation clamp unless `full` (int8's range); with
- * `round` known true (every channel of the op has nm = -1) the mask goes. Callers pass
- * constants, so each use compiles to one straight sequence (LSL, ADD, SMLAL, ASR, SSAT). */
-static inline int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int round, int full,
+/* One output: requantized (above), zero point added, saturated to int8, then clamped to the
+ * activation range unless `full` (int8's). `fast` says every channel of the op rounds its
+ * right shift (nm = -1) and has no left shift (s1 = 1): tp_dsp_fast. Callers pass constants,
+ * so each use compiles to one straight sequence (LSL, ADD, MOV, SMLAL, ASR, SSAT). */
+TP_DSP_INLINE int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int fast, int full,
                                    int32_t lo, int32_t hi)
 {
-    uint32_t a = (uint32_t)acc << rq->s1;
+    uint32_t a = (uint32_t)acc << (fast ? 1u : rq->s1);
     uint32_t neg = 0u - (a >> 31);
-    uint32_t h = (uint32_t)rq->hz + (round ? neg : (uint32_t)rq->nm & neg);
+    uint32_t h = (uint32_t)rq->hz + (fast ? neg : (uint32_t)rq->nm & neg);
     int64_t x = (int64_t)(((uint64_t)h << 32) | 0x80000000u) +
                 (int64_t)(int32_t)a * (int64_t)rq->mult;
     int32_t v = tp_ssat8((int32_t)(x >> 32) >> rq->e);
     return full ? (int8_t)v : tp_dsp_clamp(v, lo, hi);
+}
+
+/* Whether a channel allows tp_dsp_output's fast form. */
+static inline int tp_dsp_fast(const tp_dsp_rq *rq)
+{
+    return rq->nm != 0 && rq->s1 == 1u;
 }
 
 #endif /* TP_KERNELS_DSP */
