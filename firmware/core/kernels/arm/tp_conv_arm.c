@@ -208,11 +208,14 @@ TP_DSP_INLINE void quad_2x2(const uint32_t *x, const uint32_t *w, int32_t *a00, 
 TP_DSP_INLINE void pair_block(const pair_job *job, const uint32_t *cols, uint32_t pairs,
                               int8_t *o, uint32_t db, int fast, int full)
 {
-    const tp_dsp_rq *rq0 = job->rq0, *rq1 = job->rq1;
-    uint32_t k4 = job->k4, d1 = job->d1;
+    /* the job in locals: the int8 output stores could alias it */
+    tp_dsp_rq q0 = *job->rq0, q1 = *job->rq1;
+    const uint32_t *wq = job->wq;
+    uint32_t k4 = job->k4, d1 = job->d1, da = job->da;
+    int32_t lo = job->lo, hi = job->hi;
     do {
-        int32_t a00 = rq0->bias, a01 = rq1->bias, a10 = a00, a11 = a01;
-        const uint32_t *x = cols, *w = job->wq, *end = cols + (k4 & ~7u);
+        int32_t a00 = q0.bias, a01 = q1.bias, a10 = a00, a11 = a01;
+        const uint32_t *x = cols, *w = wq, *end = cols + (k4 & ~7u);
         while (x != end) {
             quad_2x2(x, w, &a00, &a01, &a10, &a11);
             quad_2x2(x + 4, w + 4, &a00, &a01, &a10, &a11);
@@ -222,12 +225,12 @@ TP_DSP_INLINE void pair_block(const pair_job *job, const uint32_t *cols, uint32_
         if (k4 & 4u) {
             quad_2x2(x, w, &a00, &a01, &a10, &a11);
         }
-        o[0] = tp_dsp_output(a00, rq0, fast, full, job->lo, job->hi);
-        o[d1] = tp_dsp_output(a01, rq1, fast, full, job->lo, job->hi);
-        o[db] = tp_dsp_output(a10, rq0, fast, full, job->lo, job->hi);
-        o[db + d1] = tp_dsp_output(a11, rq1, fast, full, job->lo, job->hi);
+        o[0] = tp_dsp_output(a00, &q0, fast, full, lo, hi);
+        o[d1] = tp_dsp_output(a01, &q1, fast, full, lo, hi);
+        o[db] = tp_dsp_output(a10, &q0, fast, full, lo, hi);
+        o[db + d1] = tp_dsp_output(a11, &q1, fast, full, lo, hi);
         cols += k4;
-        o += job->da;
+        o += da;
     } while (--pairs != 0u);
 }
 

@@ -142,20 +142,23 @@ typedef struct {
 TP_DSP_INLINE void band(const dw_band *b, const dw_weights *wt, int32_t bias, const tp_dsp_rq *rq,
                         int s2, int fast, int full, int32_t lo, int32_t hi)
 {
+    /* the fields in locals: the int8 output stores could alias them */
     const int16_t *r = b->plane;
     int8_t *o = b->out;
-    uint32_t y;
-    for (y = 0; y < b->rows; y++) {
-        tp_dsp_rq q = *rq;
-        const int32_t *acc = b->acc, *end = b->acc + b->n;
+    int32_t *sums = b->acc;
+    uint32_t y, n = b->n, n2 = b->n2, rows = b->rows, row_step = b->row_step;
+    uint32_t out_row = b->out_row, cout = b->cout;
+    tp_dsp_rq q = *rq;
+    for (y = 0; y < rows; y++) {
+        const int32_t *acc = sums, *end = sums + n;
         int8_t *dst = o;
-        row_sums(r, wt, bias, b->n2, b->acc, s2);
+        row_sums(r, wt, bias, n2, sums, s2);
         do {
             *dst = tp_dsp_output(*acc++, &q, fast, full, lo, hi);
-            dst += b->cout;
+            dst += cout;
         } while (acc != end);
-        r += b->row_step;
-        o += b->out_row;
+        r += row_step;
+        o += out_row;
     }
 }
 
