@@ -270,3 +270,27 @@ def test_vww_every_image_on_qemu_m4_bit_exact(vww_model_path, vww_data_dir, tmp_
     bad = [names[i] for i in np.flatnonzero((got != want).any(axis=1))]
     assert not bad, f"{len(bad)} images differ, first {bad[:3]}"
     assert (got.argmax(axis=1) == labels).mean() > 0.75
+
+
+@needs_qemu
+def test_vww_costs_per_layer_type(vww_model_path, vww_data_dir):
+    """bench --only kernels' measurement: both kernel sets agree on every part (the harness
+    compares their outputs' CRCs), every layer type's parts add up to the whole model within
+    the counter's tick per measurement, and the DSP kernels run every convolution."""
+    from tinyprop.datasets import load_split
+    from tinyprop.kernelbench import LAYER_TYPES, vww_costs
+    from tinyprop.tflite_reader import read_tflite
+
+    g = read_tflite(vww_model_path)
+    x = load_split(vww_data_dir, "holdout", g.input.s, g.input.zp)[0][0]
+    out = vww_costs(g, x)
+    assert set(out["types"]) == set(LAYER_TYPES)
+    assert sum(t["macs"] for t in out["types"].values()) == out["whole"]["macs"] == 7_489_664
+    for kernels in ("ref", "opt"):
+        parts = sum(t[kernels] for t in out["types"].values())
+        # each one-op measurement and its RESHAPE twin are exact to a 40-instruction tick;
+        # the whole model runs its interpreter's loop once, not 28 times
+        assert abs(parts - out["whole"][kernels]) < 0.002 * out["whole"][kernels]
+    for row in out["ops"]:
+        if row["kind"] in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            assert row["opt"] < row["ref"] / 2, row
