@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .blob import inference_buffers
 from .errors import TinypropError
 from .graph import Graph, Op
 from .opparams import op_params
-from .planner import ALIGN, Buffer, first_fit
+from .planner import ALIGN, Buffer, first_fit, plan_memory
 
 # target name -> the SCRA target id (the kernel set): 0 reference, 1 Cortex-M DSP
 TARGETS = {"ref": 0, "cortex-m4": 1, "cortex-m7": 1, "cortex-m33": 1}
@@ -177,18 +178,16 @@ def plan_scratch(graph: Graph, target: str, program=None, params_bytes: int = 0,
     `program` (train_plan.TrainProgram), the training plan; `limit` bounds the device's memory
     (the larger arena + `params_bytes`). An op whose DSP kernel would give it back to the
     reference kernel (dsp_channels_ok) gets no scratch, unless exact_only is False (tests)."""
-    from .blob import inference_buffers
-
     check_target(target)
     _, _, inf_bufs = inference_buffers(graph)
-    from .planner import plan_memory
-
     inf_offsets, infer_arena = plan_memory(inf_bufs)
     inf_bufs, inf_offsets = list(inf_bufs), list(inf_offsets)
     trn_bufs = list(program.buffers) if program is not None else []
     trn_offsets = list(program.buffer_offsets) if program is not None else []
     train_arena = program.arena_bytes if program is not None else 0
     plan = ScratchPlan(target, [], infer_arena, train_arena, infer_arena, train_arena, limit)
+    plans = {"infer": (inf_bufs, inf_offsets), "train": (trn_bufs, trn_offsets)}
+    arenas = {"infer": infer_arena, "train": train_arena}
 
     def fit(bufs, offsets, size, step, arena, other) -> tuple[int, int] | None:
         b = Buffer("scratch", size, step, step)
@@ -211,19 +210,19 @@ def plan_scratch(graph: Graph, target: str, program=None, params_bytes: int = 0,
             entry.need, entry.kernel = 0, "reference"
             entry.note = "accumulators too wide for the DSP requantization"
             continue
-        got = fit(inf_bufs, inf_offsets, need, op.index, plan.infer_arena, plan.train_arena)
-        if got is None:
-            entry.note = "no room for its scratch under the budget"
-        else:
-            entry.infer = (got[0], need)
-            plan.infer_arena = got[1]
-        if program is not None and op.index <= program.logits:
-            got = fit(trn_bufs, trn_offsets, need, op.index, plan.train_arena, plan.infer_arena)
+        # the inference plan, then the training step's forward (ops up to the logits)
+        trains = program is not None and op.index <= program.logits
+        for which in ["infer", "train"] if trains else ["infer"]:
+            bufs, offsets = plans[which]
+            other = "train" if which == "infer" else "infer"
+            got = fit(bufs, offsets, need, op.index, arenas[which], arenas[other])
             if got is None:
-                entry.note = "no room for its scratch under the budget (training)"
+                entry.note = "no room for its scratch under the budget" + (
+                    " (training)" if which == "train" else "")
             else:
-                entry.train = (got[0], need)
-                plan.train_arena = got[1]
+                setattr(entry, which, (got[0], need))
+                arenas[which] = got[1]
+    plan.infer_arena, plan.train_arena = arenas["infer"], arenas["train"]
     return plan
 
 
