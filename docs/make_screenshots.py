@@ -29,9 +29,9 @@ from pathlib import Path
 
 import matplotlib
 from PIL import Image, ImageDraw, ImageFont
-from tinyprop.assets import resolve_dataset, resolve_model
+from tinyprop.data.assets import resolve_dataset, resolve_model
 from tinyprop.monitor import Dashboard, EventPump
-from tinyprop.runlog import read_runlog
+from tinyprop.monitor.runlog import read_runlog
 
 DOCS = Path(__file__).resolve().parent
 BUILD = DOCS.parent / "build" / "docs"
@@ -84,8 +84,8 @@ def shoot_replay(log: Path, upto: int) -> None:
 def shoot_killed(blob: Path, at_step: int) -> None:
     """A live run on qemu-m4 (the same training as the log), QEMU killed at `at_step`."""
     from tinyprop.commands.train import training_events
-    from tinyprop.datasets import load_split
-    from tinyprop.session import DeviceEngine, load_blob
+    from tinyprop.compile.blobfile import DeviceEngine, load_blob
+    from tinyprop.data.datasets import load_split
 
     tb = load_blob(blob)
     xs, ys, _ = load_split(resolve_dataset(), "train", tb.graph.input.s, tb.graph.input.zp,

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 import tflite
 from tinyprop.cli import main
-from tinyprop.datasets import load_split
-from tinyprop.reference import Forward
-from tinyprop.runlog import read_runlog
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blobfile import NativeEngine, ReferenceEngine, make_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.data.datasets import load_split
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.monitor.runlog import read_runlog
+from tinyprop.reference.forward import Forward
 
 # NumPy says so when the logits overflow; that is the case under test
 # (and the TF converter's note on the generated models' float calibration)

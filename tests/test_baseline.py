@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from tinyprop.baseline import float_finetune, int8_accuracy
+from tinyprop.bench.baseline import float_finetune, int8_accuracy
 
 
 @pytest.fixture(scope="module")

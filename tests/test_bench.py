@@ -3,9 +3,9 @@ bisection, is the README's baseline, and tinyprop's planned inference arena is w
 
 from __future__ import annotations
 
-from tinyprop.blob import plan_inference
 from tinyprop.commands.bench import tflm_arena
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import plan_inference
+from tinyprop.frontend.tflite_reader import read_tflite
 
 
 def test_tflm_smallest_arena_for_vww(vww_model_path):

@@ -11,11 +11,11 @@ import zlib
 
 import numpy as np
 import pytest
-from tinyprop.blob import HEADER, OP, SECTION, TENSOR, VERSION, pack_blob, read_blob
-from tinyprop.graph import OP_CODES
-from tinyprop.native import REPO, STATUS, blob_status, build_program
-from tinyprop.opparams import all_op_params
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import HEADER, OP, SECTION, TENSOR, VERSION, pack_blob, read_blob
+from tinyprop.engines.native import REPO, STATUS, blob_status, build_program
+from tinyprop.frontend.graph import OP_CODES
+from tinyprop.frontend.opparams import all_op_params
+from tinyprop.frontend.tflite_reader import read_tflite
 
 DRIVER = REPO / "tests" / "c" / "test_blob_loader.c"
 

@@ -7,9 +7,9 @@ import zlib
 
 import numpy as np
 import pytest
-from tinyprop.blob import pack_blob
 from tinyprop.cli import main
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import pack_blob
+from tinyprop.frontend.tflite_reader import read_tflite
 
 
 @pytest.fixture(scope="module")

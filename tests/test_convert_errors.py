@@ -13,7 +13,7 @@ import modelgen
 import pytest
 import tflite
 from tinyprop.errors import TinypropError
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.frontend.tflite_reader import read_tflite
 
 TINYPROP = Path(sys.executable).parent / "tinyprop"
 OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tinyprop.cli import main
-from tinyprop.runlog import read_runlog
+from tinyprop.monitor.runlog import read_runlog
 
 
 def test_demo_on_the_host_board(vww_model_path, vww_data_dir, tmp_path, capsys):

@@ -11,8 +11,8 @@ from test_device_host import (
     check_training,
     train_steps,
 )
-from tinyprop.boards import open_board
-from tinyprop.device import write_bulk_file
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import write_bulk_file
 from tinyprop.errors import DeviceError
 from tinyprop.monitor.sources import live_source
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from tinyprop.cli import main
-from tinyprop.datasets import load_dataset
+from tinyprop.data.datasets import load_dataset
 
 VWW_HOLDOUT = 121
 
@@ -124,9 +124,9 @@ def test_bad_input_is_one_line_exit_2(case, vww_model_path, few_photos, tmp_path
 
 def test_a_board_without_bulk_store_evaluates_over_the_link(vww_tpb, few_photos):
     """The POSIX host board over pipes has no semihosting: samples go as INPUT_CHUNK + EVAL."""
-    from tinyprop.datasets import load_split
-    from tinyprop.evaluate import evaluate_engine
-    from tinyprop.session import DeviceEngine, ReferenceEngine, load_blob
+    from tinyprop.compile.blobfile import DeviceEngine, ReferenceEngine, load_blob
+    from tinyprop.data.datasets import load_split
+    from tinyprop.training.evaluate import evaluate_engine
 
     tb = load_blob(vww_tpb)
     xs, ys, _ = load_split(few_photos, "all", tb.graph.input.s, tb.graph.input.zp)

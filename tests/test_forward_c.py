@@ -10,11 +10,11 @@ import zlib
 
 import numpy as np
 import pytest
-from tinyprop.blob import T_ARENA, pack_blob, read_blob
-from tinyprop.datasets import load_split
-from tinyprop.native import REPO, NativeSession
-from tinyprop.reference import Forward
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import T_ARENA, pack_blob, read_blob
+from tinyprop.data.datasets import load_split
+from tinyprop.engines.native import REPO, NativeSession
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.reference.forward import Forward
 
 
 @pytest.fixture(scope="module")

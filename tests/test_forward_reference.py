@@ -10,11 +10,11 @@ from pathlib import Path
 import modelgen
 import numpy as np
 import pytest
-from tinyprop.datasets import load_split
-from tinyprop.graph import Graph
-from tinyprop.opparams import all_op_params
-from tinyprop.reference import Forward
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.data.datasets import load_split
+from tinyprop.frontend.graph import Graph
+from tinyprop.frontend.opparams import all_op_params
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.reference.forward import Forward
 
 tf = pytest.importorskip("tensorflow")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import serial
 from test_qemu_board import STATUS_NOT_FOUND, Selftest
-from tinyprop.qemu import build_firmware, start_host_board, start_qemu
+from tinyprop.device.runners import build_firmware, start_host_board, start_qemu
 
 STACK_BYTES = 512 * 1024  # boards/host/board.c
 

@@ -12,19 +12,19 @@ import numpy as np
 import pytest
 from modelgen import build_tflite, sample_inputs
 from test_bad_loss import scale_classifier
-from tinyprop.blob import read_blob
-from tinyprop.boards import open_board
-from tinyprop.budget import auto_scheme, parse_budget
 from tinyprop.cli import main
-from tinyprop.datasets import load_split
-from tinyprop.device import DeviceError
+from tinyprop.compile.blob import read_blob
+from tinyprop.compile.blobfile import NativeEngine, ReferenceEngine, make_blob
+from tinyprop.compile.budget import auto_scheme, parse_budget
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.compile.train_plan import F_BIAS, F_WEIGHT, build_program
+from tinyprop.data.datasets import load_split
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import DeviceError
+from tinyprop.engines.native import NativeError, NativeSession
 from tinyprop.errors import TinypropError
-from tinyprop.export import export_tflite
-from tinyprop.native import NativeError, NativeSession
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.train_plan import F_BIAS, F_WEIGHT, build_program
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.training.export import export_tflite
 
 # the TF converter's note on the generated models' float calibration; the huge-logits model's
 # overflow warnings from NumPy: both are the cases under test, not defects

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tinyprop import protocol as p
+from tinyprop.device import protocol as p
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER_PATH = ROOT / "monitor" / "filter_tinyprop.py"

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from modelgen import build_tflite, sample_inputs
 from test_monitor import screen_text, settle
-from tinyprop.boards import build_device_firmware
 from tinyprop.commands.train import RunConfig, training_events
+from tinyprop.compile.blobfile import DeviceEngine, TrainingBlob, make_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.device.boards import build_device_firmware
+from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.monitor import Dashboard, EventPump
 from tinyprop.monitor.render import fmt_pct
-from tinyprop.runlog import read_runlog
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import DeviceEngine, TrainingBlob, make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.monitor.runlog import read_runlog
 
 LABELS = [0, 1, 1, 0, 1, 0, 0, 1]
 

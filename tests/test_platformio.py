@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from test_device_host import LR, SEED, load_small_model
-from tinyprop.boards import write_blob_header
-from tinyprop.device import Device
-from tinyprop.link import Link, PipeTransport
-from tinyprop.qemu import REPO_ROOT, start_host_board
+from tinyprop.device.boards import write_blob_header
+from tinyprop.device.device import Device
+from tinyprop.device.link import Link, PipeTransport
+from tinyprop.device.runners import REPO_ROOT, start_host_board
 
 PIO = Path(sys.executable).with_name("pio")
 FIRMWARE = REPO_ROOT / "firmware"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tinyprop import protocol as p
+from tinyprop.device import protocol as p
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS_PATH = ROOT / "tests" / "vectors" / "protocol.json"

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tinyprop.device.runners import REPO_ROOT, build_firmware, start_qemu
 from tinyprop.errors import TinypropError
-from tinyprop.qemu import REPO_ROOT, build_firmware, start_qemu
 
 needs_qemu = pytest.mark.skipif(
     shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,

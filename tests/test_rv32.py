@@ -13,9 +13,9 @@ import shutil
 import pytest
 from test_device_host import check_training
 from test_qemu_board import STATUS_NOT_FOUND, Selftest
-from tinyprop.boards import open_board
-from tinyprop.device import write_bulk_file
-from tinyprop.qemu import build_firmware, start_qemu
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import write_bulk_file
+from tinyprop.device.runners import build_firmware, start_qemu
 
 pytestmark = pytest.mark.skipif(
     shutil.which("qemu-system-riscv32") is None or shutil.which("riscv64-unknown-elf-gcc") is None,

@@ -20,14 +20,14 @@ import numpy as np
 import pytest
 from test_device_host import load_small_model
 from test_wokwi import scenario_waits
-from tinyprop.backward import ReferenceTrainer
-from tinyprop.boards import write_blob_header, write_samples_header
-from tinyprop.device import blob_id
+from tinyprop.compile.blobfile import make_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.device.boards import write_blob_header, write_samples_header
+from tinyprop.device.device import blob_id
+from tinyprop.device.runners import REPO_ROOT, build_firmware, start_qemu
 from tinyprop.errors import TinypropError
-from tinyprop.qemu import REPO_ROOT, build_firmware, start_qemu
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.reference.backward import ReferenceTrainer
 
 SCRIPT = REPO_ROOT / "boards" / "apps" / "selftrain_headers.py"
 SRAM = 262144

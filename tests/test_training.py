@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tinyprop.budget import auto_scheme, parse_budget
-from tinyprop.datasets import load_split
+from tinyprop.compile.blobfile import NativeEngine, ReferenceEngine, make_blob
+from tinyprop.compile.budget import auto_scheme, parse_budget
+from tinyprop.compile.scheme import LayerUpdate, bias_only, parse_scheme
+from tinyprop.data.datasets import load_split
 from tinyprop.errors import TinypropError
-from tinyprop.export import export_tflite
-from tinyprop.scheme import LayerUpdate, bias_only, parse_scheme
-from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.training.export import export_tflite
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_export_changes_only_trained_bytes(vww_model_path, vww_graph, night_trai
     a = np.frombuffer(vww_model_path.read_bytes(), np.uint8)
     b = np.frombuffer(out.read_bytes(), np.uint8)
     assert a.size == b.size
-    from tinyprop.export import buffer_spans
+    from tinyprop.training.export import buffer_spans
 
     spans = buffer_spans(vww_model_path.read_bytes())
     allowed = np.zeros(a.size, bool)

@@ -12,11 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from tinyprop.native import blob_status
-from tinyprop.planner import check_plan
-from tinyprop.session import NativeEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.tte import (
+from tinyprop.bench.tte import (
     BIAS_LAST,
     WEIGHTS,
     build_mbv2_tflite,
@@ -25,6 +21,10 @@ from tinyprop.tte import (
     measure,
     tte_scheme,
 )
+from tinyprop.compile.blobfile import NativeEngine, make_blob
+from tinyprop.compile.planner import check_plan
+from tinyprop.engines.native import blob_status
+from tinyprop.frontend.tflite_reader import read_tflite
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +81,7 @@ def test_plan_is_valid_and_a_c_step_measures_exactly_the_plan(mbv2):
 def test_script_prints_and_writes_the_figures(mbv2, tmp_path):
     path, _ = mbv2
     out = tmp_path / "tte.json"
-    r = subprocess.run([sys.executable, "-m", "tinyprop.tte", "--model", str(path), "--json",
+    r = subprocess.run([sys.executable, "-m", "tinyprop.bench.tte", "--model", str(path), "--json",
                         str(out)], capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     fig = json.loads(out.read_text())

@@ -15,7 +15,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from tinyprop import protocol as p
+from tinyprop.device import protocol as p
 
 OUT = Path(__file__).with_name("protocol.json")
 

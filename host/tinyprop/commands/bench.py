@@ -80,7 +80,7 @@ class Ctx:
     shifted splits, shared by the sections."""
 
     def __init__(self, args: argparse.Namespace):
-        from ..assets import resolve_dataset, resolve_model
+        from ..data.assets import resolve_dataset, resolve_model
 
         self.args = args
         self.model = resolve_model(args.model)
@@ -92,8 +92,8 @@ class Ctx:
     def blob(self, scheme: str, budget: str | None = None, reserve: str | None = None,
              shift: str | None = None):
         """(TrainingBlob, figures) for a scheme; auto calibrates on `shift`'s train split."""
-        from ..budget import DEFAULT_RESERVE
-        from ..session import load_blob
+        from ..compile.blobfile import load_blob
+        from ..compile.budget import DEFAULT_RESERVE
         from .convert import build, figures
 
         key = (scheme, budget, reserve, shift)
@@ -107,8 +107,8 @@ class Ctx:
         return self._blobs[key]
 
     def split(self, name: str, shift: str):
-        from ..datasets import load_split
-        from ..tflite_reader import read_tflite
+        from ..data.datasets import load_split
+        from ..frontend.tflite_reader import read_tflite
 
         if (name, shift) not in self._splits:
             t_in = self._input = self._input or read_tflite(self.model).input
@@ -134,7 +134,7 @@ def drain(tb, engine, xs, ys, steps: int, lr: float, seed: int) -> dict:
 
 
 def memory(ctx: Ctx) -> dict:
-    from ..tte import build_mbv2_tflite, default_model_path, measure
+    from ..bench.tte import build_mbv2_tflite, default_model_path, measure
 
     fig = ctx.blob("last:2")[1]
     out = {"inference_arena": fig["inference_arena"],
@@ -159,7 +159,7 @@ def elf_sizes(elf: Path) -> dict:
 
 
 def board(ctx: Ctx) -> dict:
-    from ..boards import build_device_firmware
+    from ..device.boards import build_device_firmware
     from .train import open_engine
 
     tb, fig = ctx.blob("auto", "256KB")
@@ -187,8 +187,8 @@ def board(ctx: Ctx) -> dict:
 def adapt(ctx: Ctx, tb, shift: str, engine, tag: str) -> dict:
     """Train `engine` on the shifted train split, export as out/tuned_<tag>.tflite, score it
     with TFLite on the shifted holdout."""
-    from ..evaluate import evaluate_tflite
-    from ..export import export_tflite
+    from ..training.evaluate import evaluate_tflite
+    from ..training.export import export_tflite
 
     xs, ys = ctx.split("train", shift)
     steps = len(xs) * ctx.args.epochs
@@ -202,7 +202,7 @@ def adapt(ctx: Ctx, tb, shift: str, engine, tag: str) -> dict:
 
 
 def rounding(ctx: Ctx) -> dict:
-    from ..session import ReferenceEngine
+    from ..compile.blobfile import ReferenceEngine
 
     tb, fig = ctx.blob("auto", "256KB")
     out = {"scheme": fig["scheme"], "shift": ctx.args.shift}
@@ -221,8 +221,8 @@ def rounding(ctx: Ctx) -> dict:
 
 
 def accuracy(ctx: Ctx) -> dict:
-    from ..evaluate import evaluate_tflite
-    from ..session import NativeEngine
+    from ..compile.blobfile import NativeEngine
+    from ..training.evaluate import evaluate_tflite
 
     out = {"lr": ctx.args.lr, "epochs": ctx.args.epochs, "schedule": "linear", "runs": {}}
     before = {}
@@ -247,8 +247,8 @@ def accuracy(ctx: Ctx) -> dict:
 
 
 def baseline(ctx: Ctx, measured: dict) -> dict:
-    from ..assets import resolve_model
-    from ..baseline import float_finetune
+    from ..bench.baseline import float_finetune
+    from ..data.assets import resolve_model
 
     h5 = resolve_model(None, variant="h5")
     out = {}

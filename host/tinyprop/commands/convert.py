@@ -6,8 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ..blob import c_header, plan_inference
-from ..budget import (
+from ..compile.blob import c_header, plan_inference
+from ..compile.blobfile import make_blob
+from ..compile.budget import (
     DEFAULT_RESERVE,
     auto_scheme,
     breakdown,
@@ -16,11 +17,10 @@ from ..budget import (
     report_rows,
     schedule,
 )
+from ..compile.scheme import parse_scheme
+from ..compile.train_plan import build_program
 from ..errors import TinypropError
-from ..scheme import parse_scheme
-from ..session import make_blob
-from ..tflite_reader import read_tflite
-from ..train_plan import build_program
+from ..frontend.tflite_reader import read_tflite
 
 # Calibration samples for --scheme auto: spread evenly over the train split. 16 reference
 # backward passes take a few seconds; the gradient-norm ranking is stable from about 8.
@@ -64,7 +64,7 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
             raise TinypropError("--scheme auto needs --budget (e.g. --budget 256KB)")
         samples = None
         if calib is not None:
-            from ..datasets import load_split
+            from ..data.datasets import load_split
 
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
                                    shift=calib_shift)

@@ -47,12 +47,12 @@ def _board_figures(state) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..assets import resolve_dataset, resolve_model
-    from ..datasets import load_split
-    from ..evaluate import evaluate_tflite
-    from ..export import export_tflite
+    from ..compile.blobfile import load_blob
+    from ..data.assets import resolve_dataset, resolve_model
+    from ..data.datasets import load_split
     from ..monitor import plain_lines, run_dashboard
-    from ..session import load_blob
+    from ..training.evaluate import evaluate_tflite
+    from ..training.export import export_tflite
     from .convert import build, figures
     from .train import RunConfig, open_engine, training_events
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     tuned = export_tflite(model, tb.program.unpack_params(params), args.out / "vww_tuned.tflite")
     after = evaluate_tflite(tuned, xh, yh)
     from ..monitor.report import draw_report
-    from ..runlog import RunLog
+    from ..monitor.runlog import RunLog
 
     with RunLog(log) as rl:  # the holdout scores, so the report shows them beside the curves
         for step, r in ((0, before), (total, after)):

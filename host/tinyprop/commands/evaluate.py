@@ -10,9 +10,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ..datasets import CLASSES, SPLITS
+from ..data.datasets import CLASSES, SPLITS
+from ..data.shifts import SHIFTS
 from ..errors import TinypropError
-from ..shifts import SHIFTS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,8 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     """(engine name, scores) of args.model on args.split."""
-    from ..datasets import load_split
-    from ..evaluate import evaluate_engine, evaluate_tflite
+    from ..data.datasets import load_split
+    from ..training.evaluate import evaluate_engine, evaluate_tflite
 
     model: Path = args.model
     if not model.is_file():
@@ -45,14 +45,14 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
         if args.board is not None:
             raise TinypropError(f"--board {args.board}: boards run a .tpb blob; make one with "
                                 f"tinyprop convert {model}, or drop --board")
-        from ..tflite_reader import read_tflite
+        from ..frontend.tflite_reader import read_tflite
 
         t_in = read_tflite(model).input
         xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
         return "tflite", evaluate_tflite(model, xs, ys)
     if model.suffix != ".tpb":
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
-    from ..session import load_blob
+    from ..compile.blobfile import load_blob
     from .train import open_engine
 
     tb = load_blob(model, args.source)

@@ -27,7 +27,7 @@ Engine = Callable[[Path, contextlib.ExitStack],
 
 
 def _graph(model: Path, engine: str):
-    from ..tflite_reader import read_tflite
+    from ..frontend.tflite_reader import read_tflite
 
     if model.suffix != ".tflite":
         raise TinypropError(f"{model}: the {engine} engine needs the .tflite model; pass it, or "
@@ -40,20 +40,20 @@ def _blob(model: Path) -> bytes:
         if not model.is_file():
             raise TinypropError(f"{model}: no such file; pass a .tpb from tinyprop convert")
         return model.read_bytes()
-    from ..blob import pack_blob
+    from ..compile.blob import pack_blob
 
     return pack_blob(_graph(model, "host"), zlib.crc32(model.read_bytes()))
 
 
 def reference_engine(model: Path, stack: contextlib.ExitStack):
-    from ..reference import Forward
+    from ..reference.forward import Forward
 
     forward = Forward(_graph(model, "reference"))
     return forward.graph.input.shape, forward.run
 
 
 def host_engine(model: Path, stack: contextlib.ExitStack):
-    from ..native import NativeSession
+    from ..engines.native import NativeSession
 
     session = NativeSession(_blob(model), str(model))
     return session.input_shape, session.infer
@@ -63,8 +63,8 @@ def board_engine(spec: str) -> Engine:
     """A board: `qemu-m4` (built and started with the blob) or a port / URL (flashed with it)."""
 
     def engine(model: Path, stack: contextlib.ExitStack):
-        from ..blob import read_blob
-        from ..boards import open_board
+        from ..compile.blob import read_blob
+        from ..device.boards import open_board
 
         blob = _blob(model)
         info = read_blob(blob, str(model))

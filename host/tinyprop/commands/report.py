@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import TinypropError
 from ..monitor.report import draw_report, write_html
-from ..runlog import RunState, read_runlog
+from ..monitor.runlog import RunState, read_runlog
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..compile.blobfile import NativeEngine, ReferenceEngine, TrainingBlob, load_blob
 from ..errors import TinypropError
-from ..session import NativeEngine, ReferenceEngine, TrainingBlob, load_blob
 
 CLASSES = ["non_person", "person"]
 # Inferences a board's run summary takes its per-inference cost from: the count barely depends
@@ -68,7 +68,7 @@ def open_engine(board: str, tb: TrainingBlob, lr: float, seed: int, qas: bool,
         return ReferenceEngine(tb, lr, seed, qas, momentum)
     if board == "host":
         return NativeEngine(tb, lr, seed, qas, momentum)
-    from ..session import DeviceEngine
+    from ..compile.blobfile import DeviceEngine
 
     return DeviceEngine(board, tb, lr, seed, qas, momentum)
 
@@ -167,7 +167,7 @@ def training_events(args: RunConfig, tb: TrainingBlob, engine, xs, ys, total: in
 def board_costs(engine, counters: list[int], xs, ys, classes: int) -> dict:
     """Summary fields of a board: its counter unit, the mean counter of the training steps, and
     of an inference (INFERENCE_PROBE training samples, evaluated on the board)."""
-    from ..evaluate import evaluate_engine
+    from ..training.evaluate import evaluate_engine
 
     unit = engine.device.counter_unit
     probe = slice(0, INFERENCE_PROBE)
@@ -205,7 +205,7 @@ def ended_early(args, tb: TrainingBlob, engine, state) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..datasets import load_split
+    from ..data.datasets import load_split
 
     tb = load_blob(args.blob, args.model)
     tb.program.check_momentum(args.momentum, str(args.blob))
@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"tinyprop train: {ended_early(args, tb, engine, state)}", file=sys.stderr)
             return 1
         if args.out:
-            from ..export import export_tflite
+            from ..training.export import export_tflite
 
             values = tb.program.unpack_params(engine.params())
             export_tflite(tb.source, values, args.out)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .blob import read_blob
-from .errors import TinypropError
+from ..compile.blob import read_blob
+from ..errors import TinypropError
+from ..paths import REPO_ROOT as REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FIRMWARE = REPO / "firmware"
 BUILD = REPO / "build" / "native"
 SANITIZE_ENV = "TINYPROP_NATIVE_SANITIZE"

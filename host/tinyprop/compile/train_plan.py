@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import TinypropError
-from .graph import Graph
+from ..errors import TinypropError
+from ..frontend.graph import Graph
 from .planner import Buffer, plan_memory
 from .scheme import SparseScheme
 

@@ -26,7 +26,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from .errors import TinypropError
+from ..errors import TinypropError
 
 ASSETS_ENV = "TINYPROP_ASSETS"
 CACHE_ENV = "TINYPROP_CACHE"

@@ -23,11 +23,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compile.train_plan import (
+    F_BIAS,
+    F_GRAD_IN0,
+    F_GRAD_IN1,
+    F_MASK,
+    F_WEIGHT,
+    TrainProgram,
+    weight_rows,
+)
+from ..frontend.graph import Graph
+from ..frontend.opparams import all_op_params
 from .fmath import exp_neg, floor_f32, log_pos
-from .graph import Graph
-from .opparams import all_op_params
-from .reference import _padded, patches, pool_windows, run_op
-from .train_plan import F_BIAS, F_GRAD_IN0, F_GRAD_IN1, F_MASK, F_WEIGHT, TrainProgram, weight_rows
+from .forward import _padded, patches, pool_windows, run_op
 
 f32 = np.float32
 M32 = 0xFFFFFFFF

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import Graph, Op
-from .opparams import OpParams, all_op_params
+from ..frontend.graph import Graph, Op
+from ..frontend.opparams import OpParams, all_op_params
 from .quant import mbqm, requantize_double, softmax_int8
 
 

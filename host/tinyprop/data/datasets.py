@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .errors import TinypropError
+from ..errors import TinypropError
 from .shifts import apply_shift
 
 CLASSES = ("non_person", "person")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import tflite
 
-from .errors import TinypropError
+from ..errors import TinypropError
 
 
 def buffer_spans(model_bytes: bytes) -> dict[int, tuple[int, int]]:

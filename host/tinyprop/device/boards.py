@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .blob import c_header, read_blob
+from ..compile.blob import c_header, read_blob
+from ..errors import DeviceError, TinypropError
 from .device import Device, blob_id
-from .errors import DeviceError, TinypropError
 from .link import DEFAULT_BAUDRATE, Link, PipeTransport, open_link
-from .qemu import QEMU_BOARDS, REPO_ROOT, build_firmware, start_host_board, start_qemu
+from .runners import QEMU_BOARDS, REPO_ROOT, build_firmware, start_host_board, start_qemu
 
 # QEMU_BOARDS read bulk samples through semihosting; all of these build their own firmware.
 BUILT_BOARDS = (*QEMU_BOARDS, "host")

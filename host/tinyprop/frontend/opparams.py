@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..reference.quant import activation_range, quantize_multiplier, softmax_params
 from .graph import Graph, Op
-from .quant import activation_range, quantize_multiplier, softmax_params
 
 
 def same_padding(in_size: int, filt: int, stride: int) -> tuple[int, int]:

@@ -25,8 +25,8 @@ import re
 
 import numpy as np
 
-from .errors import TinypropError
-from .graph import Graph
+from ..errors import TinypropError
+from ..frontend.graph import Graph
 from .scheme import LayerUpdate, SparseScheme, _out_channels, _with_classifier, pick_channels
 from .train_plan import F_BIAS, F_WEIGHT, TrainProgram, build_program
 
@@ -65,7 +65,9 @@ def breakdown(prog: TrainProgram) -> dict:
 def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) -> dict:
     """Per weighted op: (sum of squared bias gradients, per-channel squared weight gradients),
     from a full-backward reference pass with a zero learning rate."""
-    from .backward import ReferenceTrainer  # imported here: only auto needs the reference
+    from ..reference.backward import (
+        ReferenceTrainer,  # imported here: only auto needs the reference
+    )
 
     weighted = [op.index for op in graph.weighted_ops()]
     full = SparseScheme("probe", {i: LayerUpdate(i, True, None) for i in weighted})

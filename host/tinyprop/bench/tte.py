@@ -12,7 +12,7 @@ conv modules; its classifier is a linear layer). tinyprop always trains the clas
 weights, as TTE does, so it is added on top of the listed layers. Convolutions 27..48 in steps of
 3 are the 1x1 expansion convs of blocks 9..16, the only weight gradients TTE's kernels compute.
 
-    python -m tinyprop.tte [--model build/tte/....tflite]
+    python -m tinyprop.bench.tte [--model build/tte/....tflite]
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .graph import Graph
-from .scheme import LayerUpdate, SparseScheme, _with_classifier, pick_channels
+from ..compile.scheme import LayerUpdate, SparseScheme, _with_classifier, pick_channels
+from ..frontend.graph import Graph
+from ..paths import BUILD_ROOT
 
 TTE_PEAK_KB = 141
 BIAS_LAST = 25
 WEIGHTS = {27: 1.0, 30: 1.0, 33: 1.0, 36: 1.0, 39: 1.0, 42: 0.125, 45: 0.5, 48: 1.0}
-REPO = Path(__file__).resolve().parents[2]
 
 
 def convolutions(graph: Graph) -> list[int]:
@@ -51,7 +51,7 @@ def tte_scheme(graph: Graph) -> SparseScheme:
 def default_model_path() -> Path:
     import tensorflow as tf
 
-    return REPO / "build" / "tte" / f"mbv2_w035_128_c10_int8_tf{tf.__version__}.tflite"
+    return BUILD_ROOT / "tte" / f"mbv2_w035_128_c10_int8_tf{tf.__version__}.tflite"
 
 
 def build_mbv2_tflite(path: Path) -> Path:
@@ -88,9 +88,9 @@ def build_mbv2_tflite(path: Path) -> Path:
 
 def measure(model: Path) -> dict:
     """Memory figures of TTE's scheme on `model` under tinyprop's planner."""
-    from .blob import plan_inference
-    from .tflite_reader import read_tflite
-    from .train_plan import build_program
+    from ..compile.blob import plan_inference
+    from ..compile.train_plan import build_program
+    from ..frontend.tflite_reader import read_tflite
 
     graph = read_tflite(model)
     prog = build_program(graph, tte_scheme(graph))
@@ -102,7 +102,8 @@ def measure(model: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tinyprop.tte", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tinyprop.bench.tte",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--model", type=Path, help="the int8 .tflite (default: build it, cached)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = p.parse_args(argv)

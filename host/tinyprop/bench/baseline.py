@@ -5,7 +5,7 @@
 - `float_finetune`: full fine-tuning of the float Keras model on the shifted train split,
   evaluated on the shifted holdout: what an unconstrained, server-side update reaches.
 
-`python -m tinyprop.baseline` prints both for each shift and writes them as JSON.
+`python -m tinyprop.bench.baseline` prints both for each shift and writes them as JSON.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import assets
-from .datasets import load_images, load_split
-from .errors import TinypropError
-from .shifts import SHIFTS
+from ..data import assets
+from ..data.datasets import load_images, load_split
+from ..data.shifts import SHIFTS
+from ..errors import TinypropError
 
 
 def int8_accuracy(
@@ -149,7 +149,7 @@ def _run(args: argparse.Namespace) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tinyprop.baseline",
+        prog="python -m tinyprop.bench.baseline",
         description="int8 'before' accuracy and the float fine-tuning baseline, per sensor shift.",
     )
     parser.add_argument("--model", help="int8 .tflite (default: resolved like every asset)")
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = _run(args)
     except TinypropError as exc:
-        print(f"tinyprop.baseline: error: {exc}", file=sys.stderr)
+        print(f"tinyprop.bench.baseline: error: {exc}", file=sys.stderr)
         return exc.exit_code
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

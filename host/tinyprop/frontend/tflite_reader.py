@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import tflite
 
-from .errors import TinypropError
+from ..errors import TinypropError
 from .graph import ACTIVATIONS, SUPPORTED_OPS, Graph, Op, Tensor
 
 _OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}

@@ -18,7 +18,7 @@ from typing import Any
 
 from typing_extensions import Self  # a dependency of textual; typing.Self is 3.11+
 
-from .errors import TinypropError
+from ..errors import TinypropError
 
 EVENT_TYPES = ("start", "step", "eval", "log", "error", "disconnect", "summary")
 MEMORY_PARTS = ("static", "arena_peak", "trainable", "stack_peak")

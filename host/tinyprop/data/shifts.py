@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .errors import TinypropError
+from ..errors import TinypropError
 
 # night: a dim, IR-like monochrome sensor.
 # Strengths chosen so the int8 MLPerf model loses ~16 points on the vww-mini holdout (81.0 % ->

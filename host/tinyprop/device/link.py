@@ -24,7 +24,7 @@ from typing import NamedTuple, Protocol
 import serial
 from typing_extensions import Self  # a dependency of textual; typing.Self is 3.11+
 
-from .errors import DeviceError, TinypropError
+from ..errors import DeviceError, TinypropError
 from .protocol import (
     BadFrame,
     Error,

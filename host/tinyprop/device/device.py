@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DeviceError
+from ..errors import DeviceError
 from .link import DEFAULT_TIMEOUT, Link
 from .protocol import (
     LABEL_NONE,

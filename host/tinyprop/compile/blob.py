@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import TinypropError
-from .graph import OP_CODES, Graph
-from .opparams import OpParams, all_op_params
+from ..errors import TinypropError
+from ..frontend.graph import OP_CODES, Graph
+from ..frontend.opparams import OpParams, all_op_params
 from .planner import Buffer, plan_memory
 
 MAGIC = b"TPRB"

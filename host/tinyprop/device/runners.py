@@ -24,9 +24,8 @@ from typing import BinaryIO
 
 import serial
 
-from tinyprop.errors import TinypropError
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from ..errors import TinypropError
+from ..paths import REPO_ROOT
 
 # Compiler each board's Makefile needs, and the Debian package that provides it.
 TOOLCHAINS = {

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .datasets import CLASSES
-from .errors import TinypropError
+from ..data.datasets import CLASSES
+from ..errors import TinypropError
 
 
 def scores(labels: Sequence[int], predictions: Sequence[int],

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import TinypropError
+from ..frontend.graph import Graph
+from ..frontend.tflite_reader import read_tflite
 from .blob import pack_blob, read_blob
-from .errors import TinypropError
-from .graph import Graph
 from .scheme import SparseScheme, scheme_from_dict
-from .tflite_reader import read_tflite
 from .train_plan import TrainProgram, build_program
 
 
@@ -78,7 +78,7 @@ class ReferenceEngine:
 
     def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True,
                  momentum: float = 0.0):
-        from .backward import ReferenceTrainer
+        from ..reference.backward import ReferenceTrainer
 
         self.trainer = ReferenceTrainer(tb.program, lr=lr, seed=seed, qas=qas, momentum=momentum)
 
@@ -115,7 +115,7 @@ class NativeEngine:
 
     def __init__(self, tb: TrainingBlob, lr: float, seed: int, qas: bool = True,
                  momentum: float = 0.0):
-        from . import native
+        from ..engines import native
 
         self.native = native
         lib = self.lib = native.load_library()
@@ -191,7 +191,7 @@ class DeviceEngine:
         import contextlib
         import tempfile
 
-        from .boards import open_board
+        from ..device.boards import open_board
 
         self.name = spec
         self._stack = contextlib.ExitStack()
@@ -205,8 +205,8 @@ class DeviceEngine:
 
     def _bulk_store(self, name: str, xs: np.ndarray, ys: np.ndarray) -> bool:
         """Write samples as bulk file `name` and open it; False if the board has no store."""
-        from .device import write_bulk_file
-        from .qemu import QEMU_BOARDS  # the boards with semihosting, hence a bulk store
+        from ..device.device import write_bulk_file
+        from ..device.runners import QEMU_BOARDS  # the boards with semihosting, hence a bulk store
 
         if self.name not in QEMU_BOARDS:
             return False

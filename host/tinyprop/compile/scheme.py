@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import TinypropError
-from .graph import Graph
+from ..errors import TinypropError
+from ..frontend.graph import Graph
 
 
 @dataclass
