@@ -13,9 +13,10 @@ import pytest
 from modelgen import build_tflite, sample_inputs
 from test_bad_loss import scale_classifier
 from tinyprop.cli import main
+from tinyprop.compile.auto import auto_scheme
 from tinyprop.compile.blob import read_blob
 from tinyprop.compile.blobfile import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.compile.budget import auto_scheme, parse_budget
+from tinyprop.compile.budget import parse_budget
 from tinyprop.compile.scheme import parse_scheme
 from tinyprop.compile.train_plan import F_BIAS, F_WEIGHT, build_program
 from tinyprop.data.datasets import load_split

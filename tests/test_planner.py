@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tinyprop.compile.budget import breakdown, parse_budget, report_rows
+from tinyprop.compile.budget import parse_budget
 from tinyprop.compile.planner import Buffer, check_plan, plan_memory
+from tinyprop.compile.report import breakdown, report_rows
 from tinyprop.compile.scheme import LayerUpdate, bias_only, last_k
 from tinyprop.compile.train_plan import build_program
 from tinyprop.errors import TinypropError
@@ -133,7 +134,8 @@ def test_budget_and_reserve_parse():
 def test_auto_calibrated_on_a_new_camera_reaches_early_biases(vww_graph, vww_data_dir):
     """With gradient norms from shifted samples, auto spends the 256 KB on biases deep in the
     network (any layer is a candidate) and weights only of the last 12 weighted layers."""
-    from tinyprop.compile.budget import DEFAULT_RESERVE, auto_scheme
+    from tinyprop.compile.auto import auto_scheme
+    from tinyprop.compile.budget import DEFAULT_RESERVE
     from tinyprop.data.datasets import load_split
 
     t_in = vww_graph.input

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from test_device_host import load_small_model
 from test_wokwi import scenario_waits
+from tinyprop.compile.blob import blob_id
 from tinyprop.compile.blobfile import make_blob
 from tinyprop.compile.scheme import parse_scheme
 from tinyprop.device.boards import write_blob_header, write_samples_header
-from tinyprop.device.device import blob_id
 from tinyprop.device.runners import REPO_ROOT, build_firmware, start_qemu
 from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tinyprop.compile.auto import auto_scheme
 from tinyprop.compile.blobfile import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.compile.budget import auto_scheme, parse_budget
+from tinyprop.compile.budget import parse_budget
 from tinyprop.compile.scheme import LayerUpdate, bias_only, parse_scheme
 from tinyprop.data.datasets import load_split
 from tinyprop.errors import TinypropError

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compile.scheme import LayerUpdate, SparseScheme, _with_classifier, pick_channels
+from ..compile.scheme import LayerUpdate, SparseScheme, pick_channels, with_classifier
 from ..frontend.graph import Graph
 from ..paths import BUILD_ROOT
 
@@ -45,7 +45,7 @@ def tte_scheme(graph: Graph) -> SparseScheme:
     for n, fraction in WEIGHTS.items():
         op = convs[n]
         s.layers.setdefault(op, LayerUpdate(op)).channels = pick_channels(graph, op, fraction)
-    return _with_classifier(graph, s)
+    return with_classifier(graph, s)
 
 
 def default_model_path() -> Path:
@@ -88,7 +88,7 @@ def build_mbv2_tflite(path: Path) -> Path:
 
 def measure(model: Path) -> dict:
     """Memory figures of TTE's scheme on `model` under tinyprop's planner."""
-    from ..compile.blob import plan_inference
+    from ..compile.memory import plan_inference
     from ..compile.train_plan import build_program
     from ..frontend.tflite_reader import read_tflite
 

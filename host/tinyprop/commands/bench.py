@@ -92,18 +92,17 @@ class Ctx:
     def blob(self, scheme: str, budget: str | None = None, reserve: str | None = None,
              shift: str | None = None):
         """(TrainingBlob, figures) for a scheme; auto calibrates on `shift`'s train split."""
-        from ..compile.blobfile import load_blob
         from ..compile.budget import DEFAULT_RESERVE
-        from .convert import build, figures
+        from ..compile.build import build
+        from ..compile.report import figures
 
         key = (scheme, budget, reserve, shift)
         if key not in self._blobs:
             calib = self.data if scheme == "auto" else None
-            graph, prog, blob = build(self.model, scheme, budget, calib,
-                                      reserve or DEFAULT_RESERVE, shift or self.args.shift)
-            path = self.args.out / f"vww_{len(self._blobs)}.tpb"
-            path.write_bytes(blob)
-            self._blobs[key] = (load_blob(path, self.model), figures(graph, prog, blob))
+            tb = build(self.model, scheme, budget, calib, reserve or DEFAULT_RESERVE,
+                       shift or self.args.shift)
+            (self.args.out / f"vww_{len(self._blobs)}.tpb").write_bytes(tb.blob)
+            self._blobs[key] = (tb, figures(tb.program, tb.blob))
         return self._blobs[key]
 
     def split(self, name: str, shift: str):

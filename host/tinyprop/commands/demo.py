@@ -47,13 +47,13 @@ def _board_figures(state) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compile.blobfile import load_blob
+    from ..compile.build import build
+    from ..compile.report import figures
     from ..data.assets import resolve_dataset, resolve_model
     from ..data.datasets import load_split
     from ..monitor import plain_lines, run_dashboard
     from ..training.evaluate import evaluate_tflite
     from ..training.export import export_tflite
-    from .convert import build, figures
     from .train import RunConfig, open_engine, training_events
 
     t_start = time.time()
@@ -63,18 +63,17 @@ def run(args: argparse.Namespace) -> int:
     calib = data if args.scheme == "auto" else None
     print(f"converting {model.name} with scheme {args.scheme} under {args.budget}"
           + (f" (calibrating on '{args.shift}' samples)" if calib else ""), flush=True)
-    graph, prog, blob = build(model, args.scheme, args.budget, calib, calib_shift=args.shift)
+    tb = build(model, args.scheme, args.budget, calib, calib_shift=args.shift)
     blob_path = args.out / "vww.tpb"
-    blob_path.write_bytes(blob)
-    fig = figures(graph, prog, blob)
-    t_in = graph.input
+    blob_path.write_bytes(tb.blob)
+    fig = figures(tb.program, tb.blob)
+    t_in = tb.graph.input
     xs, ys, _ = load_split(data, "train", t_in.s, t_in.zp, shift=args.shift)
     xh, yh, _ = load_split(data, "holdout", t_in.s, t_in.zp, shift=args.shift)
     before = evaluate_tflite(model, xh, yh)
     print(f"scheme {fig['scheme']}; holdout accuracy on '{args.shift}' before: "
           f"{before['accuracy']:.3f}", flush=True)
 
-    tb = load_blob(blob_path)
     engine = open_engine(args.board, tb, args.lr, args.seed, True)
     total = len(xs) * args.epochs
     log = args.out / "run.jsonl"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..compile.blob import blob_id
 from ..compile.blobfile import NativeEngine, ReferenceEngine, TrainingBlob, load_blob
 from ..errors import TinypropError
 
@@ -77,13 +78,6 @@ def _checkpoint_path(args) -> Path:
     return args.checkpoint or args.blob.with_suffix(args.blob.suffix + ".ckpt")
 
 
-def blob_id(tb: TrainingBlob) -> int:
-    """The id checkpoints are keyed by: the blob's CRC, the id a device reports in READY."""
-    import zlib
-
-    return zlib.crc32(tb.blob[:-4])
-
-
 def save_checkpoint(path: Path, step: int, params: bytes, blob_crc: int) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(json.dumps({"step": step, "blob": blob_crc}).encode() + b"\n" + params)
@@ -118,7 +112,7 @@ def training_events(args: RunConfig, tb: TrainingBlob, engine, xs, ys, total: in
     """Generator of run-log events: the training loop itself. On a board that counts its cost,
     the summary has the means `<unit>_per_step` (this run's training steps) and
     `<unit>_per_inference` (a few training samples, measured after the run)."""
-    crc = blob_id(tb)
+    crc = blob_id(tb.blob)
     hello = {"type": "start", "board": engine.name, "model": tb.source.name,
              "blob_id": f"{crc:08x}", "classes": CLASSES[: tb.classes], "steps_total": total,
              "scheme": tb.program.scheme.name, "lr": args.lr, "schedule": args.schedule,
@@ -199,7 +193,7 @@ def ended_early(args, tb: TrainingBlob, engine, state) -> str:
     line += f"; {ended})" if ended else ")"
     path = _checkpoint_path(args)
     if args.checkpoint_every and path.exists():
-        step, _ = load_checkpoint(path, blob_id(tb))
+        step, _ = load_checkpoint(path, blob_id(tb.blob))
         return line + f"; {path} holds step {step}: continue with --resume"
     return line + "; no checkpoint: run again (with --checkpoint-every N to resume later)"
 
@@ -219,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         if hasattr(engine, "prepare"):
             engine.prepare(xs, ys)
         if args.resume:
-            start, params = load_checkpoint(_checkpoint_path(args), blob_id(tb))
+            start, params = load_checkpoint(_checkpoint_path(args), blob_id(tb.blob))
             engine.load_params(params, start)
         elif args.log is not None:
             args.log.unlink(missing_ok=True)  # a new run, a new log; --resume appends to it

@@ -65,7 +65,7 @@ def scheme_from_dict(d: dict) -> SparseScheme:
                                     for x in d["layers"]})
 
 
-def _out_channels(graph: Graph, op_index: int) -> int:
+def out_channels(graph: Graph, op_index: int) -> int:
     op = graph.ops[op_index]
     w = graph.tensors[op.inputs[1]]
     return w.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else w.shape[0]
@@ -88,7 +88,7 @@ def channel_importance(graph: Graph, op_index: int, grad_norms: np.ndarray | Non
 
 def pick_channels(graph: Graph, op_index: int, fraction: float,
                   grad_norms: np.ndarray | None = None) -> list[int]:
-    n = _out_channels(graph, op_index)
+    n = out_channels(graph, op_index)
     k = max(1, min(n, math.ceil(fraction * n)))
     if k == n:
         return list(range(n))
@@ -96,12 +96,12 @@ def pick_channels(graph: Graph, op_index: int, fraction: float,
     return sorted(int(i) for i in np.argsort(-imp, kind="stable")[:k])
 
 
-def _with_classifier(graph: Graph, scheme: SparseScheme) -> SparseScheme:
+def with_classifier(graph: Graph, scheme: SparseScheme) -> SparseScheme:
     cls = graph.logits_op().index
     if graph.ops[cls].kind not in ("FULLY_CONNECTED", "CONV_2D"):
         raise TinypropError(f"the logits come from op #{cls} {graph.ops[cls].kind}; tinyprop "
                             "trains models whose logits come from FULLY_CONNECTED or CONV_2D")
-    scheme.layers[cls] = LayerUpdate(cls, True, list(range(_out_channels(graph, cls))))
+    scheme.layers[cls] = LayerUpdate(cls, True, list(range(out_channels(graph, cls))))
     return scheme
 
 
@@ -110,14 +110,14 @@ def bias_only(graph: Graph, last: int | None = None) -> SparseScheme:
     chosen = weighted if last is None else weighted[-last:]
     s = SparseScheme("bias-only" if last is None else f"bias-last:{last}",
                      {i: LayerUpdate(i, bias=True) for i in chosen})
-    return _with_classifier(graph, s)
+    return with_classifier(graph, s)
 
 
 def last_k(graph: Graph, k: int) -> SparseScheme:
     weighted = [op.index for op in graph.weighted_ops()]
-    s = SparseScheme(f"last:{k}", {i: LayerUpdate(i, True, list(range(_out_channels(graph, i))))
+    s = SparseScheme(f"last:{k}", {i: LayerUpdate(i, True, list(range(out_channels(graph, i))))
                                    for i in weighted[-k:]})
-    return _with_classifier(graph, s)
+    return with_classifier(graph, s)
 
 
 def from_json(graph: Graph, path: Path) -> SparseScheme:
@@ -137,11 +137,11 @@ def from_json(graph: Graph, path: Path) -> SparseScheme:
             raise TinypropError(f"{path}: op {op} has no weights; weighted ops are {weighted}")
         lu = s.layers.setdefault(op, LayerUpdate(op, bias=bool(item.get("bias", True))))
         lu.channels = pick_channels(graph, op, float(item.get("fraction", 1.0)))
-    return _with_classifier(graph, s)
+    return with_classifier(graph, s)
 
 
 def parse_scheme(graph: Graph, spec: str) -> SparseScheme:
-    """`bias-only`, `last:K`, or a JSON file path. (`auto` is resolved by tinyprop.budget.)"""
+    """`bias-only`, `last:K`, or a JSON file path. (`auto` is chosen by tinyprop.compile.auto.)"""
     if spec == "bias-only":
         return bias_only(graph)
     if spec.startswith("bias-last:"):

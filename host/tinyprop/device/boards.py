@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compile.blob import c_header, read_blob
+from ..compile.blob import blob_id, c_header, read_blob
 from ..errors import DeviceError, TinypropError
-from .device import Device, blob_id
+from .device import Device
 from .link import DEFAULT_BAUDRATE, Link, PipeTransport, open_link
 from .runners import QEMU_BOARDS, REPO_ROOT, build_firmware, start_host_board, start_qemu
 

@@ -58,11 +58,6 @@ COUNTER_UNITS = {CounterUnit.INSTRUCTIONS: "instructions", CounterUnit.MICROSECO
                  CounterUnit.CYCLES: "cycles"}
 
 
-def blob_id(blob: bytes) -> int:
-    """The id a device reports for `blob` in READY: the CRC32 in the blob's trailer."""
-    return struct.unpack_from("<I", blob, len(blob) - 4)[0]
-
-
 def params_record(params: bytes, blob: int, step: int = 0) -> bytes:
     """The record PUSH_PARAMS and the store carry (tp_device.h): header, then the params."""
     head = RECORD_HEADER.pack(RECORD_MAGIC, blob, len(params), step, 0, 0)[:-4]
