@@ -17,7 +17,7 @@ from test_monitor import screen_text, settle
 from tinyprop.commands.train import RunConfig, training_events
 from tinyprop.compile.blobfile import DeviceEngine, TrainingBlob, make_blob
 from tinyprop.compile.scheme import parse_scheme
-from tinyprop.device.boards import build_device_firmware
+from tinyprop.device.firmware import build_device_firmware
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.monitor import Dashboard, EventPump
 from tinyprop.monitor.render import fmt_pct

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from test_device_host import LR, SEED, load_small_model
-from tinyprop.device.boards import write_blob_header
 from tinyprop.device.device import Device
+from tinyprop.device.firmware import write_blob_header
 from tinyprop.device.link import Link, PipeTransport
-from tinyprop.device.runners import REPO_ROOT, start_host_board
+from tinyprop.device.runners import start_host_board
+from tinyprop.paths import REPO_ROOT
 
 PIO = Path(sys.executable).with_name("pio")
 FIRMWARE = REPO_ROOT / "firmware"

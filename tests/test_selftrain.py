@@ -23,10 +23,11 @@ from test_wokwi import scenario_waits
 from tinyprop.compile.blob import blob_id
 from tinyprop.compile.blobfile import make_blob
 from tinyprop.compile.scheme import parse_scheme
-from tinyprop.device.boards import write_blob_header, write_samples_header
-from tinyprop.device.runners import REPO_ROOT, build_firmware, start_qemu
+from tinyprop.device.firmware import build_firmware, write_blob_header, write_samples_header
+from tinyprop.device.runners import start_qemu
 from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.paths import REPO_ROOT
 from tinyprop.reference.backward import ReferenceTrainer
 
 SCRIPT = REPO_ROOT / "boards" / "apps" / "selftrain_headers.py"

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from tinyprop.compile.blobfile import load_blob
 from tinyprop.data.datasets import load_split
-from tinyprop.device.boards import write_blob_header, write_samples_header
+from tinyprop.device.firmware import write_blob_header, write_samples_header
 from tinyprop.errors import TinypropError
 
 

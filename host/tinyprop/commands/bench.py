@@ -158,7 +158,7 @@ def elf_sizes(elf: Path) -> dict:
 
 
 def board(ctx: Ctx) -> dict:
-    from ..device.boards import build_device_firmware
+    from ..device.firmware import build_device_firmware
     from .train import open_engine
 
     tb, fig = ctx.blob("auto", "256KB")

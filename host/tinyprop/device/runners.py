@@ -1,6 +1,6 @@
-"""Build board firmware and run it: the emulated boards under QEMU (qemu-m4, a Cortex-M4F, and
-rv32-virt, an RV32IMC without FPU; UART on a loopback TCP port) or the POSIX host board (UART on
-pipes, or a pty).
+"""Run built boards: the emulated ones under QEMU (qemu-m4, a Cortex-M4F, and rv32-virt, an
+RV32IMC without FPU; UART on a loopback TCP port) and the POSIX host board (UART on pipes, or a
+pty). Building them is tinyprop.device.firmware's job.
 
 Both runs are context managers that always stop the process on exit and kill it when it runs
 past its time limit, so a hung guest ends a test instead of blocking it.
@@ -8,32 +8,18 @@ past its time limit, so a hung guest ends a test instead of blocking it.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import select
 import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
 
 import serial
 
 from ..errors import TinypropError
-from ..paths import REPO_ROOT
-
-# Compiler each board's Makefile needs, and the Debian package that provides it.
-TOOLCHAINS = {
-    "qemu-m4": ("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
-    "rv32-virt": ("riscv64-unknown-elf-gcc",
-                  "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"),
-    "host": ("gcc", "gcc libc6-dev"),
-}
 
 # The emulated boards: QEMU program, its Debian package, and the machine. rv32-virt: -bios none
 # starts the hart at 0x80000000, where link.ld puts the entry.
@@ -52,51 +38,6 @@ QEMU_COMMON_ARGS = [
 ]  # fmt: skip
 
 QEMU_LOG = "qemu.log"
-
-
-def build_firmware(
-    board: str = "qemu-m4", app: str | None = None, variables: dict[str, str] | None = None
-) -> Path:
-    """Build `app` ("selftest", or None for the board's default, the device firmware) for
-    `board` with its Makefile and return the executable; make rebuilds only what changed.
-    `variables` are extra make variables, e.g. {"BLOB": "path/to/model_tpb.h"}."""
-    board_dir = REPO_ROOT / "boards" / board
-    if board not in TOOLCHAINS:
-        raise TinypropError(
-            f"board {board!r}: no Makefile-built board of that name; use one of "
-            f"{', '.join(sorted(TOOLCHAINS))}"
-        )
-    for tool, package in (TOOLCHAINS[board], ("make", "make")):
-        if shutil.which(tool) is None:
-            raise TinypropError(
-                f"building for {board} needs {tool}, which is not installed; run "
-                f"`sudo apt-get install {package}` (or scripts/setup.sh)"
-            )
-    make = ["make", "--no-print-directory", "-C", str(board_dir)]
-    if app is not None:
-        make.append(f"APP={app}")
-    make += [f"{name}={value}" for name, value in (variables or {}).items()]
-    build_dir = REPO_ROOT / "build" / board
-    build_dir.mkdir(parents=True, exist_ok=True)
-    # Serialise builds of one board: parallel test workers share the object directories.
-    with open(build_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        result = subprocess.run(make, check=False, capture_output=True, text=True)
-    if result.returncode != 0:
-        log = build_dir / "build-error.log"
-        log.write_text(result.stdout + result.stderr)
-        raise TinypropError(
-            f"building {board} firmware (APP={app or 'device'}) failed: "
-            f"{_first_error(result.stderr)}; full output in {log}"
-        )
-    path = subprocess.run([*make, "path"], capture_output=True, text=True, check=True)
-    return Path(path.stdout.strip())
-
-
-def _first_error(output: str) -> str:
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower()]
-    return (errors or lines or ["make failed with no output"])[0]
 
 
 class BoardRun:
@@ -195,48 +136,14 @@ def start_qemu(
         run.stop()
 
 
-class PipeStream:
-    """A pyserial-like stream over a child's stdout/stdin pipes: `read(size)` returns once `size`
-    bytes arrived, at end of file or after `timeout` seconds, with what it has."""
-
-    def __init__(self, reader: BinaryIO, writer: BinaryIO, timeout: float | None = 10.0) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.timeout = timeout
-
-    def read(self, size: int = 1) -> bytes:
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        data = bytearray()
-        while len(data) < size:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self.reader], [], [], wait)[0]:
-                break
-            chunk = os.read(self.reader.fileno(), size - len(data))
-            if not chunk:
-                break
-            data += chunk
-        return bytes(data)
-
-    def write(self, data: bytes) -> int:
-        self.writer.write(data)
-        self.writer.flush()
-        return len(data)
-
-    def close(self) -> None:
-        """Close the board's input: its tp_board_read() then reports the link closed."""
-        self.writer.close()
-
-
 class HostRun(BoardRun):
-    """The host board process. `.stream` talks to it over pipes; with `pty=True`, `.url` is the
-    pseudo-terminal to open with pyserial instead and `.stream` is None."""
+    """The host board process: its UART is the process's stdin/stdout (talk to it through
+    tinyprop.device.link.PipeTransport), or with `pty=True` the pseudo-terminal `.url` to open
+    with pyserial."""
 
     def __init__(self, proc: subprocess.Popen, timeout: float, url: str | None) -> None:
         super().__init__(proc, timeout)
         self.url = url
-        self.stream = None
-        if url is None:
-            self.stream = PipeStream(proc.stdout, proc.stdin)
 
 
 @contextmanager
@@ -252,7 +159,7 @@ def start_host_board(
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     cmd = [str(Path(exe).resolve()), *(["--pty"] if pty else [])]
-    # Unbuffered pipes: PipeStream reads the descriptor directly, so nothing may read ahead.
+    # Unbuffered pipes: PipeTransport reads the descriptor directly, so nothing may read ahead.
     proc = subprocess.Popen(
         cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
     )
