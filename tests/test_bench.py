@@ -3,7 +3,7 @@ bisection, is the README's baseline, and tinyprop's planned inference arena is w
 
 from __future__ import annotations
 
-from tinyprop.commands.bench import tflm_arena
+from tinyprop.bench.figures import tflm_arena
 from tinyprop.compile.memory import plan_inference
 from tinyprop.frontend.tflite_reader import read_tflite
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from tinyprop.cli import main
 from tinyprop.data.datasets import load_dataset
+from tinyprop.engines import HParams
 
 VWW_HOLDOUT = 121
 
@@ -124,17 +125,19 @@ def test_bad_input_is_one_line_exit_2(case, vww_model_path, few_photos, tmp_path
 
 def test_a_board_without_bulk_store_evaluates_over_the_link(vww_tpb, few_photos):
     """The POSIX host board over pipes has no semihosting: samples go as INPUT_CHUNK + EVAL."""
-    from tinyprop.compile.blobfile import DeviceEngine, ReferenceEngine, load_blob
+    from tinyprop.compile.blobfile import load_blob
     from tinyprop.data.datasets import load_split
+    from tinyprop.engines.device import DeviceEngine
+    from tinyprop.engines.reference import ReferenceEngine
     from tinyprop.training.evaluate import evaluate_engine
 
     tb = load_blob(vww_tpb)
     xs, ys, _ = load_split(few_photos, "all", tb.graph.input.s, tb.graph.input.zp)
-    board = DeviceEngine("host", tb, 0.0, 0)
+    board = DeviceEngine("host", tb, HParams(0.0, 0))
     try:
         on_board = evaluate_engine(board, xs, ys)
     finally:
         board.close()
-    assert on_board == evaluate_engine(ReferenceEngine(tb, 0.0, 0), xs, ys) | {
+    assert on_board == evaluate_engine(ReferenceEngine(tb, HParams(0.0, 0)), xs, ys) | {
         k: v for k, v in on_board.items() if k.endswith("_per_inference")}
     assert on_board["n"] == 6

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from tinyprop.cli import main
-from tinyprop.commands.train import lr_at
+from tinyprop.training.run import lr_at
 
 
 def _eval(capsys, model, data) -> float:

@@ -1,7 +1,7 @@
 """`tinyprop eval MODEL --data DIR`: accuracy and per-class accuracy of a model on a split.
 
 A .tflite runs in the TFLite interpreter (its reference kernels); a .tpb blob runs on an engine
-(`--board reference|host|qemu-m4|PORT`), with its parameters as converted.
+(`--board reference|host|qemu-m4|rv32-virt|PORT`), with its parameters as converted.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..data.datasets import CLASSES, SPLITS
 from ..data.shifts import SHIFTS
+from ..engines import BOARD_HELP
 from ..errors import TinypropError
 
 
@@ -25,8 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shift", choices=sorted(SHIFTS), default="none",
                    help="sensor shift applied to the images first")
     p.add_argument("--board", default=None,
-                   help="for a .tpb: reference (NumPy, default), host (C core here), qemu-m4, or "
-                   "a serial port / URL of a board flashed with it")
+                   help=f"for a .tpb: {BOARD_HELP} (default reference)")
     p.add_argument("--model", dest="source", type=Path, metavar="SRC.tflite",
                    help="for a .tpb: its source .tflite if it moved since convert")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -53,16 +53,13 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     if model.suffix != ".tpb":
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
     from ..compile.blobfile import load_blob
-    from .train import open_engine
+    from ..engines import open_engine
 
     tb = load_blob(model, args.source)
     t_in = tb.graph.input
     xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
-    engine = open_engine(args.board or "reference", tb, 0.0, 0, True)
-    try:
+    with open_engine(args.board or "reference", tb) as engine:
         return engine.name, evaluate_engine(engine, xs, ys, CLASSES[: tb.classes])
-    finally:
-        engine.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from ..errors import DeviceError, TinypropError
 from .device import Device
 from .firmware import build_device_firmware
 from .link import DEFAULT_BAUDRATE, Link, PipeTransport, open_link
-from .runners import QEMU_BOARDS, start_host_board, start_qemu
+from .runners import QEMU_BOARDS, BoardRun, start_host_board, start_qemu
 
 # QEMU_BOARDS read bulk samples through semihosting; all of these build their own firmware.
 BUILT_BOARDS = (*QEMU_BOARDS, "host")
@@ -74,11 +74,11 @@ def open_board(
         yield _greet(Device(link), blob)
 
 
-def _exit_note(run) -> str:
+def _exit_note(run: BoardRun) -> str:
     """What the board process's end says about a failure (a fault exits with status 134)."""
     status = run.proc.poll()
     if status is None:
         return ""
-    note = f"; the board process exited with status {status}"
-    log = getattr(run, "log", None)
-    return note + (f" (QEMU log: {log().strip()[-200:]!r})" if log is not None else "")
+    log = run.log().strip()
+    return f"; the board process exited with status {status}" + (
+        f" (QEMU log: {log[-200:]!r})" if log else "")

@@ -59,6 +59,10 @@ class BoardRun:
         """Exit status of the board (raises subprocess.TimeoutExpired if still running)."""
         return self.proc.wait(timeout)
 
+    def log(self) -> str:
+        """What the board's emulator wrote besides the UART ("" for a board without one)."""
+        return ""
+
     def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL) if it still runs."""
         self._watchdog.cancel()

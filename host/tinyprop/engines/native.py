@@ -1,42 +1,22 @@
-"""The C core (firmware/) on this machine: built with gcc on demand, bound with ctypes.
+"""The C core on this machine, in process (`--board host`): the one ctypes binding of
+firmware/tinyprop.h.
 
-The library is cached under build/native/ and rebuilt when any firmware source is newer or the
-set of core sources changed. The core is every firmware/*.c that does not include tp_board.h
-(the same rule as firmware/Makefile). With TINYPROP_NATIVE_SANITIZE=1 (or sanitize=True) the build
-adds ASan+UBSan; loading such a library into Python needs LD_PRELOAD of libasan, so sanitizer
-tests link a small C driver instead (build_program).
+The library is libtinyprop.so from `make -C firmware host-shared` (tinyprop.device.firmware
+builds it; make rebuilds it when a source changed). Status names and codes come from the
+library itself (tp_status_name), so they cannot drift from tinyprop.h.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
+from functools import cache
 
 import numpy as np
 
 from ..compile.blob import read_blob
+from ..device.firmware import core_library
 from ..errors import TinypropError
-from ..paths import REPO_ROOT as REPO
-
-FIRMWARE = REPO / "firmware"
-BUILD = REPO / "build" / "native"
-SANITIZE_ENV = "TINYPROP_NATIVE_SANITIZE"
-
-CFLAGS = ["-std=c99", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
-SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-             "-fno-omit-frame-pointer"]
-
-STATUS_NAMES = (
-    "TP_OK", "TP_ERR_BLOB_TRUNCATED", "TP_ERR_BLOB_MAGIC", "TP_ERR_BLOB_VERSION",
-    "TP_ERR_BLOB_SIZE", "TP_ERR_BLOB_CRC", "TP_ERR_BLOB_BOUNDS", "TP_ERR_BLOB_INVALID",
-    "TP_ERR_ARENA_TOO_SMALL", "TP_ERR_PARAMS_TOO_SMALL", "TP_ERR_BAD_LABEL", "TP_ERR_BAD_INPUT",
-    "TP_ERR_NOT_LOADED", "TP_ERR_NONFINITE", "TP_ERR_NO_TRAIN", "TP_ERR_ARG",
-)
-STATUS = {name: code for code, name in enumerate(STATUS_NAMES)}
+from .base import Engine, HParams, Model, StepResult
 
 
 class NativeError(TinypropError):
@@ -48,101 +28,75 @@ class NativeError(TinypropError):
 
 
 class Requirements(ctypes.Structure):
+    """tp_requirements."""
+
     _fields_ = [(name, ctypes.c_uint32) for name in (
         "arena_infer", "arena_train", "params", "input_bytes", "n_classes", "model_id", "blob_id",
         "optimizer")]
 
 
 class Result(ctypes.Structure):
+    """tp_result."""
+
     _fields_ = [("loss", ctypes.c_float), ("prediction", ctypes.c_int32),
                 ("label", ctypes.c_int32), ("arena_peak", ctypes.c_uint32),
                 ("skipped", ctypes.c_uint32)]
 
 
+class _HParams(ctypes.Structure):
+    """tp_hparams."""
+
+    _fields_ = [("lr", ctypes.c_float), ("momentum", ctypes.c_float), ("seed", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32)]
+
+
+TP_HP_NO_QAS = 1
+
+
+@cache
+def load_library() -> ctypes.CDLL:
+    """libtinyprop.so, built if needed, with the signatures of tinyprop.h."""
+    lib = ctypes.CDLL(str(core_library(shared=True)))
+    p, u32 = ctypes.c_void_p, ctypes.c_uint32
+    signatures = {
+        "tp_blob_requirements": ([ctypes.c_char_p, u32, ctypes.POINTER(Requirements)],
+                                 ctypes.c_int),
+        "tp_session_size": ([], u32),
+        "tp_session_init": ([p, ctypes.c_char_p, u32, p, u32, p, u32], ctypes.c_int),
+        "tp_input": ([p], p),
+        "tp_output": ([p], p),
+        "tp_output_bytes": ([p], u32),
+        "tp_infer": ([p, ctypes.POINTER(Result)], ctypes.c_int),
+        "tp_train_step": ([p, ctypes.c_int32, ctypes.POINTER(Result)], ctypes.c_int),
+        "tp_set_hparams": ([p, ctypes.POINTER(_HParams)], None),
+        "tp_set_step": ([p, u32], None),
+        "tp_reset_params": ([p], ctypes.c_int),
+        "tp_status_name": ([ctypes.c_int], ctypes.c_char_p),
+    }
+    for name, (args, result) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, result
+    return lib
+
+
 def status_name(code: int) -> str:
-    return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else f"TP_ERR_UNKNOWN({code})"
+    """The name of a tp_status code ("TP_ERR_UNKNOWN" for none)."""
+    return load_library().tp_status_name(code).decode()
 
 
-def core_sources() -> list[Path]:
-    """The portable core: firmware/*.c that do not reach a board."""
-    if not FIRMWARE.is_dir():
-        raise TinypropError(f"{FIRMWARE}: firmware sources not found; the host engine needs a "
-                            "source checkout of tinyprop")
-    return [p for p in sorted(FIRMWARE.glob("*.c")) if "tp_board.h" not in p.read_text()]
-
-
-def _compiler() -> str:
-    cc = os.environ.get("CC", "gcc")
-    path = shutil.which(cc)
-    if path is None:
-        raise TinypropError(f"C compiler '{cc}' not found: the host engine builds the C core "
-                            "with it; install gcc (apt-get install gcc) or set CC")
-    return path
-
-
-def _build(out: Path, sources: list[Path], flags: list[str]) -> Path:
-    """Compile sources into out unless it is up to date (newer than every input, same inputs)."""
-    inputs = sources + sorted(FIRMWARE.glob("*.h"))
-    recipe = "\n".join([*map(str, sources), *flags])
-    stamp = out.with_name(out.name + ".cmd")
-    fresh = (out.exists() and stamp.exists() and stamp.read_text() == recipe
-             and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs))
-    if fresh:
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # build beside, then rename: concurrent builders never load a half-written file
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".")
-    os.close(fd)
-    cmd = [_compiler(), *CFLAGS, *flags, f"-I{FIRMWARE}", *map(str, sources), "-o", tmp]
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise TinypropError(f"building the C core failed ({' '.join(cmd)}):\n{proc.stderr}")
-    os.replace(tmp, out)
-    stamp.write_text(recipe)
+@cache
+def statuses() -> dict[str, int]:
+    """Every tp_status name with its code, as the library names them."""
+    out, code = {}, 0
+    while (name := status_name(code)) != "TP_ERR_UNKNOWN":
+        out[name] = code
+        code += 1
     return out
 
 
-def _sanitize_default(sanitize: bool | None) -> bool:
-    return os.environ.get(SANITIZE_ENV, "") not in ("", "0") if sanitize is None else sanitize
-
-
-def build_library(sanitize: bool | None = None) -> Path:
-    """The core as a shared library for this machine; path of the cached build."""
-    san = _sanitize_default(sanitize)
-    name = "libtinyprop-san.so" if san else "libtinyprop.so"
-    return _build(BUILD / name, core_sources(), ["-shared", "-fPIC", *(SAN_FLAGS if san else [])])
-
-
-def build_program(main_source: str | os.PathLike, sanitize: bool | None = None) -> Path:
-    """An executable of the core plus one C file holding main() (test drivers, benchmarks)."""
-    san = _sanitize_default(sanitize)
-    main_source = Path(main_source).resolve()
-    name = main_source.stem + ("-san" if san else "")
-    return _build(BUILD / name, [*core_sources(), main_source], SAN_FLAGS if san else [])
-
-
-_LIB: dict[Path, ctypes.CDLL] = {}
-
-
-def load_library(sanitize: bool | None = None) -> ctypes.CDLL:
-    path = build_library(sanitize)
-    if path not in _LIB:
-        lib = ctypes.CDLL(str(path))
-        u8p = ctypes.c_char_p
-        lib.tp_blob_requirements.argtypes = [u8p, ctypes.c_uint32, ctypes.POINTER(Requirements)]
-        lib.tp_session_init.argtypes = [ctypes.c_void_p, u8p, ctypes.c_uint32, ctypes.c_void_p,
-                                        ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32]
-        lib.tp_infer.argtypes = [ctypes.c_void_p, ctypes.POINTER(Result)]
-        lib.tp_input.argtypes = [ctypes.c_void_p]
-        lib.tp_input.restype = ctypes.c_void_p
-        lib.tp_output.argtypes = [ctypes.c_void_p]
-        lib.tp_output.restype = ctypes.c_void_p
-        lib.tp_output_bytes.argtypes = [ctypes.c_void_p]
-        lib.tp_output_bytes.restype = ctypes.c_uint32
-        lib.tp_session_size.restype = ctypes.c_uint32
-        _LIB[path] = lib
-    return _LIB[path]
+def status_code(name: str) -> int:
+    """The code of a tp_status name, e.g. status_code("TP_ERR_NONFINITE")."""
+    return statuses()[name]
 
 
 def blob_status(blob: bytes) -> str:
@@ -151,41 +105,83 @@ def blob_status(blob: bytes) -> str:
     return status_name(load_library().tp_blob_requirements(blob, len(blob), ctypes.byref(req)))
 
 
-class NativeSession:
-    """One blob bound to arena and params memory owned by this object, run by the C core."""
+class NativeEngine(Engine):
+    """One blob bound to arena and params memory owned by this object, run by the C core.
+    `.requirements` is what tp_blob_requirements reported, `.last_result` the tp_result of the
+    last call."""
 
-    def __init__(self, blob: bytes, name: str = "blob"):
-        self.name = name
-        self.blob = read_blob(blob, name)
+    name = "host"
+
+    def __init__(self, model: Model, hparams: HParams | None = None):
+        self.model = model
         self._lib = lib = load_library()
-        self._raw = ctypes.create_string_buffer(bytes(blob), len(blob))  # the core keeps pointers
+        blob = model.blob
+        self._raw = ctypes.create_string_buffer(blob, len(blob))  # the core keeps pointers
         req = Requirements()
         self._check(lib.tp_blob_requirements(self._raw, len(blob), ctypes.byref(req)), "load")
         self.requirements = req
-        self._arena = ctypes.create_string_buffer(max(req.arena_infer, 1))
+        self._arena = ctypes.create_string_buffer(max(req.arena_infer, req.arena_train, 1))
+        # no params region for an inference blob: the core reads every weight from the blob
         self._params = ctypes.create_string_buffer(req.params) if req.params else None
         self._session = ctypes.create_string_buffer(lib.tp_session_size())
         self._check(lib.tp_session_init(self._session, self._raw, len(blob), self._arena,
-                                        len(self._arena), self._params,
-                                        req.params if self._params else 0), "load")
-        self.input_shape = self.blob.tensors[self.blob.input].shape
-        self.output_shape = self.blob.tensors[self.blob.output].shape
+                                        len(self._arena), self._params, req.params), "load")
+        info = read_blob(blob, model.name)  # the C loader accepted it: so does this reader
+        self.input_shape = tuple(info.tensors[info.input].shape)
+        self.output_shape = tuple(info.tensors[info.output].shape)
         self.last_result = Result()
+        self._hp = _HParams()
+        self.set_hparams(hparams or HParams())
 
     def _check(self, code: int, what: str) -> None:
-        if code != 0:
-            name = status_name(code)
-            raise NativeError(f"{self.name}: the C core refused to {what} it ({name}); re-run "
-                              "tinyprop convert, and report a bug if it persists", name)
+        if code == 0:
+            return
+        name = status_name(code)
+        if what == "load":
+            raise NativeError(f"{self.model.name}: the C core refused to load it ({name}); "
+                              "re-run tinyprop convert, and report a bug if it persists", name)
+        raise NativeError(f"{self.model.name}: the C core refused the {what} ({name}, "
+                          "firmware/tinyprop.h says why)", name)
 
-    def infer(self, x: np.ndarray) -> np.ndarray:
-        """int8 output (the blob's output shape) for one int8 sample of the input's size."""
+    def _put(self, x: np.ndarray) -> None:
         x = np.ascontiguousarray(x)
         if x.dtype != np.int8 or x.size != self.requirements.input_bytes:
-            raise TinypropError(f"{self.name}: input is {x.dtype} {x.shape}; expected int8 "
-                                f"{self.input_shape}")
+            raise TinypropError(f"{self.model.name}: input is {x.dtype} {x.shape} ({x.nbytes} "
+                                f"bytes); expected int8 {self.input_shape} "
+                                f"({self.requirements.input_bytes} bytes)")
         ctypes.memmove(self._lib.tp_input(self._session), x.ctypes.data, x.size)
-        self._check(self._lib.tp_infer(self._session, ctypes.byref(self.last_result)), "run")
+
+    def set_hparams(self, hparams: HParams) -> None:
+        self._hp.lr, self._hp.momentum = hparams.lr, hparams.momentum
+        self._hp.seed = hparams.seed & 0xFFFFFFFF
+        self._hp.flags = 0 if hparams.qas else TP_HP_NO_QAS
+        self._lib.tp_set_hparams(self._session, ctypes.byref(self._hp))
+        self.hparams = hparams
+
+    def train(self, x: np.ndarray, label: int, index: int | None = None) -> StepResult:
+        self._put(x)
+        code = self._lib.tp_train_step(self._session, int(label), ctypes.byref(self.last_result))
+        if code != status_code("TP_ERR_NONFINITE"):  # a non-finite loss: a skipped step
+            self._check(code, "training step")
+        r = self.last_result
+        return StepResult(float(r.loss), int(r.prediction), bool(r.skipped),
+                          {"arena_peak": int(r.arena_peak)})
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        self._put(x)
+        self._check(self._lib.tp_infer(self._session, ctypes.byref(self.last_result)), "inference")
         n = self._lib.tp_output_bytes(self._session)
         out = ctypes.string_at(self._lib.tp_output(self._session), n)
         return np.frombuffer(out, np.int8).reshape(self.output_shape).copy()
+
+    def params(self) -> bytes:
+        return self._params.raw if self._params is not None else b""
+
+    def load_params(self, raw: bytes, step: int) -> None:
+        if self._params is None or len(raw) != len(self._params):
+            raise TinypropError(f"{self.model.name}: {len(raw)} bytes of parameters for a "
+                                f"params region of {self.requirements.params}; they belong to "
+                                "another blob")
+        ctypes.memmove(self._params, raw, len(raw))
+        # the step counter keys stochastic rounding: restore it so a resume continues exactly
+        self._lib.tp_set_step(self._session, step)

@@ -107,7 +107,6 @@ class ReferenceTrainer:
 
     def __init__(self, program: TrainProgram, lr: float = 0.01, seed: int = 0,
                  qas: bool = True, momentum: float = 0.0, rounding: str = "stochastic"):
-        program.check_momentum(momentum)
         if rounding not in ROUNDINGS:
             raise ValueError(f"rounding {rounding!r}: use one of {', '.join(ROUNDINGS)}")
         # "nearest" exists for the ablation that measures what stochastic rounding keeps
@@ -119,15 +118,12 @@ class ReferenceTrainer:
         self.prog = program
         self.graph: Graph = program.graph
         self.params = all_op_params(self.graph)
-        self.lr = f32(lr)
-        self.seed = seed & M32
-        self.qas = qas
-        self.momentum = f32(momentum)
+        self.set_hparams(lr, seed, qas, momentum)
         # None: plain SGD, the blob has no optimizer state
         self.velocity = (np.zeros(program.optimizer_bytes // 4, f32)
                          if program.optimizer_bytes else None)
         self.step = 0
-        self.probe: dict | None = None  # budget.calibration_grad_norms: record, do not update
+        self.probe: dict | None = None  # auto.calibration_grad_norms: record, do not update
         self.values = {}  # tensor index -> current trainable array
         for k, t in program.ops.items():
             op = self.graph.ops[k]
@@ -135,6 +131,14 @@ class ReferenceTrainer:
                 self.values[op.inputs[2]] = self.graph.tensors[op.inputs[2]].data.copy()
             if t.flags & F_WEIGHT:
                 self.values[op.inputs[1]] = self.graph.tensors[op.inputs[1]].data.copy()
+
+    def set_hparams(self, lr: float, seed: int, qas: bool = True, momentum: float = 0.0) -> None:
+        """The hyper-parameters of the next steps (as tp_set_hparams)."""
+        self.prog.check_momentum(momentum)
+        self.lr = f32(lr)
+        self.seed = seed & M32
+        self.qas = qas
+        self.momentum = f32(momentum)
 
     # -- state --
     def params_bytes(self) -> bytes:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.datasets import CLASSES
+from ..engines import Engine
 from ..errors import TinypropError
 
 
@@ -67,17 +68,14 @@ def evaluate_tflite(model: Path, xs: np.ndarray, ys: np.ndarray,
     return scores(ys, tflite_predictions(model, xs), classes)
 
 
-def evaluate_engine(engine, xs: np.ndarray, ys: np.ndarray,
+def evaluate_engine(engine: Engine, xs: np.ndarray, ys: np.ndarray,
                     classes: Sequence[str] = CLASSES) -> dict:
-    """`scores` of a training engine (tinyprop.session) in its current state. A board that
-    counts its cost also gives the mean per inference as `<counter unit>_per_inference`
+    """`scores` of an engine (tinyprop.engines) in its current state. An engine that counts its
+    cost also gives the mean per inference as `<counter unit>_per_inference`
     (`instructions_per_inference` on qemu-m4)."""
-    if hasattr(engine, "evaluate_samples"):
-        events = engine.evaluate_samples(xs, ys)
-    else:
-        events = [{"prediction": int(np.argmax(engine.infer(x)))} for x in xs]
-    result = scores(ys, [e["prediction"] for e in events], classes)
-    counters = [e["counter"] for e in events if e.get("counter") is not None]
+    results = engine.evaluate(xs, ys)
+    result = scores(ys, [r.prediction for r in results], classes)
+    counters = [r.counter for r in results if r.counter is not None]
     if counters:
         result[f"{engine.counter_unit}_per_inference"] = float(np.mean(counters))
     return result

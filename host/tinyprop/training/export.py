@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import tflite
 
+from ..compile.blobfile import TrainingBlob
 from ..errors import TinypropError
 
 
@@ -46,3 +47,8 @@ def export_tflite(source: Path, values: dict[int, np.ndarray], out: Path) -> Pat
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(bytes(raw))
     return out
+
+
+def export_params(tb: TrainingBlob, params: bytes, out: Path) -> Path:
+    """The fine-tuned .tflite of `tb` with a params region (an engine's, a checkpoint's)."""
+    return export_tflite(tb.source, tb.program.unpack_params(params), out)
