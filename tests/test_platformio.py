@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_device_host import LR, SEED, load_small_model
 from tinyprop.device.device import Device
-from tinyprop.device.firmware import write_blob_header
+from tinyprop.device.firmware import build_program, write_blob_header
 from tinyprop.device.link import Link, PipeTransport
 from tinyprop.device.runners import start_host_board
 from tinyprop.paths import REPO_ROOT
@@ -59,11 +59,6 @@ def pio_config() -> dict[str, dict]:
     out = subprocess.run([str(PIO), "project", "config", "--json-output"], cwd=REPO_ROOT,
                          capture_output=True, text=True, check=True, timeout=60).stdout
     return {name: dict(items) for name, items in json.loads(out)}
-
-
-def core_sources() -> list[Path]:
-    """firmware/*.c that reach no board (as firmware/Makefile and the PlatformIO archive)."""
-    return [p for p in sorted(FIRMWARE.glob("*.c")) if "tp_board.h" not in p.read_text()]
 
 
 def flags(value: str | list[str]) -> list[str]:
@@ -117,13 +112,10 @@ def test_library_json_builds_every_core_source():
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_native_unity_tests_pass_with_gcc(tmp_path):
     (tmp_path / "unity.h").write_text(UNITY_SHIM)
-    exe = tmp_path / "test_core"
     tests = sorted((REPO_ROOT / "tests" / "native").glob("test_*/*.c"))
     assert tests
-    for source in tests:
-        subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
-                        f"-I{tmp_path}", f"-I{FIRMWARE}", "-o", str(exe), str(source),
-                        *map(str, core_sources())], check=True, timeout=120)
+    for source in tests:  # each linked against the core as firmware/Makefile builds it
+        exe = build_program(source, include_dirs=[tmp_path])
         run = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30)
         assert run.returncode == 0, run.stdout
         assert re.search(r"^(\d+) Tests 0 Failures", run.stdout, re.MULTILINE).group(1) == "3"
