@@ -35,6 +35,20 @@ def test_engines_agree_on_tflite_and_tpb(vww_model_path, batch, tmp_path, capsys
     assert "engine host" in capsys.readouterr().out
 
 
+def test_engine_is_an_alias_of_board(vww_model_path, batch, tmp_path, capsys):
+    """--board names the engine as in every verb; --engine, infer's older name, is the same."""
+    by_board, by_engine = tmp_path / "board.npy", tmp_path / "engine.npy"
+    m = str(vww_model_path)
+    assert main(["infer", m, "--input", str(batch), "-o", str(by_board), "--board", "host"]) == 0
+    assert "engine host" in capsys.readouterr().out
+    assert main(["infer", m, "--input", str(batch), "-o", str(by_engine), "--engine", "host"]) == 0
+    assert "engine host" in capsys.readouterr().out
+    assert np.array_equal(np.load(by_board), np.load(by_engine))
+    assert main(["infer", m, "--input", str(batch), "-o", str(by_board), "--engine", "nowhere",
+                 "--board", "reference"]) == 0  # one option: the last one given wins
+    assert "engine reference" in capsys.readouterr().out
+
+
 def test_one_sample_is_a_batch_of_one(vww_model_path, batch, tmp_path):
     one = tmp_path / "one.npy"
     np.save(one, np.load(batch)[1])

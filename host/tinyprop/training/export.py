@@ -44,11 +44,19 @@ def export_tflite(source: Path, values: dict[int, np.ndarray], out: Path) -> Pat
                                 f"{len(data)}; was the blob converted from this model?")
         raw[start : start + n] = data
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(bytes(raw))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(bytes(raw))
+    except OSError as exc:
+        raise TinypropError(f"{out}: cannot write ({exc.strerror}); pass a writable path for "
+                            "the .tflite") from None
     return out
 
 
 def export_params(tb: TrainingBlob, params: bytes, out: Path) -> Path:
     """The fine-tuned .tflite of `tb` with a params region (an engine's, a checkpoint's)."""
+    if len(params) != tb.program.region_bytes:
+        raise TinypropError(f"{tb.name}: {len(params):,} bytes of parameters, its params region "
+                            f"holds {tb.program.region_bytes:,}; give the parameters of a run "
+                            "of this blob")
     return export_tflite(tb.source, tb.program.unpack_params(params), out)
