@@ -5,12 +5,13 @@ produces the logits) is always trained, bias and weights. Weight updates may cov
 an op's output channels (CONV_2D, FULLY_CONNECTED, DEPTHWISE_CONV_2D), chosen by importance;
 RAM then holds only those channels' rows (a depthwise channel's row is its KH*KW taps).
 
-JSON scheme file (``--scheme my.json``)::
+JSON scheme file (``--scheme my.json``; docs/training.md)::
 
     {"bias_last": 6,                       # biases of the last 6 weighted ops
-     "weights": [{"op": 26, "fraction": 0.5},   # half of op 26's output channels
-                 {"op": 24}],              # all of op 24's channels
-     "select": "weight_norm"}              # or "grad_norm" (needs calibration samples)
+     "weights": [{"op": 26, "fraction": 0.5},   # half of op 26's output channels (and its bias)
+                 {"op": 24, "bias": false}]}    # all of op 24's channels, not its bias
+
+A fraction keeps the channels with the largest real-valued weight norm.
 """
 
 from __future__ import annotations
