@@ -1,4 +1,4 @@
-"""tinyprop.link over real transports: a TCP socket on 127.0.0.1 and a child process's pipes,
+"""tinyprop.device.link over real transports: a TCP socket on 127.0.0.1 and a child process's pipes,
 each with a small scripted Python device on the other end, and pyserial's loop://."""
 
 from __future__ import annotations

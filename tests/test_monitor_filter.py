@@ -1,6 +1,6 @@
 """monitor/filter_tinyprop.py, the PlatformIO device-monitor filter, without PlatformIO: frames
 split at every byte, garbage between frames, the encoding warning, and its restated tables
-against tinyprop.protocol and the shared vectors."""
+against tinyprop.device.protocol and the shared vectors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The protocol in Python (tinyprop.protocol) and C (firmware/tp_proto.c) against the shared
+"""The protocol in Python (tinyprop.device.protocol) and C (firmware/tp_proto.c) against the shared
 vectors in tests/vectors/protocol.json, plus properties of the streaming decoders."""
 
 from __future__ import annotations

@@ -150,7 +150,8 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
 
 
 def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None) -> bytes:
-    """Serialize a graph (and optionally a training program, see tinyprop.train_plan) to v2."""
+    """Serialize a graph (and optionally its training program, a
+    tinyprop.compile.train_plan.TrainProgram) to blob v2."""
     params = all_op_params(graph)
     arena_off, arena_bytes = plan_inference(graph)
     data = _Data()

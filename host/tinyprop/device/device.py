@@ -97,7 +97,7 @@ def step_event(m: Metric, sram: int) -> dict:
 
 class Device:
     """Requests to one device. `ready` is its last READY (hello() fills it); `process` is the
-    board process tinyprop.boards started for it, or None for a board it did not start."""
+    board process tinyprop.device.boards started for it, or None for a board it did not start."""
 
     def __init__(self, link: Link, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.link = link

@@ -4,7 +4,7 @@ this file operation for operation; docs/training.md states the contract.
 
 Bit-exactness across NumPy and C rests on three rules:
 - every float is float32, every operation is one IEEE-rounded +, -, * or / (no FMA, no libm:
-  exp and log come from tinyprop.fmath);
+  exp and log come from tinyprop.reference.fmath);
 - every sum runs sequentially in the documented order, starting from 0.0 or from the value
   already in the gradient buffer (seqsum below, np.add.accumulate is sequential);
 - random numbers for stochastic rounding are a hash of (seed, step, parameter offset), so
