@@ -7,6 +7,8 @@ import math
 import pytest
 from tinyprop.bench.baseline import float_finetune, int8_accuracy
 
+pytestmark = pytest.mark.slow  # TensorFlow training and 3 x 121 holdout images
+
 
 @pytest.fixture(scope="module")
 def int8_before(vww_model_path, vww_data_dir):

@@ -23,6 +23,7 @@ def test_small_model_trains_bit_exact(small_model, tmp_path):
     assert all(e["counter"] > 0 and e["counter"] % 40 == 0 for e in events)
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_vww_trains_bit_exact(vww_model, tmp_path):
     events = check_training("qemu-m4", vww_model, 2, tmp_path)
     memory = events[-1]["memory"]

@@ -49,6 +49,7 @@ def check_scores(r: dict, n: int) -> None:
         assert r["per_class"][name] == pytest.approx(confusion[i, i] / confusion[i].sum())
 
 
+@pytest.mark.slow  # the NumPy reference on 121 images
 def test_tflite_and_reference_agree_on_the_original_model(vww_model_path, vww_tpb, vww_data_dir,
                                                           capsys):
     data = str(vww_data_dir)
@@ -61,6 +62,7 @@ def test_tflite_and_reference_agree_on_the_original_model(vww_model_path, vww_tp
     assert 0.7 < tfl["accuracy"] < 0.95  # the pretrained person detector on real photos
 
 
+@pytest.mark.slow  # TFLite on 518 images
 def test_shift_and_split_change_what_is_scored(vww_model_path, vww_data_dir, capsys):
     data = str(vww_data_dir)
     plain = eval_json(capsys, str(vww_model_path), "--data", data)
@@ -77,6 +79,7 @@ def test_text_output_names_model_split_and_classes(vww_model_path, few_photos, c
     assert "non_person" in out and "person" in out and "accuracy" in out
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_qemu_m4_eval_and_infer_equal_the_reference(vww_model_path, vww_tpb, few_photos, tmp_path,
                                                     capsys):
     data = str(few_photos)

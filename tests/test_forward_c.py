@@ -26,6 +26,7 @@ def vww(vww_model_path):
     return graph, blob
 
 
+@pytest.mark.slow  # all 397 images
 def test_vww_every_image_bit_exact(vww, vww_data_dir):
     graph, blob = vww
     xs, labels, names = load_split(vww_data_dir, "all", graph.input.s, graph.input.zp)

@@ -171,6 +171,7 @@ def test_op_coverage(model_paths):
     assert not missing, f"not covered: {sorted(missing)}\n{table}"
 
 
+@pytest.mark.slow  # all 397 images
 def test_vww_reference_equals_tflite_on_every_image(vww_model_path, vww_data_dir):
     graph = read_tflite(vww_model_path)
     kinds = Counter(op.kind for op in graph.ops)

@@ -17,6 +17,7 @@ def _eval(capsys, model, data) -> float:
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"]
 
 
+@pytest.mark.slow  # a training run
 def test_training_on_the_new_camera_raises_holdout_accuracy(vww_model_path, vww_data_dir,
                                                             tmp_path, capsys):
     # A fixed scheme (no calibration, so the test stays short): biases of the last 22 weighted

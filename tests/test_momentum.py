@@ -74,6 +74,7 @@ def run_both(tb, xs, ys, steps: int, momentum: float = M, lr: float = LR):
     return c, ref
 
 
+@pytest.mark.slow  # 100 VWW steps
 def test_vww_last2_c_equals_reference_over_100_steps(vww_model_path, vww_graph, haze_train,
                                                       tmp_path):
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"), momentum=True)
@@ -104,7 +105,8 @@ def test_generated_model_c_equals_reference(name, spec):
     assert c.params() == ref.params() and velocities(c, tb.program).any()
 
 
-@pytest.mark.parametrize("spec", ["last:2", "bias-only", "auto:128KB"])
+@pytest.mark.parametrize("spec", ["last:2", "bias-only", pytest.param(
+    "auto:128KB", marks=pytest.mark.slow)])  # an auto search on VWW
 def test_optimizer_state_is_4_bytes_per_trained_parameter(spec, vww_model_path, vww_graph):
     sch = (auto_scheme(vww_graph, parse_budget(spec[5:]))[0] if spec.startswith("auto:")
            else parse_scheme(vww_graph, spec))
@@ -148,6 +150,7 @@ def test_convert_reports_and_budgets_the_optimizer_state(vww_model_path, tmp_pat
     assert len(err.splitlines()) == 1 and f"optimizer (momentum) {n:,} B" in err
 
 
+@pytest.mark.slow  # two auto searches on VWW
 def test_auto_under_a_budget_counts_the_optimizer_state(vww_graph):
     budget = parse_budget("256KB")
     sch, prog = auto_scheme(vww_graph, budget, momentum=True)

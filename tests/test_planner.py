@@ -131,6 +131,7 @@ def test_budget_and_reserve_parse():
         parse_budget("8 parsecs", "--reserve")
 
 
+@pytest.mark.slow  # calibration and a greedy search on VWW
 def test_auto_calibrated_on_a_new_camera_reaches_early_biases(vww_graph, vww_data_dir):
     """With gradient norms from shifted samples, auto spends the 256 KB on biases deep in the
     network (any layer is a candidate) and weights only of the last 12 weighted layers."""

@@ -35,6 +35,7 @@ def selftest_elf():
     return build_firmware(BOARD, "selftest")
 
 
+@pytest.mark.slow  # a training run in soft float
 def test_small_model_trains_bit_exact(small_model, tmp_path):
     events = check_training(BOARD, small_model, 20, tmp_path)
     memory = events[-1]["memory"]
@@ -43,6 +44,7 @@ def test_small_model_trains_bit_exact(small_model, tmp_path):
     assert all(e["counter"] > 0 for e in events)  # instret: instructions
 
 
+@pytest.mark.slow  # VWW in soft float
 def test_vww_trains_bit_exact(vww_model, tmp_path):
     events = check_training(BOARD, vww_model, 2, tmp_path)
     memory = events[-1]["memory"]

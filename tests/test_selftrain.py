@@ -126,6 +126,7 @@ def vww_run(vww_model_path, vww_data_dir, tmp_path_factory):
     return tb, read_samples_header(headers[1]), status, lines
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_vww_run_equals_the_reference_bit_for_bit(vww_run):
     tb, run, status, lines = vww_run
     assert run["labels"] == [0, 1] * 4  # the script alternates the classes
@@ -134,6 +135,7 @@ def test_vww_run_equals_the_reference_bit_for_bit(vww_run):
     assert status == 0 and lines[-1].startswith("selftrain ok"), "\n".join(lines)
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_scenario_waits_match_the_output_in_order(vww_run):
     """As Wokwi's wait-serial: each wait matches a later line containing its text. Wokwi skips
     lines that arrive before it registers the next wait, so the matched lines must not be
@@ -151,6 +153,7 @@ def test_scenario_waits_match_the_output_in_order(vww_run):
 @pytest.mark.skipif(shutil.which("qemu-system-riscv32") is None
                     or shutil.which("riscv64-unknown-elf-gcc") is None,
                     reason="needs qemu-system-misc and gcc-riscv64-unknown-elf (scripts/setup.sh)")
+@pytest.mark.slow  # a training run in soft float
 def test_runs_bit_exact_off_arm_without_fpu(tmp_path):
     """The same application on rv32-virt (RV32IMC, soft float), a generated model."""
     model = load_small_model()

@@ -37,6 +37,7 @@ def _scheme(graph, spec):
 
 
 @pytest.mark.parametrize("spec", ["last:2", "auto:128KB"])
+@pytest.mark.slow  # 200 VWW steps
 def test_c_training_equals_reference_over_200_steps(spec, vww_model_path, vww_graph, night_train,
                                                     tmp_path):
     tb = make_blob(vww_model_path, _scheme(vww_graph, spec))
