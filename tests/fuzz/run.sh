@@ -25,7 +25,7 @@ fi
 sources=()
 for s in $(sed -n 's|^// FUZZ_SOURCES:||p' "$harness"); do
     if [[ $s == @core ]]; then
-        # the portable core: firmware/*.c that do not reach a board (as tinyprop.native builds it)
+        # the portable core: firmware/*.c that do not reach a board (firmware/Makefile's rule)
         while IFS= read -r f; do sources+=("$f"); done \
             < <(grep -L 'tp_board\.h' "$root"/firmware/*.c)
     else
