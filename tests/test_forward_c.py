@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from tinyprop.compile.blob import T_ARENA, pack_blob, read_blob
 from tinyprop.data.datasets import load_split
+from tinyprop.device.firmware import core_library
 from tinyprop.engines import BlobModel
 from tinyprop.engines.native import NativeEngine
+from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.paths import REPO_ROOT as REPO
 from tinyprop.reference.forward import Forward
@@ -79,3 +81,11 @@ def test_every_firmware_source_builds_for_cortex_m4():
              for line in proc.stdout.splitlines()[1:]}
     for core in ("tp_blob.o", "tp_forward.o", "tp_kernels_ref.o", "tp_quant.o"):
         assert 0 < sizes[core] < 16384, (core, sizes)
+
+
+def test_without_gcc_the_host_engine_says_what_to_install(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no gcc, no make
+    with pytest.raises(TinypropError) as e:
+        core_library()
+    assert "needs gcc" in str(e.value) and "apt-get install gcc make" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
