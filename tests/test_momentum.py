@@ -201,6 +201,7 @@ def test_a_blob_without_optimizer_state_refuses_momentum(vww_model_path, vww_gra
     assert "[0, 1)" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a board build and run
 def test_device_trains_with_momentum_and_refuses_it_without_the_state(tmp_path):
     """The firmware's device loop (host board, real pipes): with the state, training and the
     pulled params record (velocities included) equal the reference; without, an error frame."""

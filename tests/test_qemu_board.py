@@ -248,6 +248,7 @@ def test_missing_cross_compiler_names_the_apt_package(tmp_path, monkeypatch):
         build_firmware("qemu-m4", "selftest")
 
 
+@pytest.mark.slow  # a firmware build of a copied tree
 def test_oversized_stack_fails_to_link(tmp_path):
     # A separate make run into a scratch copy of the board, so the shared build is untouched.
     board = tmp_path / "boards"

@@ -52,6 +52,7 @@ def test_vww_trains_bit_exact(vww_model, tmp_path):
     assert used < memory["sram"] == 262144
 
 
+@pytest.mark.slow  # a soft-float firmware build and runs
 def test_bulk_samples_and_the_store_across_a_kill(small_model, tmp_path):
     write_bulk_file(tmp_path / "train.bin", small_model.inputs, small_model.labels)
     with open_board(BOARD, small_model.blob, tmp_path) as dev:

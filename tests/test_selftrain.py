@@ -177,6 +177,7 @@ def test_nothing_learnt_fails_the_run(tmp_path):
     assert status == 1
 
 
+@pytest.mark.slow  # one more firmware build
 def test_samples_of_another_model_are_an_error_line(tmp_path):
     model = load_small_model()
     header = write_samples_header(np.zeros((2, 10), np.int8), [0, 1], steps=2)
