@@ -83,13 +83,13 @@ class Ctx:
     """Assets, converted blobs (calibration is the slow part: each blob is built once) and the
     shifted splits, shared by the sections; `say` shows a progress line."""
 
-    def __init__(self, args: BenchConfig, say: Callable[[str], None] = print):
+    def __init__(self, cfg: BenchConfig, say: Callable[[str], None] = print):
         from ..data.assets import resolve_dataset, resolve_model
 
-        self.args = args
+        self.cfg = cfg
         self.say = say
-        self.model = resolve_model(args.model)
-        self.data = resolve_dataset(args.data)
+        self.model = resolve_model(cfg.model)
+        self.data = resolve_dataset(cfg.data)
         self._blobs: dict = {}
         self._splits: dict = {}
         self._input = None  # the model's input tensor: its quantization makes the samples
@@ -105,8 +105,8 @@ class Ctx:
         if key not in self._blobs:
             calib = self.data if scheme == "auto" else None
             tb = build(self.model, scheme, budget, calib, reserve or DEFAULT_RESERVE,
-                       shift or self.args.shift)
-            (self.args.out / f"vww_{len(self._blobs)}.tpb").write_bytes(tb.blob)
+                       shift or self.cfg.shift)
+            (self.cfg.out / f"vww_{len(self._blobs)}.tpb").write_bytes(tb.blob)
             self._blobs[key] = (tb, figures(tb.program, tb.blob))
         return self._blobs[key]
 
@@ -166,20 +166,20 @@ def board(ctx: Ctx) -> dict:
     from ..engines import open_engine
 
     tb, fig = ctx.blob("auto", "256KB")
-    xs, ys = ctx.split("train", ctx.args.shift)
-    with open_engine(ctx.args.board, tb, HParams(ctx.args.lr, ctx.args.seed)) as engine:
-        s = drain(tb, engine, xs[:BOARD_STEPS], ys[:BOARD_STEPS], BOARD_STEPS, ctx.args.lr,
-                  ctx.args.seed)
+    xs, ys = ctx.split("train", ctx.cfg.shift)
+    with open_engine(ctx.cfg.board, tb, HParams(ctx.cfg.lr, ctx.cfg.seed)) as engine:
+        s = drain(tb, engine, xs[:BOARD_STEPS], ys[:BOARD_STEPS], BOARD_STEPS, ctx.cfg.lr,
+                  ctx.cfg.seed)
     mem = s["memory"]
     unit = s.get("counter_unit", "us")
-    out = {"board": ctx.args.board, "scheme": fig["scheme"], "steps": BOARD_STEPS,
+    out = {"board": ctx.cfg.board, "scheme": fig["scheme"], "steps": BOARD_STEPS,
            f"{unit}_per_step": s.get(f"{unit}_per_step"),
            f"{unit}_per_inference": s.get(f"{unit}_per_inference"),
            "memory": mem, "samples_per_s": s["samples_per_s"]}
     if {"static", "arena_peak", "trainable", "stack_peak"} <= set(mem):
         out["total_sram"] = sum(mem[k] for k in ("static", "arena_peak", "trainable",
                                                  "stack_peak"))
-    if ctx.args.board == "qemu-m4":
+    if ctx.cfg.board == "qemu-m4":
         out["firmware"] = elf_sizes(build_device_firmware("qemu-m4", tb.blob))
     return out
 
@@ -191,11 +191,11 @@ def adapt(ctx: Ctx, tb: TrainingBlob, shift: str, engine: Engine, tag: str) -> d
     from ..training.export import export_params
 
     xs, ys = ctx.split("train", shift)
-    steps = len(xs) * ctx.args.epochs
+    steps = len(xs) * ctx.cfg.epochs
     t0 = time.time()
-    drain(tb, engine, xs, ys, steps, ctx.args.lr, ctx.args.seed)
+    drain(tb, engine, xs, ys, steps, ctx.cfg.lr, ctx.cfg.seed)
     seconds = time.time() - t0
-    tuned = ctx.args.out / f"tuned_{tag}.tflite"
+    tuned = ctx.cfg.out / f"tuned_{tag}.tflite"
     export_params(tb, engine.params(), tuned)
     return {"accuracy_after": evaluate_tflite(tuned, *ctx.split("holdout", shift))["accuracy"],
             "steps": steps, "host_seconds": round(seconds, 1)}
@@ -205,11 +205,11 @@ def rounding(ctx: Ctx) -> dict:
     from ..engines.reference import ReferenceEngine
 
     tb, fig = ctx.blob("auto", "256KB")
-    out = {"scheme": fig["scheme"], "shift": ctx.args.shift}
+    out = {"scheme": fig["scheme"], "shift": ctx.cfg.shift}
     for mode in ("stochastic", "nearest"):
-        engine = ReferenceEngine(tb, HParams(ctx.args.lr, ctx.args.seed))
+        engine = ReferenceEngine(tb, HParams(ctx.cfg.lr, ctx.cfg.seed))
         engine.trainer.rounding, engine.trainer.tally = mode, {}
-        r = adapt(ctx, tb, ctx.args.shift, engine, f"rounding_{mode}")
+        r = adapt(ctx, tb, ctx.cfg.shift, engine, f"rounding_{mode}")
         t = engine.trainer.tally
         out[mode] = {"accuracy_after": r["accuracy_after"],
                      "updates": t["n"], "sub_lsb_share": round(t["sub_lsb"] / t["n"], 4),
@@ -224,20 +224,20 @@ def accuracy(ctx: Ctx) -> dict:
     from ..engines import open_engine
     from ..training.evaluate import evaluate_tflite
 
-    out = {"lr": ctx.args.lr, "epochs": ctx.args.epochs, "schedule": "linear", "runs": {}}
+    out = {"lr": ctx.cfg.lr, "epochs": ctx.cfg.epochs, "schedule": "linear", "runs": {}}
     before = {}
-    for shift in dict.fromkeys((ctx.args.shift, "night")):
+    for shift in dict.fromkeys((ctx.cfg.shift, "night")):
         before[shift] = evaluate_tflite(ctx.model, *ctx.split("holdout", shift))["accuracy"]
     default = ctx.blob("auto", "256KB")
     night = ctx.blob("auto", "256KB", shift="night")
     for label, (tb, fig), shift, qas in (
-            ("auto 256KB (default)", default, ctx.args.shift, True),
-            ("auto 256KB, no QAS", default, ctx.args.shift, False),
-            ("bias-only", ctx.blob("bias-only"), ctx.args.shift, True),
-            ("last:2", ctx.blob("last:2"), ctx.args.shift, True),
+            ("auto 256KB (default)", default, ctx.cfg.shift, True),
+            ("auto 256KB, no QAS", default, ctx.cfg.shift, False),
+            ("bias-only", ctx.blob("bias-only"), ctx.cfg.shift, True),
+            ("last:2", ctx.blob("last:2"), ctx.cfg.shift, True),
             ("auto 256KB on night", night, "night", True)):
         # the host C core: the board's arithmetic, bit for bit
-        with open_engine("host", tb, HParams(ctx.args.lr, ctx.args.seed, qas)) as engine:
+        with open_engine("host", tb, HParams(ctx.cfg.lr, ctx.cfg.seed, qas)) as engine:
             r = adapt(ctx, tb, shift, engine, f"{shift}_{tb.program.scheme.name}_{int(qas)}")
         out["runs"][label] = {"shift": shift, "scheme": fig["scheme"], "qas": qas,
                               "accuracy_before": before[shift], **r,
@@ -252,8 +252,8 @@ def baseline(ctx: Ctx, measured: dict) -> dict:
 
     h5 = resolve_model(None, variant="h5")
     out = {}
-    for shift in dict.fromkeys((ctx.args.shift, "night")):
-        f = float_finetune(h5, ctx.data, shift, epochs=20, lr=1e-4, seed=ctx.args.seed)
+    for shift in dict.fromkeys((ctx.cfg.shift, "night")):
+        f = float_finetune(h5, ctx.data, shift, epochs=20, lr=1e-4, seed=ctx.cfg.seed)
         row = {k: f[k] for k in ("accuracy_before", "accuracy_after", "epochs", "lr")}
         runs = [r for r in measured.get("runs", {}).values()
                 if r["shift"] == shift and r["qas"] and r["scheme"].startswith("auto")]
