@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tinyprop.graph import Graph, Op, Tensor
-from tinyprop.opparams import conv_geometry
-from tinyprop.scheme import LayerUpdate, SparseScheme
+from tinyprop.compile.scheme import LayerUpdate, SparseScheme
+from tinyprop.frontend.graph import Graph, Op, Tensor
+from tinyprop.frontend.opparams import conv_geometry
 
 FORWARD_KINDS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "AVERAGE_POOL_2D",
                  "MEAN", "PAD", "SOFTMAX")

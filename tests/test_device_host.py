@@ -1,6 +1,7 @@
-"""The device firmware (firmware/tp_device.c) on the POSIX host board, driven by tinyprop.device
-over real pipes: training equals the NumPy reference bit for bit, on a generated model and on
-the MLPerf VWW model. Also the shared model fixtures and helpers of the other device tests."""
+"""The device firmware (firmware/tp_device.c) on the POSIX host board, driven by
+tinyprop.device.device over real pipes: training equals the NumPy reference bit for bit, on a
+generated model and on the MLPerf VWW model. Also the shared model fixtures and helpers of the
+other device tests."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 from modelgen import build_tflite, sample_inputs
-from tinyprop.backward import ReferenceTrainer
-from tinyprop.blob import pack_blob
-from tinyprop.boards import open_board
-from tinyprop.datasets import load_dataset, read_rgb, to_model_input
-from tinyprop.device import write_bulk_file
-from tinyprop.scheme import parse_scheme
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.train_plan import TrainProgram, build_program
+from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.compile.train_plan import TrainProgram, build_program
+from tinyprop.data.datasets import load_dataset, read_rgb, to_model_input
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import write_bulk_file
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.reference.backward import ReferenceTrainer
 
 LR, SEED = 0.05, 7
 

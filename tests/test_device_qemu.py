@@ -11,8 +11,8 @@ from test_device_host import (
     check_training,
     train_steps,
 )
-from tinyprop.boards import open_board
-from tinyprop.device import write_bulk_file
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import write_bulk_file
 from tinyprop.errors import DeviceError
 from tinyprop.monitor.sources import live_source
 
@@ -23,6 +23,7 @@ def test_small_model_trains_bit_exact(small_model, tmp_path):
     assert all(e["counter"] > 0 and e["counter"] % 40 == 0 for e in events)
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_vww_trains_bit_exact(vww_model, tmp_path):
     events = check_training("qemu-m4", vww_model, 2, tmp_path)
     memory = events[-1]["memory"]
