@@ -1,4 +1,4 @@
-"""The device firmware (firmware/tp_device.c) on the POSIX host board, driven by
+"""The device firmware (firmware/apps/device/tp_device.c) on the POSIX host board, driven by
 tinyprop.device.device over real pipes: training equals the NumPy reference bit for bit, on a
 generated model and on the MLPerf VWW model. Also the shared model fixtures and helpers of the
 other device tests."""

@@ -1,5 +1,5 @@
-"""The monitor on a live device: the POSIX host board (firmware/tp_device.c over real pipes)
-trains while the dashboard shows it, then the board is killed mid-run. The dashboard says
+"""The monitor on a live device: the POSIX host board (firmware/apps/device/tp_device.c over real
+pipes) trains while the dashboard shows it, then the board is killed mid-run. The dashboard says
 DISCONNECTED and keeps what it had; the run log holds every step received, then the loss."""
 
 from __future__ import annotations

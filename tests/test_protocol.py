@@ -1,5 +1,5 @@
-"""The protocol in Python (tinyprop.device.protocol) and C (firmware/tp_proto.c) against the shared
-vectors in tests/vectors/protocol.json, plus properties of the streaming decoders."""
+"""The protocol in Python (tinyprop.device.protocol) and C (firmware/proto/tp_proto.c) against the
+shared vectors in tests/vectors/protocol.json, plus properties of the streaming decoders."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The qemu-m4 board on real QEMU: the self-test firmware (boards/qemu-m4/selftest.c), built with
-arm-none-eabi-gcc, driven over its UART on a real loopback socket."""
+"""The qemu-m4 board on real QEMU: the self-test firmware (firmware/apps/selftest/selftest.c), built
+with arm-none-eabi-gcc, driven over its UART on a real loopback socket."""
 
 from __future__ import annotations
 

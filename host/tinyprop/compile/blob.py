@@ -1,5 +1,5 @@
 """Training blob v2: writer and reader. The format is specified in docs/blob-format.md; the C
-loader (firmware/tp_blob.c) checks every field this writer produces.
+loader (firmware/core/tp_blob.c) checks every field this writer produces.
 """
 
 from __future__ import annotations

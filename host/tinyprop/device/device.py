@@ -1,4 +1,5 @@
-"""The host's view of a device running tinyprop firmware (firmware/tp_device.c), over a Link.
+"""The host's view of a device running tinyprop firmware (firmware/apps/device/tp_device.c), over a
+Link.
 
     with open_link("socket://127.0.0.1:4321") as link:
         dev = Device(link)

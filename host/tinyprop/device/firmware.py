@@ -178,8 +178,8 @@ def build_device_firmware(board: str, blob: bytes) -> Path:
 def samples_header(
     inputs: np.ndarray, labels: Sequence[int], *, steps: int, lr: float, seed: int
 ) -> str:
-    """The C header of a self-training run (boards/apps/selftrain.c): the int8 samples, one a
-    row of `inputs`, their labels, and the run's steps, learning rate and seed."""
+    """The C header of a self-training run (firmware/apps/selftrain/selftrain.c): the int8
+    samples, one a row of `inputs`, their labels, and the run's steps, learning rate and seed."""
     x = np.asarray(inputs)
     if x.dtype != np.int8 or x.ndim < 2 or len(x) != len(labels) or len(x) == 0:
         raise TinypropError(

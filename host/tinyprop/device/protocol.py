@@ -1,7 +1,7 @@
 """The serial protocol between host and device: frames, messages, error codes (docs/protocol.md).
 
 A frame body is type u8, seq u16, payload length u16, payload, CRC32 of all that; COBS-encoded
-and ended by one 0x00 on the wire. firmware/tp_proto.c is the C twin; both are checked against
+and ended by one 0x00 on the wire. firmware/proto/tp_proto.c is the C twin; both are checked against
 tests/vectors/protocol.json. Every message is a dataclass whose fixed-size fields come first
 (one `struct` format) and whose optional last field is a variable tail (bytes or UTF-8 text).
 """
@@ -58,7 +58,7 @@ class MsgType(IntEnum):
 
 
 class ErrorCode(IntEnum):
-    """ERROR message codes; the same values as tp_error_code in firmware/tp_proto.h."""
+    """ERROR message codes; the same values as tp_error_code in firmware/include/tp_proto.h."""
 
     BAD_FRAME = 0x0001
     BAD_CRC = 0x0002

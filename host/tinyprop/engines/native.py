@@ -1,5 +1,5 @@
 """The C core on this machine, in process (`--board host`): the one ctypes binding of
-firmware/tinyprop.h.
+firmware/include/tinyprop.h.
 
 The library is libtinyprop.so from `make -C firmware host-shared` (tinyprop.device.firmware
 builds it; make rebuilds it when a source changed). Status names and codes come from the
@@ -141,7 +141,7 @@ class NativeEngine(Engine):
             raise NativeError(f"{self.model.name}: the C core refused to load it ({name}); "
                               "re-run tinyprop convert, and report a bug if it persists", name)
         raise NativeError(f"{self.model.name}: the C core refused the {what} ({name}, "
-                          "firmware/tinyprop.h says why)", name)
+                          "firmware/include/tinyprop.h says why)", name)
 
     def _put(self, x: np.ndarray) -> None:
         x = np.ascontiguousarray(x)

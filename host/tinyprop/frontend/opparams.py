@@ -51,7 +51,7 @@ class OpParams:
     mode: int = 0
     diff_min: int = 0
     geometry: dict = field(default_factory=dict)
-    float_scale: float = 0.0  # unused since MEAN went integer; kept for the blob v1 layout
+    float_scale: float = 0.0  # unused since MEAN went integer; kept in the op record layout
     real_scale: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))  # FC, double
 
 

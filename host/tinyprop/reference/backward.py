@@ -1,5 +1,5 @@
 """NumPy reference training step: forward int8, loss, sparse backward in float32, and in-place
-quantized updates with QAS and stochastic rounding. The C core (firmware/tp_train.c) follows
+quantized updates with QAS and stochastic rounding. The C core (firmware/core/tp_train.c) follows
 this file operation for operation; docs/training.md states the contract.
 
 Bit-exactness across NumPy and C rests on three rules:

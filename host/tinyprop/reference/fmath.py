@@ -1,5 +1,5 @@
 """float32 exp and log built only from IEEE +, -, *, / and exact steps, so that the NumPy
-reference and the C core (firmware/tp_fmath.c) compute the same bits on every machine, with or
+reference and the C core (firmware/core/tp_fmath.c) compute the same bits on every machine, with or
 without an FPU, instead of trusting two libms to agree.
 """
 

@@ -1,5 +1,5 @@
-"""TFLite's integer arithmetic, exactly: multiplier quantization, fixed-point requantization and
-the gemmlowp routines of the int8 softmax. The C core (firmware/tp_quant.c) mirrors each function.
+"""TFLite's integer arithmetic, exactly: multiplier quantization, fixed-point requantization and the
+gemmlowp routines of the int8 softmax. The C core (firmware/core/tp_quant.c) mirrors each function.
 
 Everything here works on int64 NumPy arrays (or Python ints) holding int32 values, so there is
 no overflow to reason about except where TFLite itself saturates.
