@@ -26,6 +26,10 @@
 #include "tinyprop.h"
 #include "tp_mpy_link.h"
 
+#if MICROPY_PY_SELECT_POSIX_OPTIMISATIONS
+#include <poll.h>
+#endif
+
 #define ALIGN 8u /* the arena holds float gradients, the params region int32 biases */
 
 /* ---- tinyprop.Error ---------------------------------------------------------------------- */
@@ -611,19 +615,42 @@ static mp_obj_t link_make_new(const mp_obj_type_t *type, size_t n_args, size_t n
 #define LINK_NOTHING (-1) /* nothing received yet */
 #define LINK_ENDED (-2)   /* the input stream ended (EOF) */
 
+/* Whether the input stream has a byte to read now (or has ended: a read then returns EOF).
+ * The unix port's files have no poll ioctl (its select module polls their descriptors), so
+ * there poll(2) is asked directly, as select does. */
+static bool link_readable(link_obj_t *self)
+{
+    const mp_stream_p_t *sp = mp_get_stream(self->in);
+    int err = 0;
+    if (sp->ioctl == NULL) {
+        return true;
+    }
+    mp_uint_t ready = sp->ioctl(self->in, MP_STREAM_POLL, MP_STREAM_POLL_RD, &err);
+    if (ready != MP_STREAM_ERROR) {
+        return (ready & (MP_STREAM_POLL_RD | MP_STREAM_POLL_HUP | MP_STREAM_POLL_ERR)) != 0;
+    }
+    #if MICROPY_PY_SELECT_POSIX_OPTIMISATIONS
+    mp_uint_t fd = sp->ioctl(self->in, MP_STREAM_GET_FILENO, 0, &err);
+    if (fd != MP_STREAM_ERROR) {
+        struct pollfd p = {(int)fd, POLLIN, 0};
+        return poll(&p, 1, 0) != 0;
+    }
+    #endif
+    return true; /* a stream that cannot poll (a file, BytesIO) never waits */
+}
+
+#define LINK_NOTHING (-1) /* nothing received yet */
+#define LINK_ENDED (-2)   /* the input stream ended (EOF) */
+
 /* One received byte if the input stream has one now, else LINK_NOTHING or LINK_ENDED. */
 static int link_read_byte(link_obj_t *self)
 {
-    const mp_stream_p_t *sp = mp_get_stream(self->in);
     uint8_t b;
     int err = 0;
-    if (sp->ioctl != NULL) {
-        mp_uint_t ready = sp->ioctl(self->in, MP_STREAM_POLL, MP_STREAM_POLL_RD, &err);
-        if (ready != MP_STREAM_ERROR && !(ready & MP_STREAM_POLL_RD)) {
-            return LINK_NOTHING; /* (a stream that cannot poll is read: files, BytesIO) */
-        }
+    if (!link_readable(self)) {
+        return LINK_NOTHING;
     }
-    mp_uint_t n = sp->read(self->in, &b, 1, &err);
+    mp_uint_t n = mp_get_stream(self->in)->read(self->in, &b, 1, &err);
     if (n == MP_STREAM_ERROR) {
         if (mp_is_nonblocking_error(err)) {
             return LINK_NOTHING;
