@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import struct
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -137,15 +139,32 @@ def test_unix_port_prints_the_exp(name, unix_assets):
     assert run.stdout.decode() == (TESTS / f"{name}.py.exp").read_text(), run.stderr.decode()
 
 
+def serve_once(data: bytes) -> str:
+    """HOST:PORT of a TCP server that sends data to its first connection (as
+    micropython/samples.py --serve does)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def send() -> None:
+        with server, server.accept()[0] as conn:
+            conn.sendall(data)
+
+    threading.Thread(target=send, daemon=True).start()
+    return f"127.0.0.1:{server.getsockname()[1]}"
+
+
 @needs_micropython
-def test_unix_port_example_trains_under_the_monitor(vww_model, tmp_path, monkeypatch):
-    """The example as a user runs it: `tinyprop monitor "exec:micropython train_vww.py ..."`;
-    its steps and its checkpoint (the device store's record) equal the reference's."""
+@pytest.mark.parametrize("source", ["file", "tcp"])
+def test_unix_port_example_trains_under_the_monitor(source, vww_model, tmp_path, monkeypatch):
+    """The example as a user runs it: `tinyprop monitor "exec:micropython train_vww.py ..."`,
+    samples from a file or streamed over TCP; its steps and its checkpoint (the device store's
+    record) equal the reference's."""
     m = vww_model
     (tmp_path / "vww.tpb").write_bytes(m.blob)
     write_bulk_file(tmp_path / "samples.bin", m.inputs, m.labels)
+    samples = ("samples.bin" if source == "file"
+               else serve_once((tmp_path / "samples.bin").read_bytes()))
     monkeypatch.chdir(tmp_path)  # the example saves params.bin in its working directory
-    events = list(live_source(f"exec:{MICROPYTHON} {EXAMPLE} vww.tpb samples.bin"))
+    events = list(live_source(f"exec:{MICROPYTHON} {EXAMPLE} vww.tpb {samples}"))
     steps = [e for e in events if e["type"] == "step"]
     assert events[0]["type"] == "start" and len(steps) == len(m.labels)
     check_steps(steps, m, 0.005, 0)  # the example's LR and SEED

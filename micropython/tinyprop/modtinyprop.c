@@ -21,6 +21,7 @@
 #include "py/objexcept.h"
 #include "py/objstr.h"
 #include "py/runtime.h"
+#include "py/smallint.h"
 #include "py/stream.h"
 
 #include "tinyprop.h"
@@ -39,7 +40,9 @@ static void error_print(const mp_print_t *print, mp_obj_t self_in, mp_print_kind
 {
     mp_obj_exception_t *self = MP_OBJ_TO_PTR(self_in);
     mp_print_kind_t k = kind & ~PRINT_EXC_SUBCLASS;
-    if (k == PRINT_REPR || self->args == NULL || self->args->len != 3) {
+    if (k == PRINT_REPR || self->args == NULL || self->args->len != 3 ||
+        !mp_obj_is_small_int(self->args->items[0]) || !mp_obj_is_str(self->args->items[1]) ||
+        !mp_obj_is_str(self->args->items[2])) {
         mp_obj_exception_print(print, self_in, kind);
         return;
     }
@@ -47,7 +50,7 @@ static void error_print(const mp_print_t *print, mp_obj_t self_in, mp_print_kind
         mp_printf(print, "%q: ", (qstr)self->base.type->name);
     }
     mp_printf(print, "%s (%d): %s", mp_obj_str_get_str(self->args->items[1]),
-              (int)mp_obj_get_int(self->args->items[0]),
+              (int)MP_OBJ_SMALL_INT_VALUE(self->args->items[0]),
               mp_obj_str_get_str(self->args->items[2]));
 }
 
@@ -62,7 +65,7 @@ static void error_attr(mp_obj_t self_in, qstr attr, mp_obj_t *dest)
     mp_obj_exception_attr(self_in, attr, dest);
 }
 
-MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Error, MP_QSTR_Error, MP_TYPE_FLAG_NONE,
+static MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Error, MP_QSTR_Error, MP_TYPE_FLAG_NONE,
                          make_new, mp_obj_exception_make_new,
                          print, error_print,
                          attr, error_attr,
@@ -262,7 +265,7 @@ static mp_obj_t requirements_dict(const tp_requirements *r)
 
 static void check_blob(const uint8_t *buf, size_t len, tp_requirements *req, const char *when)
 {
-    tp_status st = len > UINT32_MAX ? TP_ERR_BLOB_SIZE
+    tp_status st = (uint64_t)len > UINT32_MAX ? TP_ERR_BLOB_SIZE
                                     : tp_blob_requirements(buf, (uint32_t)len, req);
     if (st != TP_OK) {
         raise_status(st, "%s%s", when, blob_advice(st));
@@ -394,6 +397,10 @@ static void run(session_obj_t *self, int train, mp_int_t label, mp_obj_t sample)
         raise_status(TP_ERR_BAD_INPUT, "no new sample: write one into s.input() (or pass it) "
                      "before every call; each call overwrites the input");
     }
+    if (train && self->params.buf == NULL) {
+        raise_status(TP_ERR_NO_TRAIN, "this session only infers: make it with train=True to "
+                     "train (it then needs the training arena and a params region)");
+    }
     if (train && (label < 0 || (mp_uint_t)label >= self->s.b.req.n_classes)) {
         raise_status(TP_ERR_BAD_LABEL, "label %d out of range: the model has %u classes",
                      (int)label, (unsigned)self->s.b.req.n_classes);
@@ -407,10 +414,10 @@ static void run(session_obj_t *self, int train, mp_int_t label, mp_obj_t sample)
     stack_paint(&p);
     mp_uint_t t0 = mp_hal_ticks_us();
     c.st = train ? tp_train_step(&self->s, (int32_t)label, &c.r) : tp_infer(&self->s, &c.r);
-    c.us = (uint32_t)(mp_hal_ticks_us() - t0);
+    c.us = (uint32_t)((mp_hal_ticks_us() - t0) & (MICROPY_PY_TIME_TICKS_PERIOD - 1));
     c.stack_peak = stack_reached(&p);
     if (c.st != TP_OK && c.st != TP_ERR_NONFINITE) {
-        raise_status(c.st, "the core refused the call");
+        raise_status(c.st, "the core refused the call: a bug in the binding, please report it");
     }
     self->last = c;
     self->called = true;
