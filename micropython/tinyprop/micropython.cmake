@@ -25,11 +25,15 @@ target_include_directories(usermod_tinyprop INTERFACE
 )
 
 # The core's float arithmetic equals the NumPy reference bit for bit only without fused
-# multiply-add (the ESP32's FPU has madd.s) and with double constants left double. Per source,
-# so MicroPython's own code keeps its flags; this file is included into the directory of the
-# port that compiles these sources, so the properties reach that compile.
+# multiply-add (the ESP32's FPU has madd.s) and with double constants left double; its loops
+# are compiled for speed (TINYPROP_COPT, as in micropython.mk). Per source, so MicroPython's
+# own code keeps its flags; this file is included into the directory of the port that
+# compiles these sources, so the properties reach that compile.
+if(NOT DEFINED TINYPROP_COPT)
+    set(TINYPROP_COPT -O2)
+endif()
 set_source_files_properties(${TINYPROP_LIB_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/tp_mpy_link.c
-    PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-single-precision-constant"
+    PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-single-precision-constant;${TINYPROP_COPT}"
 )
 
 target_link_libraries(usermod INTERFACE usermod_tinyprop)
