@@ -34,8 +34,11 @@ MAGIC = 0x52505054
 
 
 def load_blob(path):
-    # A ROMFS file (/rom/...) is flash mapped in place: memoryview(f) copies nothing. A file on
-    # a writable filesystem is read into the heap once.
+    # A module frozen into the firmware (BLOB = "vww_model": its BLOB bytes stay in flash) or a
+    # ROMFS file (/rom/vww.tpb: memoryview(f) is the flash, mapped in place) copy nothing. A
+    # file on a writable filesystem is read into the heap once.
+    if not path.endswith(".tpb"):
+        return __import__(path).BLOB
     f = open(path, "rb")
     try:
         return memoryview(f)
@@ -124,8 +127,12 @@ def main(blob_path, samples_path):
                 link.metric()
                 link.poll()  # a monitor started later still gets its READY
             samples.close()
-            save(s, PARAMS)
-            link.log("epoch %d done: %d steps, saved to %s" % (epoch, s.step, PARAMS))
+            try:
+                save(s, PARAMS)
+                saved = "saved to " + PARAMS
+            except OSError as e:  # no writable filesystem
+                saved = "not saved (%s)" % e
+            link.log("epoch %d done: %d steps, %s" % (epoch, s.step, saved))
     finally:
         micropython.kbd_intr(3)
 
