@@ -231,11 +231,11 @@ def expect_link() -> list[str]:
     for i in range(2):
         y = int(m.labels[i])
         r = ref.train_step(m.inputs[i], y)
-        lines.append(f"METRIC seq 0 step {i} loss {bits(r.loss)} counter>0 True arena "
-                     f"{req['arena_train']} stack>0 True trainable {req['params']} static>0 True "
-                     f"label {y} pred {r.prediction} correct {int(r.prediction == y)} flags 0 True")
-    lines.append(f"METRIC seq 0 step 2 loss 00000000 counter>0 True arena {req['arena_infer']} "
-                 f"stack>0 True trainable {req['params']} static>0 True label 255 pred "
+        lines.append(f"METRIC seq 0 step {i} loss {bits(r.loss)} arena {req['arena_train']} "
+                     f"stack>0 True trainable {req['params']} static>0 True label {y} pred "
+                     f"{r.prediction} correct {int(r.prediction == y)} flags 0 True")
+    lines.append(f"METRIC seq 0 step 2 loss 00000000 arena {req['arena_infer']} stack>0 True "
+                 f"trainable {req['params']} static>0 True label 255 pred "
                  f"{prediction(m, ref, m.inputs[0])} correct 255 flags 2 True")
     lines.append(f"type {int(MsgType.LOG):02x} seq 0 b'done: 2 steps' True")
     return lines

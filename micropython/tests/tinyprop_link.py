@@ -55,9 +55,10 @@ def show(wire):
         elif kind == 0x83:
             f = struct.unpack("<IfIIIIIBBBB", payload)
             loss = "%08x" % struct.unpack("<I", payload[4:8])[0]
-            print("METRIC seq", seq, "step", f[0], "loss", loss, "counter>0", f[2] > 0,
-                  "arena", f[3], "stack>0", f[4] > 0, "trainable", f[5], "static>0", f[6] > 0,
-                  "label", f[7], "pred", f[8], "correct", f[9], "flags", f[10], ok)
+            # f[2], the step's duration in us, depends on the clock: not printed
+            print("METRIC seq", seq, "step", f[0], "loss", loss, "arena", f[3], "stack>0",
+                  f[4] > 0, "trainable", f[5], "static>0", f[6] > 0, "label", f[7], "pred", f[8],
+                  "correct", f[9], "flags", f[10], ok)
         elif kind == 0x86:
             print("ERROR seq", seq, struct.unpack("<H", payload[:2])[0], payload[2:], ok)
         else:
