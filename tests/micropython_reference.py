@@ -190,6 +190,8 @@ def expect_errors() -> list[str]:
         f"blob restored: prediction {p0}",
         f"blob resized -> {refused('TP_ERR_ARG')}",
         f"arena resized -> {refused('TP_ERR_ARG')}",
+        f"params resized -> {refused('TP_ERR_ARG')}",
+        f"blob dropped by the caller: prediction {p0}",
         f"label out of range -> {refused('TP_ERR_BAD_LABEL')}",
         f"negative label -> {refused('TP_ERR_BAD_LABEL')}",
         "label not an int -> TypeError",

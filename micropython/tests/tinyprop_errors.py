@@ -8,6 +8,7 @@ except ImportError:
     print("SKIP")
     raise SystemExit
 
+import gc
 import io
 import struct
 
@@ -64,6 +65,13 @@ arena = bytearray(req["arena_train"])
 s = tinyprop.Session(blob, arena)
 arena.extend(b"\0" * 64)
 attempt("arena resized", s.input)
+params = bytearray(req["params"])
+s = tinyprop.Session(blob, None, params)
+params.extend(b"\0" * 64)
+attempt("params resized", s.train, 0, x0)
+s = tinyprop.Session(bytearray(blob))  # the session holds the only reference
+gc.collect()
+print("blob dropped by the caller: prediction", s.infer(x0))
 
 # samples, labels, hyper-parameters
 s = tinyprop.Session(blob)
