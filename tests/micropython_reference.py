@@ -1,13 +1,14 @@
 """The MicroPython tests (micropython/tests/*.py, each with its .py.exp): their assets, and
 their expected outputs from tinyprop's NumPy reference.
 
-Assets, made by tinyprop from the shared assets whenever they are needed, never committed:
-`small` is the device tests' generated MobileNetV1 tail (last:2; tests/modelgen.py), also as
-`small_momentum` with optimizer state; `vww` the MLPerf Tiny VWW model (last:2) with four real
-photos, two of each class. Blobs are packed without META (which holds the source's path), so
-their bytes and ids do not depend on where the model lies. Samples are files as
-tinyprop.device.write_bulk_file writes them: a label byte, then the int8 input, per sample.
-The scripts import them from a module `tp_assets`.
+Assets, made by tinyprop whenever they are needed, never committed: `small`, a MobileNetV1
+tail generated in the graph IR (tests/opgen.py small_classifier: the same bytes on every
+machine, which a TFLite conversion is not), trained last:2 on eight random inputs, also as
+`small_momentum` with optimizer state; `vww`, the MLPerf Tiny VWW model from the shared assets
+(last:2) with four real photos, two of each class. Blobs are packed without META (which holds
+the source's path), so their bytes and ids do not depend on where the model lies. Samples are
+files as tinyprop.device.write_bulk_file writes them: a label byte, then the int8 input, per
+sample. The scripts import them from a module `tp_assets`.
 
 Each .exp is what its script prints when every loss, prediction, output and params CRC equals
 the reference's (tinyprop.backward.ReferenceTrainer), every arena high-water mark the planned
@@ -32,7 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from test_device_host import Model, load_small_model, load_vww_model
+from opgen import small_classifier
+from test_device_host import Model, load_vww_model
 from tinyprop import assets
 from tinyprop.backward import ReferenceTrainer
 from tinyprop.blob import pack_blob, read_blob
@@ -49,14 +51,24 @@ LR, SEED, MOMENTUM = 0.05, 7, 0.9  # what the scripts set
 SMALL_STEPS, VWW_STEPS, MOMENTUM_STEPS = 8, 8, 6
 
 
+def _small(momentum: bool) -> Model:
+    graph = small_classifier()
+    program = build_program(graph, parse_scheme(graph, "last:2"), momentum)
+    blob = pack_blob(graph, zlib.crc32(graph.name.encode()), train=program)
+    inputs = np.random.default_rng(3).integers(-128, 128, (8, *graph.input.shape[1:]))
+    return Model(program, blob, inputs.astype(np.int8), np.array([0, 1, 1, 0, 1, 0, 0, 1]))
+
+
+@functools.cache
+def load_small_model() -> Model:
+    """The small generated model, last:2, and its eight samples."""
+    return _small(momentum=False)
+
+
 @functools.cache
 def small_momentum() -> Model:
-    """The small model with optimizer state (convert --momentum), same samples."""
-    small = load_small_model()
-    graph = small.program.graph
-    program = build_program(graph, parse_scheme(graph, "last:2"), momentum=True)
-    model_id = read_blob(small.blob).model_id
-    return Model(program, pack_blob(graph, model_id, train=program), small.inputs, small.labels)
+    """The same with optimizer state (convert --momentum)."""
+    return _small(momentum=True)
 
 
 def vww() -> Model:

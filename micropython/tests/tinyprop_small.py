@@ -1,4 +1,4 @@
-# tinyprop on MicroPython: the small generated model (the device tests' MobileNetV1 tail, last:2)
+# tinyprop on MicroPython: a small generated model (a MobileNetV1 tail built in the IR, last:2)
 # trains bit for bit like the NumPy reference; saving, resetting and restoring the parameters
 # resumes the run exactly; inference; training with momentum. The assets come from
 # tests/micropython_reference.py (its docstring says how to run this).
