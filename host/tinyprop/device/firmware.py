@@ -98,6 +98,15 @@ def core_cflags() -> tuple[str, ...]:
     return tuple(shlex.split(out))
 
 
+@cache
+def core_sources() -> tuple[Path, ...]:
+    """The library's C sources (`make print-sources`, firmware/sources.mk's list)."""
+    _need("the list of the core's sources", ("make", "gcc make"))
+    out = _make(["-s", "-C", str(FIRMWARE_DIR), f"BUILD={CORE_BUILD}", "print-sources"],
+                CORE_BUILD, "the core's source list")
+    return tuple(Path(line) for line in out.split())
+
+
 def build_program(main_source: str | os.PathLike, sanitize: bool = False,
                   include_dirs: Iterable[str | os.PathLike] = ()) -> Path:
     """An executable of one C file holding main() linked against the core (test drivers,
