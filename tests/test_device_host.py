@@ -57,6 +57,21 @@ def load_small_model() -> Model:
 
 
 @functools.cache
+def load_ir_model(momentum: bool = False) -> Model:
+    """A MobileNetV1 tail built in the graph IR (tests/opgen.py small_classifier), last:2, and
+    eight samples: the same bytes on every machine, unlike a TFLite conversion, for tests whose
+    verdict depends on the model, not only on C equalling the reference (loss falls, .exp
+    files). `momentum` plans the optimizer state."""
+    from opgen import small_classifier
+
+    graph = small_classifier()
+    program = build_program(graph, parse_scheme(graph, "last:2"), momentum)
+    blob = pack_blob(graph, zlib.crc32(graph.name.encode()), train=program)
+    inputs = np.random.default_rng(3).integers(-128, 128, (8, *graph.input.shape[1:]))
+    return Model(program, blob, inputs.astype(np.int8), np.array([0, 1, 1, 0, 1, 0, 0, 1]))
+
+
+@functools.cache
 def load_vww_model(model_path: Path, data_dir: Path) -> Model:
     """The MLPerf Tiny VWW model (last:2) and four real photos, two of each class."""
     graph = read_tflite(model_path)
