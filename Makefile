@@ -1,11 +1,13 @@
 # Convenience wrappers; the README's two commands are what CI and users run.
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-fast lint bench clean
 setup:
 	bash scripts/setup.sh
 demo: setup
 	.venv/bin/tinyprop demo
 test: setup
 	.venv/bin/python -m pytest -q tests
+test-fast: setup
+	.venv/bin/python -m pytest -q -m "not slow" tests
 lint: setup
 	.venv/bin/ruff check host tests datasets
 bench: setup

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tinyprop.datasets import VWW_AREA_THRESHOLD, build_vww_from_coco
+from tinyprop.data.datasets import VWW_AREA_THRESHOLD, build_vww_from_coco
 from tinyprop.errors import TinypropError
 
 

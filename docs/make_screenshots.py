@@ -29,9 +29,9 @@ from pathlib import Path
 
 import matplotlib
 from PIL import Image, ImageDraw, ImageFont
-from tinyprop.assets import resolve_dataset, resolve_model
+from tinyprop.data.assets import resolve_dataset, resolve_model
 from tinyprop.monitor import Dashboard, EventPump
-from tinyprop.runlog import read_runlog
+from tinyprop.monitor.runlog import read_runlog
 
 DOCS = Path(__file__).resolve().parent
 BUILD = DOCS.parent / "build" / "docs"
@@ -83,18 +83,17 @@ def shoot_replay(log: Path, upto: int) -> None:
 
 def shoot_killed(blob: Path, at_step: int) -> None:
     """A live run on qemu-m4 (the same training as the log), QEMU killed at `at_step`."""
-    from tinyprop.commands.train import training_events
-    from tinyprop.datasets import load_split
-    from tinyprop.session import DeviceEngine, load_blob
+    from tinyprop.compile.blobfile import load_blob
+    from tinyprop.data.datasets import load_split
+    from tinyprop.engines import HParams, open_engine
+    from tinyprop.training.run import RunConfig, training_events
 
     tb = load_blob(blob)
     xs, ys, _ = load_split(resolve_dataset(), "train", tb.graph.input.s, tb.graph.input.zp,
                           shift="night")
-    engine = DeviceEngine("qemu-m4", tb, lr=0.01, seed=0)
+    engine = open_engine("qemu-m4", tb, HParams(lr=0.01, seed=0))
     try:
-        engine.prepare(xs, ys)
-        args = argparse.Namespace(lr=0.01, seed=0, checkpoint_every=0)
-        source = training_events(args, tb, engine, xs, ys, 2 * len(xs), 0)
+        source = training_events(RunConfig(lr=0.01, seed=0), tb, engine, xs, ys, 2 * len(xs), 0)
         app = Dashboard(EventPump(source))
 
         def until() -> bool:

@@ -1,6 +1,6 @@
 # sources.mk - the portable library's sources and include flags, for every make-based build
-# (firmware/Makefile, apps/app.mk for the boards, micropython/micropython.mk). Set TP_FW to the
-# firmware folder before including it, or let it find itself.
+# (firmware/Makefile, apps/app.mk for the boards, micropython/tinyprop/micropython.mk). Set
+# TP_FW to the firmware folder before including it, or let it find itself.
 TP_FW ?= $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 TP_CORE_SRCS := $(sort $(wildcard $(TP_FW)/core/*.c $(TP_FW)/core/kernels/*.c \
                                   $(TP_FW)/core/kernels/*/*.c))

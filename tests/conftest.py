@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tinyprop import assets
+from tinyprop.data import assets
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault(assets.ASSETS_ENV, str(REPO_ROOT.parent / "shared"))

@@ -436,7 +436,7 @@ def build_tflite(name: str, cache_dir: Path | None = None) -> Path:
 def sample_inputs(path: str | Path, n: int, seed: int) -> np.ndarray:
     """n int8 inputs for the model at `path`: calibration-like floats quantized with the model's
     input scale and zero point (saturating at the int8 range, as TFLite's QUANTIZE does)."""
-    from tinyprop.tflite_reader import read_tflite
+    from tinyprop.frontend.tflite_reader import read_tflite
 
     tin = read_tflite(path).input
     x = _float_inputs(tuple(tin.shape[1:]), n, seed)

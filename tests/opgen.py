@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tinyprop.graph import Graph, Op, Tensor
-from tinyprop.opparams import conv_geometry
-from tinyprop.scheme import LayerUpdate, SparseScheme
+from tinyprop.compile.scheme import LayerUpdate, SparseScheme
+from tinyprop.frontend.graph import Graph, Op, Tensor
+from tinyprop.frontend.opparams import conv_geometry
 
 FORWARD_KINDS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "AVERAGE_POOL_2D",
                  "MEAN", "PAD", "SOFTMAX")
@@ -263,3 +263,41 @@ def training_case(kind: str, seed: int) -> Case:
 
 def random_input(graph: Graph, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(-128, 128, graph.input.shape).astype(np.int8)
+
+
+def small_classifier(seed: int = 0) -> Graph:
+    """A MobileNetV1 tail (the VWW model's shape, 12x12x16 input, 2 classes) built in the IR:
+    DEPTHWISE 3x3/2 and 1x1 CONV pairs with RELU6, AVERAGE_POOL over the map, RESHAPE,
+    FULLY_CONNECTED, SOFTMAX. Unlike a TFLite conversion (tests/modelgen.py, not bit-identical
+    from one conversion to the next), its bytes are the same on every machine, so outputs
+    computed from it can be committed (micropython/tests/*.py.exp). Output scales are set as a
+    calibration would set them for int8 inputs over the whole range: about 40 LSB of standard
+    deviation before the activation, RELU6 outputs from zero point -128."""
+    b = _Builder(np.random.default_rng([seed, 0x5C1A55]))
+    x = b.act("x", (1, 12, 12, 16), scale=1.0 / 255, zp=-128)
+
+    def calibrate(y: int, taps: int, zp: int) -> None:
+        op = b.ops[-1]
+        s_in = float(b.tensors[op.inputs[0]].s)
+        s_w = float(np.median(b.tensors[op.inputs[1]].scale))
+        t = b.tensors[y]
+        t.scale[:] = np.float32(s_in * s_w * np.sqrt(taps) * 74.0 * 73.0 / 40.0)
+        t.zero_point[:] = zp
+
+    y = x
+    for stride in (2, 1):
+        y = b.conv(y, "DEPTHWISE_CONV_2D", k=(3, 3), stride=(stride, stride), act="RELU6")
+        calibrate(y, 9, -128)
+        y = b.conv(y, "CONV_2D", k=(1, 1), cout=32, act="RELU6")
+        calibrate(y, 16 if stride == 2 else 32, -128)
+    t = b.tensors[y]
+    pooled = b.act("pool", (1, 1, 1, 32), scale=t.s, zp=t.zp)
+    b.op("AVERAGE_POOL_2D", [y], pooled, stride=(6, 6), padding="VALID", filter=(6, 6),
+         activation="NONE")
+    flat = b.act("flat", (1, 32), scale=t.s, zp=t.zp)
+    b.op("RESHAPE", [pooled, b.const_int32("shape", [1, 32])], flat)
+    logits = b.fc(flat, 2)
+    calibrate(logits, 32, 0)
+    probs = b.act("probs", (1, 2), scale=1.0 / 256, zp=-128)
+    b.op("SOFTMAX", [logits], probs, beta=1.0)
+    return b.graph(x, probs, f"small-classifier-{seed}")

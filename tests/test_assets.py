@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from tinyprop import assets
+from tinyprop.data import assets
 from tinyprop.errors import TinypropError
 
 

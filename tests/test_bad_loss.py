@@ -18,12 +18,15 @@ import numpy as np
 import pytest
 import tflite
 from tinyprop.cli import main
-from tinyprop.datasets import load_split
-from tinyprop.reference import Forward
-from tinyprop.runlog import read_runlog
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blobfile import make_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.data.datasets import load_split
+from tinyprop.engines import HParams
+from tinyprop.engines.native import NativeEngine
+from tinyprop.engines.reference import ReferenceEngine
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.monitor.runlog import read_runlog
+from tinyprop.reference.forward import Forward
 
 # NumPy says so when the logits overflow; that is the case under test
 # (and the TF converter's note on the generated models' float calibration)
@@ -63,18 +66,18 @@ def test_non_finite_loss_skips_the_update_on_both_engines(huge_logits, vww_model
     graph = read_tflite(huge_logits)
     assert graph.tensors[graph.logits_op().outputs[0]].s > 1e38  # the reader took the scale
     tb = make_blob(huge_logits, parse_scheme(graph, "last:2"))
-    ref, c = ReferenceEngine(tb, 0.05, 1), NativeEngine(tb, 0.05, 1)
+    ref, c = ReferenceEngine(tb, HParams(0.05, 1)), NativeEngine(tb, HParams(0.05, 1))
     start = ref.params()
     assert c.params() == start
     original = Forward(read_tflite(vww_model_path))
     kinds = set()
     for x, y in zip(*train_xs, strict=True):
         rr, rc = ref.train(x, int(y)), c.train(x, int(y))
-        assert rr["skipped"] and rc["skipped"]
-        assert not math.isfinite(rr["loss"]) and not math.isfinite(rc["loss"])
-        kinds.add("nan" if math.isnan(rr["loss"]) else "inf")
+        assert rr.skipped and rc.skipped
+        assert not math.isfinite(rr.loss) and not math.isfinite(rc.loss)
+        kinds.add("nan" if math.isnan(rr.loss) else "inf")
         # the int8 forward is the original model's: the prediction is still reported
-        assert rr["prediction"] == rc["prediction"] == int(np.argmax(original.run(x)))
+        assert rr.prediction == rc.prediction == int(np.argmax(original.run(x)))
         assert ref.params() == start and c.params() == start  # byte for byte
     assert kinds == {"nan", "inf"}  # both kinds of non-finite loss were exercised
 
@@ -84,12 +87,12 @@ def test_finite_loss_near_float_max_is_handled_alike(vww_model_path, train_xs, t
     model = scale_classifier(vww_model_path, tmp_path / "near.tflite", 4.6e38)
     graph = read_tflite(model)
     tb = make_blob(model, parse_scheme(graph, "last:2"))
-    ref, c = ReferenceEngine(tb, 0.05, 1), NativeEngine(tb, 0.05, 1)
+    ref, c = ReferenceEngine(tb, HParams(0.05, 1)), NativeEngine(tb, HParams(0.05, 1))
     xs, ys = train_xs
     rr = ref.train(xs[4], int(ys[4]))
-    assert 3.0e38 < rr["loss"] <= FLOAT32_MAX  # the case under test
+    assert 3.0e38 < rr.loss <= FLOAT32_MAX  # the case under test
     rc = c.train(xs[4], int(ys[4]))
-    assert rr["skipped"] == rc["skipped"] and ref.params() == c.params()
+    assert rr.skipped == rc.skipped and ref.params() == c.params()
 
 
 @pytest.mark.parametrize("board", ["host", "reference"])

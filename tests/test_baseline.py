@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from tinyprop.baseline import float_finetune, int8_accuracy
+from tinyprop.bench.baseline import float_finetune, int8_accuracy
+
+pytestmark = pytest.mark.slow  # TensorFlow training and 3 x 121 holdout images
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,13 @@ bisection, is the README's baseline, and tinyprop's planned inference arena is w
 
 from __future__ import annotations
 
-from tinyprop.blob import plan_inference
-from tinyprop.commands.bench import tflm_arena
-from tinyprop.tflite_reader import read_tflite
+import pytest
+from tinyprop.bench.figures import tflm_arena
+from tinyprop.compile.memory import plan_inference
+from tinyprop.frontend.tflite_reader import read_tflite
 
 
+@pytest.mark.slow  # a bisection of TFLite Micro interpreters
 def test_tflm_smallest_arena_for_vww(vww_model_path):
     tflm = tflm_arena(vww_model_path)
     assert 100_000 < tflm < 110_000  # 103,672 B with tflite-micro's x86-64 Python interpreter

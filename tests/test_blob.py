@@ -1,4 +1,4 @@
-"""Blob v1: the Python writer/reader round trip, and the C loader (firmware/tp_blob.c) on good,
+"""Blob v2: the Python writer/reader round trip, and the C loader (firmware/core/tp_blob.c) on good,
 truncated, bit-flipped, oversized and field-corrupted blobs, run under ASan+UBSan through a small C
 driver (tests/c/test_blob_loader.c): every bad blob gets its own status, nothing crashes, and
 whatever the loader accepts runs through tp_infer without a memory error."""
@@ -11,11 +11,13 @@ import zlib
 
 import numpy as np
 import pytest
-from tinyprop.blob import HEADER, OP, SECTION, TENSOR, VERSION, pack_blob, read_blob
-from tinyprop.graph import OP_CODES
-from tinyprop.native import REPO, STATUS, blob_status, build_program
-from tinyprop.opparams import all_op_params
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import HEADER, OP, SECTION, TENSOR, VERSION, pack_blob, read_blob
+from tinyprop.device.firmware import build_program
+from tinyprop.engines.native import blob_status, status_code
+from tinyprop.frontend.graph import OP_CODES
+from tinyprop.frontend.opparams import all_op_params
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.paths import REPO_ROOT as REPO
 
 DRIVER = REPO / "tests" / "c" / "test_blob_loader.c"
 
@@ -83,7 +85,7 @@ def test_c_loader_accepts_and_reports_requirements(vww, san_driver, tmp_path):
     _, raw = vww
     assert blob_status(raw) == "TP_OK"
     (st, inf), = run_driver(san_driver, [raw], tmp_path)
-    assert (st, inf) == (STATUS["TP_OK"], STATUS["TP_OK"])
+    assert (st, inf) == (status_code("TP_OK"), status_code("TP_OK"))
 
 
 def test_truncated_oversized_and_header_errors(vww, san_driver, tmp_path):
@@ -105,7 +107,7 @@ def test_truncated_oversized_and_header_errors(vww, san_driver, tmp_path):
     ]
     rows = run_driver(san_driver, [b for b, _ in cases], tmp_path)
     for (blob, want), (st, _) in zip(cases, rows, strict=True):
-        assert st == STATUS[want], (len(blob), want, st)
+        assert st == status_code(want), (len(blob), want, st)
 
 
 def test_random_bit_flips_are_refused(vww, san_driver, tmp_path):
@@ -118,8 +120,8 @@ def test_random_bit_flips_are_refused(vww, san_driver, tmp_path):
             b[pos] ^= 1 << int(rng.integers(0, 8))
         blobs.append(bytes(b))
     rows = run_driver(san_driver, blobs, tmp_path)
-    assert all(st != STATUS["TP_OK"] for st, _ in rows)
-    assert sum(st == STATUS["TP_ERR_BLOB_CRC"] for st, _ in rows) >= 30
+    assert all(st != status_code("TP_OK") for st, _ in rows)
+    assert sum(st == status_code("TP_ERR_BLOB_CRC") for st, _ in rows) >= 30
 
 
 def test_field_corruption_with_valid_crc_never_crashes(vww, san_driver, tmp_path):
@@ -142,10 +144,11 @@ def test_field_corruption_with_valid_crc_never_crashes(vww, san_driver, tmp_path
         b[pos] = int(rng.integers(0, 256)) if i % 2 else b[pos] ^ (1 << int(rng.integers(0, 8)))
         blobs.append(with_crc(b))
     rows = run_driver(san_driver, blobs, tmp_path)
-    refused = {st for st, _ in rows if st != STATUS["TP_OK"]}
-    assert refused <= {STATUS[n] for n in ("TP_ERR_BLOB_TRUNCATED", "TP_ERR_BLOB_VERSION",
+    refused = {st for st, _ in rows if st != status_code("TP_OK")}
+    assert refused <= {status_code(n) for n in ("TP_ERR_BLOB_TRUNCATED", "TP_ERR_BLOB_VERSION",
                                            "TP_ERR_BLOB_SIZE", "TP_ERR_BLOB_MAGIC",
                                            "TP_ERR_BLOB_BOUNDS", "TP_ERR_BLOB_INVALID")}
-    assert STATUS["TP_ERR_BLOB_INVALID"] in refused and STATUS["TP_ERR_BLOB_BOUNDS"] in refused
+    assert {status_code("TP_ERR_BLOB_INVALID"), status_code("TP_ERR_BLOB_BOUNDS")} <= refused
     # -1: the driver skipped a run whose corrupted header asks for more than 64 MB
-    assert all(inf in (STATUS["TP_OK"], -1) for st, inf in rows if st == STATUS["TP_OK"])
+    ok = status_code("TP_OK")
+    assert all(inf in (ok, -1) for st, inf in rows if st == ok)

@@ -7,9 +7,9 @@ import zlib
 
 import numpy as np
 import pytest
-from tinyprop.blob import pack_blob
 from tinyprop.cli import main
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import pack_blob
+from tinyprop.frontend.tflite_reader import read_tflite
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,20 @@ def test_engines_agree_on_tflite_and_tpb(vww_model_path, batch, tmp_path, capsys
     assert a.shape == (3, 2) and a.dtype == np.int8
     assert np.array_equal(a, b) and np.array_equal(a, c)
     assert "engine host" in capsys.readouterr().out
+
+
+def test_engine_is_an_alias_of_board(vww_model_path, batch, tmp_path, capsys):
+    """--board names the engine as in every verb; --engine, infer's older name, is the same."""
+    by_board, by_engine = tmp_path / "board.npy", tmp_path / "engine.npy"
+    m = str(vww_model_path)
+    assert main(["infer", m, "--input", str(batch), "-o", str(by_board), "--board", "host"]) == 0
+    assert "engine host" in capsys.readouterr().out
+    assert main(["infer", m, "--input", str(batch), "-o", str(by_engine), "--engine", "host"]) == 0
+    assert "engine host" in capsys.readouterr().out
+    assert np.array_equal(np.load(by_board), np.load(by_engine))
+    assert main(["infer", m, "--input", str(batch), "-o", str(by_board), "--engine", "nowhere",
+                 "--board", "reference"]) == 0  # one option: the last one given wins
+    assert "engine reference" in capsys.readouterr().out
 
 
 def test_one_sample_is_a_batch_of_one(vww_model_path, batch, tmp_path):

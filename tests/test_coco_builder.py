@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from tinyprop.datasets import build_vww_from_coco, holdout_bucket, load_dataset, vww_label
+from tinyprop.data.datasets import build_vww_from_coco, holdout_bucket, load_dataset, vww_label
 from tinyprop.errors import TinypropError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

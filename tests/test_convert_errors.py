@@ -1,5 +1,5 @@
 """What tinyprop cannot run is refused when the model is read, in one line that names the file, the
-operator and its index, and says what to do: through tinyprop.tflite_reader.read_tflite and
+operator and its index, and says what to do: through tinyprop.frontend.tflite_reader.read_tflite and
 through `tinyprop convert` (exit code 2, no traceback)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import modelgen
 import pytest
 import tflite
 from tinyprop.errors import TinypropError
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.frontend.tflite_reader import read_tflite
 
 TINYPROP = Path(sys.executable).parent / "tinyprop"
 OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}

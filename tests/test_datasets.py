@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image
-from tinyprop.datasets import (
+from tinyprop.data.datasets import (
     CLASSES,
     fit_to_size,
     load_dataset,

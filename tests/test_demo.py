@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tinyprop.cli import main
-from tinyprop.runlog import read_runlog
+from tinyprop.monitor.runlog import read_runlog
 
 
+@pytest.mark.slow  # a 276-step run and TFLite on the holdout
 def test_demo_on_the_host_board(vww_model_path, vww_data_dir, tmp_path, capsys):
     out, js = tmp_path / "demo", tmp_path / "demo.json"
     out.mkdir()  # an earlier demo's log in the same folder must not leak into this run's figures

@@ -8,10 +8,9 @@ import zlib
 
 import pytest
 from test_device_host import Model, load_small_model
-from tinyprop.boards import open_board
-from tinyprop.device import params_record, write_bulk_file
-from tinyprop.errors import DeviceError
-from tinyprop.protocol import (
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import params_record, write_bulk_file
+from tinyprop.device.protocol import (
     MAX_BODY,
     BulkOpen,
     BulkSample,
@@ -23,6 +22,7 @@ from tinyprop.protocol import (
     cobs_encode,
     encode_frame,
 )
+from tinyprop.errors import DeviceError
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 from tinyprop.cli import main
-from tinyprop.datasets import load_dataset
+from tinyprop.data.datasets import load_dataset
+from tinyprop.engines import HParams
 
 VWW_HOLDOUT = 121
 
@@ -48,6 +49,7 @@ def check_scores(r: dict, n: int) -> None:
         assert r["per_class"][name] == pytest.approx(confusion[i, i] / confusion[i].sum())
 
 
+@pytest.mark.slow  # the NumPy reference on 121 images
 def test_tflite_and_reference_agree_on_the_original_model(vww_model_path, vww_tpb, vww_data_dir,
                                                           capsys):
     data = str(vww_data_dir)
@@ -60,6 +62,7 @@ def test_tflite_and_reference_agree_on_the_original_model(vww_model_path, vww_tp
     assert 0.7 < tfl["accuracy"] < 0.95  # the pretrained person detector on real photos
 
 
+@pytest.mark.slow  # TFLite on 518 images
 def test_shift_and_split_change_what_is_scored(vww_model_path, vww_data_dir, capsys):
     data = str(vww_data_dir)
     plain = eval_json(capsys, str(vww_model_path), "--data", data)
@@ -76,6 +79,7 @@ def test_text_output_names_model_split_and_classes(vww_model_path, few_photos, c
     assert "non_person" in out and "person" in out and "accuracy" in out
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_qemu_m4_eval_and_infer_equal_the_reference(vww_model_path, vww_tpb, few_photos, tmp_path,
                                                     capsys):
     data = str(few_photos)
@@ -124,17 +128,19 @@ def test_bad_input_is_one_line_exit_2(case, vww_model_path, few_photos, tmp_path
 
 def test_a_board_without_bulk_store_evaluates_over_the_link(vww_tpb, few_photos):
     """The POSIX host board over pipes has no semihosting: samples go as INPUT_CHUNK + EVAL."""
-    from tinyprop.datasets import load_split
-    from tinyprop.evaluate import evaluate_engine
-    from tinyprop.session import DeviceEngine, ReferenceEngine, load_blob
+    from tinyprop.compile.blobfile import load_blob
+    from tinyprop.data.datasets import load_split
+    from tinyprop.engines.device import DeviceEngine
+    from tinyprop.engines.reference import ReferenceEngine
+    from tinyprop.training.evaluate import evaluate_engine
 
     tb = load_blob(vww_tpb)
     xs, ys, _ = load_split(few_photos, "all", tb.graph.input.s, tb.graph.input.zp)
-    board = DeviceEngine("host", tb, 0.0, 0)
+    board = DeviceEngine("host", tb, HParams(0.0, 0))
     try:
         on_board = evaluate_engine(board, xs, ys)
     finally:
         board.close()
-    assert on_board == evaluate_engine(ReferenceEngine(tb, 0.0, 0), xs, ys) | {
+    assert on_board == evaluate_engine(ReferenceEngine(tb, HParams(0.0, 0)), xs, ys) | {
         k: v for k, v in on_board.items() if k.endswith("_per_inference")}
     assert on_board["n"] == 6

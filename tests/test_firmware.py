@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tinyprop.blob import pack_blob
-from tinyprop.native import REPO
-from tinyprop.reference import Forward
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import pack_blob
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.paths import REPO_ROOT as REPO
+from tinyprop.reference.forward import Forward
 
 FIRMWARE = REPO / "firmware"
 BUILD = REPO / "build" / "firmware"

@@ -8,11 +8,14 @@ import zlib
 
 import numpy as np
 import pytest
-from tinyprop.blob import T_ARENA, pack_blob, read_blob
-from tinyprop.datasets import load_split
-from tinyprop.native import NativeSession
-from tinyprop.reference import Forward
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.compile.blob import T_ARENA, pack_blob, read_blob
+from tinyprop.data.datasets import load_split
+from tinyprop.device.firmware import core_library
+from tinyprop.engines import BlobModel
+from tinyprop.engines.native import NativeEngine
+from tinyprop.errors import TinypropError
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.reference.forward import Forward
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +25,12 @@ def vww(vww_model_path):
     return graph, blob
 
 
+@pytest.mark.slow  # all 397 images
 def test_vww_every_image_bit_exact(vww, vww_data_dir):
     graph, blob = vww
     xs, labels, names = load_split(vww_data_dir, "all", graph.input.s, graph.input.zp)
     assert len(xs) == 397
-    session, forward = NativeSession(blob), Forward(graph)
+    session, forward = NativeEngine(BlobModel("vww", blob)), Forward(graph)
     ours = np.stack([session.infer(x)[0] for x in xs])
     theirs = np.stack([forward.run(x)[0] for x in xs])
     bad = [names[i] for i in np.flatnonzero((ours != theirs).any(axis=1))]
@@ -37,7 +41,7 @@ def test_vww_every_image_bit_exact(vww, vww_data_dir):
 
 def test_prediction_and_measured_arena_peak(vww):
     graph, blob = vww
-    session = NativeSession(blob)
+    session = NativeEngine(BlobModel("vww", blob))
     x = np.random.default_rng(3).integers(-128, 128, graph.input.shape, dtype=np.int8)
     y = session.infer(x)
     r = session.last_result
@@ -58,7 +62,15 @@ def test_generated_models_bit_exact():
     for name in modelgen.MODELS:
         path = modelgen.build_tflite(name)
         graph = read_tflite(path)
-        session, forward = NativeSession(pack_blob(graph, 0), name), Forward(graph)
+        session, forward = NativeEngine(BlobModel(name, pack_blob(graph, 0))), Forward(graph)
         for i, x in enumerate(modelgen.sample_inputs(path, 6, seed=11)):
             ours, theirs = session.infer(x), forward.run(x)
             assert np.array_equal(ours, theirs), (name, i, ours.ravel()[:8], theirs.ravel()[:8])
+
+
+def test_without_gcc_the_host_engine_says_what_to_install(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no gcc, no make
+    with pytest.raises(TinypropError) as e:
+        core_library()
+    assert "needs gcc" in str(e.value) and "apt-get install gcc make" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1

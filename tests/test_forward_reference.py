@@ -10,11 +10,11 @@ from pathlib import Path
 import modelgen
 import numpy as np
 import pytest
-from tinyprop.datasets import load_split
-from tinyprop.graph import Graph
-from tinyprop.opparams import all_op_params
-from tinyprop.reference import Forward
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.data.datasets import load_split
+from tinyprop.frontend.graph import Graph
+from tinyprop.frontend.opparams import all_op_params
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.reference.forward import Forward
 
 tf = pytest.importorskip("tensorflow")
 
@@ -171,6 +171,7 @@ def test_op_coverage(model_paths):
     assert not missing, f"not covered: {sorted(missing)}\n{table}"
 
 
+@pytest.mark.slow  # all 397 images
 def test_vww_reference_equals_tflite_on_every_image(vww_model_path, vww_data_dir):
     graph = read_tflite(vww_model_path)
     kinds = Counter(op.kind for op in graph.ops)

@@ -26,13 +26,13 @@ import json
 import modelgen
 import numpy as np
 import pytest
-from tinyprop.backward import step_gradients
-from tinyprop.datasets import load_split
-from tinyprop.opparams import all_op_params
-from tinyprop.reference import Forward
-from tinyprop.scheme import from_json, parse_scheme
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.train_plan import build_program
+from tinyprop.compile.scheme import from_json, parse_scheme
+from tinyprop.compile.train_plan import build_program
+from tinyprop.data.datasets import load_split
+from tinyprop.frontend.opparams import all_op_params
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.reference.backward import step_gradients
+from tinyprop.reference.forward import Forward
 
 # the converter's note about the generated models' float calibration; nothing to act on
 pytestmark = pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:UserWarning")

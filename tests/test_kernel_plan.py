@@ -1,4 +1,4 @@
-"""The kernels' scratch plan (tinyprop.kernels, the blob's SCRA section): what the loader
+"""The kernels' scratch plan (tinyprop.compile.kernels, the blob's SCRA section): what the loader
 accepts, what `convert --target ... --report` says and writes, and what a tight budget does
 (an op left without its scratch runs the reference kernel, and the report says so)."""
 
@@ -9,14 +9,21 @@ import struct
 import zlib
 
 import pytest
-from tinyprop.blob import HEADER, SECTION, pack_blob, plan_inference, read_blob
 from tinyprop.cli import main
-from tinyprop.kernels import NONE32, SCRA_HEADER, SCRA_OP, plan_scratch, read_scratch_plan
-from tinyprop.native import blob_status
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import load_blob
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.train_plan import build_program
+from tinyprop.compile.blob import HEADER, SECTION, pack_blob, read_blob
+from tinyprop.compile.blobfile import load_blob
+from tinyprop.compile.kernels import (
+    NONE32,
+    SCRA_HEADER,
+    SCRA_OP,
+    plan_scratch,
+    read_scratch_plan,
+)
+from tinyprop.compile.memory import plan_inference
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.compile.train_plan import build_program
+from tinyprop.engines.native import blob_status
+from tinyprop.frontend.tflite_reader import read_tflite
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,18 @@ reference trainer's.
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 from opgen import FORWARD_KINDS, GRADIENT_KINDS, forward_case, random_input, training_case
-from tinyprop.backward import ReferenceTrainer
-from tinyprop.blob import pack_blob
-from tinyprop.native import NativeSession
-from tinyprop.reference import Forward
-from tinyprop.session import NativeEngine, TrainingBlob
-from tinyprop.train_plan import build_program
+from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.blobfile import TrainingBlob
+from tinyprop.compile.train_plan import build_program
+from tinyprop.engines import BlobModel, HParams
+from tinyprop.engines.native import NativeEngine
+from tinyprop.reference.backward import ReferenceTrainer
+from tinyprop.reference.forward import Forward
 
 CASES = 12  # random cases per op kind (each a few milliseconds)
 STEPS = 3
@@ -31,7 +33,8 @@ STEPS = 3
 def test_forward_kernel_equals_reference(kind):
     for seed in range(CASES):
         case = forward_case(kind, seed)
-        session, forward = NativeSession(pack_blob(case.graph, 0), case.name), Forward(case.graph)
+        session = NativeEngine(BlobModel(case.name, pack_blob(case.graph, 0), case.graph))
+        forward = Forward(case.graph)
         rng = np.random.default_rng(seed)
         for _ in range(2):
             x = random_input(case.graph, rng)
@@ -47,15 +50,16 @@ def test_gradient_kernels_equal_reference(kind):
         case = training_case(kind, seed)
         prog = build_program(case.graph, case.scheme)
         blob = pack_blob(case.graph, 0, train=prog)
-        tb = TrainingBlob(case.graph, prog, blob, source=None)
-        ours, theirs = NativeEngine(tb, 0.05, seed), ReferenceTrainer(prog, lr=0.05, seed=seed)
+        tb = TrainingBlob(case.graph, prog, blob, source=Path(case.name))
+        ours = NativeEngine(tb, HParams(lr=0.05, seed=seed))
+        theirs = ReferenceTrainer(prog, lr=0.05, seed=seed)
         rng = np.random.default_rng(seed)
         n_cls = case.graph.tensors[case.graph.logits_op().outputs[0]].size
         for step in range(STEPS):
             x, label = random_input(case.graph, rng), int(rng.integers(n_cls))
             a, b = ours.train(x, label), theirs.train_step(x, label)
-            assert np.float32(a["loss"]).tobytes() == np.float32(b.loss).tobytes(), \
-                f"{case.name}: loss of step {step} differs ({a['loss']} vs {b.loss})"
+            assert np.float32(a.loss).tobytes() == np.float32(b.loss).tobytes(), \
+                f"{case.name}: loss of step {step} differs ({a.loss} vs {b.loss})"
             assert ours.params() == theirs.params_bytes(), (
                 f"{case.name}: parameters differ after step {step} "
                 f"(crc {zlib.crc32(ours.params()):08x} vs {zlib.crc32(theirs.params_bytes()):08x})")
@@ -75,7 +79,7 @@ def test_generated_cases_cover_what_they_claim():
         seen["kxk"].add(g.tensors[g.ops[-1].inputs[1]].shape[1] > 1)
     assert all(v == {True, False} for v in seen.values()), seen
     # per-channel requantization shifts of both signs
-    from tinyprop.opparams import op_params
+    from tinyprop.frontend.opparams import op_params
 
     shifts = np.concatenate([op_params(g, g.ops[-1]).shift for g in
                              (forward_case("CONV_2D", s).graph for s in range(CASES))])

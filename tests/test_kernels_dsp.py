@@ -10,7 +10,7 @@
   with the intrinsics emulated in C, under ASan and UBSan, with every arena exactly the size the
   blob asks (a kernel stepping outside its planned scratch is caught).
 - Whole models, on qemu-m4: the 26 generated models, and VWW over all 397 vww-mini images.
-- The host's mirror of the kernels (tinyprop.kernels): scratch sizes equal the C functions',
+- The host's mirror of the kernels (tinyprop.compile.kernels): scratch sizes equal the C functions',
   and its prediction of which ops the DSP kernels take matches what the board does.
 """
 
@@ -24,9 +24,7 @@ import zlib
 import numpy as np
 import pytest
 from opgen import _Builder, forward_case, random_input
-from tinyprop.blob import pack_blob
-from tinyprop.graph import Graph
-from tinyprop.kernelbench import (
+from tinyprop.bench.kernels import (
     FLAG_OPT_ONLY,
     FLAG_OUTPUTS,
     Case,
@@ -34,10 +32,14 @@ from tinyprop.kernelbench import (
     run_cases,
     write_cases,
 )
-from tinyprop.kernels import plan_scratch, scratch_bytes
-from tinyprop.native import REPO, build_program, load_library
-from tinyprop.opparams import op_params
-from tinyprop.reference import Forward
+from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.kernels import plan_scratch, scratch_bytes
+from tinyprop.device.firmware import build_program
+from tinyprop.engines.native import load_library
+from tinyprop.frontend.graph import Graph
+from tinyprop.frontend.opparams import op_params
+from tinyprop.paths import REPO_ROOT as REPO
+from tinyprop.reference.forward import Forward
 
 needs_qemu = pytest.mark.skipif(
     shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
@@ -178,7 +180,7 @@ def test_the_host_predicts_which_ops_fall_back(tmp_path):
 def test_dsp_kernels_emulated_under_sanitizers_equal_reference(tmp_path):
     cases, expect = harness_cases(all_cases(), exact_only=False)
     write_cases(tmp_path / "cases.bin", cases)
-    exe = build_program(DRIVER, sanitize=True, defines=("TP_KERNELS_DSP_EMULATION",))
+    exe = build_program(DRIVER, sanitize=True, dsp_emulation=True)
     proc = subprocess.run([str(exe), str(tmp_path / "cases.bin")], capture_output=True,
                           check=False, timeout=600)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
@@ -207,7 +209,7 @@ class Shape(ctypes.Structure):
 
 def test_host_scratch_sizes_equal_the_kernels(vww_model_path):
     """kernels.scratch_bytes mirrors tp_arm_*_scratch_bytes (plain C on every target)."""
-    from tinyprop.tflite_reader import read_tflite
+    from tinyprop.frontend.tflite_reader import read_tflite
 
     lib = load_library()
     graphs = [g for _, g in all_cases()] + [read_tflite(vww_model_path)]
@@ -234,7 +236,7 @@ def test_host_scratch_sizes_equal_the_kernels(vww_model_path):
 def test_generated_models_on_qemu_m4_bit_exact(tmp_path):
     pytest.importorskip("tensorflow")
     modelgen = pytest.importorskip("modelgen")
-    from tinyprop.tflite_reader import read_tflite
+    from tinyprop.frontend.tflite_reader import read_tflite
 
     cases, expect = [], []
     for name in modelgen.MODELS:
@@ -254,8 +256,8 @@ def test_generated_models_on_qemu_m4_bit_exact(tmp_path):
 def test_vww_every_image_on_qemu_m4_bit_exact(vww_model_path, vww_data_dir, tmp_path):
     """VWW's blob (333 KB, compiled into the harness's flash) over all 397 vww-mini images with
     the DSP kernels, against the NumPy reference."""
-    from tinyprop.datasets import load_split
-    from tinyprop.tflite_reader import read_tflite
+    from tinyprop.data.datasets import load_split
+    from tinyprop.frontend.tflite_reader import read_tflite
 
     g = read_tflite(vww_model_path)
     xs, labels, names = load_split(vww_data_dir, "all", g.input.s, g.input.zp)
@@ -277,9 +279,9 @@ def test_vww_costs_per_layer_type(vww_model_path, vww_data_dir):
     """bench --only kernels' measurement: both kernel sets agree on every part (the harness
     compares their outputs' CRCs), every layer type's parts add up to the whole model within
     the counter's tick per measurement, and the DSP kernels run every convolution."""
-    from tinyprop.datasets import load_split
-    from tinyprop.kernelbench import LAYER_TYPES, vww_costs
-    from tinyprop.tflite_reader import read_tflite
+    from tinyprop.bench.kernels import LAYER_TYPES, vww_costs
+    from tinyprop.data.datasets import load_split
+    from tinyprop.frontend.tflite_reader import read_tflite
 
     g = read_tflite(vww_model_path)
     x = load_split(vww_data_dir, "holdout", g.input.s, g.input.zp)[0][0]

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from tinyprop.cli import main
-from tinyprop.commands.train import lr_at
+from tinyprop.training.run import lr_at
 
 
 def _eval(capsys, model, data) -> float:
@@ -17,6 +17,7 @@ def _eval(capsys, model, data) -> float:
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"]
 
 
+@pytest.mark.slow  # a training run
 def test_training_on_the_new_camera_raises_holdout_accuracy(vww_model_path, vww_data_dir,
                                                             tmp_path, capsys):
     # A fixed scheme (no calibration, so the test stays short): biases of the last 22 weighted
@@ -44,11 +45,11 @@ def test_linear_schedule_decays_to_zero_and_is_exact_on_resume():
 
 
 def test_stochastic_rounding_applies_sub_lsb_updates_on_average(vww_model_path, vww_data_dir):
-    from tinyprop.backward import ReferenceTrainer
-    from tinyprop.datasets import load_split
-    from tinyprop.scheme import parse_scheme
-    from tinyprop.session import make_blob
-    from tinyprop.tflite_reader import read_tflite
+    from tinyprop.compile.blobfile import make_blob
+    from tinyprop.compile.scheme import parse_scheme
+    from tinyprop.data.datasets import load_split
+    from tinyprop.frontend.tflite_reader import read_tflite
+    from tinyprop.reference.backward import ReferenceTrainer
 
     tb = make_blob(vww_model_path, parse_scheme(read_tflite(vww_model_path), "last:2"))
     t_in = tb.graph.input

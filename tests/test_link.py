@@ -1,4 +1,4 @@
-"""tinyprop.link over real transports: a TCP socket on 127.0.0.1 and a child process's pipes,
+"""tinyprop.device.link over real transports: a TCP socket on 127.0.0.1 and a child process's pipes,
 each with a small scripted Python device on the other end, and pyserial's loop://."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-from tinyprop import protocol as p
+from tinyprop.device import protocol as p
+from tinyprop.device.link import open_link
 from tinyprop.errors import DeviceError, TinypropError
-from tinyprop.link import open_link
 
 READY = p.Ready(262144, 100000, 0xB10B, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS, "peer")
 METRIC = p.Metric(3, 0.5, 1000, 96000, 3000, 4000, 2000, 1, 1, 1, 0)

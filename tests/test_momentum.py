@@ -12,19 +12,22 @@ import numpy as np
 import pytest
 from modelgen import build_tflite, sample_inputs
 from test_bad_loss import scale_classifier
-from tinyprop.blob import read_blob
-from tinyprop.boards import open_board
-from tinyprop.budget import auto_scheme, parse_budget
 from tinyprop.cli import main
-from tinyprop.datasets import load_split
-from tinyprop.device import DeviceError
+from tinyprop.compile.auto import auto_scheme
+from tinyprop.compile.blob import read_blob
+from tinyprop.compile.blobfile import make_blob
+from tinyprop.compile.budget import parse_budget
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.compile.train_plan import F_BIAS, F_WEIGHT, build_program
+from tinyprop.data.datasets import load_split
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import DeviceError
+from tinyprop.engines import BlobModel, HParams
+from tinyprop.engines.native import NativeEngine, NativeError
+from tinyprop.engines.reference import ReferenceEngine
 from tinyprop.errors import TinypropError
-from tinyprop.export import export_tflite
-from tinyprop.native import NativeError, NativeSession
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.train_plan import F_BIAS, F_WEIGHT, build_program
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.training.export import export_tflite
 
 # the TF converter's note on the generated models' float calibration; the huge-logits model's
 # overflow warnings from NumPy: both are the cases under test, not defects
@@ -59,18 +62,19 @@ def velocities(engine, prog) -> np.ndarray:
 def run_both(tb, xs, ys, steps: int, momentum: float = M, lr: float = LR):
     """Train C and reference side by side; every step's loss, prediction and measured arena
     high-water agree with each other and the plan. Returns (C engine, reference engine)."""
-    c = NativeEngine(tb, lr, SEED, momentum=momentum)
-    ref = ReferenceEngine(tb, lr, SEED, momentum=momentum)
+    c = NativeEngine(tb, HParams(lr, SEED, momentum=momentum))
+    ref = ReferenceEngine(tb, HParams(lr, SEED, momentum=momentum))
     for step in range(steps):
         i = step % len(xs)
         rc, rr = c.train(xs[i], int(ys[i])), ref.train(xs[i], int(ys[i]))
-        assert (rc["loss"], rc["prediction"]) == (rr["loss"], rr["prediction"]), step
-        assert not rc["skipped"] and rc["memory"]["arena_peak"] == tb.program.arena_bytes, step
+        assert (rc.loss, rc.prediction) == (rr.loss, rr.prediction), step
+        assert not rc.skipped and rc.memory["arena_peak"] == tb.program.arena_bytes, step
         if step % 25 == 24:
             assert c.params() == ref.params(), f"params or velocities differ after step {step}"
     return c, ref
 
 
+@pytest.mark.slow  # 100 VWW steps
 def test_vww_last2_c_equals_reference_over_100_steps(vww_model_path, vww_graph, haze_train,
                                                       tmp_path):
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"), momentum=True)
@@ -80,7 +84,8 @@ def test_vww_last2_c_equals_reference_over_100_steps(vww_model_path, vww_graph, 
     assert len(c.params()) == prog.params_bytes + prog.optimizer_bytes
     v = velocities(c, prog)
     assert np.isfinite(v).all() and np.count_nonzero(v) > 514  # more than the classifier
-    plain = NativeEngine(make_blob(vww_model_path, parse_scheme(vww_graph, "last:2")), LR, SEED)
+    plain = NativeEngine(make_blob(vww_model_path, parse_scheme(vww_graph, "last:2")),
+                         HParams(LR, SEED))
     for step in range(100):
         plain.train(xs[step % len(xs)], int(ys[step % len(xs)]))
     assert plain.params() != c.params()[: prog.params_bytes]  # momentum changed the update
@@ -100,7 +105,8 @@ def test_generated_model_c_equals_reference(name, spec):
     assert c.params() == ref.params() and velocities(c, tb.program).any()
 
 
-@pytest.mark.parametrize("spec", ["last:2", "bias-only", "auto:128KB"])
+@pytest.mark.parametrize("spec", ["last:2", "bias-only", pytest.param(
+    "auto:128KB", marks=pytest.mark.slow)])  # an auto search on VWW
 def test_optimizer_state_is_4_bytes_per_trained_parameter(spec, vww_model_path, vww_graph):
     sch = (auto_scheme(vww_graph, parse_budget(spec[5:]))[0] if spec.startswith("auto:")
            else parse_scheme(vww_graph, spec))
@@ -144,6 +150,7 @@ def test_convert_reports_and_budgets_the_optimizer_state(vww_model_path, tmp_pat
     assert len(err.splitlines()) == 1 and f"optimizer (momentum) {n:,} B" in err
 
 
+@pytest.mark.slow  # two auto searches on VWW
 def test_auto_under_a_budget_counts_the_optimizer_state(vww_graph):
     budget = parse_budget("256KB")
     sch, prog = auto_scheme(vww_graph, budget, momentum=True)
@@ -159,15 +166,15 @@ def test_momentum_zero_on_a_momentum_blob_is_plain_sgd(vww_model_path, vww_graph
     sch = parse_scheme(vww_graph, "last:2")
     mom, plain = make_blob(vww_model_path, sch, momentum=True), make_blob(vww_model_path, sch)
     xs, ys = haze_train
-    engines = [NativeEngine(mom, LR, SEED, momentum=0.0), ReferenceEngine(mom, LR, SEED),
-               NativeEngine(plain, LR, SEED)]
+    engines = [NativeEngine(mom, HParams(LR, SEED, momentum=0.0)),
+               ReferenceEngine(mom, HParams(LR, SEED)), NativeEngine(plain, HParams(LR, SEED))]
     for step in range(30):
         for e in engines:
             e.train(xs[step], int(ys[step]))
     n = plain.program.params_bytes
     a, b, c = (e.params() for e in engines)
     assert a == b and a[:n] == c and c != plain.program.pack_params(
-        ReferenceEngine(plain, LR, SEED).trainer.values)
+        ReferenceEngine(plain, HParams(LR, SEED)).trainer.values)
 
 
 def test_a_blob_without_optimizer_state_refuses_momentum(vww_model_path, vww_graph, haze_train,
@@ -175,8 +182,9 @@ def test_a_blob_without_optimizer_state_refuses_momentum(vww_model_path, vww_gra
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
     xs, ys = haze_train
     with pytest.raises(TinypropError, match="convert --momentum"):
-        ReferenceEngine(tb, LR, SEED, momentum=M)
-    c = NativeEngine(tb, LR, SEED, momentum=M)  # the C core itself: TP_ERR_ARG, nothing changed
+        ReferenceEngine(tb, HParams(LR, SEED, momentum=M))
+    # the C core itself: TP_ERR_ARG, nothing changed
+    c = NativeEngine(tb, HParams(LR, SEED, momentum=M))
     before = c.params()
     with pytest.raises(TinypropError, match="TP_ERR_ARG"):
         c.train(xs[0], int(ys[0]))
@@ -193,6 +201,7 @@ def test_a_blob_without_optimizer_state_refuses_momentum(vww_model_path, vww_gra
     assert "[0, 1)" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a board build and run
 def test_device_trains_with_momentum_and_refuses_it_without_the_state(tmp_path):
     """The firmware's device loop (host board, real pipes): with the state, training and the
     pulled params record (velocities included) equal the reference; without, an error frame."""
@@ -200,12 +209,12 @@ def test_device_trains_with_momentum_and_refuses_it_without_the_state(tmp_path):
     graph = read_tflite(path)
     xs, ys = sample_inputs(path, 4, seed=3), [0, 1, 1, 0]
     mom = make_blob(path, parse_scheme(graph, "last:2"), momentum=True)
-    ref = ReferenceEngine(mom, 0.05, SEED, momentum=M)
+    ref = ReferenceEngine(mom, HParams(0.05, SEED, momentum=M))
     with open_board("host", mom.blob, tmp_path / "a") as dev:
         dev.set_hparams(0.05, SEED, True, M)
         for i in range(12):
             got, want = dev.train(xs[i % 4], ys[i % 4]), ref.train(xs[i % 4], ys[i % 4])
-            assert np.float32(got["loss"]) == np.float32(want["loss"]), i
+            assert np.float32(got["loss"]) == np.float32(want.loss), i
         assert dev.pull_params() == ref.params()
         with pytest.raises(DeviceError, match=r"\[0, 1\)"):
             dev.set_hparams(0.05, SEED, True, 1.0)
@@ -220,20 +229,20 @@ def test_resume_restores_the_velocities(vww_model_path, vww_graph, haze_train):
     """The checkpointed params region holds the velocities, so a resume is exact."""
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"), momentum=True)
     xs, ys = haze_train
-    full = NativeEngine(tb, LR, SEED, momentum=M)
+    full = NativeEngine(tb, HParams(LR, SEED, momentum=M))
     for i in range(12):
         full.train(xs[i], int(ys[i]))
-    first = NativeEngine(tb, LR, SEED, momentum=M)
+    first = NativeEngine(tb, HParams(LR, SEED, momentum=M))
     for i in range(5):
         first.train(xs[i], int(ys[i]))
-    for second in (NativeEngine(tb, LR, SEED, momentum=M),
-                   ReferenceEngine(tb, LR, SEED, momentum=M)):
+    for second in (NativeEngine(tb, HParams(LR, SEED, momentum=M)),
+                   ReferenceEngine(tb, HParams(LR, SEED, momentum=M))):
         second.load_params(first.params(), 5)
         for i in range(5, 12):
             second.train(xs[i], int(ys[i]))
         assert second.params() == full.params()
     # restarting the velocities instead would differ: the state matters
-    restart = NativeEngine(tb, LR, SEED, momentum=M)
+    restart = NativeEngine(tb, HParams(LR, SEED, momentum=M))
     raw = first.params()
     restart.load_params(raw[: tb.program.params_bytes] + bytes(tb.program.optimizer_bytes), 5)
     for i in range(5, 12):
@@ -251,11 +260,11 @@ def test_a_skipped_step_leaves_the_velocities_untouched(vww_model_path, tmp_path
     state = prog.pack_params({ti: graph.tensors[ti].data for ti in prog.trainable_offsets})
     state += np.linspace(-1, 1, prog.optimizer_bytes // 4, dtype="<f4").tobytes()
     x = np.zeros(graph.input.shape, np.int8)
-    for engine in (NativeEngine(tb, LR, SEED, momentum=M),
-                   ReferenceEngine(tb, LR, SEED, momentum=M)):
+    for engine in (NativeEngine(tb, HParams(LR, SEED, momentum=M)),
+                   ReferenceEngine(tb, HParams(LR, SEED, momentum=M))):
         engine.load_params(state, 0)
         for label in (0, 1):
-            assert engine.train(x, label)["skipped"]
+            assert engine.train(x, label).skipped
         assert engine.params() == state
 
 
@@ -263,7 +272,7 @@ def test_loader_checks_the_optimizer_size(vww_model_path, vww_graph):
     """optimizer_bytes must be 4 B per trained parameter, after the parameters, inside
     params_bytes: a CRC-valid blob that says otherwise is refused."""
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"), momentum=True)
-    NativeSession(tb.blob)  # accepted as made
+    NativeEngine(BlobModel("momentum", tb.blob))  # accepted as made
     params, opt = struct.unpack_from("<I", tb.blob, 28)[0], struct.unpack_from("<I", tb.blob, 40)[0]
     cases = {(40, opt - 4): "TP_ERR_BLOB_INVALID",  # one velocity short
              (40, opt + 2): "TP_ERR_BLOB_INVALID",  # not float32s
@@ -275,5 +284,5 @@ def test_loader_checks_the_optimizer_size(vww_model_path, vww_graph):
         struct.pack_into("<I", raw, field, value)
         struct.pack_into("<I", raw, len(raw) - 4, zlib.crc32(bytes(raw[:-4])))
         with pytest.raises(NativeError) as e:
-            NativeSession(bytes(raw))
+            NativeEngine(BlobModel("corrupted", bytes(raw)))
         assert e.value.status == status, (field, value)

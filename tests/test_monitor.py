@@ -19,7 +19,7 @@ from test_runlog import engine_run, synth_run, write_run
 from tinyprop.errors import DeviceError, TinypropError
 from tinyprop.monitor import Dashboard, EventPump, plain_lines, replay_source
 from tinyprop.monitor.render import fmt_pct, loss_axis_top
-from tinyprop.runlog import RunState, read_runlog
+from tinyprop.monitor.runlog import RunState, read_runlog
 
 TINYPROP = [sys.executable, "-m", "tinyprop.cli"]
 

@@ -1,6 +1,6 @@
 """monitor/filter_tinyprop.py, the PlatformIO device-monitor filter, without PlatformIO: frames
 split at every byte, garbage between frames, the encoding warning, and its restated tables
-against tinyprop.protocol and the shared vectors."""
+against tinyprop.device.protocol and the shared vectors."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tinyprop import protocol as p
+from tinyprop.device import protocol as p
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER_PATH = ROOT / "monitor" / "filter_tinyprop.py"

@@ -1,5 +1,5 @@
-"""The monitor on a live device: the POSIX host board (firmware/tp_device.c over real pipes)
-trains while the dashboard shows it, then the board is killed mid-run. The dashboard says
+"""The monitor on a live device: the POSIX host board (firmware/apps/device/tp_device.c over real
+pipes) trains while the dashboard shows it, then the board is killed mid-run. The dashboard says
 DISCONNECTED and keeps what it had; the run log holds every step received, then the loss."""
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 from modelgen import build_tflite, sample_inputs
 from test_monitor import screen_text, settle
-from tinyprop.boards import build_device_firmware
-from tinyprop.commands.train import RunConfig, training_events
+from tinyprop.compile.blobfile import TrainingBlob, make_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.device.firmware import build_device_firmware
+from tinyprop.engines import HParams
+from tinyprop.engines.device import DeviceEngine
+from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.monitor import Dashboard, EventPump
 from tinyprop.monitor.render import fmt_pct
-from tinyprop.runlog import read_runlog
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import DeviceEngine, TrainingBlob, make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.monitor.runlog import read_runlog
+from tinyprop.training.run import RunConfig, training_events
 
 LABELS = [0, 1, 1, 0, 1, 0, 0, 1]
 
@@ -36,7 +38,7 @@ def small_blob() -> tuple[TrainingBlob, list]:
 def test_dashboard_follows_a_host_board_run_and_its_loss(small_blob, tmp_path):
     tb, inputs = small_blob
     log = tmp_path / "live.jsonl"
-    engine = DeviceEngine("host", tb, lr=0.05, seed=7)
+    engine = DeviceEngine("host", tb, HParams(lr=0.05, seed=7))
     board = engine.device.process.proc
     args = RunConfig(lr=0.05, seed=7, schedule="constant")
     # Far more steps than the test lets it run: the board dies in the middle of the run.

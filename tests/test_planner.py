@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tinyprop.budget import breakdown, parse_budget, report_rows
+from tinyprop.compile.budget import parse_budget
+from tinyprop.compile.planner import Buffer, check_plan, plan_memory
+from tinyprop.compile.report import breakdown, report_rows
+from tinyprop.compile.scheme import LayerUpdate, bias_only, last_k
+from tinyprop.compile.train_plan import build_program
 from tinyprop.errors import TinypropError
-from tinyprop.planner import Buffer, check_plan, plan_memory
-from tinyprop.scheme import LayerUpdate, bias_only, last_k
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.train_plan import build_program
+from tinyprop.frontend.tflite_reader import read_tflite
 
 
 def test_tflm_greedy_golden_case():
@@ -130,11 +131,13 @@ def test_budget_and_reserve_parse():
         parse_budget("8 parsecs", "--reserve")
 
 
+@pytest.mark.slow  # calibration and a greedy search on VWW
 def test_auto_calibrated_on_a_new_camera_reaches_early_biases(vww_graph, vww_data_dir):
     """With gradient norms from shifted samples, auto spends the 256 KB on biases deep in the
     network (any layer is a candidate) and weights only of the last 12 weighted layers."""
-    from tinyprop.budget import DEFAULT_RESERVE, auto_scheme
-    from tinyprop.datasets import load_split
+    from tinyprop.compile.auto import auto_scheme
+    from tinyprop.compile.budget import DEFAULT_RESERVE
+    from tinyprop.data.datasets import load_split
 
     t_in = vww_graph.input
     xs, ys, _ = load_split(vww_data_dir, "train", t_in.s, t_in.zp, shift="haze")

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from test_device_host import LR, SEED, load_small_model
-from tinyprop.boards import write_blob_header
-from tinyprop.device import Device
-from tinyprop.link import Link, PipeTransport
-from tinyprop.qemu import REPO_ROOT, start_host_board
+from tinyprop.device.device import Device
+from tinyprop.device.firmware import build_program, write_blob_header
+from tinyprop.device.link import Link, PipeTransport
+from tinyprop.device.runners import start_host_board
+from tinyprop.paths import REPO_ROOT
 
 PIO = Path(sys.executable).with_name("pio")
 FIRMWARE = REPO_ROOT / "firmware"
@@ -127,13 +128,10 @@ def test_library_json_builds_the_library_and_the_device_loop():
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_native_unity_tests_pass_with_gcc(tmp_path):
     (tmp_path / "unity.h").write_text(UNITY_SHIM)
-    exe = tmp_path / "test_core"
     tests = sorted((REPO_ROOT / "tests" / "native").glob("test_*/*.c"))
     assert tests
-    for source in tests:
-        subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", *make_print("print-cflags"),
-                        f"-I{tmp_path}", "-o", str(exe), str(source),
-                        *make_print("print-sources")], check=True, timeout=120)
+    for source in tests:  # each linked against the core as firmware/Makefile builds it
+        exe = build_program(source, include_dirs=[tmp_path])
         run = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30)
         assert run.returncode == 0, run.stdout
         assert re.search(r"^(\d+) Tests 0 Failures", run.stdout, re.MULTILINE).group(1) == "3"

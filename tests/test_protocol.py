@@ -1,5 +1,5 @@
-"""The protocol in Python (tinyprop.protocol) and C (firmware/tp_proto.c) against the shared
-vectors in tests/vectors/protocol.json, plus properties of the streaming decoders."""
+"""The protocol in Python (tinyprop.device.protocol) and C (firmware/proto/tp_proto.c) against the
+shared vectors in tests/vectors/protocol.json, plus properties of the streaming decoders."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tinyprop import protocol as p
+from tinyprop.device import protocol as p
+from tinyprop.device.firmware import build_program
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS_PATH = ROOT / "tests" / "vectors" / "protocol.json"
@@ -162,15 +163,8 @@ def test_python_decoder_recovers_frames_after_garbage(pieces: list, chunk: int) 
 
 
 @pytest.fixture(scope="module")
-def c_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    exe = tmp_path_factory.mktemp("proto") / "test_proto_vectors"
-    subprocess.run(
-        ["gcc", *CFLAGS, "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-         f"-I{ROOT / 'firmware' / 'include'}", *map(str, PROTO_SOURCES),
-         str(ROOT / "tests" / "c" / "test_proto_vectors.c"), "-o", str(exe)],
-        check=True,
-    )
-    return exe
+def c_driver() -> Path:
+    return build_program(ROOT / "tests" / "c" / "test_proto_vectors.c", sanitize=True)
 
 
 def run_c(exe: Path, commands: list[str]) -> list[str]:

@@ -1,5 +1,5 @@
-"""The qemu-m4 board on real QEMU: the self-test firmware (boards/qemu-m4/selftest.c), built with
-arm-none-eabi-gcc, driven over its UART on a real loopback socket."""
+"""The qemu-m4 board on real QEMU: the self-test firmware (firmware/apps/selftest/selftest.c), built
+with arm-none-eabi-gcc, driven over its UART on a real loopback socket."""
 
 from __future__ import annotations
 
@@ -7,11 +7,16 @@ import random
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import serial
+from tinyprop.device.firmware import build_firmware
+from tinyprop.device.link import SerialTransport, Transport
+from tinyprop.device.runners import start_qemu
 from tinyprop.errors import TinypropError
-from tinyprop.qemu import REPO_ROOT, build_firmware, start_qemu
+from tinyprop.paths import REPO_ROOT
 
 needs_qemu = pytest.mark.skipif(
     shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
@@ -25,17 +30,27 @@ STATUS_NOT_FOUND = -4  # TP_BOARD_ERR_NOT_FOUND
 
 
 class Selftest:
-    """Client for the self-test app's one-byte commands over any pyserial-like link."""
+    """Client for the self-test app's one-byte commands over a link transport
+    (tinyprop.device.link: PipeTransport for the host board, SerialTransport for a UART)."""
 
-    def __init__(self, link) -> None:
-        self.link = link
+    def __init__(self, transport: Transport, timeout: float = 10.0) -> None:
+        self.transport = transport
+        self.timeout = timeout
+        self._pending = bytearray()
+
+    @classmethod
+    def over_serial(cls, port: serial.SerialBase) -> Selftest:
+        return cls(SerialTransport(port, port.name or "uart"))
 
     def send(self, command: bytes, *words: int, data: bytes = b"") -> None:
         args = b"".join(w.to_bytes(4, "little") for w in words)
-        self.link.write(command + args + data)
+        self.transport.write(command + args + data)
 
     def read(self, n: int) -> bytes:
-        data = self.link.read(n)
+        deadline = time.monotonic() + self.timeout
+        while len(self._pending) < n and (left := deadline - time.monotonic()) > 0:
+            self._pending += self.transport.read(left)
+        data, self._pending = bytes(self._pending[:n]), self._pending[n:]
         assert len(data) == n, f"expected {n} bytes from the board, got {len(data)}"
         return data
 
@@ -89,14 +104,14 @@ def run_commands(elf: Path, workdir: Path, *commands: bytes) -> tuple[int, str]:
 
 def test_info_names_board_counter_and_ram(selftest_elf, tmp_path):
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-        info = Selftest(link).info()
+        info = Selftest.over_serial(link).info()
     assert info == {"tag": "info", "name": "qemu-m4", "unit": "instructions", "sram": "262144"}
 
 
 def test_uart_echoes_every_byte_value(selftest_elf, tmp_path):
     data = bytes(range(256)) + random.Random(1).randbytes(20000)
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         board.send(b"e", len(data), data=data)
         assert board.read(len(data)) == data
         assert board.info()["tag"] == "info"  # still in step after the echo
@@ -112,7 +127,7 @@ def test_counter_counts_instructions_deterministically(selftest_elf, tmp_path):
     costs = []
     for _ in range(2):  # two QEMU runs of the same work
         with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-            board = Selftest(link)
+            board = Selftest.over_serial(link)
             replies = [board.work(n) for n in (20000, 40000, 20000)]
         assert len({r["result"] for r in replies[::2]}) == 1
         costs.append([int(r["cost"]) for r in replies])
@@ -135,7 +150,7 @@ def test_write_just_past_256k_faults_with_134(selftest_elf, tmp_path):
 
 def test_write_inside_256k_succeeds(selftest_elf, tmp_path):
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         board.send(b"w", RAM_END - STACK_BYTES - 1024)  # free RAM between .bss and the stack
         assert board.line()["tag"] == "wrote"
         board.send(b"x\0")
@@ -156,7 +171,7 @@ def test_stack_overflow_faults_in_the_guard(selftest_elf, tmp_path):
 
 def test_stack_peak_is_plausible(selftest_elf, tmp_path):
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         idle = board.stack_peak()
         board.send(b"o", 100)
         deep = int(board.line()["peak"])
@@ -168,7 +183,7 @@ def test_bulk_reads_host_file_bytes(selftest_elf, tmp_path):
     content = random.Random(2).randbytes(10000)
     (tmp_path / "samples.bin").write_bytes(content)
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         reply, data = board.bulk("samples.bin", 1234, 2000)
         assert (reply["size"], data) == ("10000", content[1234:3234])
         reply, data = board.bulk("samples.bin", 9000, 2000)  # short read at end of file
@@ -180,14 +195,14 @@ def test_bulk_reads_host_file_bytes(selftest_elf, tmp_path):
 def test_store_survives_a_restart(selftest_elf, tmp_path):
     record = random.Random(3).randbytes(3000)
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         assert board.load() == (STATUS_NOT_FOUND, b"")
         assert board.save(record) == 0
         board.send(b"x\0")
         assert run.wait(10) == 0
     assert (tmp_path / "tinyprop.store").read_bytes() == record
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
-        assert Selftest(link).load() == (0, record)
+        assert Selftest.over_serial(link).load() == (0, record)
 
 
 def test_hung_guest_is_killed_at_the_time_limit(selftest_elf, tmp_path):
@@ -211,7 +226,8 @@ def test_concurrent_boards_get_their_own_ports(selftest_elf, tmp_path):
         second.connect() as link_b,
     ):
         assert first.url != second.url
-        assert Selftest(link_a).info()["name"] == Selftest(link_b).info()["name"] == "qemu-m4"
+        names = [Selftest.over_serial(link).info()["name"] for link in (link_a, link_b)]
+        assert names == ["qemu-m4", "qemu-m4"]
 
 
 def test_build_is_skipped_when_nothing_changed(selftest_elf):
@@ -232,6 +248,7 @@ def test_missing_cross_compiler_names_the_apt_package(tmp_path, monkeypatch):
         build_firmware("qemu-m4", "selftest")
 
 
+@pytest.mark.slow  # a firmware build of a copied tree
 def test_oversized_stack_fails_to_link(tmp_path):
     # A separate make run into a scratch copy of the board, so the shared build is untouched.
     board = tmp_path / "boards"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from tinyprop.cli import main
-from tinyprop.runlog import read_runlog
+from tinyprop.monitor.runlog import read_runlog
 
 STEPS = 200
 

@@ -9,7 +9,8 @@ import shutil
 import subprocess
 
 import pytest
-from tinyprop.native import REPO, build_program
+from tinyprop.device.firmware import build_program
+from tinyprop.paths import REPO_ROOT as REPO
 
 DRIVER = REPO / "tests" / "c" / "test_quant_f64.c"
 

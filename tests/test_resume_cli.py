@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from tinyprop.cli import main
 
 STEPS, EVERY = 30, 10
@@ -39,6 +40,7 @@ def _train(tpb: Path, data: Path, board: str, ckpt: Path, *extra: str) -> list[s
             "--checkpoint-every", str(EVERY), "--checkpoint", str(ckpt), "--plain", *extra]
 
 
+@pytest.mark.slow  # QEMU training runs
 def test_killed_qemu_then_resume_equals_an_uninterrupted_run(vww_model_path, vww_data_dir,
                                                              tmp_path, capsys):
     tpb, log, ckpt = tmp_path / "vww.tpb", tmp_path / "run.jsonl", tmp_path / "run.ckpt"

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 from tinyprop.errors import TinypropError
-from tinyprop.runlog import RunLog, RunState, read_runlog
+from tinyprop.monitor.runlog import RunLog, RunState, read_runlog
 
 CLASSES = ["non_person", "person"]
 
@@ -113,7 +113,7 @@ def test_killed_writer_leaves_every_complete_line(tmp_path):
     path = tmp_path / "run.jsonl"
     script = textwrap.dedent(f"""
         import os, signal, sys
-        from tinyprop.runlog import RunLog
+        from tinyprop.monitor.runlog import RunLog
         log = RunLog({str(path)!r})
         for i in range(200):
             log.write({{"type": "step", "step": i, "time": i * 0.1, "loss": 0.5}})

@@ -13,9 +13,10 @@ import shutil
 import pytest
 from test_device_host import check_training
 from test_qemu_board import STATUS_NOT_FOUND, Selftest
-from tinyprop.boards import open_board
-from tinyprop.device import write_bulk_file
-from tinyprop.qemu import build_firmware, start_qemu
+from tinyprop.device.boards import open_board
+from tinyprop.device.device import write_bulk_file
+from tinyprop.device.firmware import build_firmware
+from tinyprop.device.runners import start_qemu
 
 pytestmark = pytest.mark.skipif(
     shutil.which("qemu-system-riscv32") is None or shutil.which("riscv64-unknown-elf-gcc") is None,
@@ -34,6 +35,7 @@ def selftest_elf():
     return build_firmware(BOARD, "selftest")
 
 
+@pytest.mark.slow  # a training run in soft float
 def test_small_model_trains_bit_exact(small_model, tmp_path):
     events = check_training(BOARD, small_model, 20, tmp_path)
     memory = events[-1]["memory"]
@@ -42,6 +44,7 @@ def test_small_model_trains_bit_exact(small_model, tmp_path):
     assert all(e["counter"] > 0 for e in events)  # instret: instructions
 
 
+@pytest.mark.slow  # VWW in soft float
 def test_vww_trains_bit_exact(vww_model, tmp_path):
     events = check_training(BOARD, vww_model, 2, tmp_path)
     memory = events[-1]["memory"]
@@ -49,6 +52,7 @@ def test_vww_trains_bit_exact(vww_model, tmp_path):
     assert used < memory["sram"] == 262144
 
 
+@pytest.mark.slow  # a soft-float firmware build and runs
 def test_bulk_samples_and_the_store_across_a_kill(small_model, tmp_path):
     write_bulk_file(tmp_path / "train.bin", small_model.inputs, small_model.labels)
     with open_board(BOARD, small_model.blob, tmp_path) as dev:
@@ -82,7 +86,7 @@ def test_selftest_info_echo_store_and_exit(selftest_elf, tmp_path):
     content = random.Random(2).randbytes(10000)
     (tmp_path / "samples.bin").write_bytes(content)
     with start_qemu(selftest_elf, workdir=tmp_path, board=BOARD) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         assert board.info() == {"tag": "info", "name": BOARD, "unit": "instructions",
                                 "sram": str(RAM_END - RAM_START)}
         board.send(b"e", len(data), data=data)
@@ -102,7 +106,8 @@ def test_counter_counts_instructions_exactly(selftest_elf, tmp_path):
     for _ in range(2):  # two QEMU runs of the same work
         with start_qemu(selftest_elf, workdir=tmp_path, board=BOARD) as run, \
                 run.connect() as link:
-            costs.append([int(Selftest(link).work(n)["cost"]) for n in (2000, 4000, 2000)])
+            board = Selftest.over_serial(link)
+            costs.append([int(board.work(n)["cost"]) for n in (2000, 4000, 2000)])
     # instret under -icount is exact: the same work costs the same count, run after run
     assert costs[0] == costs[1] and costs[0][0] == costs[0][2]
     assert costs[0][1] == pytest.approx(2 * costs[0][0], rel=0.01)
@@ -110,7 +115,7 @@ def test_counter_counts_instructions_exactly(selftest_elf, tmp_path):
 
 def test_stack_peak_is_plausible(selftest_elf, tmp_path):
     with start_qemu(selftest_elf, workdir=tmp_path, board=BOARD) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         idle = board.stack_peak()
         board.send(b"o", 100)
         deep = int(board.line()["peak"])
@@ -139,7 +144,7 @@ def test_stack_overflow_faults_in_the_guard(selftest_elf, tmp_path):
 
 def test_write_inside_256k_succeeds(selftest_elf, tmp_path):
     with start_qemu(selftest_elf, workdir=tmp_path, board=BOARD) as run, run.connect() as link:
-        board = Selftest(link)
+        board = Selftest.over_serial(link)
         board.send(b"w", RAM_END - STACK_BYTES - 1024)  # free RAM between .bss and the stack
         assert board.line()["tag"] == "wrote"
         board.send(b"x\0")

@@ -19,16 +19,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_device_host import load_small_model
+from test_device_host import load_ir_model, load_small_model
 from test_wokwi import scenario_waits
-from tinyprop.backward import ReferenceTrainer
-from tinyprop.boards import write_blob_header, write_samples_header
-from tinyprop.device import blob_id
+from tinyprop.compile.blob import blob_id
+from tinyprop.compile.blobfile import make_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.device.firmware import build_firmware, write_blob_header, write_samples_header
+from tinyprop.device.runners import start_qemu
 from tinyprop.errors import TinypropError
-from tinyprop.qemu import REPO_ROOT, build_firmware, start_qemu
-from tinyprop.scheme import parse_scheme
-from tinyprop.session import make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.paths import REPO_ROOT
+from tinyprop.reference.backward import ReferenceTrainer
 
 SCRIPT = REPO_ROOT / "firmware" / "apps" / "selftrain" / "selftrain_headers.py"
 SRAM = 262144
@@ -126,6 +127,7 @@ def vww_run(vww_model_path, vww_data_dir, tmp_path_factory):
     return tb, read_samples_header(headers[1]), status, lines
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_vww_run_equals_the_reference_bit_for_bit(vww_run):
     tb, run, status, lines = vww_run
     assert run["labels"] == [0, 1] * 4  # the script alternates the classes
@@ -134,6 +136,7 @@ def test_vww_run_equals_the_reference_bit_for_bit(vww_run):
     assert status == 0 and lines[-1].startswith("selftrain ok"), "\n".join(lines)
 
 
+@pytest.mark.slow  # VWW on qemu-m4
 def test_scenario_waits_match_the_output_in_order(vww_run):
     """As Wokwi's wait-serial: each wait matches a later line containing its text. Wokwi skips
     lines that arrive before it registers the next wait, so the matched lines must not be
@@ -151,9 +154,11 @@ def test_scenario_waits_match_the_output_in_order(vww_run):
 @pytest.mark.skipif(shutil.which("qemu-system-riscv32") is None
                     or shutil.which("riscv64-unknown-elf-gcc") is None,
                     reason="needs qemu-system-misc and gcc-riscv64-unknown-elf (scripts/setup.sh)")
+@pytest.mark.slow  # a training run in soft float
 def test_runs_bit_exact_off_arm_without_fpu(tmp_path):
-    """The same application on rv32-virt (RV32IMC, soft float), a generated model."""
-    model = load_small_model()
+    """The same application on rv32-virt (RV32IMC, soft float), a generated model (built in
+    the IR: its verdict depends on the model, and TFLite conversions differ run to run)."""
+    model = load_ir_model()
     run = {"inputs": model.inputs, "labels": model.labels.tolist(), "steps": 16, "lr": 0.05,
            "seed": 7}
     header = write_samples_header(model.inputs, run["labels"], steps=16, lr=0.05, seed=7)
@@ -174,6 +179,7 @@ def test_nothing_learnt_fails_the_run(tmp_path):
     assert status == 1
 
 
+@pytest.mark.slow  # one more firmware build
 def test_samples_of_another_model_are_an_error_line(tmp_path):
     model = load_small_model()
     header = write_samples_header(np.zeros((2, 10), np.int8), [0, 1], steps=2)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tinyprop import shifts
+from tinyprop.data import shifts
+from tinyprop.data.shifts import SHIFTS, apply_shift
 from tinyprop.errors import TinypropError
-from tinyprop.shifts import SHIFTS, apply_shift
 
 
 def _photo(seed=0, shape=(96, 96, 3)):

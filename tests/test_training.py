@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tinyprop.budget import auto_scheme, parse_budget
-from tinyprop.datasets import load_split
+from tinyprop.compile.auto import auto_scheme
+from tinyprop.compile.blobfile import make_blob
+from tinyprop.compile.budget import parse_budget
+from tinyprop.compile.scheme import LayerUpdate, bias_only, parse_scheme
+from tinyprop.data.datasets import load_split
+from tinyprop.engines import HParams
+from tinyprop.engines.native import NativeEngine
+from tinyprop.engines.reference import ReferenceEngine
 from tinyprop.errors import TinypropError
-from tinyprop.export import export_tflite
-from tinyprop.scheme import LayerUpdate, bias_only, parse_scheme
-from tinyprop.session import NativeEngine, ReferenceEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.training.export import export_tflite
 
 
 @pytest.fixture(scope="module")
@@ -33,19 +37,20 @@ def _scheme(graph, spec):
 
 
 @pytest.mark.parametrize("spec", ["last:2", "auto:128KB"])
+@pytest.mark.slow  # 200 VWW steps
 def test_c_training_equals_reference_over_200_steps(spec, vww_model_path, vww_graph, night_train,
                                                     tmp_path):
     tb = make_blob(vww_model_path, _scheme(vww_graph, spec))
-    ref = ReferenceEngine(tb, lr=0.05, seed=3)
-    c = NativeEngine(tb, lr=0.05, seed=3)
+    ref = ReferenceEngine(tb, HParams(lr=0.05, seed=3))
+    c = NativeEngine(tb, HParams(lr=0.05, seed=3))
     xs, ys = night_train
     start = c.params()
     for step in range(200):
         i = step % len(xs)
         rc = c.train(xs[i], int(ys[i]))
         rr = ref.train(xs[i], int(ys[i]))
-        assert rc["loss"] == rr["loss"] and rc["prediction"] == rr["prediction"], step
-        assert rc["memory"]["arena_peak"] == tb.program.arena_bytes  # measured == planned
+        assert rc.loss == rr.loss and rc.prediction == rr.prediction, step
+        assert rc.memory["arena_peak"] == tb.program.arena_bytes  # measured == planned
         if step % 50 == 49:
             assert c.params() == ref.params(), f"params differ after step {step}"
     assert c.params() != start, "200 steps changed nothing"
@@ -64,7 +69,7 @@ def test_c_training_equals_reference_over_200_steps(spec, vww_model_path, vww_gr
 
 def test_export_changes_only_trained_bytes(vww_model_path, vww_graph, night_train, tmp_path):
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
-    eng = NativeEngine(tb, lr=0.05, seed=1)
+    eng = NativeEngine(tb, HParams(lr=0.05, seed=1))
     xs, ys = night_train
     for i in range(10):
         eng.train(xs[i], int(ys[i]))
@@ -72,7 +77,7 @@ def test_export_changes_only_trained_bytes(vww_model_path, vww_graph, night_trai
     a = np.frombuffer(vww_model_path.read_bytes(), np.uint8)
     b = np.frombuffer(out.read_bytes(), np.uint8)
     assert a.size == b.size
-    from tinyprop.export import buffer_spans
+    from tinyprop.training.export import buffer_spans
 
     spans = buffer_spans(vww_model_path.read_bytes())
     allowed = np.zeros(a.size, bool)
@@ -85,7 +90,7 @@ def test_export_changes_only_trained_bytes(vww_model_path, vww_graph, night_trai
 
 def test_wrong_sample_size_and_label_leave_weights_intact(vww_model_path, vww_graph, night_train):
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
-    eng = NativeEngine(tb, lr=0.05, seed=1)
+    eng = NativeEngine(tb, HParams(lr=0.05, seed=1))
     before = eng.params()
     xs, _ = night_train
     with pytest.raises(TinypropError, match="bytes"):
@@ -99,7 +104,7 @@ def test_wrong_sample_size_and_label_leave_weights_intact(vww_model_path, vww_gr
 def test_non_finite_learning_rate_is_refused_weights_intact(lr, vww_model_path, vww_graph,
                                                             night_train):
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
-    eng = NativeEngine(tb, lr, 1)
+    eng = NativeEngine(tb, HParams(lr, 1))
     before = eng.params()
     xs, ys = night_train
     with pytest.raises(TinypropError, match="TP_ERR_ARG"):
@@ -110,8 +115,8 @@ def test_non_finite_learning_rate_is_refused_weights_intact(lr, vww_model_path, 
 def test_qas_off_is_a_different_update(vww_model_path, vww_graph, night_train):
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
     xs, ys = night_train
-    a, b = NativeEngine(tb, 0.05, 1, qas=True), NativeEngine(tb, 0.05, 1, qas=False)
-    ra = ReferenceEngine(tb, 0.05, 1, qas=False)
+    a, b = (NativeEngine(tb, HParams(0.05, 1, qas=qas)) for qas in (True, False))
+    ra = ReferenceEngine(tb, HParams(0.05, 1, qas=False))
     for i in range(5):
         a.train(xs[i], int(ys[i]))
         b.train(xs[i], int(ys[i]))
@@ -125,13 +130,13 @@ def test_resume_continues_exactly(vww_model_path, vww_graph, night_train):
     uninterrupted run (stochastic rounding is keyed by the step)."""
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
     xs, ys = night_train
-    full = NativeEngine(tb, 0.05, 9)
+    full = NativeEngine(tb, HParams(0.05, 9))
     for i in range(12):
         full.train(xs[i], int(ys[i]))
-    first = NativeEngine(tb, 0.05, 9)
+    first = NativeEngine(tb, HParams(0.05, 9))
     for i in range(5):
         first.train(xs[i], int(ys[i]))
-    second = NativeEngine(tb, 0.05, 9)
+    second = NativeEngine(tb, HParams(0.05, 9))
     second.load_params(first.params(), 5)
     for i in range(5, 12):
         second.train(xs[i], int(ys[i]))
@@ -153,11 +158,11 @@ def test_channel_subsets_hold_only_their_rows_and_match_reference(vww_model_path
     rows = 64 * 9 + 128 * 256 + 2 * 256  # held rows of ops 25, 26 and the classifier
     biases = 4 * (256 + 256 + 2)  # ops 25, 26 and 29
     assert prog.params_bytes == rows + biases
-    ref, c = ReferenceEngine(tb, lr=0.05, seed=5), NativeEngine(tb, lr=0.05, seed=5)
+    ref, c = ReferenceEngine(tb, HParams(lr=0.05, seed=5)), NativeEngine(tb, HParams(0.05, 5))
     xs, ys = night_train
     for i in range(12):
         rc, rr = c.train(xs[i], int(ys[i])), ref.train(xs[i], int(ys[i]))
-        assert rc["loss"] == rr["loss"] and rc["memory"]["arena_peak"] == prog.arena_bytes, i
+        assert rc.loss == rr.loss and rc.memory["arena_peak"] == prog.arena_bytes, i
     assert c.params() == ref.params()
     # trained rows changed, the others equal the model; the C forward reads both kinds
     w = prog.unpack_params(c.params())

@@ -12,11 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from tinyprop.native import blob_status
-from tinyprop.planner import check_plan
-from tinyprop.session import NativeEngine, make_blob
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.tte import (
+from tinyprop.bench.tte import (
     BIAS_LAST,
     WEIGHTS,
     build_mbv2_tflite,
@@ -25,6 +21,11 @@ from tinyprop.tte import (
     measure,
     tte_scheme,
 )
+from tinyprop.compile.blobfile import make_blob
+from tinyprop.compile.planner import check_plan
+from tinyprop.engines import HParams
+from tinyprop.engines.native import NativeEngine, blob_status
+from tinyprop.frontend.tflite_reader import read_tflite
 
 pytestmark = pytest.mark.slow
 
@@ -64,13 +65,13 @@ def test_plan_is_valid_and_a_c_step_measures_exactly_the_plan(mbv2):
     prog = tb.program
     check_plan(prog.buffers, prog.buffer_offsets, prog.arena_bytes)
     assert blob_status(tb.blob) == "TP_OK"
-    eng = NativeEngine(tb, lr=0.05, seed=1)
+    eng = NativeEngine(tb, HParams(lr=0.05, seed=1))
     assert len(eng.params()) == prog.params_bytes
     # random weights: activations fade to zero through the depth, so the step changes nothing;
     # it still walks every buffer of the plan, which is what is measured here
     x = np.random.default_rng(0).integers(-128, 128, (128, 128, 3), dtype=np.int8)
     r = eng.train(x, 3)
-    assert r["memory"]["arena_peak"] == prog.arena_bytes and not r["skipped"]
+    assert r.memory["arena_peak"] == prog.arena_bytes and not r.skipped
     fig = measure(path)
     assert fig["arena_peak"] == prog.arena_bytes and fig["trainable_bytes"] == prog.params_bytes
     assert fig["total"] == fig["arena_peak"] + fig["trainable_bytes"]
@@ -81,7 +82,7 @@ def test_plan_is_valid_and_a_c_step_measures_exactly_the_plan(mbv2):
 def test_script_prints_and_writes_the_figures(mbv2, tmp_path):
     path, _ = mbv2
     out = tmp_path / "tte.json"
-    r = subprocess.run([sys.executable, "-m", "tinyprop.tte", "--model", str(path), "--json",
+    r = subprocess.run([sys.executable, "-m", "tinyprop.bench.tte", "--model", str(path), "--json",
                         str(out)], capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     fig = json.loads(out.read_text())

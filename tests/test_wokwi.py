@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from tinyprop.boards import write_samples_header
-from tinyprop.qemu import REPO_ROOT
+from tinyprop.device.firmware import write_samples_header
+from tinyprop.paths import REPO_ROOT
 
 ESP32 = REPO_ROOT / "boards" / "esp32"
 ENV = "esp32dev-wokwi"

@@ -1,4 +1,4 @@
-/* tp_quant.c - TFLite integer arithmetic; see tp_quant.h and host/tinyprop/quant.py. */
+/* tp_quant.c - TFLite integer arithmetic; see tp_quant.h and host/tinyprop/reference/quant.py. */
 #include "tp_quant.h"
 
 /* int64 from its 64-bit pattern, without implementation-defined conversion. */

@@ -1,4 +1,4 @@
-/* tp_quant.h - TFLite's integer arithmetic, mirroring host/tinyprop/quant.py function by
+/* tp_quant.h - TFLite's integer arithmetic, mirroring host/tinyprop/reference/quant.py function by
  * function (same names without the leading underscore), so C and NumPy agree bit for bit.
  *
  * quant.py computes on int64 NumPy values (wrapping on overflow); these functions do the same

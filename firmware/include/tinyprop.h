@@ -17,7 +17,16 @@
 extern "C" {
 #endif
 
-#define TP_VERSION "0.1.0"
+#define TP_VERSION_MAJOR 0
+#define TP_VERSION_MINOR 1
+#define TP_VERSION_PATCH 0
+#define TP_STRINGIFY_(x) #x
+#define TP_STRINGIFY(x) TP_STRINGIFY_(x)
+#define TP_VERSION                                                                              \
+    TP_STRINGIFY(TP_VERSION_MAJOR) "." TP_STRINGIFY(TP_VERSION_MINOR) "." TP_STRINGIFY(TP_VERSION_PATCH)
+/* The version as READY carries it (docs/protocol.md): major << 16 | minor << 8 | patch. */
+#define TP_VERSION_NUMBER                                                                       \
+    (((uint32_t)TP_VERSION_MAJOR << 16) | ((uint32_t)TP_VERSION_MINOR << 8) | (uint32_t)TP_VERSION_PATCH)
 
 typedef enum {
     TP_OK = 0,

@@ -7,7 +7,7 @@
  *
  * This module has no heap, no globals and no board code: the decoder fills a buffer the caller
  * owns, the encoders write whole wire frames into a buffer the caller owns, and every function
- * returns a tp_proto_status. host/tinyprop/protocol.py is the Python twin; the two are checked
+ * returns a tp_proto_status. host/tinyprop/device/protocol.py is the Python twin; the two are checked
  * against the same vectors (tests/vectors/protocol.json).
  */
 #ifndef TP_PROTO_H

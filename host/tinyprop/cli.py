@@ -30,13 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
-    for module in VERBS.values():
+    for verb, module in VERBS.items():
+        name = f"tinyprop.commands.{module}"
         try:
-            mod = importlib.import_module(f"tinyprop.commands.{module}")
+            mod = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != f"tinyprop.commands.{module}":
-                raise
-            continue
+            if exc.name == name:  # a registered verb without its module: a broken install
+                raise RuntimeError(f"tinyprop.cli.VERBS registers '{verb}', but {name} does "
+                                   "not exist") from exc
+            raise
         mod.add_parser(sub)
     return parser
 

@@ -1,5 +1,5 @@
 /*
- * test_proto_vectors.c - a line-oriented driver over firmware/tp_proto.c, so that
+ * test_proto_vectors.c - a line-oriented driver over firmware/proto/tp_proto.c, so that
  * tests/test_protocol.py can check the C code against tests/vectors/protocol.json.
  *
  * stdin, one command a line; stdout, the results:

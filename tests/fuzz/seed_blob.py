@@ -16,10 +16,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: modelgen
 
 from modelgen import build_tflite
-from tinyprop.blob import pack_blob
-from tinyprop.scheme import parse_scheme
-from tinyprop.tflite_reader import read_tflite
-from tinyprop.train_plan import build_program
+from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.compile.train_plan import build_program
+from tinyprop.frontend.tflite_reader import read_tflite
 
 MAX_LEN = 8192  # run.sh's -max_len, mode byte included
 # (model, scheme): all op kinds but PAD (no generated PAD model ends in a classifier), each

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # libFuzzer runs
+
 FUZZ_DIR = Path(__file__).resolve().parent
 TARGETS = sorted(p.stem.removeprefix("fuzz_") for p in FUZZ_DIR.glob("fuzz_*.c"))
 RUNS = 20000

@@ -3,7 +3,7 @@ test program (tests/c/test_proto_vectors.c).
 
     .venv/bin/python tests/vectors/gen_protocol.py
 
-The expected results come from host/tinyprop/protocol.py; the C implementation is checked
+The expected results come from host/tinyprop/device/protocol.py; the C implementation is checked
 against them, and tests/test_protocol.py checks that this script reproduces the file byte for
 byte, so a layout change is one edit here plus a regeneration.
 """
@@ -15,7 +15,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from tinyprop import protocol as p
+from tinyprop.device import protocol as p
 
 OUT = Path(__file__).with_name("protocol.json")
 

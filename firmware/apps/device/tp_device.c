@@ -139,20 +139,6 @@ static void send_ack(uint16_t seq, uint8_t type, uint32_t value)
     transmit(tp_proto_encode_ack(dev.tx, sizeof dev.tx, seq, type, value, &len), &len);
 }
 
-static uint32_t parse_version(const char *v)
-{
-    uint32_t out = 0, part = 0;
-    for (; *v != '\0'; v++) {
-        if (*v == '.') {
-            out = (out << 8) | (part & 0xFFu);
-            part = 0;
-        } else {
-            part = part * 10u + (uint32_t)(*v - '0');
-        }
-    }
-    return (out << 8) | (part & 0xFFu);
-}
-
 static void send_ready(uint16_t seq)
 {
     tp_msg_ready m;
@@ -160,7 +146,7 @@ static void send_ready(uint16_t seq)
     m.sram_bytes = tp_board_sram_bytes();
     m.arena_bytes = ARENA_BYTES;
     m.blob_id = dev.loaded ? dev.s.b.req.blob_id : 0u;
-    m.fw_version = parse_version(TP_VERSION);
+    m.fw_version = TP_VERSION_NUMBER;
     m.max_payload = TP_PROTO_MAX_PAYLOAD;
     m.counter_unit = TP_COUNTER_MICROSECONDS;
     (void)tp_proto_counter_unit(tp_board_counter_unit(), &m.counter_unit);

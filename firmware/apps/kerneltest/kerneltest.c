@@ -1,7 +1,7 @@
 /*
  * kerneltest.c - the kernels' test and measurement harness: runs many small blobs, each with
  * the reference kernels and with the build's kernels, in one firmware process, and reports
- * both outputs and the cost of both (tinyprop.kernelbench drives it: op-level cases, whole
+ * both outputs and the cost of both (tinyprop.bench.kernels drives it: op-level cases, whole
  * generated models, VWW layer by layer). Portable: only tp_board.h and the core.
  *
  * Input, the bulk file "kernel_cases.bin" (little-endian):

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from tinyprop.boards import write_blob_header, write_samples_header
-from tinyprop.datasets import load_split
+from tinyprop.compile.blobfile import load_blob
+from tinyprop.data.datasets import load_split
+from tinyprop.device.firmware import write_blob_header, write_samples_header
 from tinyprop.errors import TinypropError
-from tinyprop.session import load_blob
 
 
 def pick_samples(xs: np.ndarray, ys: np.ndarray, n: int) -> tuple[np.ndarray, list[int]]:

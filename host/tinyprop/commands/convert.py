@@ -6,26 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from ..blob import c_header, plan_inference, read_blob
-from ..budget import (
-    DEFAULT_RESERVE,
-    auto_scheme,
-    breakdown,
-    over_budget,
-    parse_budget,
-    report_rows,
-    schedule,
-)
-from ..errors import TinypropError
-from ..kernels import DEFAULT_TARGET, TARGET_KERNELS, TARGETS, check_target, plan_scratch
-from ..scheme import parse_scheme
-from ..session import make_blob
-from ..tflite_reader import read_tflite
-from ..train_plan import build_program
-
-# Calibration samples for --scheme auto: spread evenly over the train split. 16 reference
-# backward passes take a few seconds; the gradient-norm ranking is stable from about 8.
-CALIB_SAMPLES = 16
+from ..compile.blob import c_header
+from ..compile.budget import DEFAULT_RESERVE
+from ..compile.build import build
+from ..compile.kernels import DEFAULT_TARGET, TARGETS
+from ..compile.report import figures, kernel_lines, report_lines
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,120 +42,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
-          reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
-          momentum: bool = False, target: str = DEFAULT_TARGET):
-    """(graph, program, blob bytes) for a model and a scheme spec; shared by demo and bench.
-    `momentum` plans the optimizer state (one float32 velocity per trained parameter); `target`
-    the kernels' scratch, within the budget (the scheme is chosen first, without it)."""
-    check_target(target)
-    graph = read_tflite(model)
-    budget_b = parse_budget(budget) if budget else None
-    reserve_b = reserve if isinstance(reserve, int) else parse_budget(reserve, "--reserve")
-    if scheme == "auto":
-        if budget_b is None:
-            raise TinypropError("--scheme auto needs --budget (e.g. --budget 256KB)")
-        samples = None
-        if calib is not None:
-            from ..datasets import load_split
-
-            xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
-                                   shift=calib_shift)
-            n = CALIB_SAMPLES
-            samples = [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // n))][:n]
-        sch, prog = auto_scheme(graph, budget_b, samples, reserve_b, momentum=momentum)
-    else:
-        sch = parse_scheme(graph, scheme)
-        prog = build_program(graph, sch, momentum)
-        if budget_b is not None and prog.memory_bytes > budget_b - reserve_b:
-            raise over_budget(prog, budget_b, reserve_b)
-    limit = budget_b - reserve_b if budget_b is not None else None
-    tb = make_blob(model, sch, momentum, target, limit)
-    return tb.graph, tb.program, tb.blob
-
-
-def figures(graph, prog, blob: bytes) -> dict:
-    """The memory figures of a blob: its arenas with the kernels' scratch (what the device
-    allocates) and without it (the activations' and gradients' plan), and each op's kernel."""
-    info = read_blob(blob)
-    meta = json.loads(info.sections.get("META", b"{}") or b"{}")
-    target = meta.get("target", "ref")
-    scratch = plan_scratch(graph, target, prog, prog.region_bytes, meta.get("scratch_limit"))
-    _, infer_arena = plan_inference(graph)
-    consts = sum(t.data.nbytes for t in graph.tensors if t.is_const)
-    arena = info.train_arena_bytes
-    return {"scheme": prog.scheme.describe(), "arena_peak": arena,
-            "trainable_bytes": prog.params_bytes, "optimizer_bytes": prog.optimizer_bytes,
-            "total": arena + prog.region_bytes, "inference_arena": info.arena_bytes,
-            "scratch": {"target": target, "kernels": TARGET_KERNELS[TARGETS[target]],
-                        "inference_arena_without": infer_arena,
-                        "training_arena_without": prog.arena_bytes,
-                        "limit": meta.get("scratch_limit"), "ops": scratch.rows()},
-            "flash_bytes": len(blob), "constant_bytes": consts,
-            "breakdown": breakdown(prog), "schedule": schedule(prog),
-            "layers": report_rows(prog)}
-
-
-def print_kernels(fig: dict) -> None:
-    """Each weighted op's kernel and the scratch it adds, in both plans."""
-    sc = fig["scratch"]
-    print(f"kernels for {sc['target']} ({sc['kernels']}); scratch planned into the arenas"
-          + (f" within {sc['limit']:,} B of arena + params" if sc["limit"] else ""))
-    print(f"{'op':>3} {'kind':<17} {'inference kernel':<22} {'scratch':>7} | "
-          f"{'training kernel':<22} {'scratch':>7}")
-    for r in sc["ops"]:
-        if r["kind"] not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
-            continue
-        train = r["kernel_train"] or "-"
-        line = (f"{r['op']:>3} {r['kind']:<17} {r['kernel_infer']:<22} "
-                f"{r['scratch_infer']:>7,} | {train:<22} {r['scratch_train']:>7,}")
-        print(line + (f"  ({r['note']})" if r["note"] else ""))
-    arenas = (("inference", sc["inference_arena_without"], fig["inference_arena"]),
-              ("training", sc["training_arena_without"], fig["arena_peak"]))
-    print("scratch: " + ", ".join(f"{n} arena {b:,} -> {a:,} B (+{a - b:,})" for n, b, a in arenas)
-          + "; an op without its scratch runs the reference kernel (the same bits, more "
-          "instructions)")
-
-
-def print_report(fig: dict) -> None:
-    """The per-layer table: what each op updates and holds, and its arena buffers."""
-    print(f"{'op':>3} {'kind':<17} {'update':<16} {'held B':>8} | {'buffer':<6} {'kind':<10} "
-          f"{'bytes':>7} {'steps':>7} {'offset':>7}")
-    for r in fig["layers"]:
-        what = [("bias" if r["bias"] else ""),
-                (f"w {r['channels']}/{r['out_channels']}" if r["channels"] else "")]
-        update = "+".join(w for w in what if w) or ("(grad)" if r["backward"] else "-")
-        lead = f"{r['op']:>3} {r['kind']:<17} {update:<16} {r['trainable_bytes']:>8,}"
-        for i, b in enumerate(r["buffers"] or [None]):
-            cells = "" if b is None else (
-                f"{b['name']:<6} {b['kind']:<10} {b['bytes']:>7,} "
-                f"{str(b['first']) + '..' + str(b['last']):>7} {b['offset']:>7,}")
-            print(f"{lead if i == 0 else ' ' * len(lead)} | {cells}")
-    print(fig["schedule"]["legend"])
-    parts = ", ".join(f"{k} {v:,}" for k, v in fig["breakdown"].items() if v)
-    print(f"totals: arena_peak {fig['arena_peak']:,} B (at its peak step: {parts}); "
-          f"trainable {fig['trainable_bytes']:,} B;{_optimizer(fig)} arena + trainable"
-          f"{' + optimizer' if fig['optimizer_bytes'] else ''} {fig['total']:,} B")
-
-
-def _optimizer(fig: dict) -> str:
-    """The optimizer state's part of a totals line ("" without --momentum)."""
-    n = fig["optimizer_bytes"]
-    return f" optimizer (momentum velocities) {n:,} B;" if n else ""
-
-
 def run(args: argparse.Namespace) -> int:
-    graph, prog, blob = build(args.model, args.scheme, args.budget, args.calib, args.reserve,
-                              args.calib_shift, args.momentum, args.target)
+    tb = build(args.model, args.scheme, args.budget, args.calib, args.reserve, args.calib_shift,
+               args.momentum, args.target)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_bytes(blob)
+    args.output.write_bytes(tb.blob)
     if args.header:
-        args.header.write_text(c_header(blob))
-    fig = figures(graph, prog, blob)
+        args.header.write_text(c_header(tb.blob))
+    fig = figures(tb.program, tb.blob)
     if args.report:
-        print_report(fig)
-        print_kernels(fig)
-    print(f"{args.output}: {len(blob):,} bytes, scheme {fig['scheme']}")
+        print("\n".join(report_lines(fig) + kernel_lines(fig)))
+    print(f"{args.output}: {len(tb.blob):,} bytes, scheme {fig['scheme']}")
     opt = f" + optimizer {fig['optimizer_bytes']:,} B" if fig["optimizer_bytes"] else ""
     print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"
           f"{opt} = {fig['total']:,} B; inference arena {fig['inference_arena']:,} B")

@@ -1,7 +1,7 @@
 """`tinyprop eval MODEL --data DIR`: accuracy and per-class accuracy of a model on a split.
 
 A .tflite runs in the TFLite interpreter (its reference kernels); a .tpb blob runs on an engine
-(`--board reference|host|qemu-m4|PORT`), with its parameters as converted.
+(`--board reference|host|qemu-m4|rv32-virt|PORT`), with its parameters as converted.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import argparse
 import json
 from pathlib import Path
 
-from ..datasets import CLASSES, SPLITS
+from ..data.datasets import CLASSES, SPLITS
+from ..data.shifts import SHIFTS
+from ..engines import BOARD_HELP
 from ..errors import TinypropError
-from ..shifts import SHIFTS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shift", choices=sorted(SHIFTS), default="none",
                    help="sensor shift applied to the images first")
     p.add_argument("--board", default=None,
-                   help="for a .tpb: reference (NumPy, default), host (C core here), qemu-m4, or "
-                   "a serial port / URL of a board flashed with it")
+                   help=f"for a .tpb: {BOARD_HELP} (default reference)")
     p.add_argument("--model", dest="source", type=Path, metavar="SRC.tflite",
                    help="for a .tpb: its source .tflite if it moved since convert")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -35,8 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     """(engine name, scores) of args.model on args.split."""
-    from ..datasets import load_split
-    from ..evaluate import evaluate_engine, evaluate_tflite
+    from ..data.datasets import load_split
+    from ..training.evaluate import evaluate_engine, evaluate_tflite
 
     model: Path = args.model
     if not model.is_file():
@@ -45,24 +45,21 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
         if args.board is not None:
             raise TinypropError(f"--board {args.board}: boards run a .tpb blob; make one with "
                                 f"tinyprop convert {model}, or drop --board")
-        from ..tflite_reader import read_tflite
+        from ..frontend.tflite_reader import read_tflite
 
         t_in = read_tflite(model).input
         xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
         return "tflite", evaluate_tflite(model, xs, ys)
     if model.suffix != ".tpb":
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
-    from ..session import load_blob
-    from .train import open_engine
+    from ..compile.blobfile import load_blob
+    from ..engines import open_engine
 
     tb = load_blob(model, args.source)
     t_in = tb.graph.input
     xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
-    engine = open_engine(args.board or "reference", tb, 0.0, 0, True)
-    try:
+    with open_engine(args.board or "reference", tb) as engine:
         return engine.name, evaluate_engine(engine, xs, ys, CLASSES[: tb.classes])
-    finally:
-        engine.close()
 
 
 def run(args: argparse.Namespace) -> int:

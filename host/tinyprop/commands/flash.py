@@ -94,14 +94,14 @@ def build_and_upload(board: str, blob_path: Path | None, port: str | None) -> tu
     upload_port = resolve_port(port)
     env = dict(os.environ)
     if blob_path is not None:
-        from ..boards import write_blob_header
+        from ..device.firmware import write_blob_header
 
         if not blob_path.is_file():
             raise TinypropError(f"--blob {blob_path}: no such file; make one with "
                                 "`tinyprop convert MODEL.tflite -o MODEL.tpb`")
         header = write_blob_header(blob_path.read_bytes())
         env["PLATFORMIO_BUILD_FLAGS"] = f'-DTP_MODEL_HEADER=\\"{header}\\"'
-    from ..qemu import REPO_ROOT
+    from ..paths import REPO_ROOT
 
     command = [pio, "run", "-d", str(REPO_ROOT), "-e", PIO_ENVS[board], "-t", "upload",
                "--upload-port", upload_port]

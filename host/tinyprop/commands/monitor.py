@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from ..errors import TinypropError
-from ..monitor import live_source, plain_lines, replay_source, run_dashboard
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..monitor import live_source, plain_lines, replay_source, run_dashboard  # textual
+
     if args.source.endswith(".jsonl"):
         if args.log is not None and Path(args.log).resolve() == Path(args.source).resolve():
             raise TinypropError(f"--log {args.log}: is the run being replayed; give another file")

@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 
 from ..errors import TinypropError
-from ..monitor.report import draw_report, write_html
-from ..runlog import RunState, read_runlog
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +24,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..monitor.report import draw_report, write_html  # matplotlib: only when drawing
+    from ..monitor.runlog import RunState, read_runlog
+
     state = RunState.from_events(read_runlog(args.runlog))
     if not state.steps_seen:
         raise TinypropError(

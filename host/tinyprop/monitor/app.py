@@ -11,8 +11,8 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Static
 
-from ..runlog import RunState
 from . import render
+from .runlog import RunState
 from .sources import EventPump, EventSource
 
 REDRAW_HZ = 8

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from ..runlog import RunState
 from .render import event_line
+from .runlog import RunState
 from .sources import EventPump, EventSource
 
 

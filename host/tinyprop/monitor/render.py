@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from rich.text import Text
 
-from ..runlog import MEMORY_PARTS, RunState, error_line
+from .runlog import MEMORY_PARTS, RunState, error_line
 
 # Braille cells are 2 dots wide and 4 high; bit of dot (column, row) in U+2800 + bits.
 _DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))

@@ -14,8 +14,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from ..runlog import MEMORY_PARTS, RunState, error_line
 from .render import after_warmup, fmt_pct, loss_axis_top
+from .runlog import MEMORY_PARTS, RunState, error_line
 
 THOUSANDS = FuncFormatter(lambda value, _: f"{value:,.0f}")  # 1,834,000 rather than 1.834e6
 PERCENT = FuncFormatter(lambda value, _: f"{value:.0%}")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import TinypropError
-from ..runlog import RunLog, read_runlog
+from .runlog import RunLog, read_runlog
 
 EventSource = Iterator[dict]
 
@@ -45,10 +45,10 @@ def live_source(url: str) -> EventSource:
     ends the source with a `disconnect` event. The monitor owns the link: the device trains on
     its own samples (or a tool on its other end drives it) while the monitor listens."""
     # Imported here: the replay path must not need the protocol stack.
-    from ..device import COUNTER_UNITS, Device, step_event
+    from ..device.device import COUNTER_UNITS, Device, step_event
+    from ..device.link import open_link
+    from ..device.protocol import Error, Log, Metric, Ready, error_name
     from ..errors import DeviceError
-    from ..link import open_link
-    from ..protocol import Error, Log, Metric, Ready, error_name
 
     link = open_link(url)  # a bad port or URL is a user error now, not a disconnect later
 

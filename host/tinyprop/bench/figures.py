@@ -1,0 +1,296 @@
+"""The figures the README quotes, measured (`tinyprop bench` prints them and writes JSON).
+
+Sections (`tinyprop bench --only` picks some):
+  memory    tinyprop's inference arena and TFLite Micro's (smallest arena its Python interpreter
+            runs the model in), training arena_peak + trainable bytes for bias-only, last:2 and
+            auto at 256/128/64 KB, and TTE's MobileNetV2-w0.35 scheme under our planner.
+  board     one short training run on the emulated Cortex-M4: instructions per training step and
+            per inference, SRAM (static + arena high-water + trainable + stack high-water, as the
+            device reports them), flash of the firmware with the blob, samples per second.
+  accuracy  holdout accuracy before/after training on the shifted train split (host C core, bit
+            for bit the board's arithmetic; the fine-tuned .tflite scored by TFLite): the default
+            scheme, the same without QAS, bias-only, last:2, and the default on `night`.
+  rounding  what stochastic rounding keeps: the share of updates under half an LSB (all lost to
+            round-to-nearest), how much of them SR applies, and the accuracy of the default run
+            with nearest rounding instead (NumPy reference; the firmware rounds stochastically).
+  baseline  the float model fully fine-tuned in TensorFlow on the same shifted data, and how much
+            of its gain the on-device sparse update recovers.
+  kernels   one VWW inference on the emulated Cortex-M4 with the reference and with the Cortex-M
+            DSP kernels in one run (firmware/apps/kerneltest, tinyprop.bench.kernels):
+            instructions of the whole model and per layer type (first conv, pointwise,
+            depthwise, pool + FC + softmax), per multiply-accumulate, the ratio, and CMSIS-NN's
+            figures beside them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..compile.blobfile import TrainingBlob
+from ..engines import Engine, HParams
+
+SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels")
+BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
+
+
+@dataclass
+class BenchConfig:
+    """What `tinyprop bench` measures with: the camera shift and training run of the accuracy
+    sections, the board of the board section, the assets (None: resolved as every asset is)
+    and where the tuned models go."""
+
+    shift: str = "haze"
+    epochs: int = 3
+    lr: float = 0.005
+    seed: int = 0
+    board: str = "qemu-m4"
+    model: str | None = None
+    data: str | None = None
+    out: Path = Path("out/bench")
+
+
+def tflm_arena(model: Path) -> int:
+    """Smallest arena (bytes) in which TFLite Micro's Python interpreter allocates and runs the
+    model: a bisection over arena_size (allocation fails below it)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    x = None
+
+    def runs(size: int) -> bool:
+        nonlocal x
+        try:
+            it = runtime.Interpreter.from_file(str(model), arena_size=size)
+            if x is None:
+                d = it.get_input_details(0)
+                x = np.zeros(d["shape"], d["dtype"])
+            it.set_input(x, 0)
+            it.invoke()
+            return True
+        except (RuntimeError, ValueError):
+            return False
+
+    lo, hi = 1024, 4 << 20
+    if not runs(hi):
+        return -1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if runs(mid) else (mid, hi)
+    return hi
+
+
+class Ctx:
+    """Assets, converted blobs (calibration is the slow part: each blob is built once) and the
+    shifted splits, shared by the sections; `say` shows a progress line."""
+
+    def __init__(self, cfg: BenchConfig, say: Callable[[str], None] = print):
+        from ..data.assets import resolve_dataset, resolve_model
+
+        self.cfg = cfg
+        self.say = say
+        self.model = resolve_model(cfg.model)
+        self.data = resolve_dataset(cfg.data)
+        self._blobs: dict = {}
+        self._splits: dict = {}
+        self._input = None  # the model's input tensor: its quantization makes the samples
+
+    def blob(self, scheme: str, budget: str | None = None, reserve: str | None = None,
+             shift: str | None = None) -> tuple[TrainingBlob, dict]:
+        """(TrainingBlob, figures) for a scheme; auto calibrates on `shift`'s train split."""
+        from ..compile.budget import DEFAULT_RESERVE
+        from ..compile.build import build
+        from ..compile.report import figures
+
+        key = (scheme, budget, reserve, shift)
+        if key not in self._blobs:
+            calib = self.data if scheme == "auto" else None
+            tb = build(self.model, scheme, budget, calib, reserve or DEFAULT_RESERVE,
+                       shift or self.cfg.shift)
+            (self.cfg.out / f"vww_{len(self._blobs)}.tpb").write_bytes(tb.blob)
+            self._blobs[key] = (tb, figures(tb.program, tb.blob))
+        return self._blobs[key]
+
+    def split(self, name: str, shift: str):
+        from ..data.datasets import load_split
+        from ..frontend.tflite_reader import read_tflite
+
+        if (name, shift) not in self._splits:
+            t_in = self._input = self._input or read_tflite(self.model).input
+            self._splits[name, shift] = load_split(self.data, name, t_in.s, t_in.zp,
+                                                   shift=shift)[:2]
+        return self._splits[name, shift]
+
+
+def drain(tb: TrainingBlob, engine: Engine, xs: np.ndarray, ys: np.ndarray, steps: int,
+          lr: float, seed: int) -> dict:
+    """Run the training loop of `tinyprop train` (same order, same lr schedule) to its end;
+    the summary event plus the last step's memory."""
+    from ..training.run import RunConfig, training_events
+
+    last: dict = {}
+    for ev in training_events(RunConfig(lr, seed), tb, engine, xs, ys, steps, 0):
+        if ev["type"] == "step":
+            last = ev
+        elif ev["type"] == "summary":
+            return {**ev, "memory": last.get("memory", {})}
+    return {}
+
+
+def memory(ctx: Ctx) -> dict:
+    from .tte import build_mbv2_tflite, default_model_path, measure
+
+    fig = ctx.blob("last:2")[1]
+    out = {"inference_arena": fig["inference_arena"],
+           "tflm_inference_arena": tflm_arena(ctx.model), "schemes": {}}
+    for label, scheme, budget, reserve in (
+            ("bias-only", "bias-only", None, None), ("last:2", "last:2", None, None),
+            ("auto 256KB", "auto", "256KB", None), ("auto 128KB", "auto", "128KB", None),
+            ("auto 64KB, reserve 8KB", "auto", "64KB", "8KB")):
+        f = ctx.blob(scheme, budget, reserve)[1]
+        out["schemes"][label] = {k: f[k] for k in ("scheme", "arena_peak", "trainable_bytes",
+                                                   "total", "flash_bytes")}
+    out["tte_mbv2"] = measure(build_mbv2_tflite(default_model_path()))
+    return out
+
+
+def elf_sizes(elf: Path) -> dict:
+    """flash (text + data) and static RAM (data + bss) of a firmware ELF."""
+    text, data, bss = (int(v) for v in subprocess.run(
+        ["arm-none-eabi-size", str(elf)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[1].split()[:3])
+    return {"flash": text + data, "static_ram": data + bss}
+
+
+def board(ctx: Ctx) -> dict:
+    from ..device.firmware import build_device_firmware
+    from ..engines import open_engine
+
+    tb, fig = ctx.blob("auto", "256KB")
+    xs, ys = ctx.split("train", ctx.cfg.shift)
+    with open_engine(ctx.cfg.board, tb, HParams(ctx.cfg.lr, ctx.cfg.seed)) as engine:
+        s = drain(tb, engine, xs[:BOARD_STEPS], ys[:BOARD_STEPS], BOARD_STEPS, ctx.cfg.lr,
+                  ctx.cfg.seed)
+    mem = s["memory"]
+    unit = s.get("counter_unit", "us")
+    out = {"board": ctx.cfg.board, "scheme": fig["scheme"], "steps": BOARD_STEPS,
+           f"{unit}_per_step": s.get(f"{unit}_per_step"),
+           f"{unit}_per_inference": s.get(f"{unit}_per_inference"),
+           "memory": mem, "samples_per_s": s["samples_per_s"]}
+    if {"static", "arena_peak", "trainable", "stack_peak"} <= set(mem):
+        out["total_sram"] = sum(mem[k] for k in ("static", "arena_peak", "trainable",
+                                                 "stack_peak"))
+    if ctx.cfg.board == "qemu-m4":
+        out["firmware"] = elf_sizes(build_device_firmware("qemu-m4", tb.blob))
+    return out
+
+
+def adapt(ctx: Ctx, tb: TrainingBlob, shift: str, engine: Engine, tag: str) -> dict:
+    """Train `engine` on the shifted train split, export as out/tuned_<tag>.tflite, score it
+    with TFLite on the shifted holdout."""
+    from ..training.evaluate import evaluate_tflite
+    from ..training.export import export_params
+
+    xs, ys = ctx.split("train", shift)
+    steps = len(xs) * ctx.cfg.epochs
+    t0 = time.time()
+    drain(tb, engine, xs, ys, steps, ctx.cfg.lr, ctx.cfg.seed)
+    seconds = time.time() - t0
+    tuned = ctx.cfg.out / f"tuned_{tag}.tflite"
+    export_params(tb, engine.params(), tuned)
+    return {"accuracy_after": evaluate_tflite(tuned, *ctx.split("holdout", shift))["accuracy"],
+            "steps": steps, "host_seconds": round(seconds, 1)}
+
+
+def rounding(ctx: Ctx) -> dict:
+    from ..engines.reference import ReferenceEngine
+
+    tb, fig = ctx.blob("auto", "256KB")
+    out = {"scheme": fig["scheme"], "shift": ctx.cfg.shift}
+    for mode in ("stochastic", "nearest"):
+        engine = ReferenceEngine(tb, HParams(ctx.cfg.lr, ctx.cfg.seed))
+        engine.trainer.rounding, engine.trainer.tally = mode, {}
+        r = adapt(ctx, tb, ctx.cfg.shift, engine, f"rounding_{mode}")
+        t = engine.trainer.tally
+        out[mode] = {"accuracy_after": r["accuracy_after"],
+                     "updates": t["n"], "sub_lsb_share": round(t["sub_lsb"] / t["n"], 4),
+                     "sub_lsb_applied_over_expected": round(t["sub_applied"] / t["sub_abs"], 4)}
+        ctx.say(f"  {mode:<10} after {out[mode]['accuracy_after']:.1%}; "
+                f"{out[mode]['sub_lsb_share']:.1%} of updates under half an LSB, applied "
+                f"{out[mode]['sub_lsb_applied_over_expected']:.3f} of their sum")
+    return out
+
+
+def accuracy(ctx: Ctx) -> dict:
+    from ..engines import open_engine
+    from ..training.evaluate import evaluate_tflite
+
+    out = {"lr": ctx.cfg.lr, "epochs": ctx.cfg.epochs, "schedule": "linear", "runs": {}}
+    before = {}
+    for shift in dict.fromkeys((ctx.cfg.shift, "night")):
+        before[shift] = evaluate_tflite(ctx.model, *ctx.split("holdout", shift))["accuracy"]
+    default = ctx.blob("auto", "256KB")
+    night = ctx.blob("auto", "256KB", shift="night")
+    for label, (tb, fig), shift, qas in (
+            ("auto 256KB (default)", default, ctx.cfg.shift, True),
+            ("auto 256KB, no QAS", default, ctx.cfg.shift, False),
+            ("bias-only", ctx.blob("bias-only"), ctx.cfg.shift, True),
+            ("last:2", ctx.blob("last:2"), ctx.cfg.shift, True),
+            ("auto 256KB on night", night, "night", True)):
+        # the host C core: the board's arithmetic, bit for bit
+        with open_engine("host", tb, HParams(ctx.cfg.lr, ctx.cfg.seed, qas)) as engine:
+            r = adapt(ctx, tb, shift, engine, f"{shift}_{tb.program.scheme.name}_{int(qas)}")
+        out["runs"][label] = {"shift": shift, "scheme": fig["scheme"], "qas": qas,
+                              "accuracy_before": before[shift], **r,
+                              "memory_total": fig["total"]}
+        ctx.say(f"  {label:<24} {shift:<6} {before[shift]:.1%} -> {r['accuracy_after']:.1%}")
+    return out
+
+
+def baseline(ctx: Ctx, measured: dict) -> dict:
+    from ..data.assets import resolve_model
+    from .baseline import float_finetune
+
+    h5 = resolve_model(None, variant="h5")
+    out = {}
+    for shift in dict.fromkeys((ctx.cfg.shift, "night")):
+        f = float_finetune(h5, ctx.data, shift, epochs=20, lr=1e-4, seed=ctx.cfg.seed)
+        row = {k: f[k] for k in ("accuracy_before", "accuracy_after", "epochs", "lr")}
+        runs = [r for r in measured.get("runs", {}).values()
+                if r["shift"] == shift and r["qas"] and r["scheme"].startswith("auto")]
+        gain = f["accuracy_after"] - f["accuracy_before"]
+        if runs and gain > 0:
+            ours = runs[0]["accuracy_after"] - runs[0]["accuracy_before"]
+            row["sparse_gain_over_float_gain"] = round(ours / gain, 3)
+        out[shift] = row
+    return out
+
+
+def kernels(ctx: Ctx) -> dict:
+    from ..frontend.tflite_reader import read_tflite
+    from .kernels import LAYER_TYPES, vww_costs
+
+    out = vww_costs(read_tflite(ctx.model), ctx.split("holdout", "none")[0][0])
+    ctx.say(f"  {'layer type':<20} {'MACs':>10} {'reference':>12} {'/MAC':>6} {'DSP':>12} "
+            f"{'/MAC':>6} {'ratio':>6} {'CMSIS-NN':>10} {'/MAC':>6}")
+    for name in (*LAYER_TYPES, "whole"):
+        t = out["whole"] if name == "whole" else out["types"][name]
+        cm = t.get("cmsis_nn")
+        cm_mac = f"{cm / t['macs']:6.2f}" if cm and t["macs"] else f"{'':6}"
+        ctx.say(f"  {name:<20} {t['macs']:>10,} {t['ref']:>12,} {t['ref_per_mac'] or 0:6.2f} "
+                f"{t['opt']:>12,} {t['opt_per_mac'] or 0:6.2f} {t['ratio']:6.2f} "
+                f"{int(cm) if cm else 0:>10,} {cm_mac}")
+    return out
+
+
+def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
+    """The figures of one of SECTIONS; `measured` holds the sections done before it (the
+    baseline compares with the accuracy section's runs)."""
+    if section == "baseline":
+        return baseline(ctx, measured.get("accuracy", {}))
+    return {"memory": memory, "board": board, "accuracy": accuracy,
+            "rounding": rounding, "kernels": kernels}[section](ctx)

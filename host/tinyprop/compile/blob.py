@@ -1,0 +1,278 @@
+"""Training blob v2: writer and reader. The format is specified in docs/blob-format.md; the C
+loader (firmware/core/tp_blob.c) checks every field this writer produces.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TinypropError
+from ..frontend.graph import OP_CODES, Graph
+from ..frontend.opparams import OpParams, all_op_params
+from .memory import plan_inference
+
+MAGIC = b"TPRB"
+VERSION = 2
+HEADER = struct.Struct("<4sHHIIHHIIIHHHHII")  # 48 bytes
+SECTION = struct.Struct("<4sII")
+TENSOR = struct.Struct("<BBBB4HfiIIIIHH")  # 40 bytes
+OP = struct.Struct("<BBBB4HiiihhBBBBBBBBIHhifII4x")  # 64 bytes
+NONE16 = 0xFFFF
+NONE32 = 0xFFFFFFFF
+
+DTYPES = {"int8": 1, "int32": 2, "float32": 3}
+DTYPE_SIZE = {1: 1, 2: 4, 3: 4}
+ACT_CODES = {"NONE": 0, "RELU": 1, "RELU6": 2}
+
+T_CONST, T_ARENA, T_TRAINABLE = 1, 2, 4
+
+assert HEADER.size == 48 and TENSOR.size == 40 and OP.size == 64
+
+
+@dataclass
+class BlobTensor:
+    dtype: int
+    shape: tuple[int, ...]
+    flags: int
+    scale: float
+    zero_point: int
+    offset: int
+    size: int
+    scales_offset: int
+    params_offset: int
+    n_scales: int
+
+
+@dataclass
+class BlobOp:
+    kind: int
+    activation: int
+    mode: int
+    depth_multiplier: int
+    inputs: tuple[int, int, int]
+    output: int
+    in_zp: int
+    in2_zp: int
+    out_zp: int
+    act_min: int
+    act_max: int
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    k: tuple[int, int]
+    pad_after: tuple[int, int]
+    mult_offset: int
+    n_mult: int
+    left_shift: int
+    diff_min: int
+    float_scale: float
+    held_map: int
+    held_params: int
+
+
+@dataclass
+class Blob:
+    """A parsed blob (the reader's view; also what tests compare)."""
+
+    model_id: int
+    arena_bytes: int
+    train_arena_bytes: int
+    params_bytes: int
+    input: int
+    output: int
+    logits: int
+    n_classes: int
+    tensors: list[BlobTensor]
+    ops: list[BlobOp]
+    sections: dict[str, bytes] = field(default_factory=dict)
+    raw: bytes = b""
+    optimizer_bytes: int = 0  # momentum state at the end of the params region (params_bytes)
+
+    def data(self, offset: int, n: int, dtype) -> np.ndarray:
+        d = self.sections["DATA"]
+        return np.frombuffer(d, dtype=dtype, count=n, offset=offset)
+
+    @property
+    def blob_id(self) -> int:
+        return blob_id(self.raw)
+
+
+def blob_id(blob: bytes) -> int:
+    """A blob's id: the CRC32 in its trailer (over everything before it). A device reports it in
+    READY, parameter records and checkpoints carry it, firmware builds are cached by it."""
+    return struct.unpack_from("<I", blob, len(blob) - 4)[0]
+
+
+class _Data:
+    """The DATA section: constants appended at 8-byte alignment."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def add(self, arr: np.ndarray) -> int:
+        while len(self.buf) % 8:
+            self.buf.append(0)
+        off = len(self.buf)
+        self.buf += np.ascontiguousarray(arr).tobytes()
+        return off
+
+
+def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
+    ins = [i if i >= 0 else NONE16 for i in op.inputs] + [NONE16] * 3
+    geo = p.geometry
+    stride = geo.get("stride", (1, 1))
+    pad = geo.get("pad", (0, 0))
+    k = geo.get("k", (1, 1))
+    pad_after = (0, 0)
+    if op.kind == "PAD":
+        (ph0, ph1), (pw0, pw1) = op.options["pads"]
+        pad, pad_after = (ph0, pw0), (ph1, pw1)
+    mult = np.concatenate([p.mult, p.mult2]).astype(np.int32)
+    shift = np.concatenate([p.shift, p.shift2]).astype(np.int32)
+    mult_off = data.add(np.concatenate([mult, shift])) if mult.size else NONE32
+    held = train.held_map(op.index) if train is not None else None
+    held_map, held_params = ((data.add(held), train.ops[op.index].weight_params)
+                             if held is not None else (NONE32, NONE32))
+    for v in (*stride, *pad, *k, *pad_after):
+        if not 0 <= v <= 255:
+            raise TinypropError(f"operator #{op.index} {op.kind}: kernel/stride/padding {v} > 255")
+    return OP.pack(
+        OP_CODES[op.kind], ACT_CODES[op.activation], p.mode,
+        op.options.get("depth_multiplier", 1), ins[0], ins[1], ins[2], op.outputs[0],
+        p.in_zp, p.in2_zp, p.out_zp, p.act_min, p.act_max,
+        stride[0], stride[1], pad[0], pad[1], k[0], k[1], pad_after[0], pad_after[1],
+        mult_off, mult.size, p.left_shift, p.diff_min, p.float_scale, held_map, held_params,
+    )
+
+
+def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
+              scratch=None) -> bytes:
+    """Serialize a graph (and optionally its training program, a
+    tinyprop.compile.train_plan.TrainProgram, and its kernels' scratch plan, a
+    tinyprop.compile.kernels.ScratchPlan: the SCRA section and the arenas with it) to blob
+    v2."""
+    params = all_op_params(graph)
+    arena_off, arena_bytes = plan_inference(graph)
+    data = _Data()
+    # TRAINABLE marks the biases held whole; held weight rows are described per op (held_map)
+    trainable = {ti: off for ti, off in train.trainable_offsets.items()
+                 if ti not in train.held_rows} if train is not None else {}
+    tensors = bytearray()
+    for t in graph.tensors:
+        if t.dtype not in DTYPES:
+            # shape operands of RESHAPE/MEAN/PAD: folded into the op records, not needed here
+            tensors += TENSOR.pack(0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0, 0, NONE32, NONE32, 0, 0)
+            continue
+        dims = list(t.shape) + [0] * (4 - len(t.shape))
+        if len(t.shape) > 4 or any(d > 0xFFFF for d in t.shape):
+            raise TinypropError(f"tensor '{t.name}' shape {t.shape} too large for blob v2")
+        flags, offset, scales_off, n_scales = 0, 0, NONE32, 0
+        if t.is_const:
+            flags |= T_CONST
+            offset = data.add(t.data)
+            if t.scale.size > 1:
+                scales_off = data.add(t.scale.astype(np.float32))
+                n_scales = t.scale.size
+        elif t.index in arena_off:
+            flags |= T_ARENA
+            offset = arena_off[t.index]
+        params_off = trainable.get(t.index, NONE32)
+        if params_off != NONE32:
+            flags |= T_TRAINABLE
+        scale = float(t.scale[0]) if t.scale.size else 0.0
+        zp = int(t.zero_point[0]) if t.zero_point.size else 0
+        tensors += TENSOR.pack(DTYPES[t.dtype], len(t.shape), flags, 0, *dims, scale, zp, offset,
+                               t.size * DTYPE_SIZE[DTYPES[t.dtype]], scales_off, params_off,
+                               n_scales, 0)
+    ops = b"".join(_op_record(graph, op, p, data, train)
+                    for op, p in zip(graph.ops, params, strict=True))
+    sections = [(b"TENS", bytes(tensors)), (b"OPS ", ops), (b"DATA", bytes(data.buf)),
+                (b"NAME", graph.name.encode()[:63])]
+    train_arena = params_bytes = optimizer_bytes = 0
+    if meta is not None:  # host-side facts (source model, scheme); the firmware skips it
+        sections.append((b"META", json.dumps(meta, sort_keys=True).encode()))
+    if train is not None:
+        sections.append((b"TRAN", train.pack()))
+        train_arena, params_bytes = train.arena_bytes, train.region_bytes
+        optimizer_bytes = train.optimizer_bytes
+    if scratch is not None and scratch.target != "ref":  # the reference kernels need none
+        if train is None and scratch.train_arena:
+            raise TinypropError("pack_blob: the scratch plan was made with a training program; "
+                                "pass that program as train=, or plan without it")
+        sections.append((b"SCRA", scratch.pack()))
+        arena_bytes, train_arena = scratch.infer_arena, scratch.train_arena
+    logits = graph.logits_op().outputs[0]
+    n_classes = graph.tensors[logits].size
+    body_off = HEADER.size + SECTION.size * len(sections)
+    table, payload = bytearray(), bytearray()
+    for sid, content in sections:
+        while (body_off + len(payload)) % 8:
+            payload.append(0)
+        table += SECTION.pack(sid, body_off + len(payload), len(content))
+        payload += content
+    total = body_off + len(payload) + 4
+    header = HEADER.pack(MAGIC, VERSION, HEADER.size, total, model_id & 0xFFFFFFFF,
+                         len(sections), 0, arena_bytes, train_arena, params_bytes,
+                         graph.inputs[0], graph.outputs[0], logits, n_classes, optimizer_bytes,
+                         0)
+    blob = header + bytes(table) + bytes(payload)
+    return blob + struct.pack("<I", zlib.crc32(blob))
+
+
+def read_blob(raw: bytes, name: str = "blob") -> Blob:
+    """Parse and check a v2 blob (the same checks as the C loader, for the host side)."""
+    if len(raw) < HEADER.size + 4:
+        raise TinypropError(f"{name}: truncated ({len(raw)} bytes); re-run tinyprop convert")
+    (magic, version, hsize, total, model_id, n_sec, _flags, arena, train_arena, params_bytes,
+     tin, tout, tlog, n_classes, optimizer_bytes, _r1) = HEADER.unpack_from(raw)
+    if magic != MAGIC:
+        raise TinypropError(f"{name}: not a tinyprop blob (bad magic); run tinyprop convert")
+    if version != VERSION:
+        raise TinypropError(f"{name}: blob version {version}, this tinyprop reads {VERSION}; "
+                            "re-run tinyprop convert")
+    if total != len(raw):
+        raise TinypropError(f"{name}: header says {total} bytes but file has {len(raw)}; "
+                            "truncated or corrupted, re-run tinyprop convert")
+    if zlib.crc32(raw[:-4]) != struct.unpack_from("<I", raw, total - 4)[0]:
+        raise TinypropError(f"{name}: CRC mismatch (corrupted); re-run tinyprop convert")
+    sections = {}
+    for i in range(n_sec):
+        sid, off, size = SECTION.unpack_from(raw, hsize + i * SECTION.size)
+        if off + size > total - 4:
+            raise TinypropError(f"{name}: section {sid!r} out of bounds")
+        sections[sid.decode().strip()] = raw[off : off + size]
+    tens = sections["TENS"]
+    tensors = []
+    for i in range(len(tens) // TENSOR.size):
+        f = TENSOR.unpack_from(tens, i * TENSOR.size)
+        tensors.append(BlobTensor(f[0], tuple(f[4 : 4 + f[1]]), f[2], f[8], f[9], f[10], f[11],
+                                  f[12], f[13], f[14]))
+    ops_raw = sections["OPS"]
+    ops = []
+    for i in range(len(ops_raw) // OP.size):
+        f = OP.unpack_from(ops_raw, i * OP.size)
+        ops.append(BlobOp(f[0], f[1], f[2], f[3], (f[4], f[5], f[6]), f[7], f[8], f[9], f[10],
+                          f[11], f[12], (f[13], f[14]), (f[15], f[16]), (f[17], f[18]),
+                          (f[19], f[20]), f[21], f[22], f[23], f[24], f[25], f[26], f[27]))
+    return Blob(model_id, arena, train_arena, params_bytes, tin, tout, tlog, n_classes, tensors,
+                ops, sections, bytes(raw), optimizer_bytes)
+
+
+def c_header(blob: bytes, symbol: str = "tp_model_blob") -> str:
+    """The blob as a C array, to compile into firmware that keeps it in flash."""
+    lines = [
+        "/* Generated by tinyprop convert: a tinyprop training blob (docs/blob-format.md). */",
+        "#include <stdint.h>",
+        f"#define TP_MODEL_BLOB_LEN {len(blob)}u",
+        f"#define TP_MODEL_BLOB_ID 0x{blob_id(blob):08x}u",
+        f"const uint32_t {symbol}_len = {len(blob)}u;",
+        f"__attribute__((aligned(8))) const uint8_t {symbol}[{len(blob)}] = {{",
+    ]
+    for i in range(0, len(blob), 24):
+        lines.append("  " + ",".join(str(b) for b in blob[i : i + 24]) + ",")
+    lines.append("};")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+"""What a training program holds in memory, op by op: the figures `tinyprop convert --report`
+prints (and writes as JSON), the per-layer table, and what the schedule's step numbers mean."""
+
+from __future__ import annotations
+
+import json
+
+from .blob import read_blob
+from .kernels import TARGET_KERNELS, TARGETS, plan_scratch
+from .memory import plan_inference
+from .train_plan import F_BIAS, F_WEIGHT, TrainProgram
+
+
+def figures(prog: TrainProgram, blob: bytes) -> dict:
+    """The memory figures of a program and its blob (`convert --report-json` writes them): the
+    arenas with the kernels' scratch (what the device allocates) and without it (the plan of
+    the activations and gradients), and each op's kernel on the blob's target."""
+    graph = prog.graph
+    info = read_blob(blob)
+    meta = json.loads(info.sections.get("META") or b"{}")
+    target = meta.get("target", "ref")
+    scratch = plan_scratch(graph, target, prog, prog.region_bytes, meta.get("scratch_limit"))
+    consts = sum(t.data.nbytes for t in graph.tensors if t.is_const)
+    arena = info.train_arena_bytes
+    return {"scheme": prog.scheme.describe(), "arena_peak": arena,
+            "trainable_bytes": prog.params_bytes, "optimizer_bytes": prog.optimizer_bytes,
+            "total": arena + prog.region_bytes, "inference_arena": info.arena_bytes,
+            "scratch": {"target": target, "kernels": TARGET_KERNELS[TARGETS[target]],
+                        "inference_arena_without": plan_inference(graph)[1],
+                        "training_arena_without": prog.arena_bytes,
+                        "limit": meta.get("scratch_limit"), "ops": scratch.rows()},
+            "flash_bytes": len(blob), "constant_bytes": consts,
+            "breakdown": breakdown(prog), "schedule": schedule(prog),
+            "layers": report_rows(prog)}
+
+
+def kernel_lines(fig: dict) -> list[str]:
+    """Each weighted op's kernel and the scratch it adds in both plans (`figures`), and what
+    the arenas grew by."""
+    sc = fig["scratch"]
+    lines = [f"kernels for {sc['target']} ({sc['kernels']}); scratch planned into the arenas"
+             + (f" within {sc['limit']:,} B of arena + params" if sc["limit"] else ""),
+             f"{'op':>3} {'kind':<17} {'inference kernel':<22} {'scratch':>7} | "
+             f"{'training kernel':<22} {'scratch':>7}"]
+    for r in sc["ops"]:
+        if r["kind"] not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            continue
+        line = (f"{r['op']:>3} {r['kind']:<17} {r['kernel_infer']:<22} "
+                f"{r['scratch_infer']:>7,} | {r['kernel_train'] or '-':<22} "
+                f"{r['scratch_train']:>7,}")
+        lines.append(line + (f"  ({r['note']})" if r["note"] else ""))
+    arenas = (("inference", sc["inference_arena_without"], fig["inference_arena"]),
+              ("training", sc["training_arena_without"], fig["arena_peak"]))
+    lines.append("scratch: " + ", ".join(f"{n} arena {b:,} -> {a:,} B (+{a - b:,})"
+                                         for n, b, a in arenas)
+                 + "; an op without its scratch runs the reference kernel (the same bits, more "
+                 "instructions)")
+    return lines
+
+
+def report_lines(fig: dict) -> list[str]:
+    """The per-layer table of `figures`: what each op updates and holds, and its arena buffers;
+    then the legend of the step numbers and the totals."""
+    lines = [f"{'op':>3} {'kind':<17} {'update':<16} {'held B':>8} | {'buffer':<6} {'kind':<10} "
+             f"{'bytes':>7} {'steps':>7} {'offset':>7}"]
+    for r in fig["layers"]:
+        what = [("bias" if r["bias"] else ""),
+                (f"w {r['channels']}/{r['out_channels']}" if r["channels"] else "")]
+        update = "+".join(w for w in what if w) or ("(grad)" if r["backward"] else "-")
+        lead = f"{r['op']:>3} {r['kind']:<17} {update:<16} {r['trainable_bytes']:>8,}"
+        for i, b in enumerate(r["buffers"] or [None]):
+            cells = "" if b is None else (
+                f"{b['name']:<6} {b['kind']:<10} {b['bytes']:>7,} "
+                f"{str(b['first']) + '..' + str(b['last']):>7} {b['offset']:>7,}")
+            lines.append(f"{lead if i == 0 else ' ' * len(lead)} | {cells}")
+    lines.append(fig["schedule"]["legend"])
+    parts = ", ".join(f"{k} {v:,}" for k, v in fig["breakdown"].items() if v)
+    n = fig["optimizer_bytes"]
+    optimizer = f" optimizer (momentum velocities) {n:,} B;" if n else ""
+    lines.append(f"totals: arena_peak {fig['arena_peak']:,} B (at its peak step: {parts}); "
+                 f"trainable {fig['trainable_bytes']:,} B;{optimizer} arena + trainable"
+                 f"{' + optimizer' if n else ''} {fig['total']:,} B")
+    return lines
+
+
+def breakdown(prog: TrainProgram) -> dict:
+    """Arena bytes by kind at the arena's peak step: activations, saved tensors, masks,
+    gradients, scratch (what is live then; arena_peak adds alignment and fragmentation)."""
+    peak_step, peak = 0, -1
+    steps = {b.first for b in prog.buffers} | {b.last for b in prog.buffers}
+    for st in steps:
+        live = sum(b.size for b in prog.buffers if b.first <= st <= b.last)
+        if live > peak:
+            peak_step, peak = st, live
+    names = {"activation": "activations", "saved": "saved_tensors", "mask": "masks",
+             "gradient": "gradients", "scratch": "scratch"}
+    parts = dict.fromkeys(names.values(), 0)
+    for b in prog.buffers:
+        if b.first <= peak_step <= b.last:
+            parts[names[_buffer_kind(prog, b)]] += b.size
+    return parts
+
+
+def _buffer_owner(prog: TrainProgram, name: str) -> int:
+    """The op whose row lists a buffer: the producer of an activation or gradient's tensor
+    (op 0 for the model input), the op of a mask or scratch row."""
+    if name[0] in "ms":
+        return int(name[1:])
+    producer = prog.graph.producer(int(name[1:]))
+    return producer.index if producer is not None else 0
+
+
+def _buffer_kind(prog: TrainProgram, b) -> str:
+    if b.name[0] == "a":
+        return "saved" if b.last > prog.logits + 1 else "activation"
+    return {"m": "mask", "g": "gradient", "s": "scratch"}[b.name[0]]
+
+
+def report_rows(prog: TrainProgram) -> list[dict]:
+    """One row per op up to the logits: what it updates, the parameter bytes it holds in RAM,
+    and its buffers in the training arena (kind, bytes, lifetime in schedule steps, offset)."""
+    bufs: dict[int, list[dict]] = {}
+    for b, off in zip(prog.buffers, prog.buffer_offsets, strict=True):
+        bufs.setdefault(_buffer_owner(prog, b.name), []).append({
+            "name": b.name, "kind": _buffer_kind(prog, b), "bytes": b.size, "first": b.first,
+            "last": b.last, "offset": off})
+    rows = []
+    for op in prog.graph.ops[: prog.logits + 1]:
+        t = prog.ops.get(op.index)
+        lu = prog.scheme.layers.get(op.index)
+        weights = bool(t and t.flags & F_WEIGHT)
+        held = (4 * t.n_out if t and t.flags & F_BIAS else 0) + (
+            len(t.channels) * t.row_len if weights else 0)
+        rows.append({
+            "op": op.index, "kind": op.kind,
+            "bias": bool(lu and lu.bias),
+            "channels": len(t.channels) if weights else 0,
+            "out_channels": t.n_out if t and t.n_out else None,
+            "backward": t is not None,
+            "trainable_bytes": held,
+            "buffers": sorted(bufs.get(op.index, []), key=lambda r: (r["first"], r["name"])),
+        })
+    return rows
+
+
+def schedule(prog: TrainProgram) -> dict:
+    """What the step numbers of a lifetime mean."""
+    last = prog.logits + 2 + prog.logits - prog.first
+    return {"forward": [0, prog.logits], "loss": prog.logits + 1,
+            "backward": [prog.logits + 2, last],
+            "legend": f"steps 0..{prog.logits}: forward op k at step k; {prog.logits + 1}: loss; "
+                      f"{prog.logits + 2}..{last}: backward of op {prog.logits} down to "
+                      f"{prog.first}, op k at step {2 * prog.logits + 2} - k"}

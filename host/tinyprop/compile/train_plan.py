@@ -1,0 +1,284 @@
+"""The training program: what one training step computes, keeps and frees, and where each buffer
+lives in the one arena. Shared by the NumPy reference (which follows the same schedule), the blob
+packer (the TRAN section) and the memory report.
+
+Schedule of a step over ops 0..L (L produces the logits; a trailing SOFTMAX is not run):
+  step k       forward op k (and, for a trained op with a RELU/RELU6, its 1-bit output mask)
+  step L+1     loss: softmax cross-entropy on the dequantized logits -> logits gradient
+  step L+2+j   backward of op L-j, down to the earliest op the scheme updates (E); each op's
+               bias and weights are updated right there, so no gradient outlives its layer.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TinypropError
+from ..frontend.graph import Graph
+from .planner import Buffer, plan_memory
+from .scheme import SparseScheme
+
+NONE32 = 0xFFFFFFFF
+F_BIAS, F_WEIGHT, F_MASK, F_GRAD_IN0, F_GRAD_IN1, F_ACTIVE = 1, 2, 4, 8, 16, 32
+# set on the first op (in backward order) that writes a gradient buffer: it zeroes it first
+F_ZERO_IN0, F_ZERO_IN1 = 64, 128
+TRAN_HEADER = struct.Struct("<HHHHII")
+TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
+
+# Dead channels (all-zero weights) get tiny scales; QAS divides by the scale, so floor it at
+# this fraction of the layer's median channel scale.
+SCALE_FLOOR_FRACTION = 0.01
+
+
+@dataclass
+class TrainOp:
+    op: int
+    flags: int
+    mask_offset: int = NONE32
+    scratch_offset: int = NONE32
+    channels: list[int] = field(default_factory=list)
+    scale_floor: float = 0.0
+    bias_params: int = NONE32
+    weight_params: int = NONE32
+    row_len: int = 0
+    n_out: int = 0
+    # momentum: index of the op's first float32 velocity (its biases', then its held rows' in
+    # row order); velocities follow the params layout, op by op in ascending order
+    velocity: int = 0
+
+
+@dataclass
+class TrainProgram:
+    graph: Graph
+    scheme: SparseScheme
+    first: int  # E
+    logits: int  # L
+    ops: dict[int, TrainOp]
+    act_offset: dict[int, int]
+    grad_offset: dict[int, int]
+    buffers: list[Buffer]
+    buffer_offsets: list[int]
+    arena_bytes: int
+    params_bytes: int
+    trainable_offsets: dict[int, int]  # tensor index -> params offset (weights: held rows)
+    alias: dict[int, int]
+    # weight tensor index -> (output channels held in RAM, ascending; depthwise?)
+    held_rows: dict[int, tuple[list[int], bool]] = field(default_factory=dict)
+    # momentum: one float32 velocity per trained parameter, after the params in their region
+    optimizer_bytes: int = 0
+
+    @property
+    def region_bytes(self) -> int:
+        """The params region the device keeps across steps: parameters, then optimizer state."""
+        return self.params_bytes + self.optimizer_bytes
+
+    @property
+    def memory_bytes(self) -> int:
+        """What a budget must hold: the training arena's peak and the params region."""
+        return self.arena_bytes + self.region_bytes
+
+    def check_momentum(self, momentum: float, name: str = "the blob") -> None:
+        """Refuse a momentum outside [0, 1), or a non-zero one without optimizer state."""
+        if not 0.0 <= momentum < 1.0:
+            raise TinypropError(f"--momentum {momentum}: must be in [0, 1), e.g. 0.9")
+        if momentum and not self.optimizer_bytes:
+            raise TinypropError(f"--momentum {momentum}: {name} has no optimizer state; convert "
+                                "it with tinyprop convert --momentum, or train without momentum")
+
+    def backward_order(self) -> list[int]:
+        return [k for k in range(self.logits, self.first - 1, -1) if k in self.ops]
+
+    def pack(self) -> bytes:
+        """The TRAN section. Held weight rows are described in the OPS records (held_map)."""
+        n_t = len(self.graph.tensors)
+        out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops), 0, n_t, 0))
+        out += struct.pack(f"<{n_t}I", *(self.act_offset.get(i, NONE32) for i in range(n_t)))
+        out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
+        for k in sorted(self.ops):
+            t = self.ops[k]
+            out += TRAN_OP.pack(t.op, t.flags, 0, t.mask_offset, t.scratch_offset,
+                                len(t.channels), t.scale_floor, t.bias_params)
+        return bytes(out)
+
+    def held_map(self, k: int) -> np.ndarray | None:
+        """Op k's u16 map from output channel to held row (0xFFFF: read from the blob), or
+        None when op k holds no weights in RAM."""
+        t = self.ops.get(k)
+        if t is None or not t.flags & F_WEIGHT:
+            return None
+        m = np.full(t.n_out, 0xFFFF, np.uint16)
+        m[t.channels] = np.arange(len(t.channels), dtype=np.uint16)
+        return m
+
+    # -- parameters region <-> tensors --
+    def pack_params(self, values: dict[int, np.ndarray]) -> bytes:
+        """Params region bytes from the full bias/weight arrays (tensor index -> array): biases
+        whole, weights as their held rows only."""
+        buf = bytearray(self.params_bytes)
+        for ti, off in self.trainable_offsets.items():
+            arr = values[ti]
+            if ti in self.held_rows:
+                channels, depthwise = self.held_rows[ti]
+                arr = weight_rows(arr, depthwise)[channels]
+            raw = arr.astype("<i4" if self.graph.tensors[ti].dtype == "int32"
+                             else np.int8).tobytes()
+            buf[off : off + len(raw)] = raw
+        return bytes(buf)
+
+    def unpack_params(self, raw: bytes) -> dict[int, np.ndarray]:
+        """Every trainable tensor's full array from a params region (rows not held keep the
+        model's values: they never change)."""
+        out = {}
+        for ti, off in self.trainable_offsets.items():
+            t = self.graph.tensors[ti]
+            if ti in self.held_rows:
+                channels, depthwise = self.held_rows[ti]
+                full = t.data.copy()
+                rows = weight_rows(full, depthwise)
+                held = np.frombuffer(raw, np.int8, len(channels) * rows.shape[1], off)
+                rows[channels] = held.reshape(len(channels), -1)
+                out[ti] = full
+            else:
+                out[ti] = np.frombuffer(raw, "<i4", t.size, off).reshape(t.shape).astype(
+                    t.data.dtype)
+        return out
+
+
+def weight_rows(w: np.ndarray, depthwise: bool) -> np.ndarray:
+    """A view of weights as one row per output channel: (O, KH*KW*I) for CONV_2D and
+    FULLY_CONNECTED, (C, KH*KW) taps for DEPTHWISE_CONV_2D's (1, KH, KW, C)."""
+    return w.reshape(-1, w.shape[3]).T if depthwise else w.reshape(w.shape[0], -1)
+
+
+def _align4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
+def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False) -> TrainProgram:
+    """The program of `scheme` on `graph`; `momentum` plans a float32 velocity per trained
+    parameter (the optimizer state, after the params in their region)."""
+    tens = graph.tensors
+    L = graph.logits_op().index
+    E = scheme.earliest()
+
+    def bstep(k: int) -> int:
+        return L + 2 + (L - k)
+
+    alias: dict[int, int] = {}
+    for op in graph.ops[: L + 1]:
+        if op.kind == "RESHAPE":
+            alias[op.outputs[0]] = alias.get(op.inputs[0], op.inputs[0])
+
+    def root(t: int) -> int:
+        return alias.get(t, t)
+
+    def act_inputs(op) -> list[int]:
+        return [i for i in op.inputs[:2] if i >= 0 and not tens[i].is_const
+                and tens[i].dtype == "int8"] if op.kind == "ADD" else [op.inputs[0]]
+
+    # which tensors depend on trained parameters (their gradient is needed)
+    depends: dict[int, bool] = {}
+    for op in graph.ops[: L + 1]:
+        depends[op.outputs[0]] = op.index in scheme.layers or any(
+            depends.get(i, False) for i in act_inputs(op))
+
+    ops: dict[int, TrainOp] = {}
+    params_off = n_velocity = 0
+    trainable: dict[int, int] = {}
+    held: dict[int, tuple[list[int], bool]] = {}
+    for op in graph.ops[E : L + 1]:
+        if not depends.get(op.outputs[0], False):
+            continue
+        flags = F_ACTIVE
+        for pos, ti in enumerate(act_inputs(op)):
+            if depends.get(ti, False):
+                flags |= F_GRAD_IN0 if pos == 0 else F_GRAD_IN1
+        if op.activation in ("RELU", "RELU6"):
+            flags |= F_MASK
+        t = TrainOp(op.index, flags)
+        lu = scheme.layers.get(op.index)
+        if lu is not None:
+            w = tens[op.inputs[1]]
+            t.n_out = w.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else w.shape[0]
+            t.row_len = w.size // t.n_out
+            t.velocity = n_velocity
+            if lu.bias and len(op.inputs) > 2 and op.inputs[2] >= 0:
+                t.flags |= F_BIAS
+                t.bias_params = params_off
+                trainable[op.inputs[2]] = params_off
+                params_off += 4 * t.n_out
+                n_velocity += t.n_out
+            if lu.weights:
+                t.flags |= F_WEIGHT
+                t.channels = sorted(lu.channels)
+                # RAM holds only the trained rows; the forward reads the others from the blob
+                t.weight_params = params_off
+                trainable[op.inputs[1]] = params_off
+                held[op.inputs[1]] = (t.channels, op.kind == "DEPTHWISE_CONV_2D")
+                params_off = _align4(params_off + len(t.channels) * t.row_len)
+                n_velocity += len(t.channels) * t.row_len
+            if t.flags & (F_BIAS | F_WEIGHT):
+                s = w.scale.astype(np.float32)
+                t.scale_floor = float(np.float32(SCALE_FLOOR_FRACTION) * np.median(s))
+        ops[op.index] = t
+
+    created = {root(graph.ops[L].outputs[0])}
+    for k in sorted(ops, reverse=True):
+        for pos, (need, zero) in enumerate(((F_GRAD_IN0, F_ZERO_IN0), (F_GRAD_IN1, F_ZERO_IN1))):
+            if ops[k].flags & need:
+                r = root(act_inputs(graph.ops[k])[pos])
+                if r not in created:
+                    ops[k].flags |= zero
+                    created.add(r)
+
+    # ---- buffers and lifetimes ----
+    life: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+
+    def use(name: str, size: int, step: int) -> None:
+        sizes[name] = size
+        lo_hi = life.setdefault(name, [step, step])
+        lo_hi[0] = min(lo_hi[0], step)
+        lo_hi[1] = max(lo_hi[1], step)
+
+    use(f"a{root(graph.inputs[0])}", tens[graph.inputs[0]].size, 0)
+    for op in graph.ops[: L + 1]:
+        for ti in act_inputs(op) + [op.outputs[0]]:
+            use(f"a{root(ti)}", tens[root(ti)].size, op.index)
+    use(f"a{root(tens[graph.ops[L].outputs[0]].index)}", tens[graph.ops[L].outputs[0]].size,
+        L + 1)
+    for k, t in ops.items():
+        op = graph.ops[k]
+        if t.flags & F_WEIGHT:
+            use(f"a{root(op.inputs[0])}", tens[root(op.inputs[0])].size, bstep(k))
+        if t.flags & F_MASK:
+            n = tens[op.outputs[0]].size
+            use(f"m{k}", (n + 7) // 8, k)
+            use(f"m{k}", (n + 7) // 8, bstep(k))
+        if t.flags & F_WEIGHT:
+            use(f"s{k}", 4 * t.row_len, bstep(k))
+        # gradient of the output: written by the loss or by consumers, read here
+        out = root(op.outputs[0])
+        use(f"g{out}", 4 * tens[out].size, bstep(k))
+        for pos, ti in enumerate(act_inputs(op)):
+            if t.flags & (F_GRAD_IN0 if pos == 0 else F_GRAD_IN1):
+                use(f"g{root(ti)}", 4 * tens[root(ti)].size, bstep(k))
+    use(f"g{root(graph.ops[L].outputs[0])}", 4 * tens[graph.ops[L].outputs[0]].size, L + 1)
+
+    names = sorted(life)
+    in_name = f"a{root(graph.inputs[0])}"
+    buffers = [Buffer(n, sizes[n], *life[n], 0 if n == in_name else None) for n in names]
+    offsets, total = plan_memory(buffers)
+    where = dict(zip(names, offsets, strict=True))
+    act_offset = {t.index: where[f"a{root(t.index)}"] for t in tens if f"a{root(t.index)}" in where}
+    grad_offset = {t.index: where[f"g{root(t.index)}"] for t in tens
+                   if f"g{root(t.index)}" in where}
+    for k, t in ops.items():
+        t.mask_offset = where.get(f"m{k}", NONE32)
+        t.scratch_offset = where.get(f"s{k}", NONE32)
+    return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, buffers, offsets,
+                        total, params_off, trainable, alias, held,
+                        4 * n_velocity if momentum else 0)

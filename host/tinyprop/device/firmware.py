@@ -1,0 +1,245 @@
+"""Building C with make: the portable core for this machine (libtinyprop.so for the ctypes
+binding, libtinyprop.a for C programs such as the test drivers) through firmware/Makefile, and
+board firmware through boards/<name>/Makefile, with a model blob compiled in.
+
+make decides what to rebuild. Builds that share a directory hold a file lock while make runs:
+test workers in parallel processes share build/.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import zlib
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from ..compile.blob import blob_id, c_header, read_blob
+from ..errors import TinypropError
+from ..paths import BUILD_ROOT, REPO_ROOT
+
+FIRMWARE_DIR = REPO_ROOT / "firmware"
+CORE_BUILD = BUILD_ROOT / "firmware"  # BUILD= of firmware/Makefile
+BLOB_DIR = BUILD_ROOT / "blobs"
+SAMPLES_DIR = BUILD_ROOT / "samples"
+
+# Compiler each board's Makefile needs, and the Debian package that provides it.
+TOOLCHAINS = {
+    "qemu-m4": ("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
+    "rv32-virt": ("riscv64-unknown-elf-gcc",
+                  "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"),
+    "host": ("gcc", "gcc libc6-dev"),
+}
+# A program linking the core adds these to `make print-cflags` (the headers, the C standard).
+PROGRAM_FLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Werror"]
+SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+             "-fno-omit-frame-pointer"]
+
+
+def _need(what: str, *tools: tuple[str, str]) -> None:
+    """Refuse, in one line, to build `what` without its tools ((program, Debian packages))."""
+    for tool, package in tools:
+        if shutil.which(tool) is None:
+            raise TinypropError(f"{what} needs {tool}, which is not installed; run "
+                                f"`sudo apt-get install {package}` (or scripts/setup.sh)")
+
+
+def _make(args: Sequence[str], lock_dir: Path, what: str) -> str:
+    """Run make with `args` while holding lock_dir's lock; its standard output."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(["make", "--no-print-directory", *args], check=False,
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        log = lock_dir / "build-error.log"
+        log.write_text(result.stdout + result.stderr)
+        raise TinypropError(f"building {what} failed: {_first_error(result.stderr)}; full output "
+                            f"in {log}")
+    return result.stdout
+
+
+def _first_error(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["make failed with no output"])[0]
+
+
+# ---- the core, for this machine ----
+
+def core_library(shared: bool = True, sanitize: bool = False,
+                 dsp_emulation: bool = False) -> Path:
+    """The core built for this machine: libtinyprop.so (`shared`, what ctypes loads) or
+    libtinyprop.a (what C programs link); `sanitize` adds ASan+UBSan (a sanitized .so loads into
+    Python only with libasan preloaded, so sanitizer tests link a C driver instead);
+    `dsp_emulation` builds the Cortex-M DSP kernels in, their intrinsics in portable C (tests)."""
+    _need("the host engine (the C core built for this machine)", ("gcc", "gcc make"),
+          ("make", "gcc make"))
+    if not FIRMWARE_DIR.is_dir():
+        raise TinypropError(f"{FIRMWARE_DIR}: firmware sources not found; the host engine needs "
+                            "a source checkout of tinyprop")
+    _make(["-C", str(FIRMWARE_DIR), f"BUILD={CORE_BUILD}", "host-shared" if shared else "host",
+           *(["SANITIZE=1"] if sanitize else []), *(["DSP_EMULATION=1"] if dsp_emulation else [])],
+          CORE_BUILD, "the C core")
+    return CORE_BUILD / (("host-san" if sanitize else "host")
+                         + ("-dspemu" if dsp_emulation else "")) / (
+        "libtinyprop.so" if shared else "libtinyprop.a")
+
+
+@cache
+def core_cflags() -> tuple[str, ...]:
+    """What a C program that uses the core compiles with (`make print-cflags`)."""
+    _need("a C program using the core", ("make", "gcc make"))
+    out = _make(["-s", "-C", str(FIRMWARE_DIR), f"BUILD={CORE_BUILD}", "print-cflags"],
+                CORE_BUILD, "the core's compiler flags")
+    return tuple(shlex.split(out))
+
+
+@cache
+def core_sources() -> tuple[Path, ...]:
+    """The library's C sources (`make print-sources`, firmware/sources.mk's list)."""
+    _need("the list of the core's sources", ("make", "gcc make"))
+    out = _make(["-s", "-C", str(FIRMWARE_DIR), f"BUILD={CORE_BUILD}", "print-sources"],
+                CORE_BUILD, "the core's source list")
+    return tuple(Path(line) for line in out.split())
+
+
+def build_program(main_source: str | os.PathLike, sanitize: bool = False,
+                  include_dirs: Iterable[str | os.PathLike] = (),
+                  dsp_emulation: bool = False) -> Path:
+    """An executable of one C file holding main() linked against the core (test drivers,
+    benchmarks; `dsp_emulation`: the core with the emulated DSP kernels, core_library), rebuilt
+    when the file, the library or the flags changed."""
+    main_source = Path(main_source).resolve()
+    lib = core_library(shared=False, sanitize=sanitize, dsp_emulation=dsp_emulation)
+    flags = [*core_cflags(), *PROGRAM_FLAGS, *(SAN_FLAGS if sanitize else []),
+             *(f"-I{d}" for d in include_dirs)]
+    out = CORE_BUILD / "programs" / (f"{main_source.parent.name}_{main_source.stem}"
+                                     + ("-san" if sanitize else "")
+                                     + ("-dspemu" if dsp_emulation else ""))
+    stamp = out.with_name(out.name + ".cmd")
+    recipe = "\n".join([str(main_source), *flags])
+    if (out.exists() and stamp.exists() and stamp.read_text() == recipe
+            and out.stat().st_mtime >= max(main_source.stat().st_mtime, lib.stat().st_mtime)):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # built beside, then renamed: a concurrent builder never runs a half-written file
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".")
+    os.close(fd)
+    cmd = ["gcc", *flags, str(main_source), str(lib), "-lm", "-o", tmp]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise TinypropError(f"building {main_source.name} against the C core failed "
+                            f"({' '.join(cmd)}):\n{proc.stderr}")
+    os.replace(tmp, out)
+    stamp.write_text(recipe)
+    return out
+
+
+# ---- board firmware ----
+
+def build_firmware(
+    board: str = "qemu-m4", app: str | None = None, variables: dict[str, str] | None = None
+) -> Path:
+    """Build `app` ("selftest", or None for the board's default, the device firmware) for
+    `board` with its Makefile and return the executable; make rebuilds only what changed.
+    `variables` are extra make variables, e.g. {"BLOB": "path/to/model_tpb.h"}."""
+    if board not in TOOLCHAINS:
+        raise TinypropError(
+            f"board {board!r}: no Makefile-built board of that name; use one of "
+            f"{', '.join(sorted(TOOLCHAINS))}"
+        )
+    _need(f"building for {board}", TOOLCHAINS[board], ("make", "make"))
+    make = ["-C", str(REPO_ROOT / "boards" / board)]
+    if app is not None:
+        make.append(f"APP={app}")
+    make += [f"{name}={value}" for name, value in (variables or {}).items()]
+    # one board's builds share its object directories
+    _make(make, BUILD_ROOT / board, f"{board} firmware (APP={app or 'device'})")
+    return Path(_make([*make, "path"], BUILD_ROOT / board, f"the path of {board}'s firmware")
+                .strip())
+
+
+def blob_header(blob: bytes) -> str:
+    """The firmware header for `blob`: tinyprop.compile.blob.c_header plus the memory it needs,
+    so the device sizes its static arena and params buffers exactly."""
+    b = read_blob(blob)
+    return (
+        c_header(blob)
+        + f"#define TP_MODEL_ARENA_BYTES {max(b.arena_bytes, b.train_arena_bytes)}u\n"
+        + f"#define TP_MODEL_PARAMS_BYTES {b.params_bytes}u\n"
+    )
+
+
+def write_blob_header(blob: bytes) -> Path:
+    """blob_header(blob) as build/blobs/<blob id>/model_tpb.h (what firmware builds include as
+    TP_MODEL_HEADER); rewritten only when different, so make and PlatformIO rebuild nothing
+    for an unchanged blob."""
+    return _write_header(BLOB_DIR / f"{blob_id(blob):08x}" / "model_tpb.h", blob_header(blob))
+
+
+def build_device_firmware(board: str, blob: bytes) -> Path:
+    """Firmware for `board` (one of TOOLCHAINS) with `blob` compiled in; cached per blob."""
+    return build_firmware(board, variables={"BLOB": str(write_blob_header(blob))})
+
+
+def samples_header(
+    inputs: np.ndarray, labels: Sequence[int], *, steps: int, lr: float, seed: int
+) -> str:
+    """The C header of a self-training run (firmware/apps/selftrain/selftrain.c): the int8
+    samples, one a row of `inputs`, their labels, and the run's steps, learning rate and seed."""
+    x = np.asarray(inputs)
+    if x.dtype != np.int8 or x.ndim < 2 or len(x) != len(labels) or len(x) == 0:
+        raise TinypropError(
+            f"samples header: need int8 samples, one a row, and one label each (got {x.dtype} "
+            f"of shape {x.shape} and {len(labels)} labels); convert them with to_model_input"
+        )
+    if steps < len(x):
+        raise TinypropError(
+            f"samples header: {steps} steps do not make one pass over {len(x)} samples; "
+            "give at least as many steps as samples"
+        )
+    rows = x.reshape(len(x), -1)
+    # lr as a hexadecimal float literal: exactly the float32 the reference trainer uses
+    lines = [
+        "/* Generated by tinyprop.device.firmware.write_samples_header: a self-training run. */",
+        "#include <stdint.h>",
+        f"#define TP_SAMPLES_COUNT {len(rows)}u",
+        f"#define TP_SAMPLES_INPUT_BYTES {rows.shape[1]}u",
+        f"#define TP_SELFTRAIN_STEPS {steps}u",
+        f"#define TP_SELFTRAIN_LR {float(np.float32(lr)).hex()}f",
+        f"#define TP_SELFTRAIN_SEED {seed & 0xFFFFFFFF}u",
+        f"const uint8_t tp_selftrain_labels[{len(rows)}] = "
+        f"{{{','.join(str(int(y)) for y in labels)}}};",
+        f"const int8_t tp_selftrain_samples[{rows.size}] = {{",
+    ]
+    flat = rows.reshape(-1).tolist()
+    lines += ["  " + ",".join(map(str, flat[i : i + 32])) + "," for i in range(0, len(flat), 32)]
+    return "\n".join([*lines, "};"]) + "\n"
+
+
+def write_samples_header(
+    inputs: np.ndarray, labels: Sequence[int], *, steps: int = 16, lr: float = 0.02,
+    seed: int = 7,
+) -> Path:
+    """samples_header(...) as build/samples/<crc32 of its text>/samples.h (SAMPLES= of
+    `make APP=selftrain`), rewritten only when different, like write_blob_header."""
+    text = samples_header(inputs, labels, steps=steps, lr=lr, seed=seed)
+    return _write_header(SAMPLES_DIR / f"{zlib.crc32(text.encode()):08x}" / "samples.h", text)
+
+
+def _write_header(header: Path, text: str) -> Path:
+    if not header.exists() or header.read_text() != text:
+        header.parent.mkdir(parents=True, exist_ok=True)
+        tmp = header.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(header)
+    return header

@@ -1,0 +1,308 @@
+"""Links to a device: open one from a string, send messages, receive and match replies.
+
+    with open_link("socket://127.0.0.1:4321") as link:
+        ready = link.request(Hello(), expect=Ready)
+
+A link string is any pyserial URL or port (`/dev/ttyACM0`, `COM3`, `socket://HOST:PORT`,
+`loop://`), or `exec:COMMAND` to run the host board as a child process and talk over its
+stdin/stdout. Replies carry the seq of the request they answer (docs/protocol.md); LOG frames
+go to a callback, frames for other requests and line garbage are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import subprocess
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+import serial
+from typing_extensions import Self  # a dependency of textual; typing.Self is 3.11+
+
+from ..errors import DeviceError, TinypropError
+from .protocol import (
+    BadFrame,
+    Error,
+    FrameDecoder,
+    Log,
+    Message,
+    MsgType,
+    ProtocolError,
+    Ready,
+    encode,
+    error_name,
+)
+
+DEFAULT_BAUDRATE = 115200
+DEFAULT_TIMEOUT = 5.0  # seconds; a training step on the emulated M4 takes well under that
+LINK_FORMS = "a serial port (/dev/ttyACM0, COM3), socket://HOST:PORT, loop:// or exec:COMMAND"
+
+
+class LinkClosed(Exception):
+    """The transport ended for good (peer closed, process exited, port unplugged)."""
+
+
+class Transport(Protocol):
+    name: str
+
+    def write(self, data: bytes) -> None: ...
+
+    def read(self, timeout: float) -> bytes:
+        """Bytes available within `timeout` seconds (b"" if none); LinkClosed at the end."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SerialTransport:
+    """A pyserial port or URL."""
+
+    def __init__(self, port: serial.SerialBase, name: str) -> None:
+        self.port = port
+        self.name = name
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.port.write(data)
+            self.port.flush()
+        except (serial.SerialException, OSError) as exc:
+            raise LinkClosed(str(exc)) from None
+
+    def read(self, timeout: float) -> bytes:
+        try:
+            self.port.timeout = max(timeout, 0.0)
+            first = self.port.read(1)
+            if not first:
+                return b""
+            self.port.timeout = 0
+            return first + self.port.read(max(self.port.in_waiting, 1))
+        except (serial.SerialException, OSError) as exc:
+            raise LinkClosed(str(exc)) from None
+
+    def close(self) -> None:
+        self.port.close()
+
+
+class PipeTransport:
+    """A child process's stdin/stdout (the host board). POSIX only: reads wait in select()."""
+
+    def __init__(self, process: subprocess.Popen, name: str, owned: bool = False) -> None:
+        if process.stdin is None or process.stdout is None:
+            raise ValueError("PipeTransport needs a Popen with stdin=PIPE and stdout=PIPE")
+        self.process = process
+        self.name = name
+        self._owned = owned  # started by us: stopped by close()
+        self._in = process.stdin.fileno()
+        self._out = process.stdout.fileno()
+
+    def _ended(self) -> LinkClosed:
+        status = self.process.poll()
+        return LinkClosed("pipe closed" if status is None else f"process exited with {status}")
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._in, view) :]
+        except (BrokenPipeError, OSError):
+            raise self._ended() from None
+
+    def read(self, timeout: float) -> bytes:
+        ready, _, _ = select.select([self._out], [], [], max(timeout, 0.0))
+        if not ready:
+            return b""
+        data = os.read(self._out, 65536)
+        if not data:
+            raise self._ended()
+        return data
+
+    def close(self) -> None:
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        if self._owned:
+            try:
+                self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class Received(NamedTuple):
+    seq: int
+    msg: Message
+
+
+@dataclass
+class LinkStats:
+    frames_out: int = 0
+    frames_in: int = 0
+    garbage_bytes: int = 0  # wire bytes of rejected frames
+    faults: Counter = field(default_factory=Counter)  # rejected frames by Fault
+    stale: int = 0  # good frames that answered no pending request
+
+
+def _msg_type(expect: type[Message] | int) -> MsgType:
+    return MsgType(expect.TYPE if isinstance(expect, type) else expect)
+
+
+class Link:
+    """Messages over a transport. Not thread-safe: one caller at a time."""
+
+    def __init__(
+        self, transport: Transport, on_log: Callable[[str], None] | None = None
+    ) -> None:
+        self.transport = transport
+        self.name = transport.name
+        self.on_log = on_log
+        self.logs: deque[str] = deque(maxlen=200)  # LOG texts, when there is no on_log
+        self.stats = LinkStats()
+        self._decoder = FrameDecoder()
+        self._received: deque[Received] = deque()
+        self._seq = 0
+
+    def next_seq(self) -> int:
+        """1..65535, wrapping; 0 is left to unsolicited device frames."""
+        self._seq = self._seq % 0xFFFF + 1
+        return self._seq
+
+    def send(self, msg: Message) -> int:
+        """Send one message with a fresh seq; returns the seq."""
+        seq = self.next_seq()
+        try:
+            self.transport.write(encode(msg, seq))
+        except LinkClosed as exc:
+            raise DeviceError(
+                f"device on {self.name}: cannot send {msg.TYPE.name}, the link is closed ({exc})"
+            ) from None
+        self.stats.frames_out += 1
+        return seq
+
+    def recv(self, timeout: float) -> Received | None:
+        """The next message from the device, or None if none came within `timeout` seconds.
+        Rejected frames are counted in `stats`; a link that closes raises DeviceError."""
+        deadline = time.monotonic() + timeout
+        while not self._received:
+            remaining = deadline - time.monotonic()
+            if remaining < 0:
+                return None
+            try:
+                data = self.transport.read(remaining)
+            except LinkClosed as exc:
+                raise DeviceError(f"device on {self.name} closed the link ({exc})") from None
+            for result in self._decoder.feed(data):
+                if isinstance(result, BadFrame):
+                    self.stats.garbage_bytes += result.size
+                    self.stats.faults[result.fault] += 1
+                    continue
+                try:
+                    msg = result.message()
+                except ProtocolError as exc:
+                    raise DeviceError(
+                        f"device on {self.name} sent a malformed message ({exc}): the firmware "
+                        "and the host speak different protocol versions; re-flash the board"
+                    ) from None
+                self.stats.frames_in += 1
+                self._received.append(Received(result.seq, msg))
+        return self._received.popleft()
+
+    def exchange(
+        self, msg: Message, until: type[Message] | int, timeout: float = DEFAULT_TIMEOUT
+    ) -> list[Message]:
+        """Send `msg`, then collect the device's replies to it up to and including the first of
+        type `until` (e.g. [Output, Metric] for a TRAIN with SampleFlags.OUTPUT).
+
+        Raises DeviceError when the device answers ERROR, restarts, closes the link, or sends
+        no `until` within `timeout` seconds."""
+        want = _msg_type(until)
+        seq = self.send(msg)
+        what = f"{msg.TYPE.name} (seq {seq})"
+        replies: list[Message] = []
+        line_errors: list[str] = []
+        deadline = time.monotonic() + timeout
+        while (got := self.recv(max(deadline - time.monotonic(), 0.0))) is not None:
+            if isinstance(got.msg, Log):
+                self._log(got.msg.text)
+            elif got.seq == seq and isinstance(got.msg, Error):
+                raise DeviceError(
+                    f"device on {self.name} rejected {what}: "
+                    f"{error_name(got.msg.code)}: {got.msg.text}"
+                )
+            elif got.seq == seq:
+                replies.append(got.msg)
+                if got.msg.TYPE == want:
+                    return replies
+            elif isinstance(got.msg, Error) and got.seq == 0:
+                # The device could not read some frame (CRC, framing): perhaps ours.
+                line_errors.append(f"{error_name(got.msg.code)}: {got.msg.text}")
+            elif isinstance(got.msg, Ready) and want != MsgType.READY:
+                raise DeviceError(
+                    f"device on {self.name} restarted while waiting for the answer to {what}: "
+                    f"it sent READY; check its power supply and the log for a fault"
+                )
+            else:
+                self.stats.stale += 1
+        hint = (
+            f"; it reported frames it could not read ({'; '.join(line_errors)}): "
+            "check the link speed and cable"
+            if line_errors
+            else "; check that the board runs tinyprop firmware and nothing else uses the port"
+        )
+        raise DeviceError(
+            f"device on {self.name} stopped answering after {timeout:g} s: "
+            f"no {want.name} for {what}{hint}"
+        )
+
+    def request(
+        self, msg: Message, expect: type[Message] | int, timeout: float = DEFAULT_TIMEOUT
+    ) -> Message:
+        """Send `msg` and return the device's reply of type `expect` (see exchange)."""
+        return self.exchange(msg, expect, timeout)[-1]
+
+    def _log(self, text: str) -> None:
+        if self.on_log is not None:
+            self.on_log(text)
+        else:
+            self.logs.append(text)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_link(
+    spec: str,
+    baudrate: int = DEFAULT_BAUDRATE,
+    on_log: Callable[[str], None] | None = None,
+) -> Link:
+    """Open a link from a string: a pyserial port or URL, or exec:COMMAND (see module doc)."""
+    if spec.startswith("exec:"):
+        argv = shlex.split(spec[len("exec:") :])
+        if not argv:
+            raise TinypropError(f"link {spec!r}: no command after exec:; e.g. exec:build/tp-host")
+        try:
+            process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except OSError as exc:
+            raise TinypropError(
+                f"link {spec!r}: cannot start {argv[0]} ({exc.strerror}); build the host board "
+                "first or give the path to its executable"
+            ) from None
+        return Link(PipeTransport(process, spec, owned=True), on_log)
+    try:
+        port = serial.serial_for_url(spec, baudrate=baudrate, timeout=0)
+    except (serial.SerialException, ValueError, OSError) as exc:
+        raise TinypropError(
+            f"link {spec!r}: cannot open it ({exc}); give {LINK_FORMS}, and check the device is "
+            "connected and no other program holds the port"
+        ) from None
+    return Link(SerialTransport(port, spec), on_log)

@@ -1,0 +1,506 @@
+"""The serial protocol between host and device: frames, messages, error codes (docs/protocol.md).
+
+A frame body is type u8, seq u16, payload length u16, payload, CRC32 of all that; COBS-encoded
+and ended by one 0x00 on the wire. firmware/proto/tp_proto.c is the C twin; both are checked against
+tests/vectors/protocol.json. Every message is a dataclass whose fixed-size fields come first
+(one `struct` format) and whose optional last field is a variable tail (bytes or UTF-8 text).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import astuple, dataclass, fields
+from enum import Enum, IntEnum, IntFlag
+from typing import ClassVar
+
+PROTOCOL_VERSION = 1
+MAX_PAYLOAD = 1024
+OVERHEAD = 9  # type, seq, length, CRC32
+MAX_BODY = MAX_PAYLOAD + OVERHEAD
+LABEL_NONE = 0xFF  # EVAL without a label
+CORRECT_UNKNOWN = 0xFF  # METRIC.correct when the sample had no label
+
+_HEADER = struct.Struct("<BHH")
+_CRC = struct.Struct("<I")
+
+
+def wire_size(body_len: int) -> int:
+    """Upper bound of the wire bytes of a frame whose body has body_len bytes."""
+    return body_len + body_len // 254 + 2
+
+
+MAX_FRAME = wire_size(MAX_BODY)
+
+
+class MsgType(IntEnum):
+    HELLO = 0x01
+    LOAD_BEGIN = 0x02
+    LOAD_CHUNK = 0x03
+    LOAD_END = 0x04
+    INPUT_CHUNK = 0x05
+    TRAIN = 0x06
+    EVAL = 0x07
+    SET_HPARAMS = 0x08
+    PULL_PARAMS = 0x09
+    PUSH_PARAMS = 0x0A
+    SAVE_PARAMS = 0x0B
+    RESET = 0x0C
+    BULK_OPEN = 0x0D
+    BULK_SAMPLE = 0x0E
+    READY = 0x81
+    ACK = 0x82
+    METRIC = 0x83
+    OUTPUT = 0x84
+    PARAMS = 0x85
+    ERROR = 0x86
+    LOG = 0x87
+
+
+class ErrorCode(IntEnum):
+    """ERROR message codes; the same values as tp_error_code in firmware/include/tp_proto.h."""
+
+    BAD_FRAME = 0x0001
+    BAD_CRC = 0x0002
+    UNKNOWN_TYPE = 0x0003
+    BAD_LENGTH = 0x0004
+    TOO_LONG = 0x0005
+    BAD_STATE = 0x0006
+    BAD_OFFSET = 0x0007
+    BAD_ARGUMENT = 0x0008
+    UNSUPPORTED = 0x0009
+    NOT_LOADED = 0x0010
+    WRONG_SAMPLE_SIZE = 0x0011
+    LABEL_OUT_OF_RANGE = 0x0012
+    NON_FINITE_LOSS = 0x0013
+    STORE_FAILURE = 0x0014
+    BULK_IO = 0x0015
+    LOAD_MISMATCH = 0x0016
+    BLOB_BASE = 0x0100  # 0x0100..0x01FF: the blob loader's status, added to this base
+    BLOB_LAST = 0x01FF
+    INTERNAL = 0xFFFF
+
+
+def error_name(code: int) -> str:
+    """Readable name of an ERROR code: "NOT_LOADED", "BLOB+7", or "0x1234" if unknown."""
+    if ErrorCode.BLOB_BASE <= code <= ErrorCode.BLOB_LAST:
+        return f"BLOB+{code - ErrorCode.BLOB_BASE}"
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"0x{code:04x}"
+
+
+class SampleFlags(IntFlag):
+    """Flags of TRAIN, EVAL and BULK_SAMPLE."""
+
+    OUTPUT = 0x01  # send OUTPUT (the output tensor) before METRIC
+
+
+class BulkMode(IntEnum):
+    TRAIN = 0
+    EVAL = 1
+
+
+class HparamFlags(IntFlag):
+    QAS = 0x01  # quantization-aware scaling of the gradients
+
+
+class MetricFlags(IntFlag):
+    SKIPPED = 0x01  # a gradient was computed but no update applied
+    EVAL = 0x02  # an evaluation, not a training step
+
+
+class CounterUnit(IntEnum):
+    """What METRIC.counter counts (READY.counter_unit)."""
+
+    INSTRUCTIONS = 0
+    MICROSECONDS = 1
+    CYCLES = 2
+
+
+class ProtocolError(ValueError):
+    """A message that cannot be packed, or a payload that does not fit its type's layout."""
+
+
+# ---- messages ----
+
+
+@dataclass(frozen=True)
+class Message:
+    """Base of all messages. Subclasses set TYPE, FIXED (struct format of the leading fields)
+    and TAIL (None, "bytes" or "text": the kind of the last field)."""
+
+    TYPE: ClassVar[MsgType]
+    FIXED: ClassVar[struct.Struct] = struct.Struct("<")
+    TAIL: ClassVar[str | None] = None
+
+    def pack(self) -> bytes:
+        values = astuple(self)
+        tail = b""
+        if self.TAIL is not None:
+            *values, last = values
+            tail = last.encode("utf-8") if self.TAIL == "text" else bytes(last)
+        try:
+            payload = self.FIXED.pack(*values) + tail
+        except struct.error as exc:
+            raise ProtocolError(f"{self!r}: a field does not fit its wire type ({exc})") from None
+        if len(payload) > MAX_PAYLOAD:
+            raise ProtocolError(
+                f"{type(self).__name__}: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}; "
+                "send the data in smaller chunks"
+            )
+        return payload
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> Message:
+        size = cls.FIXED.size
+        if len(payload) < size or (cls.TAIL is None and len(payload) != size):
+            expected = f"{size}" if cls.TAIL is None else f"at least {size}"
+            raise ProtocolError(
+                f"{cls.TYPE.name} payload has {len(payload)} bytes, expected {expected}"
+            )
+        values = list(cls.FIXED.unpack_from(payload))
+        if cls.TAIL == "text":
+            values.append(payload[size:].decode("utf-8", errors="replace"))
+        elif cls.TAIL == "bytes":
+            values.append(bytes(payload[size:]))
+        return cls(*values)
+
+
+@dataclass(frozen=True)
+class Hello(Message):
+    TYPE = MsgType.HELLO
+
+
+@dataclass(frozen=True)
+class LoadBegin(Message):
+    TYPE = MsgType.LOAD_BEGIN
+    FIXED = struct.Struct("<II")
+    size: int
+    crc32: int
+
+
+@dataclass(frozen=True)
+class LoadChunk(Message):
+    TYPE = MsgType.LOAD_CHUNK
+    FIXED = struct.Struct("<I")
+    TAIL = "bytes"
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class LoadEnd(Message):
+    TYPE = MsgType.LOAD_END
+
+
+@dataclass(frozen=True)
+class InputChunk(Message):
+    TYPE = MsgType.INPUT_CHUNK
+    FIXED = struct.Struct("<I")
+    TAIL = "bytes"
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Train(Message):
+    TYPE = MsgType.TRAIN
+    FIXED = struct.Struct("<BB")
+    label: int
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class Eval(Message):
+    TYPE = MsgType.EVAL
+    FIXED = struct.Struct("<BB")
+    label: int = LABEL_NONE
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class SetHparams(Message):
+    TYPE = MsgType.SET_HPARAMS
+    FIXED = struct.Struct("<ffII")
+    lr: float
+    momentum: float = 0.0
+    seed: int = 0
+    flags: int = HparamFlags.QAS
+
+
+@dataclass(frozen=True)
+class PullParams(Message):
+    TYPE = MsgType.PULL_PARAMS
+    FIXED = struct.Struct("<IH")
+    offset: int
+    max_len: int = MAX_PAYLOAD - 4
+
+
+@dataclass(frozen=True)
+class PushParams(Message):
+    TYPE = MsgType.PUSH_PARAMS
+    FIXED = struct.Struct("<I")
+    TAIL = "bytes"
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class SaveParams(Message):
+    TYPE = MsgType.SAVE_PARAMS
+
+
+@dataclass(frozen=True)
+class Reset(Message):
+    TYPE = MsgType.RESET
+
+
+@dataclass(frozen=True)
+class BulkOpen(Message):
+    TYPE = MsgType.BULK_OPEN
+    TAIL = "text"
+    path: str
+
+    def __post_init__(self) -> None:
+        # The board opens it as a C string.
+        if not self.path or "\0" in self.path:
+            raise ProtocolError(f"BULK_OPEN path {self.path!r}: must be non-empty, without NUL")
+
+
+@dataclass(frozen=True)
+class BulkSample(Message):
+    TYPE = MsgType.BULK_SAMPLE
+    FIXED = struct.Struct("<IBB")
+    index: int
+    mode: int = BulkMode.TRAIN
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class Ready(Message):
+    TYPE = MsgType.READY
+    FIXED = struct.Struct("<IIIIHBB")
+    TAIL = "text"
+    sram_bytes: int
+    arena_bytes: int
+    blob_id: int
+    fw_version: int  # major << 16 | minor << 8 | patch
+    max_payload: int
+    protocol_version: int
+    counter_unit: int
+    board: str
+
+
+@dataclass(frozen=True)
+class Ack(Message):
+    TYPE = MsgType.ACK
+    FIXED = struct.Struct("<BI")
+    acked_type: int
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class Metric(Message):
+    TYPE = MsgType.METRIC
+    FIXED = struct.Struct("<IfIIIIIBBBB")
+    step: int
+    loss: float
+    counter: int
+    arena_peak: int
+    stack_peak: int
+    trainable_bytes: int
+    static_bytes: int
+    label: int
+    prediction: int
+    correct: int
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class Output(Message):
+    TYPE = MsgType.OUTPUT
+    TAIL = "bytes"
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Params(Message):
+    TYPE = MsgType.PARAMS
+    FIXED = struct.Struct("<I")
+    TAIL = "bytes"
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Error(Message):
+    TYPE = MsgType.ERROR
+    FIXED = struct.Struct("<H")
+    TAIL = "text"
+    code: int
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Log(Message):
+    TYPE = MsgType.LOG
+    TAIL = "text"
+    text: str
+
+
+MESSAGE_CLASSES: dict[MsgType, type[Message]] = {
+    cls.TYPE: cls for cls in Message.__subclasses__()
+}
+HOST_TO_DEVICE = tuple(t for t in MsgType if t < 0x80)
+DEVICE_TO_HOST = tuple(t for t in MsgType if t >= 0x80)
+MAX_CHUNK = MAX_PAYLOAD - LoadChunk.FIXED.size  # data bytes of a full LOAD/INPUT/PUSH chunk
+
+
+def message_fields(msg: Message) -> dict[str, object]:
+    """The message's fields by name, in wire order."""
+    return {f.name: getattr(msg, f.name) for f in fields(msg)}
+
+
+# ---- COBS and frames ----
+
+
+def cobs_encode(data: bytes) -> bytes:
+    """COBS without the delimiter; canonical: no empty block after a final full block."""
+    out = bytearray()
+    segments = bytes(data).split(b"\0")
+    for i, segment in enumerate(segments):
+        full = 0
+        while len(segment) - full >= 254:
+            out += b"\xff" + segment[full : full + 254]
+            full += 254
+        rest = segment[full:]
+        if not (i == len(segments) - 1 and full and not rest):
+            out.append(len(rest) + 1)
+            out += rest
+    return bytes(out)
+
+
+def cobs_decode(data: bytes) -> tuple[bytes, bool]:
+    """Decode one COBS-encoded frame (no 0x00 in it). Returns the bytes and whether the last
+    block was complete; a block running past the end is bad COBS."""
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        code = data[i]
+        block = data[i + 1 : i + code]
+        out += block
+        i += code
+        if len(block) < code - 1:
+            return bytes(out), False
+        if code != 0xFF and i < len(data):
+            out.append(0)
+    return bytes(out), True
+
+
+def encode_frame(msg_type: int, seq: int, payload: bytes = b"") -> bytes:
+    """The wire bytes of one frame: COBS(body) + 0x00."""
+    if len(payload) > MAX_PAYLOAD:
+        raise ProtocolError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    body = _HEADER.pack(msg_type, seq & 0xFFFF, len(payload)) + payload
+    return cobs_encode(body + _CRC.pack(zlib.crc32(body))) + b"\0"
+
+
+def encode(msg: Message, seq: int) -> bytes:
+    """The wire bytes of a message."""
+    return encode_frame(msg.TYPE, seq, msg.pack())
+
+
+@dataclass(frozen=True)
+class Frame:
+    type: int
+    seq: int
+    payload: bytes
+
+    def message(self) -> Message:
+        """The decoded message; ProtocolError if the payload does not fit the type."""
+        return MESSAGE_CLASSES[MsgType(self.type)].unpack(self.payload)
+
+
+class Fault(str, Enum):
+    """Why the decoder rejected the bytes before a delimiter (names as tp_proto_status_name)."""
+
+    BAD_COBS = "bad_cobs"
+    TOO_LONG = "too_long"
+    TRUNCATED = "truncated"
+    LENGTH_MISMATCH = "length_mismatch"
+    BAD_CRC = "bad_crc"
+    UNKNOWN_TYPE = "unknown_type"
+
+
+@dataclass(frozen=True)
+class BadFrame:
+    """Rejected wire bytes: `size` of them including the delimiter. For UNKNOWN_TYPE (an
+    intact frame) `type` and `seq` are known, else None."""
+
+    fault: Fault
+    size: int
+    type: int | None = None
+    seq: int | None = None
+
+
+_KNOWN_TYPES = frozenset(int(t) for t in MsgType)
+
+
+def decode_body(body: bytes) -> Frame | BadFrame:
+    """Check a COBS-decoded body; `size` of a BadFrame is left 0 for the caller to fill."""
+    if len(body) < OVERHEAD:
+        return BadFrame(Fault.TRUNCATED, 0)
+    msg_type, seq, length = _HEADER.unpack_from(body)
+    if length + OVERHEAD > len(body):
+        return BadFrame(Fault.TRUNCATED, 0)
+    if length + OVERHEAD < len(body):
+        return BadFrame(Fault.LENGTH_MISMATCH, 0)
+    if zlib.crc32(body[:-4]) != _CRC.unpack_from(body, len(body) - 4)[0]:
+        return BadFrame(Fault.BAD_CRC, 0)
+    if msg_type not in _KNOWN_TYPES:
+        return BadFrame(Fault.UNKNOWN_TYPE, 0, msg_type, seq)
+    return Frame(msg_type, seq, bytes(body[5:-4]))
+
+
+class FrameDecoder:
+    """Streaming decoder: feed any slices of the byte stream, get frames and rejections in
+    order. Gives the same results as tp_frame_decoder with a TP_PROTO_MAX_BODY buffer."""
+
+    # Wire bytes past which a frame decodes to more than MAX_BODY bytes whatever they hold
+    # (COBS shrinks at most 255 -> 254), so they need not be kept.
+    _KEEP = 2 * MAX_FRAME
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._dropped = 0  # wire bytes of the current frame discarded as too long
+
+    def feed(self, data: bytes) -> list[Frame | BadFrame]:
+        results: list[Frame | BadFrame] = []
+        start = 0
+        while (end := data.find(b"\0", start)) >= 0:
+            self._buf += data[start:end]
+            start = end + 1
+            if self._buf or self._dropped:
+                results.append(self._finish())
+        self._buf += data[start:]
+        if len(self._buf) > self._KEEP:
+            self._dropped += len(self._buf)
+            self._buf.clear()
+        return results
+
+    def _finish(self) -> Frame | BadFrame:
+        size = len(self._buf) + self._dropped + 1
+        body, complete = cobs_decode(bytes(self._buf))
+        dropped, self._dropped = self._dropped, 0
+        self._buf.clear()
+        if dropped or len(body) > MAX_BODY:
+            return BadFrame(Fault.TOO_LONG, size)
+        if not complete:
+            return BadFrame(Fault.BAD_COBS, size)
+        result = decode_body(body)
+        if isinstance(result, BadFrame):
+            return BadFrame(result.fault, size, result.type, result.seq)
+        return result
+

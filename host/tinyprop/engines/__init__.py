@@ -1,0 +1,40 @@
+"""Engines: what runs a blob. One protocol (base.Engine) over the NumPy reference, the C core
+in this process and a board over a link; open_engine picks one from a --board value.
+
+    with open_engine("host", tb, HParams(lr=0.005, seed=0)) as engine:
+        engine.train(x, label)
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import TinypropError
+from .base import BlobModel, Engine, HParams, Model, SampleResult, StepResult
+
+# What --board takes, for every verb's help.
+BOARD_HELP = ("reference (NumPy), host (the C core on this machine), qemu-m4 (emulated "
+              "Cortex-M4F), rv32-virt (emulated RISC-V without FPU), or the serial port / URL "
+              "of a board flashed with the blob")
+
+__all__ = ["BOARD_HELP", "BlobModel", "Engine", "HParams", "Model", "SampleResult", "StepResult",
+           "open_engine"]
+
+
+def open_engine(spec: str, model: Model, hparams: HParams | None = None) -> Engine:
+    """The engine `spec` names (reference, host, qemu-m4, rv32-virt, a port or URL) running
+    `model`; with `hparams` set for training (None: left as the engine starts, e.g. to infer or
+    to pull a flashed board's parameters)."""
+    if hparams is not None and not (math.isfinite(hparams.lr) and hparams.lr >= 0):
+        raise TinypropError(f"--lr {hparams.lr}: must be a finite number >= 0")
+    if spec == "reference":
+        from .reference import ReferenceEngine
+
+        return ReferenceEngine(model, hparams)
+    if spec == "host":
+        from .native import NativeEngine
+
+        return NativeEngine(model, hparams)
+    from .device import DeviceEngine
+
+    return DeviceEngine(spec, model, hparams)

@@ -1,0 +1,187 @@
+"""The C core on this machine, in process (`--board host`): the one ctypes binding of
+firmware/include/tinyprop.h.
+
+The library is libtinyprop.so from `make -C firmware host-shared` (tinyprop.device.firmware
+builds it; make rebuilds it when a source changed). Status names and codes come from the
+library itself (tp_status_name), so they cannot drift from tinyprop.h.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+
+from ..compile.blob import read_blob
+from ..device.firmware import core_library
+from ..errors import TinypropError
+from .base import Engine, HParams, Model, StepResult
+
+
+class NativeError(TinypropError):
+    """The C core returned a status other than TP_OK; .status is its name (tinyprop.h)."""
+
+    def __init__(self, message: str, status: str):
+        super().__init__(message)
+        self.status = status
+
+
+class Requirements(ctypes.Structure):
+    """tp_requirements."""
+
+    _fields_ = [(name, ctypes.c_uint32) for name in (
+        "arena_infer", "arena_train", "params", "input_bytes", "n_classes", "model_id", "blob_id",
+        "optimizer")]
+
+
+class Result(ctypes.Structure):
+    """tp_result."""
+
+    _fields_ = [("loss", ctypes.c_float), ("prediction", ctypes.c_int32),
+                ("label", ctypes.c_int32), ("arena_peak", ctypes.c_uint32),
+                ("skipped", ctypes.c_uint32)]
+
+
+class _HParams(ctypes.Structure):
+    """tp_hparams."""
+
+    _fields_ = [("lr", ctypes.c_float), ("momentum", ctypes.c_float), ("seed", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32)]
+
+
+TP_HP_NO_QAS = 1
+
+
+@cache
+def load_library() -> ctypes.CDLL:
+    """libtinyprop.so, built if needed, with the signatures of tinyprop.h."""
+    lib = ctypes.CDLL(str(core_library(shared=True)))
+    p, u32 = ctypes.c_void_p, ctypes.c_uint32
+    signatures = {
+        "tp_blob_requirements": ([ctypes.c_char_p, u32, ctypes.POINTER(Requirements)],
+                                 ctypes.c_int),
+        "tp_session_size": ([], u32),
+        "tp_session_init": ([p, ctypes.c_char_p, u32, p, u32, p, u32], ctypes.c_int),
+        "tp_input": ([p], p),
+        "tp_output": ([p], p),
+        "tp_output_bytes": ([p], u32),
+        "tp_infer": ([p, ctypes.POINTER(Result)], ctypes.c_int),
+        "tp_train_step": ([p, ctypes.c_int32, ctypes.POINTER(Result)], ctypes.c_int),
+        "tp_set_hparams": ([p, ctypes.POINTER(_HParams)], None),
+        "tp_set_step": ([p, u32], None),
+        "tp_reset_params": ([p], ctypes.c_int),
+        "tp_status_name": ([ctypes.c_int], ctypes.c_char_p),
+    }
+    for name, (args, result) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, result
+    return lib
+
+
+def status_name(code: int) -> str:
+    """The name of a tp_status code ("TP_ERR_UNKNOWN" for none)."""
+    return load_library().tp_status_name(code).decode()
+
+
+@cache
+def statuses() -> dict[str, int]:
+    """Every tp_status name with its code, as the library names them."""
+    out, code = {}, 0
+    while (name := status_name(code)) != "TP_ERR_UNKNOWN":
+        out[name] = code
+        code += 1
+    return out
+
+
+def status_code(name: str) -> int:
+    """The code of a tp_status name, e.g. status_code("TP_ERR_NONFINITE")."""
+    return statuses()[name]
+
+
+def blob_status(blob: bytes) -> str:
+    """What the C loader says about a blob: a status name, "TP_OK" when it accepts it."""
+    req = Requirements()
+    return status_name(load_library().tp_blob_requirements(blob, len(blob), ctypes.byref(req)))
+
+
+class NativeEngine(Engine):
+    """One blob bound to arena and params memory owned by this object, run by the C core.
+    `.requirements` is what tp_blob_requirements reported, `.last_result` the tp_result of the
+    last call."""
+
+    name = "host"
+
+    def __init__(self, model: Model, hparams: HParams | None = None):
+        self.model = model
+        self._lib = lib = load_library()
+        blob = model.blob
+        self._raw = ctypes.create_string_buffer(blob, len(blob))  # the core keeps pointers
+        req = Requirements()
+        self._check(lib.tp_blob_requirements(self._raw, len(blob), ctypes.byref(req)), "load")
+        self.requirements = req
+        self._arena = ctypes.create_string_buffer(max(req.arena_infer, req.arena_train, 1))
+        # no params region for an inference blob: the core reads every weight from the blob
+        self._params = ctypes.create_string_buffer(req.params) if req.params else None
+        self._session = ctypes.create_string_buffer(lib.tp_session_size())
+        self._check(lib.tp_session_init(self._session, self._raw, len(blob), self._arena,
+                                        len(self._arena), self._params, req.params), "load")
+        info = read_blob(blob, model.name)  # the C loader accepted it: so does this reader
+        self.input_shape = tuple(info.tensors[info.input].shape)
+        self.output_shape = tuple(info.tensors[info.output].shape)
+        self.last_result = Result()
+        self._hp = _HParams()
+        self.set_hparams(hparams or HParams())
+
+    def _check(self, code: int, what: str) -> None:
+        if code == 0:
+            return
+        name = status_name(code)
+        if what == "load":
+            raise NativeError(f"{self.model.name}: the C core refused to load it ({name}); "
+                              "re-run tinyprop convert, and report a bug if it persists", name)
+        raise NativeError(f"{self.model.name}: the C core refused the {what} ({name}, "
+                          "firmware/include/tinyprop.h says why)", name)
+
+    def _put(self, x: np.ndarray) -> None:
+        x = np.ascontiguousarray(x)
+        if x.dtype != np.int8 or x.size != self.requirements.input_bytes:
+            raise TinypropError(f"{self.model.name}: input is {x.dtype} {x.shape} ({x.nbytes} "
+                                f"bytes); expected int8 {self.input_shape} "
+                                f"({self.requirements.input_bytes} bytes)")
+        ctypes.memmove(self._lib.tp_input(self._session), x.ctypes.data, x.size)
+
+    def set_hparams(self, hparams: HParams) -> None:
+        self._hp.lr, self._hp.momentum = hparams.lr, hparams.momentum
+        self._hp.seed = hparams.seed & 0xFFFFFFFF
+        self._hp.flags = 0 if hparams.qas else TP_HP_NO_QAS
+        self._lib.tp_set_hparams(self._session, ctypes.byref(self._hp))
+        self.hparams = hparams
+
+    def train(self, x: np.ndarray, label: int, index: int | None = None) -> StepResult:
+        self._put(x)
+        code = self._lib.tp_train_step(self._session, int(label), ctypes.byref(self.last_result))
+        if code != status_code("TP_ERR_NONFINITE"):  # a non-finite loss: a skipped step
+            self._check(code, "training step")
+        r = self.last_result
+        return StepResult(float(r.loss), int(r.prediction), bool(r.skipped),
+                          {"arena_peak": int(r.arena_peak)})
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        self._put(x)
+        self._check(self._lib.tp_infer(self._session, ctypes.byref(self.last_result)), "inference")
+        n = self._lib.tp_output_bytes(self._session)
+        out = ctypes.string_at(self._lib.tp_output(self._session), n)
+        return np.frombuffer(out, np.int8).reshape(self.output_shape).copy()
+
+    def params(self) -> bytes:
+        return self._params.raw if self._params is not None else b""
+
+    def load_params(self, raw: bytes, step: int) -> None:
+        if self._params is None or len(raw) != len(self._params):
+            raise TinypropError(f"{self.model.name}: {len(raw)} bytes of parameters for a "
+                                f"params region of {self.requirements.params}; they belong to "
+                                "another blob")
+        ctypes.memmove(self._params, raw, len(raw))
+        # the step counter keys stochastic rounding: restore it so a resume continues exactly
+        self._lib.tp_set_step(self._session, step)

@@ -1,0 +1,343 @@
+"""The run log: training events as JSON lines, and `RunState`, what a display folds them into.
+
+The schema is documented in docs/runlog.md. Events are plain dicts with a `type` and a `time`
+(seconds since the run started, host clock); unknown types and fields are kept and ignored, so
+newer producers never break older readers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from typing_extensions import Self  # a dependency of textual; typing.Self is 3.11+
+
+from ..errors import TinypropError
+
+EVENT_TYPES = ("start", "step", "eval", "log", "error", "disconnect", "summary")
+MEMORY_PARTS = ("static", "arena_peak", "trainable", "stack_peak")
+
+
+def _json_default(value: Any) -> Any:
+    # NumPy scalars and arrays reach here from the trainer; JSON has no type for them.
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"run log: {type(value).__name__} is not JSON serializable")
+
+
+class RunLog:
+    """Appends events to a JSONL file, one flushed line each, so a killed writer leaves a file
+    that is complete up to its last event. Stamps `time` (seconds since this log was opened)
+    on events that lack one."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._t0 = time.monotonic()
+
+    def write(self, event: dict) -> dict:
+        """Append one event; returns it as written (with `time` filled in)."""
+        if "time" not in event:
+            event = {**event, "time": round(time.monotonic() - self._t0, 6)}
+        # a skipped step's loss may be NaN or inf, which JSON has no spelling for: null, as the
+        # device path writes it
+        event = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                 for k, v in event.items()}
+        self._file.write(json.dumps(event, default=_json_default, separators=(",", ":")) + "\n")
+        self._file.flush()
+        return event
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_runlog(path: str | Path) -> list[dict]:
+    """All events of a JSONL run log. A truncated last line (writer killed mid-line) is dropped;
+    a bad line anywhere else is an error, since the file was then damaged, not cut short."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise TinypropError(
+            f"{path}: cannot read the run log ({exc.strerror}); give the .jsonl file written by "
+            "`tinyprop train`"
+        ) from None
+    lines = text.split("\n")
+    events = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # no newline after it: the writer died mid-line
+                break
+            raise TinypropError(
+                f"{path}:{number}: not a JSON object; a run log has one JSON event a line "
+                "(see docs/runlog.md)"
+            ) from None
+        if not isinstance(event, dict) or "type" not in event:
+            raise TinypropError(
+                f"{path}:{number}: an event must be a JSON object with a \"type\"; "
+                "see docs/runlog.md"
+            )
+        events.append(event)
+    return events
+
+
+@dataclass
+class RunState:
+    """Everything a display shows about a run, folded from its events one at a time.
+
+    The confusion matrix counts training predictions, rows = true label, columns = prediction
+    (the same layout as `eval` events). `window` is the number of recent steps behind the
+    windowed accuracy and the samples/s rate; `ema_alpha` is the weight of a new loss in the
+    smoothed loss.
+    """
+
+    window: int = 50
+    ema_alpha: float = 0.05
+    log_lines: int = 8
+
+    start: dict = field(default_factory=dict)
+    classes: list[str] = field(default_factory=list)
+    steps_total: int | None = None
+    sram: int | None = None
+
+    step: int | None = None  # index of the last step event (0-based)
+    steps_seen: int = 0
+    skipped: int = 0
+    step_numbers: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    loss_ema: list[float] = field(default_factory=list)
+    accuracy_running: list[float] = field(default_factory=list)
+    accuracy_windowed: list[float] = field(default_factory=list)
+    counters: list[float] = field(default_factory=list)  # NaN where a step had none
+    step_times: list[float] = field(default_factory=list)  # host `time` of each step shown
+    epoch_starts: list[tuple[int, int]] = field(default_factory=list)  # (first step, epoch)
+    correct: int = 0
+    scored: int = 0  # steps with a label and a prediction, skipped ones excluded
+    confusion: list[list[int]] = field(default_factory=list)
+    memory: dict = field(default_factory=dict)
+
+    evals: list[dict] = field(default_factory=list)
+    logs: deque = field(default_factory=deque)
+    errors: list[dict] = field(default_factory=list)
+    summary: dict | None = None
+    disconnected: bool = False
+    disconnect_text: str = ""
+    time: float = 0.0  # `time` of the latest event
+    events: int = 0
+
+    def __post_init__(self) -> None:
+        self._recent: deque = deque(maxlen=self.window)  # (time, correct or None) of recent steps
+        self.logs = deque(self.logs, maxlen=self.log_lines)
+
+    @classmethod
+    def from_events(cls, events: Iterable[dict], **options: Any) -> RunState:
+        state = cls(**options)
+        for event in events:
+            state.fold(event)
+        return state
+
+    def fold(self, event: dict) -> None:
+        """Take one event into the state. Unknown types and fields are ignored."""
+        self.events += 1
+        if isinstance(event.get("time"), (int, float)):
+            self.time = max(self.time, float(event["time"]))
+        handler = getattr(self, "_fold_" + str(event.get("type")), None)
+        if handler is not None and event.get("type") in EVENT_TYPES:
+            handler(event)
+
+    def end_of_source(self) -> None:
+        """The event source ended: without a summary, the run did not finish, the link was lost."""
+        if self.summary is None and not self.disconnected:
+            self._fold_disconnect({"text": "event source ended before the run's summary"})
+
+    def _fold_start(self, event: dict) -> None:
+        self.start = event
+        self.classes = [str(c) for c in event.get("classes") or []]
+        self.steps_total = event.get("steps_total")
+        self.sram = event.get("sram")
+        self._grow_confusion(len(self.classes))
+        self.disconnected = False  # a new start on the same link: the device is back
+
+    def _fold_step(self, event: dict) -> None:
+        self.steps_seen += 1
+        self.step = int(event.get("step", self.steps_seen - 1))
+        epoch = event.get("epoch")
+        if isinstance(epoch, int) and (not self.epoch_starts or self.epoch_starts[-1][1] != epoch):
+            self.epoch_starts.append((self.step, epoch))
+        if event.get("memory"):
+            self.memory = event["memory"]
+            self.sram = self.sram or self.memory.get("sram")
+        if event.get("skipped"):
+            self.skipped += 1
+            self._recent.append((self.time, None))
+            return
+        self.step_numbers.append(self.step)
+        self.step_times.append(self.time)
+        loss = float(event.get("loss", math.nan))
+        self.losses.append(loss)
+        previous = self.loss_ema[-1] if self.loss_ema else loss
+        self.loss_ema.append(previous + self.ema_alpha * (loss - previous))
+        counter = event.get("counter")
+        self.counters.append(math.nan if counter is None else float(counter))
+        label, prediction = event.get("label"), event.get("prediction")
+        correct = event.get("correct")
+        if correct is None and label is not None and prediction is not None:
+            correct = label == prediction
+        self._recent.append((self.time, None if correct is None else bool(correct)))
+        if correct is not None:
+            self.scored += 1
+            self.correct += bool(correct)
+        self._count_confusion(label, prediction)
+        self.accuracy_running.append(self.accuracy)
+        self.accuracy_windowed.append(self.accuracy_window)
+
+    def _count_confusion(self, label: Any, prediction: Any) -> None:
+        if not (isinstance(label, int) and isinstance(prediction, int)):
+            return
+        if label < 0 or prediction < 0:
+            return
+        self._grow_confusion(max(label, prediction) + 1)
+        self.confusion[label][prediction] += 1
+
+    def _grow_confusion(self, n: int) -> None:
+        """At least n x n, keeping the counts (no start event, or a class beyond its list)."""
+        if n <= len(self.confusion):
+            return
+        for row in self.confusion:
+            row.extend([0] * (n - len(row)))
+        self.confusion.extend([0] * n for _ in range(n - len(self.confusion)))
+
+    def _fold_eval(self, event: dict) -> None:
+        self.evals.append(event)
+
+    def _fold_log(self, event: dict) -> None:
+        self.logs.append(f"{self.time:.1f}s {event.get('text', '')}")
+
+    def _fold_error(self, event: dict) -> None:
+        self.errors.append(event)
+        self.logs.append(f"{self.time:.1f}s ERROR {error_line(event)}")
+
+    def _fold_disconnect(self, event: dict) -> None:
+        self.disconnected = True
+        self.disconnect_text = str(event.get("text", ""))
+        self.logs.append(f"{self.time:.1f}s DISCONNECTED {self.disconnect_text}".rstrip())
+
+    def _fold_summary(self, event: dict) -> None:
+        self.summary = event
+
+    # What displays show, derived on demand.
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.scored if self.scored else None
+
+    @property
+    def accuracy_window(self) -> float | None:
+        marks = [c for _, c in self._recent if c is not None]
+        return sum(marks) / len(marks) if marks else None
+
+    @property
+    def loss(self) -> float | None:
+        return self.losses[-1] if self.losses else None
+
+    @property
+    def loss_smoothed(self) -> float | None:
+        return self.loss_ema[-1] if self.loss_ema else None
+
+    @property
+    def steps_done(self) -> int:
+        return 0 if self.step is None else self.step + 1
+
+    @property
+    def progress(self) -> float | None:
+        if not self.steps_total:
+            return None
+        return min(1.0, self.steps_done / self.steps_total)
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Steps a second over the recent window (skipped samples count: they cost link time)."""
+        if len(self._recent) < 2:
+            return None
+        span = self._recent[-1][0] - self._recent[0][0]
+        return (len(self._recent) - 1) / span if span > 0 else None
+
+    @property
+    def ms_per_step(self) -> float | None:
+        """Host time a step over the recent window: the end-to-end cost, link included."""
+        rate = self.samples_per_s
+        return 1000 / rate if rate else None
+
+    @property
+    def eta_s(self) -> float | None:
+        rate = self.samples_per_s
+        if not self.steps_total or not rate or self.summary is not None:
+            return None
+        return max(0, self.steps_total - self.steps_done) / rate
+
+    @property
+    def counter_unit(self) -> str:
+        return str(self.start.get("counter_unit") or "counter")
+
+    @property
+    def counter(self) -> float | None:
+        return next((c for c in reversed(self.counters) if math.isfinite(c)), None)
+
+    @property
+    def counter_mean(self) -> float | None:
+        known = [c for c in self.counters if math.isfinite(c)]
+        return sum(known) / len(known) if known else None
+
+    @property
+    def per_class_accuracy(self) -> dict[str, float | None]:
+        names = self.class_names
+        return {
+            names[i]: (row[i] / sum(row) if sum(row) else None)
+            for i, row in enumerate(self.confusion)
+        }
+
+    @property
+    def class_names(self) -> list[str]:
+        return self.classes + [f"class {i}" for i in range(len(self.classes), len(self.confusion))]
+
+    @property
+    def memory_total(self) -> int:
+        return sum(int(self.memory.get(part) or 0) for part in MEMORY_PARTS)
+
+    @property
+    def status(self) -> str:
+        if self.disconnected:
+            return "DISCONNECTED"
+        if self.summary is not None:
+            return "FINISHED"
+        return "RUNNING" if self.events else "WAITING"
+
+    @property
+    def last_error(self) -> dict | None:
+        return self.errors[-1] if self.errors else None
+
+
+def error_line(event: dict) -> str:
+    """An error event as one line: `WRONG_SAMPLE_SIZE (7): text`."""
+    name = event.get("name") or "error"
+    code = event.get("code")
+    head = f"{name} ({code})" if code is not None else str(name)
+    text = event.get("text")
+    return f"{head}: {text}" if text else head

@@ -1,0 +1,278 @@
+"""The MicroPython tests (micropython/tests/*.py, each with its .py.exp): their assets, and
+their expected outputs from tinyprop's NumPy reference.
+
+Assets, made by tinyprop whenever they are needed, never committed: `small`, a MobileNetV1
+tail generated in the graph IR (tests/opgen.py small_classifier: the same bytes on every
+machine, which a TFLite conversion is not), trained last:2 on eight random inputs, also as
+`small_momentum` with optimizer state; `vww`, the MLPerf Tiny VWW model from the shared assets
+(last:2) with four real photos, two of each class. Blobs are packed without META (which holds
+the source's path), so their bytes and ids do not depend on where the model lies. Samples are
+files as tinyprop.device.device.write_bulk_file writes them: a label byte, then the int8 input, per
+sample. The scripts import them from a module `tp_assets`.
+
+Each .exp is what its script prints when every loss, prediction, output and params CRC equals
+the reference's (reference.backward.ReferenceTrainer), every arena high-water mark the planned
+one, and every bad input is refused with its status; tests/test_micropython.py fails when a
+committed .exp no longer matches. MicroPython itself is built by hand (docs/micropython.md):
+
+    python tests/micropython_reference.py DIR             # assets + tp_assets.py reading DIR
+    MICROPYPATH=DIR run-tests.py --keep-path micropython/tests/*.py           # unix port
+    python tests/micropython_reference.py DIR --frozen    # tp_assets.py holding the bytes and
+    make -C ports/qemu ... FROZEN_MANIFEST=DIR/manifest.py   # manifest.py: qemu port, no files
+    python tests/micropython_reference.py --write-exp     # rewrite the .exp files
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from test_device_host import Model, load_ir_model, load_vww_model
+from tinyprop.compile.blob import blob_id, read_blob
+from tinyprop.data import assets
+from tinyprop.device.device import write_bulk_file
+from tinyprop.device.protocol import ErrorCode, MsgType
+from tinyprop.engines.native import status_code
+from tinyprop.reference.backward import ReferenceTrainer
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault(assets.ASSETS_ENV, str(REPO.parent / "shared"))  # as tests/conftest.py
+TESTS = REPO / "micropython" / "tests"
+LR, SEED, MOMENTUM = 0.05, 7, 0.9  # what the scripts set
+SMALL_STEPS, VWW_STEPS, MOMENTUM_STEPS = 8, 8, 6
+
+
+def load_small_model() -> Model:
+    """The small generated model, last:2, and its eight samples."""
+    return load_ir_model(momentum=False)
+
+
+def small_momentum() -> Model:
+    """The same with optimizer state (convert --momentum)."""
+    return load_ir_model(momentum=True)
+
+
+def vww() -> Model:
+    return load_vww_model(assets.resolve_model(), assets.resolve_dataset())
+
+
+def write_assets(out: Path, frozen: bool) -> list[Path]:
+    """The blobs and samples files in `out`, and a tp_assets.py that reads them (the unix
+    port), or, with `frozen`, a tp_assets.py holding their bytes and a manifest.py freezing it
+    (the qemu port: frozen bytes stay in flash and the scripts use them in place)."""
+    out.mkdir(parents=True, exist_ok=True)
+    small, big = load_small_model(), vww()
+    files = {"SMALL_BLOB": "small.tpb", "SMALL_SAMPLES": "small.bin",
+             "SMALL_MOMENTUM_BLOB": "small_momentum.tpb", "VWW_BLOB": "vww.tpb",
+             "VWW_SAMPLES": "vww.bin"}
+    (out / "small.tpb").write_bytes(small.blob)
+    (out / "small_momentum.tpb").write_bytes(small_momentum().blob)
+    (out / "vww.tpb").write_bytes(big.blob)
+    write_bulk_file(out / "small.bin", small.inputs, small.labels)
+    write_bulk_file(out / "vww.bin", big.inputs, big.labels)
+    lines = ["# The MicroPython tests' assets, written by tests/micropython_reference.py."]
+    written = [out / name for name in files.values()] + [out / "tp_assets.py"]
+    if frozen:
+        lines += [f"{name} = {(out / file).read_bytes()!r}" for name, file in files.items()]
+        (out / "manifest.py").write_text(f"freeze({str(out)!r}, 'tp_assets.py')\n")
+        written.append(out / "manifest.py")
+    else:
+        lines += ["", "", "def _read(name):",
+                  f"    with open({str(out)!r} + '/' + name, 'rb') as f:",
+                  "        return f.read()", ""]
+        lines += [f"{name} = _read({file!r})" for name, file in files.items()]
+    (out / "tp_assets.py").write_text("\n".join(lines) + "\n")
+    return written
+
+
+# ---- expected outputs: each function prints what its script must print ----------------------
+
+
+def bits(x: float) -> str:
+    return f"{int(np.float32(x).view(np.uint32)):08x}"
+
+
+def crc(data: bytes) -> str:
+    return f"{zlib.crc32(data):08x}"
+
+
+def requirements(model: Model) -> dict[str, int]:
+    """What tinyprop.requirements returns, from the host's blob reader."""
+    b = read_blob(model.blob)
+    return {"arena_infer": b.arena_bytes, "arena_train": b.train_arena_bytes,
+            "params": b.params_bytes, "input_bytes": b.tensors[b.input].size,
+            "n_classes": b.n_classes, "model_id": b.model_id, "blob_id": blob_id(model.blob),
+            "optimizer": b.optimizer_bytes}
+
+
+def prediction(model: Model, ref: ReferenceTrainer, x: np.ndarray) -> int:
+    """The argmax of the logits, as the core's infer() returns it."""
+    logits = model.program.graph.ops[model.program.logits].outputs[0]
+    return int(np.argmax(ref.forward(x, model.program.logits)[logits]))
+
+
+def output(ref: ReferenceTrainer, x: np.ndarray) -> list[int]:
+    return [int(v) for v in ref.infer(x).reshape(-1)]
+
+
+def expect_small() -> list[str]:
+    m, mm = load_small_model(), small_momentum()
+    req = requirements(m)
+    ref = ReferenceTrainer(m.program, LR, SEED)
+    n = len(m.labels)
+    lines = [repr(sorted(req.items())), f"params crc32 {crc(ref.params_bytes())} {req['params']}"]
+    for i in range(SMALL_STEPS):
+        x, y = m.inputs[i % n], int(m.labels[i % n])
+        r = ref.train_step(x, y)
+        lines.append(f"step {i} {bits(r.loss)} {r.prediction} {y}" +
+                     (f" {req['arena_train']}" if i < SMALL_STEPS // 2 else ""))
+    lines += [f"params crc32 {crc(ref.params_bytes())} step {SMALL_STEPS}",
+              f"reset: params crc32 {crc(ReferenceTrainer(m.program).params_bytes())} step 0",
+              f"resumed: params equal True step {SMALL_STEPS}"]
+    lines += [f"infer {i} {prediction(m, ref, m.inputs[i])} {output(ref, m.inputs[i])} "
+              f"{req['arena_infer']}" for i in range(3)]
+    lines.append(f"momentum: optimizer bytes {requirements(mm)['optimizer']}")
+    ref = ReferenceTrainer(mm.program, LR, SEED, momentum=MOMENTUM)
+    for i in range(MOMENTUM_STEPS):
+        r = ref.train_step(mm.inputs[i % n], int(mm.labels[i % n]))
+        lines.append(f"step {i} {bits(r.loss)} {r.prediction}")
+    lines.append(f"params crc32 {crc(ref.params_bytes())}")
+    return lines
+
+
+def expect_vww() -> list[str]:
+    m = vww()
+    req = requirements(m)
+    ref = ReferenceTrainer(m.program, LR, SEED)
+    n = len(m.labels)
+    lines = [repr(sorted(req.items()))]
+    for i in range(VWW_STEPS):
+        y = int(m.labels[i % n])
+        r = ref.train_step(m.inputs[i % n], y)
+        lines.append(f"step {i} {bits(r.loss)} {r.prediction} {y} {req['arena_train']}")
+    lines.append(f"params crc32 {crc(ref.params_bytes())} step {VWW_STEPS}")
+    lines += [f"infer {i} {prediction(m, ref, x)} {output(ref, x)}" for i, x in enumerate(m.inputs)]
+    return lines
+
+
+def expect_errors() -> list[str]:
+    m = load_small_model()
+    fresh = ReferenceTrainer(m.program, LR, SEED)
+    x0, y0 = m.inputs[0], int(m.labels[0])
+    p0 = prediction(m, fresh, x0)
+    step0 = fresh.train_step(x0, y0)
+
+    def refused(status: str) -> str:
+        return f"{status_code(status)} {status} True"
+
+    return [
+        f"empty blob -> {refused('TP_ERR_BLOB_TRUNCATED')}",
+        f"truncated blob -> {refused('TP_ERR_BLOB_TRUNCATED')}",
+        f"not a blob -> {refused('TP_ERR_BLOB_MAGIC')}",
+        f"corrupted blob -> {refused('TP_ERR_BLOB_CRC')}",
+        "int as blob -> TypeError",
+        "blob at an odd address -> accepted",
+        f"arena too small -> {refused('TP_ERR_ARENA_TOO_SMALL')}",
+        f"arena for inference, train=True -> {refused('TP_ERR_ARENA_TOO_SMALL')}",
+        f"unaligned arena -> {refused('TP_ERR_ARG')}",
+        "read-only arena -> TypeError",
+        f"params too small -> {refused('TP_ERR_PARAMS_TOO_SMALL')}",
+        f"inference-only session: prediction {p0} params None",
+        f"train without params -> {refused('TP_ERR_NO_TRAIN')}",
+        f"blob altered -> {refused('TP_ERR_BLOB_CRC')}",
+        f"blob restored: prediction {p0}",
+        f"blob resized -> {refused('TP_ERR_ARG')}",
+        f"arena resized -> {refused('TP_ERR_ARG')}",
+        f"params resized -> {refused('TP_ERR_ARG')}",
+        f"blob dropped by the caller: prediction {p0}",
+        f"label out of range -> {refused('TP_ERR_BAD_LABEL')}",
+        f"negative label -> {refused('TP_ERR_BAD_LABEL')}",
+        "label not an int -> TypeError",
+        f"sample too short -> {refused('TP_ERR_BAD_INPUT')}",
+        f"sample too long -> {refused('TP_ERR_BAD_INPUT')}",
+        "sample into input, wrong size -> ValueError",
+        f"step without a new sample -> {refused('TP_ERR_BAD_INPUT')}",
+        f"infer without a new sample -> {refused('TP_ERR_BAD_INPUT')}",
+        f"momentum without optimizer state -> {refused('TP_ERR_ARG')}",
+        f"negative lr -> {refused('TP_ERR_ARG')}",
+        f"lr not finite -> {refused('TP_ERR_ARG')}",
+        f"momentum 1 -> {refused('TP_ERR_ARG')}",
+        f"output before infer -> {refused('TP_ERR_ARG')}",
+        "link to a non-stream -> OSError",
+        "link without a session -> TypeError",
+        f"metric before a step -> {refused('TP_ERR_ARG')}",
+        f"step 0 {bits(step0.loss)} {step0.prediction}",
+        f"TP_ERR_BAD_LABEL (10): label 9 out of range: the model has {requirements(m)['n_classes']}"
+        " classes",
+        "10 TP_ERR_BAD_LABEL",
+    ]
+
+
+def expect_link() -> list[str]:
+    m = load_small_model()
+    req = requirements(m)
+    ref = ReferenceTrainer(m.program, LR, SEED)
+    arena = max(req["arena_train"], req["arena_infer"])
+    ready = f"{arena}, {req['blob_id']}, 256, 23, 1, 1)"  # fw 0.1.0, rx 32 - 9, proto 1, us
+    lines = [
+        "hello answered True",
+        f"ERROR seq 6 {int(ErrorCode.UNSUPPORTED)} "
+        "b'a MicroPython script drives this board: it only streams metrics' True",
+        f"READY seq 7 (262144, {ready} b'mpy-test' True",
+        "poll answers True",
+        f"READY seq 9 (1, {ready} b'a-board-name-longer-than-32-byte' True",
+        "no hello False False",
+    ]
+    for i in range(2):
+        y = int(m.labels[i])
+        r = ref.train_step(m.inputs[i], y)
+        lines.append(f"METRIC seq 0 step {i} loss {bits(r.loss)} arena {req['arena_train']} "
+                     f"stack>0 True trainable {req['params']} static>0 True label {y} pred "
+                     f"{r.prediction} correct {int(r.prediction == y)} flags 0 True")
+    lines.append(f"METRIC seq 0 step 2 loss 00000000 arena {req['arena_infer']} stack>0 True "
+                 f"trainable {req['params']} static>0 True label 255 pred "
+                 f"{prediction(m, ref, m.inputs[0])} correct 255 flags 2 True")
+    lines.append(f"type {int(MsgType.LOG):02x} seq 0 b'done: 2 steps' True")
+    return lines
+
+
+EXPECTED: dict[str, Callable[[], list[str]]] = {
+    "tinyprop_small": expect_small,
+    "tinyprop_vww": expect_vww,
+    "tinyprop_errors": expect_errors,
+    "tinyprop_link": expect_link,
+}
+
+
+def expected_text(name: str) -> str:
+    return "\n".join(EXPECTED[name]()) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", type=Path, help="folder for the assets")
+    parser.add_argument("--frozen", action="store_true",
+                        help="tp_assets.py holds the bytes, plus a manifest.py freezing it")
+    parser.add_argument("--write-exp", action="store_true",
+                        help=f"rewrite the .exp files in {TESTS.relative_to(REPO)}")
+    args = parser.parse_args(argv)
+    if args.out is None and not args.write_exp:
+        parser.error("give a folder for the assets, or --write-exp")
+    if args.out is not None:
+        for path in write_assets(args.out.resolve(), args.frozen):
+            print(path)
+    if args.write_exp:
+        for name in EXPECTED:
+            path = TESTS / f"{name}.py.exp"
+            path.write_text(expected_text(name))
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
