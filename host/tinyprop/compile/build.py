@@ -14,17 +14,20 @@ from ..frontend.tflite_reader import read_tflite
 from .auto import auto_scheme, calibration_samples
 from .blobfile import TrainingBlob, make_blob
 from .budget import DEFAULT_RESERVE, over_budget, parse_budget
+from .kernels import DEFAULT_TARGET, check_target
 from .scheme import parse_scheme
 from .train_plan import build_program
 
 
 def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
-          momentum: bool = False) -> TrainingBlob:
+          momentum: bool = False, target: str = DEFAULT_TARGET) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given; `auto` calibrates on the train split of `calib`
     seen through `calib_shift`. `momentum` plans the optimizer state (one float32 velocity per
-    trained parameter)."""
+    trained parameter); `target` the scratch of its kernels (tinyprop.compile.kernels), within
+    the budget: the scheme is chosen first, without it."""
+    check_target(target)
     graph = read_tflite(model)
     budget_b = parse_budget(budget) if budget else None
     reserve_b = reserve if isinstance(reserve, int) else parse_budget(reserve, "--reserve")
@@ -44,4 +47,5 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
         prog = build_program(graph, sch, momentum)
         if budget_b is not None and prog.memory_bytes > budget_b - reserve_b:
             raise over_budget(prog, budget_b, reserve_b)
-    return make_blob(model, sch, momentum)
+    limit = budget_b - reserve_b if budget_b is not None else None
+    return make_blob(model, sch, momentum, target, limit)
