@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "tinyprop.h"
+#include "tp_gradmap.h"
 #include "tp_le.h"
 
 /* A hot loop nest kept out of its caller: inlined into a large function, its loop counters and
@@ -216,7 +217,13 @@ static inline uint32_t tp_tran_last(const tp_blob_view *b) /* the op making the 
     return tp_rd_u16(b->train + 2);
 }
 
-/* Training-plan arena offset of a tensor's activation / float gradient (TP_NONE32: none). */
+/* The gradient maps' format (TP_GRAD_*, tp_gradmap.h). */
+static inline uint32_t tp_tran_grad_format(const tp_blob_view *b)
+{
+    return tp_rd_u16(b->train + 6);
+}
+
+/* Training-plan arena offset of a tensor's activation / gradient buffer (TP_NONE32: none). */
 static inline uint32_t tp_tran_act_offset(const tp_blob_view *b, uint32_t tensor)
 {
     return tp_rd_u32(b->train + TP_TRAN_HEADER + 4u * tensor);
@@ -229,6 +236,15 @@ static inline uint32_t tp_tran_grad_offset(const tp_blob_view *b, uint32_t tenso
 
 /* The TRAN record of op k, or NULL when op k takes no part in the backward pass. */
 const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k);
+
+/* (rows, values a row) of a tensor's gradient map as a kernel writes it: an NHWC tensor's image
+ * rows, anything else one row (train_plan.map_rows). */
+void tp_map_rows(const tp_tensor *t, uint32_t *rows, uint32_t *row_elems);
+
+/* Scratch bytes of op's backward step under the blob's gradient format (train_plan's
+ * backward_scratch): the weight gradient's float32 row, an integer map's row shifts, a weighted
+ * op's int32 row of dX sums and one pixel's dY'. */
+uint32_t tp_backward_scratch_bytes(const tp_blob_view *b, const tp_op *op, uint32_t flags);
 
 /* Held row of output channel o of a weighted op (TP_NONE16: read from the blob). */
 static inline uint32_t tp_held_row(const tp_blob_view *b, const tp_op *op, uint32_t o)

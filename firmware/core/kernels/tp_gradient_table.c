@@ -9,7 +9,10 @@
             tp_depthwise_conv2d_weight_grad_f32, tp_fully_connected_weight_grad_f32,          \
             tp_bias_grad_f32, tp_avg_pool2d_input_grad_f32, tp_mean_hw_input_grad_f32,        \
             tp_pad_input_grad_f32, tp_add_input_grad_f32, tp_input_grad_f32_scratch_bytes,    \
-            tp_weight_grad_f32_scratch_bytes                                                  \
+            tp_weight_grad_f32_scratch_bytes, tp_conv2d_input_grad_q,                         \
+            tp_depthwise_conv2d_input_grad_q, tp_fully_connected_input_grad_q,                \
+            tp_conv2d_weight_grad_q, tp_depthwise_conv2d_weight_grad_q,                       \
+            tp_fully_connected_weight_grad_q, tp_bias_grad_q                                  \
     }
 
 const tp_gradient_kernels tp_ref_gradient = TP_REF_GRADIENT_KERNELS;

@@ -11,6 +11,7 @@ from ..compile.budget import DEFAULT_RESERVE
 from ..compile.build import build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, report_lines
+from ..compile.train_plan import DEFAULT_GRAD, GRAD_FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the kernels the board's firmware builds, whose scratch the blob plans: "
                    "cortex-m4 (also m7, m33: the DSP kernels; qemu-m4, Nano 33 BLE) or ref "
                    f"(host, rv32-virt, ESP32); default {DEFAULT_TARGET}")
+    p.add_argument("--grad", default=DEFAULT_GRAD, choices=list(GRAD_FORMATS),
+                   help="the gradient maps' format: int16 or int8 values with one power-of-two "
+                   f"scale per map, or float32 (docs/training.md); default {DEFAULT_GRAD}")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer memory table and each op's kernel")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
@@ -44,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tb = build(args.model, args.scheme, args.budget, args.calib, args.reserve, args.calib_shift,
-               args.momentum, args.target)
+               args.momentum, args.target, args.grad)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:

@@ -17,7 +17,7 @@ import numpy as np
 from ..frontend.graph import Graph
 from .budget import DEFAULT_RESERVE, over_budget
 from .scheme import LayerUpdate, SparseScheme, out_channels, pick_channels, with_classifier
-from .train_plan import TrainProgram, build_program
+from .train_plan import DEFAULT_GRAD, TrainProgram, build_program
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
 # Calibration samples: spread evenly over the train split. 16 reference backward passes take a
@@ -31,16 +31,17 @@ def calibration_samples(xs: np.ndarray, ys: np.ndarray,
     return [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // n))][:n]
 
 
-def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) -> dict:
+def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]],
+                           grad: str = DEFAULT_GRAD) -> dict:
     """Per weighted op: (sum of squared bias gradients, per-channel squared weight gradients),
-    from a full-backward reference pass with a zero learning rate."""
+    from a full-backward reference pass with a zero learning rate, in gradient format `grad`."""
     from ..reference.backward import ReferenceTrainer  # here: only auto needs the reference
 
     weighted = [op.index for op in graph.weighted_ops()]
     full = SparseScheme("probe", {i: LayerUpdate(i, True, None) for i in weighted})
     for i in weighted:
         full.layers[i].channels = list(range(out_channels(graph, i)))
-    prog = build_program(graph, with_classifier(graph, full))
+    prog = build_program(graph, with_classifier(graph, full), grad=grad)
     trainer = ReferenceTrainer(prog, lr=0.0)
     norms: dict[int, list] = {i: [0.0, None] for i in weighted}
     trainer.probe = norms
@@ -50,14 +51,15 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) 
 
 
 def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_RESERVE,
-                max_layers: int = 12, momentum: bool = False) -> tuple[SparseScheme, TrainProgram]:
+                max_layers: int = 12, momentum: bool = False,
+                grad: str = DEFAULT_GRAD) -> tuple[SparseScheme, TrainProgram]:
     """The greedy scheme under `budget`; with `momentum` every trained parameter also costs
-    its float32 velocity."""
+    its float32 velocity; memory is planned with gradient maps in format `grad`."""
     limit = budget - reserve
     weighted = [op.index for op in graph.weighted_ops()]
-    norms = calibration_grad_norms(graph, samples) if samples else None
+    norms = calibration_grad_norms(graph, samples, grad) if samples else None
     scheme = with_classifier(graph, SparseScheme(f"auto@{budget // 1024}KB"))
-    prog = build_program(graph, scheme, momentum)
+    prog = build_program(graph, scheme, momentum, grad)
     if prog.memory_bytes > limit:  # even the classifier alone does not fit
         raise over_budget(prog, budget, reserve)
     cls = graph.logits_op().index
@@ -101,7 +103,7 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
                     gain = benefit(i, "w", ch) - (benefit(i, "w", t.channels) if t.channels
                                                   else 0.0)
                     t.channels = ch
-                p = build_program(graph, trial, momentum)
+                p = build_program(graph, trial, momentum, grad)
                 cost = p.memory_bytes
                 if cost > limit or gain <= 0:
                     continue

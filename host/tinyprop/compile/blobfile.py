@@ -19,7 +19,7 @@ from ..frontend.tflite_reader import read_tflite
 from .blob import pack_blob, read_blob
 from .kernels import DEFAULT_TARGET, ScratchPlan, plan_scratch
 from .scheme import SparseScheme, scheme_from_dict
-from .train_plan import TrainProgram, build_program
+from .train_plan import DEFAULT_GRAD, TrainProgram, build_program
 
 
 @dataclass
@@ -44,14 +44,16 @@ class TrainingBlob:
 
 
 def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
-              target: str = DEFAULT_TARGET, limit: int | None = None) -> TrainingBlob:
+              target: str = DEFAULT_TARGET, limit: int | None = None,
+              grad: str = DEFAULT_GRAD) -> TrainingBlob:
     """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state;
     `target` names the kernels it plans scratch for (tinyprop.compile.kernels), within `limit`
-    bytes of device memory (arena + params region) when given."""
+    bytes of device memory (arena + params region) when given; `grad` is the gradient maps'
+    format (train_plan.GRAD_FORMATS)."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
-    program = build_program(graph, scheme, momentum)
-    meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json()}
+    program = build_program(graph, scheme, momentum, grad)
+    meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json(), "grad": grad}
     if momentum:  # only then: a blob without optimizer state stays as it always was
         meta["momentum"] = True
     scratch = None
@@ -81,7 +83,8 @@ def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
         raise TinypropError(f"{path}: was converted from another model than {src}; pass the "
                             "original with --model or re-run tinyprop convert")
     tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")),
-                   meta.get("target", "ref"), meta.get("scratch_limit"))
+                   meta.get("target", "ref"), meta.get("scratch_limit"),
+                   meta.get("grad", "float32"))
     if tb.blob != raw:
         raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "
                             "another tinyprop version?); re-run tinyprop convert")

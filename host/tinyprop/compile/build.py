@@ -16,17 +16,19 @@ from .blobfile import TrainingBlob, make_blob
 from .budget import DEFAULT_RESERVE, over_budget, parse_budget
 from .kernels import DEFAULT_TARGET, check_target
 from .scheme import parse_scheme
-from .train_plan import build_program
+from .train_plan import DEFAULT_GRAD, build_program
 
 
 def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
-          momentum: bool = False, target: str = DEFAULT_TARGET) -> TrainingBlob:
+          momentum: bool = False, target: str = DEFAULT_TARGET,
+          grad: str = DEFAULT_GRAD) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given; `auto` calibrates on the train split of `calib`
     seen through `calib_shift`. `momentum` plans the optimizer state (one float32 velocity per
     trained parameter); `target` the scratch of its kernels (tinyprop.compile.kernels), within
-    the budget: the scheme is chosen first, without it."""
+    the budget: the scheme is chosen first, without it; `grad` the gradient maps' format
+    (train_plan.GRAD_FORMATS), which the scheme search plans with."""
     check_target(target)
     graph = read_tflite(model)
     budget_b = parse_budget(budget) if budget else None
@@ -41,11 +43,11 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
                                    shift=calib_shift)
             samples = calibration_samples(xs, ys)
-        sch, _ = auto_scheme(graph, budget_b, samples, reserve_b, momentum=momentum)
+        sch, _ = auto_scheme(graph, budget_b, samples, reserve_b, momentum=momentum, grad=grad)
     else:
         sch = parse_scheme(graph, scheme)
-        prog = build_program(graph, sch, momentum)
+        prog = build_program(graph, sch, momentum, grad)
         if budget_b is not None and prog.memory_bytes > budget_b - reserve_b:
             raise over_budget(prog, budget_b, reserve_b)
     limit = budget_b - reserve_b if budget_b is not None else None
-    return make_blob(model, sch, momentum, target, limit)
+    return make_blob(model, sch, momentum, target, limit, grad)

@@ -7,6 +7,9 @@ Schedule of a step over ops 0..L (L produces the logits; a trailing SOFTMAX is n
   step L+1     loss: softmax cross-entropy on the dequantized logits -> logits gradient
   step L+2+j   backward of op L-j, down to the earliest op the scheme updates (E); each op's
                bias and weights are updated right there, so no gradient outlives its layer.
+
+Gradient maps are float32, or int16 / int8 with one power-of-two exponent per map
+(tinyprop.reference.gradmap): a per-blob choice (`convert --grad`), recorded in TRAN.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TinypropError
-from ..frontend.graph import Graph
+from ..frontend.graph import Graph, Op
+from ..reference.gradmap import GRAD_FORMATS
 from .planner import Buffer, plan_memory
 from .scheme import SparseScheme
 
@@ -27,6 +31,10 @@ F_BIAS, F_WEIGHT, F_MASK, F_GRAD_IN0, F_GRAD_IN1, F_ACTIVE = 1, 2, 4, 8, 16, 32
 F_ZERO_IN0, F_ZERO_IN1 = 64, 128
 TRAN_HEADER = struct.Struct("<HHHHII")
 TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
+DEFAULT_GRAD = "float32"
+# an integer map's buffer: its exponent (int32) and 4 bytes of padding, then the values
+MAP_HEADER = 8
+ELEM_BYTES = {"float32": 4, "int16": 2, "int8": 1}
 
 # Dead channels (all-zero weights) get tiny scales; QAS divides by the scale, so floor it at
 # this fraction of the layer's median channel scale.
@@ -69,6 +77,7 @@ class TrainProgram:
     held_rows: dict[int, tuple[list[int], bool]] = field(default_factory=dict)
     # momentum: one float32 velocity per trained parameter, after the params in their region
     optimizer_bytes: int = 0
+    grad: str = DEFAULT_GRAD  # the gradient maps' format (GRAD_FORMATS)
 
     @property
     def region_bytes(self) -> int:
@@ -94,7 +103,8 @@ class TrainProgram:
     def pack(self) -> bytes:
         """The TRAN section. Held weight rows are described in the OPS records (held_map)."""
         n_t = len(self.graph.tensors)
-        out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops), 0, n_t, 0))
+        out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops),
+                                         GRAD_FORMATS[self.grad], n_t, 0))
         out += struct.pack(f"<{n_t}I", *(self.act_offset.get(i, NONE32) for i in range(n_t)))
         out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
         for k in sorted(self.ops):
@@ -157,9 +167,46 @@ def _align4(n: int) -> int:
     return (n + 3) // 4 * 4
 
 
-def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False) -> TrainProgram:
+def grad_buffer_bytes(fmt: str, elems: int) -> int:
+    """Bytes of a gradient buffer of `elems` values in format `fmt` (an integer map's values
+    padded to a multiple of 8)."""
+    return 4 * elems if fmt == "float32" else MAP_HEADER + (ELEM_BYTES[fmt] * elems + 7) // 8 * 8
+
+
+def map_rows(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, values a row) of a map written by a gradient kernel: an NHWC tensor's image rows,
+    anything else one row."""
+    n = int(np.prod(shape))
+    return (shape[1], n // shape[1]) if len(shape) == 4 else (1, n)
+
+
+def backward_scratch(graph: Graph, op: Op, flags: int, fmt: str, row_len: int) -> int:
+    """Scratch bytes of op's backward step (firmware tp_backward_scratch_bytes): one float32
+    row of weight gradient when it trains weights; with integer maps, also each input
+    gradient's row shifts (a byte a row) and, for a weighted op, one row of int32
+    accumulators."""
+    need = 4 * row_len if flags & F_WEIGHT else 0
+    if fmt == "float32":
+        return need
+    if flags & (F_GRAD_IN0 | F_GRAD_IN1):
+        rows, row_elems = map_rows(graph.tensors[op.inputs[0]].shape)
+        grad = _align4(rows)
+        if op.kind in ("CONV_2D", "FULLY_CONNECTED"):
+            n_out = graph.tensors[op.outputs[0]].shape[-1]
+            grad += 4 * row_elems + 2 * n_out
+        elif op.kind == "DEPTHWISE_CONV_2D":
+            grad += 4 * row_elems
+        need = max(need, grad)
+    return (need + 7) // 8 * 8
+
+
+def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
+                  grad: str = DEFAULT_GRAD) -> TrainProgram:
     """The program of `scheme` on `graph`; `momentum` plans a float32 velocity per trained
-    parameter (the optimizer state, after the params in their region)."""
+    parameter (the optimizer state, after the params in their region); `grad` is the gradient
+    maps' format (GRAD_FORMATS)."""
+    if grad not in GRAD_FORMATS:
+        raise TinypropError(f"--grad {grad}: unknown; use one of {', '.join(GRAD_FORMATS)}")
     tens = graph.tensors
     L = graph.logits_op().index
     E = scheme.earliest()
@@ -258,15 +305,17 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False) ->
             n = tens[op.outputs[0]].size
             use(f"m{k}", (n + 7) // 8, k)
             use(f"m{k}", (n + 7) // 8, bstep(k))
-        if t.flags & F_WEIGHT:
-            use(f"s{k}", 4 * t.row_len, bstep(k))
+        scratch = backward_scratch(graph, op, t.flags, grad, t.row_len)
+        if scratch:
+            use(f"s{k}", scratch, bstep(k))
         # gradient of the output: written by the loss or by consumers, read here
         out = root(op.outputs[0])
-        use(f"g{out}", 4 * tens[out].size, bstep(k))
+        use(f"g{out}", grad_buffer_bytes(grad, tens[out].size), bstep(k))
         for pos, ti in enumerate(act_inputs(op)):
             if t.flags & (F_GRAD_IN0 if pos == 0 else F_GRAD_IN1):
-                use(f"g{root(ti)}", 4 * tens[root(ti)].size, bstep(k))
-    use(f"g{root(graph.ops[L].outputs[0])}", 4 * tens[graph.ops[L].outputs[0]].size, L + 1)
+                use(f"g{root(ti)}", grad_buffer_bytes(grad, tens[root(ti)].size), bstep(k))
+    use(f"g{root(graph.ops[L].outputs[0])}",
+        grad_buffer_bytes(grad, tens[graph.ops[L].outputs[0]].size), L + 1)
 
     names = sorted(life)
     in_name = f"a{root(graph.inputs[0])}"
@@ -281,4 +330,4 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False) ->
         t.scratch_offset = where.get(f"s{k}", NONE32)
     return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, buffers, offsets,
                         total, params_off, trainable, alias, held,
-                        4 * n_velocity if momentum else 0)
+                        4 * n_velocity if momentum else 0, grad)
