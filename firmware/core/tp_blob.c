@@ -326,6 +326,32 @@ const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k)
     return NULL;
 }
 
+uint32_t tp_producer_of(const tp_blob_view *b, uint32_t tensor)
+{
+    uint32_t k;
+    for (k = 0; k < b->n_ops; k++) {
+        if (tp_rd_u16(b->ops + (uint32_t)TP_OP_SIZE * k + 10) == tensor) {
+            return k;
+        }
+    }
+    return TP_NONE32;
+}
+
+/* Whether tensor's gradient buffer holds a sink's channel sums (its producer's record is
+ * REDUCED). */
+static int is_sums(const tp_blob_view *b, uint32_t tensor)
+{
+    uint32_t k = tp_producer_of(b, tensor);
+    const uint8_t *rec = k != TP_NONE32 ? tp_tran_record_of(b, k) : NULL;
+    return rec != NULL && (rec[3] & TP_TRAN_REDUCED) != 0u;
+}
+
+/* Bytes of a sink's gradient buffer: exponent and padding, one int64 a channel. */
+static uint64_t sums_bytes(const tp_tensor *t)
+{
+    return TP_GM_HEADER + 8ull * (t->rank > 0u ? t->dims[t->rank - 1u] : 1u);
+}
+
 void tp_map_rows(const tp_tensor *t, uint32_t *rows, uint32_t *row_elems)
 {
     uint32_t n = tp_tensor_elems(t);
@@ -375,8 +401,10 @@ static tp_status check_train_tensors(const tp_blob_view *v)
         if (a != TP_NONE32 && !within(a, t.size, v->req.arena_train)) {
             return TP_ERR_BLOB_BOUNDS;
         }
-        if (g != TP_NONE32 && (t.size > 0x3FFFFFFFu ||
-                               !within(g, tp_gm_buffer_bytes(format, t.size), v->req.arena_train))) {
+        if (g != TP_NONE32 &&
+            (t.size > 0x3FFFFFFFu ||
+             !within(g, is_sums(v, i) ? sums_bytes(&t) : tp_gm_buffer_bytes(format, t.size),
+                     v->req.arena_train))) {
             return TP_ERR_BLOB_BOUNDS;
         }
         if (g != TP_NONE32 && (g & 3u) != 0u) {
@@ -407,6 +435,25 @@ static tp_status check_train_op(const tp_blob_view *v, const tp_train_op *t, uin
     if ((t->flags & TP_TRAN_GRAD_IN1) &&
         (op.kind != TP_OP_ADD || tp_tran_grad_offset(v, op.inputs[1]) == TP_NONE32)) {
         return TP_ERR_BLOB_INVALID;
+    }
+    /* sinks and their writers: integer maps only; a sink trains just its bias; an input whose
+     * gradient is a sink's sums is written only by reducing into them, as its first writer */
+    if ((t->flags2 & ~(uint32_t)(TP_TRAN_REDUCED | TP_TRAN_REDUCE_IN0 | TP_TRAN_REDUCE_IN1)) ||
+        (t->flags2 != 0u && tp_tran_grad_format(v) == TP_GRAD_FLOAT32) ||
+        ((t->flags2 & TP_TRAN_REDUCED) &&
+         (t->flags & (TP_TRAN_BIAS | TP_TRAN_WEIGHT | TP_TRAN_GRAD_IN0 | TP_TRAN_GRAD_IN1)) !=
+             TP_TRAN_BIAS)) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    for (i = 0; i < 2u; i++) {
+        uint32_t need = i == 0u ? TP_TRAN_GRAD_IN0 : TP_TRAN_GRAD_IN1;
+        uint32_t zero = i == 0u ? TP_TRAN_ZERO_IN0 : TP_TRAN_ZERO_IN1;
+        uint32_t reduce = i == 0u ? TP_TRAN_REDUCE_IN0 : TP_TRAN_REDUCE_IN1;
+        int sums = (t->flags & need) && is_sums(v, op.inputs[i]);
+        if (((t->flags2 & reduce) != 0u) != sums ||
+            (sums && (t->flags & zero) == 0u)) {
+            return TP_ERR_BLOB_INVALID;
+        }
     }
     if ((t->flags & TP_TRAN_MASK) &&
         !within(t->mask_offset, (to.size + 7u) / 8u, v->req.arena_train)) {

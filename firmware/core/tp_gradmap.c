@@ -127,6 +127,9 @@ void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows,
     w->map = tp_gm_at(buf, format);
     w->header = buf;
     w->shifts = shifts;
+    w->sums = 0;
+    w->mask = 0;
+    w->channels = 0;
     w->rows = rows;
     w->row_elems = row_elems;
     w->bits = tp_gm_bits(format);
@@ -143,8 +146,25 @@ void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows,
     }
 }
 
+void tp_gm_begin_sums(tp_gm_writer *w, uint8_t *buf, uint32_t rows, uint32_t row_elems,
+                      uint32_t channels, const uint8_t *mask, int32_t e_v)
+{
+    uint32_t c;
+    tp_gm_begin(w, buf, TP_GRAD_INT16, rows, row_elems, 0u, 0, e_v);
+    w->sums = (int64_t *)(void *)(buf + TP_GM_HEADER);
+    w->mask = mask;
+    w->channels = channels;
+    for (c = 0; c < channels; c++) {
+        w->sums[c] = 0;
+    }
+    memcpy(buf, &e_v, 4u);
+}
+
 void tp_gm_row_begin(tp_gm_writer *w, uint32_t r, uint64_t max_abs)
 {
+    if (w->sums != 0) {
+        return;
+    }
     uint32_t n = tp_gm_bitlen(max_abs);
     w->shift = n > w->bits ? n - w->bits : 0u;
     w->shifts[r] = (uint8_t)w->shift;
@@ -154,6 +174,12 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
     uint32_t j, base = r * w->row_elems;
     uint64_t top = 0;
+    if (w->sums != 0) {
+        for (j = 0; j < w->row_elems; j++) {
+            tp_gm_put(w, base + j, v[j]);
+        }
+        return;
+    }
     for (j = 0; j < w->row_elems; j++) {
         int64_t x = tp_gm_value(w, base + j, v[j]);
         uint64_t a = x < 0 ? 0u - (uint64_t)x : (uint64_t)x;
@@ -169,6 +195,9 @@ void tp_gm_end(tp_gm_writer *w)
 {
     uint32_t r, j, top = 0;
     int32_t e;
+    if (w->sums != 0) {
+        return;
+    }
     for (r = 0; r < w->rows; r++) {
         top = w->shifts[r] > top ? w->shifts[r] : top;
     }

@@ -105,6 +105,9 @@ typedef struct {
     tp_gmap map;
     uint8_t *header;
     uint8_t *shifts; /* scratch: each row's own shift */
+    int64_t *sums;   /* reducing (a sink's gradient): per-channel sums instead of a map */
+    const uint8_t *mask; /* reducing: the sink's 1-bit mask (NULL: none) */
+    uint32_t channels;
     uint32_t rows, row_elems, bits;
     int32_t e_c;     /* the exponent values are exact at (e_v, or a common one with the old map) */
     int32_t sv, so;  /* shifts of new values and of the old map's to e_c */
@@ -121,9 +124,20 @@ static inline int64_t tp_gm_value(const tp_gm_writer *w, uint32_t i, int64_t v)
     return w->accumulate ? tp_gm_rshift(v, w->sv) + tp_gm_rshift(tp_gm_get(&w->map, i), w->so)
                          : v;
 }
+/* A sink's gradient instead of a map (train_plan.F2_REDUCED): buf holds the exponent e_v, then
+ * one int64 sum a channel of the exact values whose mask bit is set; rows, puts and the end do
+ * just that. */
+void tp_gm_begin_sums(tp_gm_writer *w, uint8_t *buf, uint32_t rows, uint32_t row_elems,
+                      uint32_t channels, const uint8_t *mask, int32_t e_v);
 void tp_gm_row_begin(tp_gm_writer *w, uint32_t r, uint64_t max_abs);
 static inline void tp_gm_put(const tp_gm_writer *w, uint32_t i, int64_t value)
 {
+    if (w->sums != 0) {
+        if (w->mask == 0 || (w->mask[i >> 3] & (1u << (i & 7u)))) {
+            w->sums[i % w->channels] += value;
+        }
+        return;
+    }
     tp_gm_set(&w->map, i, (int32_t)tp_gm_saturate(tp_gm_rshift(value, (int32_t)w->shift), w->bits));
 }
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v);

@@ -31,6 +31,7 @@ typedef struct {
     uint32_t format;     /* TP_GRAD_* */
     float *dy;           /* float32 maps */
     tp_gmap dyq;         /* integer maps */
+    const uint8_t *sums; /* a sink's: its output's gradient as channel sums (REDUCED) */
     uint8_t *scratch;    /* the op's backward scratch (NULL: none) */
 } backward_ctx;
 
@@ -43,9 +44,26 @@ static uint8_t *begin_input(const backward_ctx *c, tp_gm_writer *w, uint32_t pos
     uint8_t *buf;
     tp_decode_tensor(c->s->b.tensors, c->op.inputs[pos], &t);
     tp_map_rows(&t, &rows, &row_elems);
-    buf = tp_arena_at(c->s, tp_tran_grad_offset(&c->s->b, c->op.inputs[pos]),
-                      (uint32_t)tp_gm_buffer_bytes(c->format, tp_tensor_elems(&t)));
-    tp_gm_begin(w, buf, c->format, rows, row_elems, (c->t.flags & zero) == 0u, c->scratch, e_v);
+    if (c->t.flags2 & (pos == 0u ? TP_TRAN_REDUCE_IN0 : TP_TRAN_REDUCE_IN1)) {
+        /* the input is a sink's output: its rows go into the sink's channel sums, masked by
+         * the sink's mask (the loader checked the sink's record) */
+        tp_train_op sink;
+        uint32_t channels = t.dims[t.rank - 1u];
+        const uint8_t *mask = NULL;
+        tp_decode_train_op(tp_tran_record_of(&c->s->b, tp_producer_of(&c->s->b, c->op.inputs[pos])),
+                           &sink);
+        if (sink.flags & TP_TRAN_MASK) {
+            mask = tp_arena_at(c->s, sink.mask_offset, (tp_tensor_elems(&t) + 7u) / 8u);
+        }
+        buf = tp_arena_at(c->s, tp_tran_grad_offset(&c->s->b, c->op.inputs[pos]),
+                          TP_GM_HEADER + 8u * channels);
+        tp_gm_begin_sums(w, buf, rows, row_elems, channels, mask, e_v);
+    } else {
+        buf = tp_arena_at(c->s, tp_tran_grad_offset(&c->s->b, c->op.inputs[pos]),
+                          (uint32_t)tp_gm_buffer_bytes(c->format, tp_tensor_elems(&t)));
+        tp_gm_begin(w, buf, c->format, rows, row_elems, (c->t.flags & zero) == 0u, c->scratch,
+                    e_v);
+    }
     return c->scratch + ((rows + 3u) & ~3u);
 }
 
@@ -227,8 +245,16 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     }
     if (c->t.flags & TP_TRAN_BIAS) {
         for (o = 0; o < n_out; o++) {
-            float db = c->format == TP_GRAD_FLOAT32 ? c->k->bias(c->dy, positions, n_out, o)
-                                                    : c->k->bias_q(&c->dyq, positions, n_out, o);
+            float db;
+            if (c->sums != NULL) { /* a sink: the sums its writer made */
+                int64_t sum;
+                memcpy(&sum, c->sums + TP_GM_HEADER + 8u * o, 8u);
+                db = tp_gm_to_f32(sum, c->dyq.e, 1.0f);
+            } else if (c->format == TP_GRAD_FLOAT32) {
+                db = c->k->bias(c->dy, positions, n_out, o);
+            } else {
+                db = c->k->bias_q(&c->dyq, positions, n_out, o);
+            }
             tp_optim_update_bias(&u, c->t.bias_params, o, db, tp_weights_scale(&c->w, o));
         }
     }
@@ -276,6 +302,16 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     tp_conv_params_of(&c.op, &c.conv);
     n = tp_tensor_elems(&c.tout);
     c.format = tp_tran_grad_format(&s->b);
+    if (c.t.flags2 & TP_TRAN_REDUCED) { /* a sink: only its bias trains, from the sums */
+        tp_tensor tw;
+        c.sums = tp_arena_at(s, tp_tran_grad_offset(&s->b, c.op.output),
+                             TP_GM_HEADER + 8u * c.tout.dims[c.tout.rank - 1u]);
+        memcpy(&c.dyq.e, c.sums, 4u);
+        tp_decode_tensor(s->b.tensors, c.op.inputs[1], &tw);
+        tp_weights_of(s, &c.op, &tw, &c.w);
+        update(&c, key, v_end);
+        return;
+    }
     if (c.format == TP_GRAD_FLOAT32) {
         c.dy = grad_of(s, c.op.output, n);
     } else {

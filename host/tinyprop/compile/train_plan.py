@@ -29,6 +29,12 @@ NONE32 = 0xFFFFFFFF
 F_BIAS, F_WEIGHT, F_MASK, F_GRAD_IN0, F_GRAD_IN1, F_ACTIVE = 1, 2, 4, 8, 16, 32
 # set on the first op (in backward order) that writes a gradient buffer: it zeroes it first
 F_ZERO_IN0, F_ZERO_IN1 = 64, 128
+# TRAN's second flags byte. With integer maps, an op that trains only its bias and needs no
+# input gradient (a "sink": op E, typically) reads nothing of its output's gradient but the
+# per-channel sums; when one op writes that gradient, it adds its rows straight into those sums
+# (masked by the sink's RELU mask) and no map of it is ever stored.
+F2_REDUCED = 1  # the sink: its output's gradient buffer holds per-channel sums
+F2_REDUCE_IN0, F2_REDUCE_IN1 = 2, 4  # the writer: input 0's (1's) gradient goes into such sums
 TRAN_HEADER = struct.Struct("<HHHHII")
 TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
 DEFAULT_GRAD = "float32"
@@ -56,6 +62,7 @@ class TrainOp:
     # momentum: index of the op's first float32 velocity (its biases', then its held rows' in
     # row order); velocities follow the params layout, op by op in ascending order
     velocity: int = 0
+    flags2: int = 0  # F2_*
 
 
 @dataclass
@@ -109,7 +116,7 @@ class TrainProgram:
         out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
         for k in sorted(self.ops):
             t = self.ops[k]
-            out += TRAN_OP.pack(t.op, t.flags, 0, t.mask_offset, t.scratch_offset,
+            out += TRAN_OP.pack(t.op, t.flags, t.flags2, t.mask_offset, t.scratch_offset,
                                 len(t.channels), t.scale_floor, t.bias_params)
         return bytes(out)
 
@@ -171,6 +178,11 @@ def grad_buffer_bytes(fmt: str, elems: int) -> int:
     """Bytes of a gradient buffer of `elems` values in format `fmt` (an integer map's values
     padded to a multiple of 8)."""
     return 4 * elems if fmt == "float32" else MAP_HEADER + (ELEM_BYTES[fmt] * elems + 7) // 8 * 8
+
+
+def sums_buffer_bytes(channels: int) -> int:
+    """A sink's gradient buffer: the exponent (and padding), then one int64 sum a channel."""
+    return MAP_HEADER + 8 * channels
 
 
 def map_rows(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -273,13 +285,30 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
         ops[op.index] = t
 
     created = {root(graph.ops[L].outputs[0])}
+    writers: dict[int, list[tuple[int, int]]] = {}  # gradient buffer -> (op, input position)
     for k in sorted(ops, reverse=True):
         for pos, (need, zero) in enumerate(((F_GRAD_IN0, F_ZERO_IN0), (F_GRAD_IN1, F_ZERO_IN1))):
             if ops[k].flags & need:
                 r = root(act_inputs(graph.ops[k])[pos])
+                writers.setdefault(r, []).append((k, pos))
                 if r not in created:
                     ops[k].flags |= zero
                     created.add(r)
+    sums: dict[int, int] = {}  # gradient buffers holding a sink's channel sums -> channels
+    if grad != "float32":
+        for k, t in ops.items():
+            out = graph.ops[k].outputs[0]
+            w = writers.get(out, [])
+            if (t.flags & (F_BIAS | F_WEIGHT | F_GRAD_IN0 | F_GRAD_IN1) == F_BIAS and len(w) == 1
+                    and act_inputs(graph.ops[w[0][0]])[w[0][1]] == out):
+                t.flags2 |= F2_REDUCED
+                ops[w[0][0]].flags2 |= F2_REDUCE_IN0 if w[0][1] == 0 else F2_REDUCE_IN1
+                sums[out] = tens[out].shape[-1]
+
+    def grad_bytes(r: int) -> int:
+        if r in sums:
+            return sums_buffer_bytes(sums[r])
+        return grad_buffer_bytes(grad, tens[r].size)
 
     # ---- buffers and lifetimes ----
     life: dict[str, list[int]] = {}
@@ -310,12 +339,11 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
             use(f"s{k}", scratch, bstep(k))
         # gradient of the output: written by the loss or by consumers, read here
         out = root(op.outputs[0])
-        use(f"g{out}", grad_buffer_bytes(grad, tens[out].size), bstep(k))
+        use(f"g{out}", grad_bytes(out), bstep(k))
         for pos, ti in enumerate(act_inputs(op)):
             if t.flags & (F_GRAD_IN0 if pos == 0 else F_GRAD_IN1):
-                use(f"g{root(ti)}", grad_buffer_bytes(grad, tens[root(ti)].size), bstep(k))
-    use(f"g{root(graph.ops[L].outputs[0])}",
-        grad_buffer_bytes(grad, tens[graph.ops[L].outputs[0]].size), L + 1)
+                use(f"g{root(ti)}", grad_bytes(root(ti)), bstep(k))
+    use(f"g{root(graph.ops[L].outputs[0])}", grad_bytes(root(graph.ops[L].outputs[0])), L + 1)
 
     names = sorted(life)
     in_name = f"a{root(graph.inputs[0])}"

@@ -29,6 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compile.train_plan import (
+    F2_REDUCE_IN0,
+    F2_REDUCE_IN1,
+    F2_REDUCED,
     F_BIAS,
     F_GRAD_IN0,
     F_GRAD_IN1,
@@ -50,6 +53,15 @@ M32 = 0xFFFFFFFF
 # average pooling and MEAN divide each dY by its window's size in units of 2^-POOL_FRAC
 POOL_FRAC = 16
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+@dataclass
+class ChannelSums:
+    """A sink's output gradient (train_plan.F2_REDUCED): per-channel sums of the exact masked
+    values its one writer produced, times 2^e."""
+
+    s: np.ndarray
+    e: int
 
 
 @dataclass
@@ -135,6 +147,7 @@ class ReferenceTrainer:
                          if program.optimizer_bytes else None)
         self.step = 0
         self.probe: dict | None = None  # auto.calibration_grad_norms: record, do not update
+        self._producer = {op.outputs[0]: op.index for op in self.graph.ops}
         self.values = {}  # tensor index -> current trainable array
         for k, t in program.ops.items():
             op = self.graph.ops[k]
@@ -223,18 +236,12 @@ class ReferenceTrainer:
         op, p = g.ops[k], self.params[k]
         dy = grads[root(op.outputs[0])]
         if t.flags & F_MASK:
-            y = vals[op.outputs[0]]
-            keep = y > p.act_min
-            if op.activation == "RELU6":
-                keep &= y < p.act_max
-            dy = np.where(keep, dy, f32(0)).astype(f32)
+            dy = np.where(self._keep(k, vals), dy, f32(0)).astype(f32)
             grads[root(op.outputs[0])] = dy
         kind = op.kind
-        if kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        if kind in WEIGHTED:
             w = self._const(op.inputs[1])
-            wt = g.tensors[op.inputs[1]]
-            n_out = t.n_out or (wt.shape[3] if kind == "DEPTHWISE_CONV_2D" else wt.shape[0])
-            s_w = np.broadcast_to(wt.scale.astype(f32), (n_out,))
+            s_w = self._scales(op)
             if t.flags & F_GRAD_IN0:
                 dx = self._grad_buf(grads, root, op.inputs[0])
                 grads[root(op.inputs[0])] = self._input_grad(op, p, w, s_w, dy, dx)
@@ -260,18 +267,23 @@ class ReferenceTrainer:
         g, t, fmt = self.graph, self.prog.ops[k], self.prog.grad
         op, p = g.ops[k], self.params[k]
         dy = grads[root(op.outputs[0])]
+        if t.flags2 & F2_REDUCED:  # the writer applied the mask and summed: only the bias trains
+            self._update(k, op, p, t, None, self._scales(op), dy, vals)
+            return
         dy = GradMap(dy.q.reshape(g.tensors[op.outputs[0]].shape), dy.e)  # a RESHAPE's view
         if t.flags & F_MASK:
-            y = vals[op.outputs[0]]
-            keep = y > p.act_min
-            if op.activation == "RELU6":
-                keep &= y < p.act_max
-            dy = GradMap(np.where(keep, dy.q, 0), dy.e)
+            dy = GradMap(np.where(self._keep(k, vals), dy.q, 0), dy.e)
             grads[root(op.outputs[0])] = dy
 
         def write(pos: int, v: np.ndarray, e_v: int) -> None:
-            """The map of input pos, its rows as this op sees the tensor."""
+            """The map of input pos, its rows as this op sees the tensor (or, for a sink's
+            output, the sums of its masked channels)."""
             r = root(op.inputs[pos])
+            if t.flags2 & (F2_REDUCE_IN0 if pos == 0 else F2_REDUCE_IN1):
+                keep = self._keep(self._producer[op.inputs[pos]], vals)
+                v = np.where(keep, v.reshape(keep.shape), 0)
+                grads[r] = ChannelSums(v.reshape(-1, v.shape[-1]).sum(axis=0), e_v)
+                return
             first = t.flags & (F_ZERO_IN0 if pos == 0 else F_ZERO_IN1)
             old = None if first else GradMap(grads[r].q.reshape(v.shape), grads[r].e)
             grads[r] = produce(v.reshape(g.tensors[op.inputs[pos]].shape), e_v, fmt, old)
@@ -279,11 +291,9 @@ class ReferenceTrainer:
         kind = op.kind
         if kind in WEIGHTED:
             w = self._const(op.inputs[1])
-            wt = g.tensors[op.inputs[1]]
-            n_out = wt.shape[3] if kind == "DEPTHWISE_CONV_2D" else wt.shape[0]
-            s_w = np.broadcast_to(wt.scale.astype(f32), (n_out,))
+            s_w = self._scales(op)
             if t.flags & F_GRAD_IN0:
-                dyf = fold(dy, s_w, fold_terms(op, wt.shape))
+                dyf = fold(dy, s_w, fold_terms(op, g.tensors[op.inputs[1]].shape))
                 write(0, self._input_grad_int(op, p, w, dyf.q), dyf.e)
             if t.flags & (F_BIAS | F_WEIGHT):
                 self._update(k, op, p, t, w, s_w, dy, vals)
@@ -307,6 +317,23 @@ class ReferenceTrainer:
             h, w_ = g.tensors[op.inputs[0]].shape[1:3]
             write(0, dy.q[:, ph : ph + h, pw : pw + w_], dy.e)
         # RESHAPE: input and output share one gradient buffer; nothing to do
+
+    def _keep(self, k: int, vals) -> np.ndarray:
+        """Where op k's output passes a gradient: inside its RELU's clamp (all of it without a
+        mask)."""
+        op, p = self.graph.ops[k], self.params[k]
+        y = vals[op.outputs[0]]
+        if not self.prog.ops[k].flags & F_MASK:
+            return np.ones(y.shape, bool)
+        keep = y > p.act_min
+        if op.activation == "RELU6":
+            keep &= y < p.act_max
+        return keep
+
+    def _scales(self, op) -> np.ndarray:
+        wt = self.graph.tensors[op.inputs[1]]
+        n_out = wt.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else wt.shape[0]
+        return np.broadcast_to(wt.scale.astype(f32), (n_out,))
 
     def _input_grad_int(self, op, p, w, dyf) -> np.ndarray:
         """W^T dY' as exact int64 values, in the shape of the op's input."""
@@ -409,6 +436,8 @@ class ReferenceTrainer:
         return to_f32(s, dy.e, f32(xt.s))
 
     def _bias_grad(self, t, dy) -> np.ndarray:
+        if isinstance(dy, ChannelSums):
+            return to_f32(dy.s, dy.e)
         if isinstance(dy, GradMap):
             return to_f32(dy.q.reshape(-1, t.n_out).sum(axis=0), dy.e)
         return seqsum(dy.reshape(-1, t.n_out), 0)
