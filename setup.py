@@ -1,7 +1,8 @@
 """Only what pyproject.toml cannot say: an installed tinyprop builds C (the host engine, the
 emulated boards' firmware, PlatformIO's board builds), so the wheel carries the sources it builds
 from as package data, in tinyprop/_native/ laid out as the repository (tinyprop.paths.REPO_ROOT
-of an installed package). MANIFEST.in puts the same files in the sdist."""
+of an installed package). MANIFEST.in puts the same files in the sdist, and names the package's
+data files (setuptools includes those it lists)."""
 
 import shutil
 from pathlib import Path
