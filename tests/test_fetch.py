@@ -7,6 +7,7 @@ byte for byte equal to vww-mini."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 from pathlib import Path
 from types import SimpleNamespace
@@ -153,6 +154,18 @@ def test_a_file_that_stays_wrong_is_one_line_and_leaves_nothing(coco, capsys, tm
     assert "TINYPROP_ASSETS" in err
     cached = tmp_path / "cache" / "coco" / photo.coco_path
     assert not cached.exists() and not download.part_path(cached).exists()
+
+
+def test_a_build_with_other_bytes_is_kept_with_a_note(coco, capsys):
+    """Another Pillow or libjpeg may encode other bytes: the set is used, and the user told."""
+    photos = subset()[:2]
+    other = [photos[0], dataclasses.replace(photos[1], built_sha256="0" * 64)]
+    folder = vww_mini.ensure(other)
+    assert_built_like_shared(folder, photos)
+    assert f"note: 1 of 2 photos built here differ from vww-mini's bytes (first: " \
+        f"{photos[1].filename}; Pillow " in capsys.readouterr().err
+    vww_mini.ensure(other)  # built: no new note
+    assert "note" not in capsys.readouterr().err
 
 
 def test_transient_server_errors_are_retried(coco):
