@@ -87,13 +87,12 @@ def part_path(dest: Path) -> Path:
     return dest.with_name(dest.name + ".part")
 
 
-def fetch(files: Sequence[RemoteFile], what: str, workers: int = WORKERS) -> int:
+def fetch(files: Sequence[RemoteFile], what: str, workers: int = WORKERS) -> None:
     """Make every file present and checked, downloading the missing ones (`what` names them on
-    the progress bar); returns the bytes downloaded. A file already in place is checked and
-    fetched again if wrong."""
+    the progress bar). A file already in place is checked and fetched again if wrong."""
     missing = [f for f in files if not _valid(f.dest, f.sha256)]
     if not missing:
-        return 0
+        return
     _check_space(missing)
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
@@ -106,31 +105,28 @@ def fetch(files: Sequence[RemoteFile], what: str, workers: int = WORKERS) -> int
     with progress:
         counted.task = progress.add_task(counted.label(), total=total)
         # the bar shows the bytes of every .part: what earlier runs left counts from the start
-        counted.advance(sum(_part_size(f.dest) for f in missing), received=False)
+        counted.advance(sum(_part_size(f.dest) for f in missing))
         if len(missing) == 1:
             _fetch_one(missing[0], counted, stop)
         else:
             _fetch_all(missing, counted, stop, workers)
-    return counted.received
 
 
 class _Counter:
     """The shared progress bar: the bytes in .part files (so a dropped .part goes back) and the
-    files done; `received` counts what this run downloaded."""
+    files done."""
 
     def __init__(self, progress: Progress, what: str, n: int) -> None:
         self.progress, self.what, self.n = progress, what, n
         self.task: TaskID | None = None
         self.done = 0
-        self.received = 0
         self._lock = threading.Lock()
 
     def label(self) -> str:
         return f"{self.what} {self.done}/{self.n}" if self.n > 1 else self.what
 
-    def advance(self, n: int, received: bool = True) -> None:
+    def advance(self, n: int) -> None:
         with self._lock:
-            self.received += n if received else 0
             self.progress.update(self.task, advance=n)
 
     def file_done(self) -> None:
@@ -181,7 +177,7 @@ def _fetch_one(f: RemoteFile, counter: _Counter, stop: threading.Event) -> None:
             break
         size = part.stat().st_size
         part.unlink()
-        counter.advance(-size, received=False)
+        counter.advance(-size)
         if refetched:
             raise DownloadError(
                 f"{f.url}: sha256 {digest} does not match the expected {f.sha256}, twice; the "
@@ -200,7 +196,7 @@ def _transfer(f: RemoteFile, part: Path, counter: _Counter, stop: threading.Even
         if have == f.size:
             return  # whole already: the hash decides
         part.unlink()
-        counter.advance(-have, received=False)
+        counter.advance(-have)
         have = 0
     headers = {"User-Agent": f"tinyprop/{__version__}"}
     if have:
@@ -212,7 +208,7 @@ def _transfer(f: RemoteFile, part: Path, counter: _Counter, stop: threading.Even
         exc.close()
         if exc.code == 416:  # the .part is not a prefix the server knows: start over
             part.unlink(missing_ok=True)
-            counter.advance(-have, received=False)
+            counter.advance(-have)
             raise _Transient("the server refused to resume (HTTP 416)") from None
         if exc.code in (408, 429) or exc.code >= 500:
             raise _Transient(f"HTTP {exc.code} {exc.reason}") from None
@@ -230,7 +226,7 @@ def _transfer(f: RemoteFile, part: Path, counter: _Counter, stop: threading.Even
         if have and resp.status == 206 and _range_start(resp) == have:
             mode = "ab"
         else:  # the whole file again (no Range support, or a fresh start)
-            counter.advance(-have, received=False)
+            counter.advance(-have)
             mode, have = "wb", 0
         length = resp.headers.get("Content-Length")
         expected = have + int(length) if length is not None else f.size
