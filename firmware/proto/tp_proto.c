@@ -411,7 +411,7 @@ static tp_proto_status encode_text(uint8_t *out, size_t cap, uint8_t type, uint1
 tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
                                       const tp_msg_ready *m, size_t *out_len)
 {
-    uint8_t head[20];
+    uint8_t head[32];
     if (m == NULL) {
         return TP_PROTO_E_ARG;
     }
@@ -422,6 +422,9 @@ tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
     tp_wr_u16(head + 16, m->max_payload);
     head[18] = (uint8_t)TP_PROTO_VERSION;
     head[19] = m->counter_unit;
+    tp_wr_u32(head + 20, m->free_bytes);
+    tp_wr_u32(head + 24, m->largest_block);
+    tp_wr_u32(head + 28, m->second_block);
     return encode_text(out, cap, TP_MSG_READY, seq, head, sizeof head, m->board, out_len);
 }
 

@@ -23,6 +23,7 @@ tp_proto_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t
         n++;
     }
     board[n] = '\0';
+    memset(&m, 0, sizeof m); /* free RAM not measured: a script owns the heap */
     m.sram_bytes = l->sram_bytes;
     m.arena_bytes = s->arena_len;
     m.blob_id = s->b.req.blob_id;
