@@ -137,7 +137,7 @@ class FrameReader:
             self.unit = COUNTER_UNITS.get(unit, f"unit {unit}")
             board = payload[fixed.size :].decode("utf-8", "replace")
             free = (f", free RAM {room[0]} B (largest block {room[1]} B, second {room[2]} B)"
-                    if room and room[0] else "")
+                    if room and room[0] != 0xFFFFFFFF else "")
             return (
                 f"READY board {board}, SRAM {sram} B, arena {arena} B, blob 0x{blob:08x}, "
                 f"firmware {fw >> 16}.{fw >> 8 & 0xFF}.{fw & 0xFF}, protocol {proto}, "

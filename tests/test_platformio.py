@@ -21,6 +21,7 @@ from test_device_host import LR, SEED, load_small_model
 from tinyprop.device.device import Device
 from tinyprop.device.firmware import build_program, write_blob_header
 from tinyprop.device.link import Link, PipeTransport
+from tinyprop.device.profiles import load_profile
 from tinyprop.device.runners import start_host_board
 from tinyprop.paths import REPO_ROOT
 
@@ -101,7 +102,9 @@ def test_pio_lists_the_three_envs_with_platform_and_board():
     for board in ("nano33ble", "esp32dev"):
         env = envs[board]
         assert env["framework"] == ["arduino"]
-        assert env["monitor_speed"] == 115200 and env["monitor_filters"] == ["tinyprop"]
+        # the UART's speed on the ESP32 (its profile); USB CDC ignores it
+        speed = load_profile("esp32").baud if board == "esp32dev" else 115200
+        assert env["monitor_speed"] == speed and env["monitor_filters"] == ["tinyprop"]
         assert env["monitor_encoding"] == "latin-1"
         assert env["lib_deps"] == ["tinyprop=symlink://firmware"]
         # the glue it builds exists, and the monitor filter PlatformIO looks for in monitor/

@@ -113,10 +113,10 @@ static void measure_heap(void)
     size_t largest = heap_caps_get_largest_free_block(MALLOC_CAP_8BIT);
     heap_at_boot.free_bytes = (uint32_t)heap_caps_get_free_size(MALLOC_CAP_8BIT);
     heap_at_boot.largest_block = (uint32_t)largest;
-    /* the second block: the largest left while the largest is held (0: not measured) */
+    /* the second block: the largest left while the largest is held */
     void *held = largest > 0 ? heap_caps_malloc(largest, MALLOC_CAP_8BIT) : NULL;
     heap_at_boot.second_block =
-        held != NULL ? (uint32_t)heap_caps_get_largest_free_block(MALLOC_CAP_8BIT) : 0u;
+        held != NULL ? (uint32_t)heap_caps_get_largest_free_block(MALLOC_CAP_8BIT) : TP_RAM_UNKNOWN;
     heap_caps_free(held);
 }
 

@@ -113,15 +113,16 @@ uint32_t tp_board_sram_bytes(void)
 }
 
 /* As on a bare-metal target: the SRAM less the program's .data and .bss (but not this board's
- * own stacks, which stand in for the target's) and the target's stack. */
+ * own stacks, which stand in for the target's) and the target's stack. A simulated SRAM below
+ * that is reported as the wrapped (negative) difference: the device adds its buffers back and
+ * sees how far short the board falls (tp_board.h). */
 extern char __data_start[], _end[];
 
 void tp_board_free_ram(tp_board_ram *ram)
 {
     size_t statics = (size_t)(_end - __data_start) - sizeof app_stack - sizeof signal_stack;
-    size_t used = statics + TARGET_STACK_BYTES;
-    uint32_t sram = tp_board_sram_bytes();
-    ram->free_bytes = used < sram ? sram - (uint32_t)used : 0u;
+    uint32_t used = (uint32_t)(statics + TARGET_STACK_BYTES);
+    ram->free_bytes = tp_board_sram_bytes() - used;
     ram->largest_block = ram->free_bytes;
     ram->second_block = ram->free_bytes;
 }

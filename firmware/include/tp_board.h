@@ -60,9 +60,10 @@ typedef struct {
 } tp_board_ram;
 
 /* Fill *ram. Static boards report the RAM no one uses (bare metal: between .bss and the stack
- * guard, from the linker symbols; one region, so the three are equal). Boards that allocate the
- * application's buffers from a heap (TP_DEVICE_BOARD_BUFFERS) report the heap as it was just
- * before they did, since after that it is the buffers'. */
+ * guard, from the linker symbols; one region, so the three are equal); the host board standing
+ * for a board smaller than its program reports the shortfall wrapped below 0 (modulo 2^32).
+ * Boards that allocate the application's buffers from a heap (TP_DEVICE_BOARD_BUFFERS) report
+ * the heap as it was just before they did, since after that it is the buffers'. */
 void tp_board_free_ram(tp_board_ram *ram);
 
 /* A monotonic cost counter, read before and after a piece of work. Deterministic where the

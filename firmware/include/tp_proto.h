@@ -66,6 +66,8 @@ typedef enum {
 #define TP_METRIC_FLAG_SKIPPED 0x01u /* the step computed a gradient but applied no update */
 #define TP_METRIC_FLAG_EVAL 0x02u    /* an evaluation, not a training step */
 #define TP_CORRECT_UNKNOWN 0xFFu     /* METRIC.correct when the sample had no label */
+/* READY's free RAM fields when the device does not measure them. */
+#define TP_RAM_UNKNOWN 0xFFFFFFFFu
 /* READY counter units: what METRIC.counter counts. */
 #define TP_COUNTER_INSTRUCTIONS 0u
 #define TP_COUNTER_MICROSECONDS 1u
@@ -200,8 +202,9 @@ typedef struct {
     uint32_t sram_bytes, arena_bytes, blob_id, fw_version; /* fw_version: major<<16|minor<<8|patch */
     uint16_t max_payload; /* largest payload the device accepts (its receive buffer) */
     uint8_t counter_unit; /* TP_COUNTER_* */
-    /* RAM for a blob's arena and params record (version 2; 0: not measured): all of it, the
-     * largest block one of them can have, and the largest left once that one is taken. */
+    /* RAM for a blob's arena and params record (version 2; TP_RAM_UNKNOWN: not measured): all
+     * of it, the largest block one of them can have, and the largest left once that one is
+     * taken. */
     uint32_t free_bytes, largest_block, second_block;
     const char *board; /* NUL-terminated */
 } tp_msg_ready;

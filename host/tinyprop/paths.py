@@ -5,3 +5,4 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_ROOT = REPO_ROOT / "build"
+BOARDS_ROOT = REPO_ROOT / "boards"  # one folder a board: its sources and profile.json

@@ -50,7 +50,7 @@ def frames(wire):
 def show(wire):
     for kind, seq, payload, ok in frames(wire):
         if kind == 0x81:
-            f = struct.unpack("<IIIIHBBIII", payload[:32])  # protocol 2: free RAM (0 here)
+            f = struct.unpack("<IIIIHBBIII", payload[:32])  # protocol 2: free RAM (unknown here)
             print("READY seq", seq, f, payload[32:], ok)
         elif kind == 0x83:
             f = struct.unpack("<IfIIIIIBBBB", payload)

@@ -151,10 +151,14 @@ static void room_for_buffers(tp_board_ram *ram)
 {
     tp_board_free_ram(ram);
 #ifndef TP_DEVICE_BOARD_BUFFERS
+    /* their sizes, not sizeof: the alignment padding is not the blob's to have */
 #if HAVE_BLOB
-    ram->free_bytes += (uint32_t)sizeof arena;
+    ram->free_bytes += ARENA_BYTES;
 #endif
-    ram->free_bytes += (uint32_t)sizeof record;
+    ram->free_bytes += HDR + PARAMS_BYTES;
+    if (ram->free_bytes > tp_board_sram_bytes()) { /* a shortfall larger than the buffers */
+        ram->free_bytes = 0u;
+    }
     ram->largest_block = ram->free_bytes;
     ram->second_block = ram->free_bytes;
 #endif

@@ -18,6 +18,7 @@ PROTOCOL_VERSION = 2
 # READY's fixed fields by protocol version (the board name follows them); other messages are the
 # same in both. A host reads version 1 and 2 devices.
 READY_FIXED = {1: struct.Struct("<IIIIHBB"), 2: struct.Struct("<IIIIHBBIII")}
+RAM_UNKNOWN = 0xFFFFFFFF  # READY's free RAM fields from a device that does not measure them
 MAX_PAYLOAD = 1024
 OVERHEAD = 9  # type, seq, length, CRC32
 MAX_BODY = MAX_PAYLOAD + OVERHEAD
@@ -285,8 +286,8 @@ class BulkSample(Message):
 class Ready(Message):
     """The device's greeting. Version 2 adds the RAM it has for a blob's arena and params record:
     all of it, the largest block one of them can have and the largest left once that one is
-    taken (0: not measured; None: a version 1 device, or not given). On the wire they come before the
-    board name, so pack/unpack follow READY_FIXED[protocol_version]."""
+    taken (None: not measured, RAM_UNKNOWN on the wire, or a version 1 device). On the wire
+    they come before the board name, so pack/unpack follow READY_FIXED[protocol_version]."""
 
     TYPE = MsgType.READY
     FIXED = READY_FIXED[PROTOCOL_VERSION]
@@ -310,7 +311,8 @@ class Ready(Message):
                                 f"this host knows versions {sorted(READY_FIXED)}")
         values = astuple(self)[:7]
         if self.protocol_version >= 2:
-            values += (self.free_bytes or 0, self.largest_block or 0, self.second_block or 0)
+            values += tuple(RAM_UNKNOWN if v is None else v
+                            for v in (self.free_bytes, self.largest_block, self.second_block))
         try:
             return fixed.pack(*values) + self.board.encode("utf-8")
         except struct.error as exc:
@@ -328,7 +330,8 @@ class Ready(Message):
                                 f"{fixed.size}")
         values = fixed.unpack_from(payload)
         board = payload[fixed.size :].decode("utf-8", errors="replace")
-        room = values[7:] if version >= 2 else (None, None, None)
+        room = [None if v == RAM_UNKNOWN else v for v in values[7:]] if version >= 2 \
+            else (None, None, None)
         return cls(*values[:7], board, *room)
 
 
