@@ -38,7 +38,7 @@ from .protocol import (
     error_name,
 )
 
-DEFAULT_BAUDRATE = 115200
+DEFAULT_BAUDRATE = 921600  # the ESP32 UART's (boards/esp32/profile.json); USB CDC ignores it
 DEFAULT_TIMEOUT = 5.0  # seconds; a training step on the emulated M4 takes well under that
 # Requests in flight in Link.pipeline: three full frames (3.1 KB) fit the smallest receive buffer
 # of the boards (the ESP32's UART driver: 4 KB, boards/esp32/board.cpp).
