@@ -25,7 +25,6 @@ committed .exp no longer matches. MicroPython itself is built by hand (docs/micr
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 import zlib
@@ -33,11 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from opgen import small_classifier
-from test_device_host import Model, load_vww_model
-from tinyprop.compile.blob import blob_id, pack_blob, read_blob
-from tinyprop.compile.scheme import parse_scheme
-from tinyprop.compile.train_plan import build_program
+from test_device_host import Model, load_ir_model, load_vww_model
+from tinyprop.compile.blob import blob_id, read_blob
 from tinyprop.data import assets
 from tinyprop.device.device import write_bulk_file
 from tinyprop.device.protocol import ErrorCode, MsgType
@@ -51,24 +47,14 @@ LR, SEED, MOMENTUM = 0.05, 7, 0.9  # what the scripts set
 SMALL_STEPS, VWW_STEPS, MOMENTUM_STEPS = 8, 8, 6
 
 
-def _small(momentum: bool) -> Model:
-    graph = small_classifier()
-    program = build_program(graph, parse_scheme(graph, "last:2"), momentum)
-    blob = pack_blob(graph, zlib.crc32(graph.name.encode()), train=program)
-    inputs = np.random.default_rng(3).integers(-128, 128, (8, *graph.input.shape[1:]))
-    return Model(program, blob, inputs.astype(np.int8), np.array([0, 1, 1, 0, 1, 0, 0, 1]))
-
-
-@functools.cache
 def load_small_model() -> Model:
     """The small generated model, last:2, and its eight samples."""
-    return _small(momentum=False)
+    return load_ir_model(momentum=False)
 
 
-@functools.cache
 def small_momentum() -> Model:
     """The same with optimizer state (convert --momentum)."""
-    return _small(momentum=True)
+    return load_ir_model(momentum=True)
 
 
 def vww() -> Model:

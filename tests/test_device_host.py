@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from modelgen import build_tflite, sample_inputs
 from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.kernels import plan_scratch
 from tinyprop.compile.scheme import parse_scheme
 from tinyprop.compile.train_plan import TrainProgram, build_program
 from tinyprop.data.datasets import load_dataset, read_rgb, to_model_input
@@ -42,29 +43,49 @@ class Model:
         return ref
 
 
-def make_model(tflite: Path, scheme: str, inputs: np.ndarray, labels: np.ndarray) -> Model:
+def make_model(tflite: Path, scheme: str, inputs: np.ndarray, labels: np.ndarray,
+               target: str = "ref") -> Model:
+    """The blob planned for `target`'s kernels (tinyprop.compile.kernels: cortex-m4 plans the
+    DSP kernels' scratch, so qemu-m4 runs them; the same bits either way)."""
     graph = read_tflite(tflite)
     program = build_program(graph, parse_scheme(graph, scheme))
-    blob = pack_blob(graph, zlib.crc32(Path(tflite).read_bytes()), train=program)
+    blob = pack_blob(graph, zlib.crc32(Path(tflite).read_bytes()), train=program,
+                     scratch=plan_scratch(graph, target, program, program.region_bytes))
     return Model(program, blob, inputs, np.asarray(labels))
 
 
 @functools.cache
-def load_small_model() -> Model:
+def load_small_model(target: str = "ref") -> Model:
     """The last blocks of a MobileNetV1 (12x12x16 input, 2 classes), last two layers trained."""
     path = build_tflite("mbv1_tail")
-    return make_model(path, "last:2", sample_inputs(path, 8, seed=3), [0, 1, 1, 0, 1, 0, 0, 1])
+    return make_model(path, "last:2", sample_inputs(path, 8, seed=3), [0, 1, 1, 0, 1, 0, 0, 1],
+                      target)
 
 
 @functools.cache
-def load_vww_model(model_path: Path, data_dir: Path) -> Model:
+def load_ir_model(momentum: bool = False) -> Model:
+    """A MobileNetV1 tail built in the graph IR (tests/opgen.py small_classifier), last:2, and
+    eight samples: the same bytes on every machine, unlike a TFLite conversion, for tests whose
+    verdict depends on the model, not only on C equalling the reference (loss falls, .exp
+    files). `momentum` plans the optimizer state."""
+    from opgen import small_classifier
+
+    graph = small_classifier()
+    program = build_program(graph, parse_scheme(graph, "last:2"), momentum)
+    blob = pack_blob(graph, zlib.crc32(graph.name.encode()), train=program)
+    inputs = np.random.default_rng(3).integers(-128, 128, (8, *graph.input.shape[1:]))
+    return Model(program, blob, inputs.astype(np.int8), np.array([0, 1, 1, 0, 1, 0, 0, 1]))
+
+
+@functools.cache
+def load_vww_model(model_path: Path, data_dir: Path, target: str = "ref") -> Model:
     """The MLPerf Tiny VWW model (last:2) and four real photos, two of each class."""
     graph = read_tflite(model_path)
     train = load_dataset(data_dir).split("train")
     picked = train[:2] + train[-2:]  # sorted by class: two non_person, two person
     x = np.stack([to_model_input(read_rgb(s.path), graph.input.s, graph.input.zp)
                   for s in picked])
-    return make_model(model_path, "last:2", x, [s.label for s in picked])
+    return make_model(model_path, "last:2", x, [s.label for s in picked], target)
 
 
 def train_steps(dev, model: Model, steps: int) -> list[dict]:

@@ -1,6 +1,7 @@
 """The device firmware on the emulated Cortex-M4 (QEMU mps2-an386, UART on a real TCP socket):
 training equals the NumPy reference bit for bit, bulk samples through semihosting, the store
-across a restart, a killed QEMU, and the live monitor source."""
+across a restart, a killed QEMU, and the live monitor source. The blobs plan the Cortex-M DSP
+kernels' scratch, so the training forward runs them."""
 
 from __future__ import annotations
 
@@ -9,12 +10,24 @@ import threading
 import pytest
 from test_device_host import (
     check_training,
+    load_small_model,
+    load_vww_model,
     train_steps,
 )
 from tinyprop.device.boards import open_board
 from tinyprop.device.device import write_bulk_file
 from tinyprop.errors import DeviceError
 from tinyprop.monitor.sources import live_source
+
+
+@pytest.fixture
+def small_model():
+    return load_small_model("cortex-m4")
+
+
+@pytest.fixture
+def vww_model(vww_model_path, vww_data_dir):
+    return load_vww_model(vww_model_path, vww_data_dir, "cortex-m4")
 
 
 def test_small_model_trains_bit_exact(small_model, tmp_path):

@@ -5,6 +5,8 @@
 #
 #   APP=device    (default) the device main loop: tp_device_main() in apps/device/tp_device.c
 #   APP=selftest  the HAL self-test, apps/selftest/selftest.c (tp_selftest_main)
+#   APP=kerneltest the kernels' harness, apps/kerneltest/kerneltest.c (tp_kerneltest_main):
+#                 reference vs the build's kernels on the cases of a bulk file; BLOB optional
 #   APP=selftrain the self-training run, apps/selftrain/selftrain.c (tp_selftrain_main): needs
 #                 BLOB and SAMPLES=path/to/samples header (tinyprop's write_samples_header)
 #   APP=<file.c> APP_ENTRY=<function>   any other application
@@ -28,6 +30,10 @@ else ifeq ($(APP),selftest)
   APP_SRC := $(ROOT)/firmware/apps/selftest/selftest.c
   APP_ENTRY := tp_selftest_main
   PROG := selftest
+else ifeq ($(APP),kerneltest)
+  APP_SRC := $(ROOT)/firmware/apps/kerneltest/kerneltest.c
+  APP_ENTRY := tp_kerneltest_main
+  PROG := kerneltest
 else ifeq ($(APP),selftrain)
   APP_SRC := $(ROOT)/firmware/apps/selftrain/selftrain.c
   APP_ENTRY := tp_selftrain_main

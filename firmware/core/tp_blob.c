@@ -23,11 +23,11 @@ static int same_section_id(const uint8_t *p, const char *id)
 
 static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t total)
 {
-    static const char *const ids[5] = {"TENS", "OPS ", "DATA", "NAME", "TRAN"};
+    static const char *const ids[6] = {"TENS", "OPS ", "DATA", "NAME", "TRAN", "SCRA"};
     uint32_t n_sec = tp_rd_u16(blob + 16), body_end = total - TP_CRC_SIZE;
     uint32_t table_end = TP_HEADER_SIZE + n_sec * TP_SECTION_SIZE, i, k;
-    const uint8_t *found[5] = {NULL, NULL, NULL, NULL, NULL};
-    uint32_t sizes[5] = {0, 0, 0, 0, 0};
+    const uint8_t *found[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    uint32_t sizes[6] = {0, 0, 0, 0, 0, 0};
     if (table_end > body_end) {
         return TP_ERR_BLOB_BOUNDS;
     }
@@ -40,7 +40,7 @@ static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t to
         if (off % TP_SECTION_ALIGN != 0u) {
             return TP_ERR_BLOB_INVALID;
         }
-        for (k = 0; k < 5; k++) { /* unknown sections are skipped: later minor additions */
+        for (k = 0; k < 6; k++) { /* unknown sections are skipped: later minor additions */
             if (same_section_id(rec, ids[k])) {
                 if (found[k] != NULL) {
                     return TP_ERR_BLOB_INVALID;
@@ -63,6 +63,12 @@ static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t to
     v->data_len = sizes[2];
     v->train = found[4]; /* checked last (check_train), against the rest */
     v->train_len = sizes[4];
+    /* the scratch plan: exactly its header and one record an op (check_scratch) */
+    if (found[5] != NULL && (sizes[5] < TP_SCRA_HEADER || tp_rd_u16(found[5]) != v->n_ops ||
+                             sizes[5] != TP_SCRA_HEADER + TP_SCRA_OP * v->n_ops)) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    v->scratch = found[5];
     return TP_OK;
 }
 
@@ -455,6 +461,40 @@ static tp_status check_train(const tp_blob_view *v)
     return st;
 }
 
+/* ---- the scratch plan ---- */
+
+/* One plan's (offset, size) of an op's scratch: none (size 0, offset TP_NONE32), or inside
+ * that plan's arena at a multiple of 8 (kernels read it by words). */
+static tp_status check_scratch_entry(const uint8_t *e, uint32_t arena)
+{
+    uint32_t offset = tp_rd_u32(e), size = tp_rd_u32(e + 4);
+    if (size == 0u) {
+        return offset == TP_NONE32 ? TP_OK : TP_ERR_BLOB_INVALID;
+    }
+    if (!within(offset, size, arena)) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    return offset % TP_SCRA_ALIGN == 0u ? TP_OK : TP_ERR_BLOB_INVALID;
+}
+
+/* Every op's scratch inside the inference arena, and inside the training arena when the blob
+ * trains (a blob without TRAN plans none for training). */
+static tp_status check_scratch(const tp_blob_view *v)
+{
+    uint32_t i;
+    tp_status st = TP_OK;
+    if (v->scratch == NULL) {
+        return TP_OK;
+    }
+    for (i = 0; i < v->n_ops && st == TP_OK; i++) {
+        const uint8_t *e = v->scratch + TP_SCRA_HEADER + TP_SCRA_OP * i;
+        st = check_scratch_entry(e, v->req.arena_infer);
+        if (st == TP_OK) {
+            st = check_scratch_entry(e + 8, v->train != NULL ? v->req.arena_train : 0u);
+        }
+    }
+    return st;
+}
 
 tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len)
 {
@@ -538,7 +578,8 @@ tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len)
         tp_tensor_elems(&t) != v->req.n_classes) {
         return TP_ERR_BLOB_INVALID;
     }
-    return check_train(v);
+    st = check_train(v);
+    return st == TP_OK ? check_scratch(v) : st;
 }
 
 tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirements *out)

@@ -104,6 +104,16 @@ typedef struct {
 #define TP_TRAN_ZERO_IN0 64u /* first writer of input 0's gradient: zero it first */
 #define TP_TRAN_ZERO_IN1 128u
 
+/* ---- SCRA: the kernels' scratch plan (docs/blob-format.md, compile/kernels.py) ----
+ * header (8 B): u16 n_ops, u16 target, u32 0 | per op (16 B): u32 offset, u32 size of its
+ * scratch under the inference plan, then the same under the training plan (size 0, offset
+ * TP_NONE32: none). target names the kernels the host planned for (informational: an op runs
+ * its build's kernel when the planned size is at least what that kernel asks, else the
+ * reference kernel, which needs none). */
+#define TP_SCRA_HEADER 8u
+#define TP_SCRA_OP 16u
+#define TP_SCRA_ALIGN 8u
+
 /* A decoded TRAN op record. Trained weight rows are not here: the op record's held_map says
  * which rows RAM holds (the forward pass needs them too), and TP_TRAN_WEIGHT updates them. */
 typedef struct {
@@ -224,6 +234,21 @@ const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k);
 static inline uint32_t tp_held_row(const tp_blob_view *b, const tp_op *op, uint32_t o)
 {
     return op->held_map == TP_NONE32 ? TP_NONE16 : tp_rd_u16(b->data + op->held_map + 2u * o);
+}
+
+/* Op k's planned scratch under the inference (train 0) or training (train 1) plan: its size
+ * (0: none), its arena offset in *offset. */
+static inline uint32_t tp_scratch_plan(const tp_blob_view *b, uint32_t k, uint32_t train,
+                                       uint32_t *offset)
+{
+    const uint8_t *e;
+    if (b->scratch == NULL) {
+        *offset = TP_NONE32;
+        return 0u;
+    }
+    e = b->scratch + TP_SCRA_HEADER + TP_SCRA_OP * k + 8u * train;
+    *offset = tp_rd_u32(e);
+    return tp_rd_u32(e + 4);
 }
 
 /* Bytes of the params region before the optimizer state: the parameters. */

@@ -51,14 +51,31 @@ static int32_t op_quant(const tp_session *s, const tp_op *op, uint32_t j, uint32
     return tp_le_i32(s->b.data + op->mult_offset + 4u * op->n_mult * j, i);
 }
 
+/* The scratch an op's kernel asks for (need bytes) at the plan's offset, or NULL when the
+ * plan gives it less: *k becomes the reference kernels, which need none. */
+static void *op_scratch(tp_session *s, const tp_op *op, tp_plan plan, uint32_t need,
+                        const tp_forward_kernels **k)
+{
+    uint32_t offset, have = tp_scratch_plan(&s->b, op->index, (uint32_t)plan, &offset);
+    if (need == 0u) {
+        return NULL;
+    }
+    if (need > have) {
+        *k = &tp_ref_forward;
+        return NULL;
+    }
+    return tp_arena_at(s, offset, need);
+}
+
 /* CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: weights, bias and requantization. */
 static void run_weighted(tp_session *s, const tp_forward_kernels *k, const tp_op *op,
-                         const tp_tensor *t_in, const int8_t *in, const tp_tensor *t_out,
-                         int8_t *out)
+                         tp_plan plan, const tp_tensor *t_in, const int8_t *in,
+                         const tp_tensor *t_out, int8_t *out)
 {
     tp_tensor t_w, t_bias;
     tp_weights w;
     const uint8_t *bias = NULL;
+    void *scratch;
     tp_decode_tensor(s->b.tensors, op->inputs[1], &t_w);
     tp_weights_of(s, op, &t_w, &w);
     if (op->inputs[2] != TP_NONE16) {
@@ -73,7 +90,10 @@ static void run_weighted(tp_session *s, const tp_forward_kernels *k, const tp_op
         p.act_max = op->act_max;
         p.in_scale = t_in->scale;
         p.out_scale = t_out->scale;
-        k->fully_connected(&p, tp_tensor_elems(t_in), in, &w, bias, out, NULL);
+        scratch = op_scratch(s, op, plan,
+                             k->fully_connected_scratch_bytes(&p, tp_tensor_elems(t_in), w.n_out),
+                             &k);
+        k->fully_connected(&p, tp_tensor_elems(t_in), in, &w, bias, out, scratch);
     } else {
         tp_conv_params p;
         tp_shape in_shape, out_shape;
@@ -85,9 +105,13 @@ static void run_weighted(tp_session *s, const tp_forward_kernels *k, const tp_op
         q.mult = s->b.data + op->mult_offset;
         q.shift = q.mult + 4u * op->n_mult;
         if (op->kind == TP_OP_CONV_2D) {
-            k->conv2d(&p, &in_shape, in, &w, &q, &out_shape, out, NULL);
+            scratch = op_scratch(s, op, plan, k->conv2d_scratch_bytes(&p, &in_shape, &out_shape),
+                                 &k);
+            k->conv2d(&p, &in_shape, in, &w, &q, &out_shape, out, scratch);
         } else {
-            k->depthwise_conv2d(&p, &in_shape, in, &w, &q, &out_shape, out, NULL);
+            scratch = op_scratch(
+                s, op, plan, k->depthwise_conv2d_scratch_bytes(&p, &in_shape, &out_shape), &k);
+            k->depthwise_conv2d(&p, &in_shape, in, &w, &q, &out_shape, out, scratch);
         }
     }
 }
@@ -111,7 +135,7 @@ const int8_t *tp_run_op(tp_session *s, uint32_t i, tp_plan plan)
     case TP_OP_CONV_2D:
     case TP_OP_DEPTHWISE_CONV_2D:
     case TP_OP_FULLY_CONNECTED:
-        run_weighted(s, k, &op, &t_in, in, &t_out, out);
+        run_weighted(s, k, &op, plan, &t_in, in, &t_out, out);
         break;
     case TP_OP_ADD: {
         tp_tensor t_in2;

@@ -54,20 +54,184 @@ int64_t tp_rounded_div(int64_t sum, int64_t n)
     return (sum > 0 ? sum + n / 2 : sum - n / 2) / n;
 }
 
-int64_t tp_requantize_double(int64_t acc, double real_scale)
+/* ---- binary64 in integers (FULLY_CONNECTED's double requantization) ---- */
+
+#define F64_ONE ((uint64_t)1 << 52) /* the implicit bit: a normal mantissa is in [2^52, 2^53) */
+
+static tp_f64 f64_special(uint8_t cls, uint8_t neg)
 {
-    const double limit = 4294967296.0; /* 2^32: beyond any int8 result, inside int64 */
-    double v = (double)acc * real_scale, t, frac;
-    if (v != v) {
+    tp_f64 v;
+    v.mant = 0u;
+    v.exp = 0;
+    v.neg = neg;
+    v.cls = cls;
+    return v;
+}
+
+static uint32_t bit_length64(uint64_t x)
+{
+    uint32_t n = 0;
+    while (x != 0u) {
+        x >>= 1;
+        n++;
+    }
+    return n;
+}
+
+/* mant * 2^exp from a mantissa of at most 53 bits, shifted up to [2^52, 2^53) (exact). */
+static tp_f64 f64_normal(uint64_t mant, int32_t exp, uint8_t neg)
+{
+    tp_f64 v = f64_special(TP_F64_FINITE, neg);
+    if (mant != 0u) {
+        uint32_t up = 53u - bit_length64(mant);
+        v.mant = mant << up;
+        v.exp = exp - (int32_t)up;
+    }
+    return v;
+}
+
+/* (hi * 2^64 + lo) >> s rounded to nearest even, for 0 < s < 64 with the result below 2^54:
+ * returns the 53-bit mantissa, adding one to *exp when rounding carries into bit 53. */
+static uint64_t round_shift(uint64_t hi, uint64_t lo, uint32_t s, int32_t *exp)
+{
+    uint64_t q = (hi << (64u - s)) | (lo >> s);
+    uint64_t rem = lo & (((uint64_t)1 << s) - 1u), half = (uint64_t)1 << (s - 1u);
+    if (rem > half || (rem == half && (q & 1u) != 0u)) {
+        q++;
+    }
+    if (q >> 53 != 0u) {
+        q >>= 1;
+        *exp += 1;
+    }
+    return q;
+}
+
+tp_f64 tp_f64_of_f32_bits(uint32_t bits)
+{
+    uint8_t neg = (uint8_t)(bits >> 31);
+    uint32_t e = (bits >> 23) & 0xFFu, f = bits & 0x7FFFFFu;
+    if (e == 0xFFu) {
+        return f64_special(f != 0u ? TP_F64_NAN : TP_F64_INF, neg);
+    }
+    if (e == 0u) { /* zero or subnormal: f * 2^-149 */
+        return f64_normal(f, -149, neg);
+    }
+    return f64_normal(f | 0x800000u, (int32_t)e - 150, neg);
+}
+
+tp_f64 tp_f64_of_i64(int64_t x)
+{
+    uint64_t mag = x < 0 ? 0u - (uint64_t)x : (uint64_t)x;
+    uint32_t n = bit_length64(mag);
+    int32_t exp = 0;
+    uint64_t mant;
+    if (n <= 53u) {
+        return f64_normal(mag, 0, (uint8_t)(x < 0));
+    }
+    exp = (int32_t)(n - 53u);
+    mant = round_shift(0u, mag, n - 53u, &exp);
+    return f64_normal(mant, exp, (uint8_t)(x < 0));
+}
+
+tp_f64 tp_f64_mul(tp_f64 a, tp_f64 b)
+{
+    uint8_t neg = (uint8_t)(a.neg ^ b.neg);
+    uint64_t a0, a1, b0, b1, lo, mid, hi;
+    int32_t exp;
+    if (a.cls == TP_F64_NAN || b.cls == TP_F64_NAN) {
+        return f64_special(TP_F64_NAN, 0u);
+    }
+    if (a.cls == TP_F64_INF || b.cls == TP_F64_INF) { /* inf * 0 is NaN */
+        return (a.cls == TP_F64_FINITE && a.mant == 0u) || (b.cls == TP_F64_FINITE && b.mant == 0u)
+                   ? f64_special(TP_F64_NAN, 0u)
+                   : f64_special(TP_F64_INF, neg);
+    }
+    if (a.mant == 0u || b.mant == 0u) {
+        return f64_normal(0u, 0, neg);
+    }
+    /* the exact 106-bit product from 32-bit halves, then rounded to 53 bits */
+    a0 = a.mant & 0xFFFFFFFFu;
+    a1 = a.mant >> 32;
+    b0 = b.mant & 0xFFFFFFFFu;
+    b1 = b.mant >> 32;
+    lo = a0 * b0;
+    mid = a1 * b0 + (lo >> 32); /* a1, b1 < 2^21: no carry out of 64 bits */
+    mid += a0 * b1;
+    hi = a1 * b1 + (mid >> 32);
+    lo = (mid << 32) | (lo & 0xFFFFFFFFu);
+    exp = a.exp + b.exp;
+    if (hi >> 41 != 0u) { /* product in [2^105, 2^106) */
+        exp += 53;
+        return f64_normal(round_shift(hi, lo, 53u, &exp), exp, neg);
+    }
+    exp += 52; /* [2^104, 2^105) */
+    return f64_normal(round_shift(hi, lo, 52u, &exp), exp, neg);
+}
+
+tp_f64 tp_f64_div(tp_f64 a, tp_f64 b)
+{
+    uint8_t neg = (uint8_t)(a.neg ^ b.neg);
+    int a_zero = a.cls == TP_F64_FINITE && a.mant == 0u;
+    int b_zero = b.cls == TP_F64_FINITE && b.mant == 0u;
+    uint64_t r, q = 0u;
+    int32_t exp, i;
+    if (a.cls == TP_F64_NAN || b.cls == TP_F64_NAN || (a_zero && b_zero) ||
+        (a.cls == TP_F64_INF && b.cls == TP_F64_INF)) {
+        return f64_special(TP_F64_NAN, 0u);
+    }
+    if (a.cls == TP_F64_INF || b_zero) {
+        return f64_special(TP_F64_INF, neg);
+    }
+    if (b.cls == TP_F64_INF || a_zero) {
+        return f64_normal(0u, 0, neg);
+    }
+    /* 54 quotient bits of a.mant / b.mant (53 and a rounding bit), remainder as sticky bit */
+    r = a.mant;
+    exp = a.exp - b.exp - 53;
+    if (r < b.mant) {
+        r <<= 1;
+        exp -= 1;
+    }
+    for (i = 0; i < 54; i++) { /* b.mant <= r < 2 b.mant < 2^54 */
+        q <<= 1;
+        if (r >= b.mant) {
+            r -= b.mant;
+            q |= 1u;
+        }
+        r <<= 1;
+    }
+    /* q in [2^53, 2^54); one more shift with the remainder folded into the sticky bit */
+    exp += 1;
+    return f64_normal(round_shift(0u, (q << 1) | (r != 0u ? 1u : 0u), 2u, &exp), exp, neg);
+}
+
+tp_f64 tp_real_scale(uint32_t s_in_bits, uint32_t s_w_bits, uint32_t s_out_bits)
+{
+    return tp_f64_div(tp_f64_mul(tp_f64_of_f32_bits(s_in_bits), tp_f64_of_f32_bits(s_w_bits)),
+                      tp_f64_of_f32_bits(s_out_bits));
+}
+
+int64_t tp_requantize_double(int64_t acc, const tp_f64 *real_scale)
+{
+    const int64_t limit = (int64_t)1 << 32; /* beyond any int8 result, inside int64 */
+    tp_f64 v = tp_f64_mul(tp_f64_of_i64(acc), *real_scale);
+    uint64_t t, frac;
+    uint32_t k;
+    if (v.cls == TP_F64_NAN) {
         return 0;
     }
-    v = v < -limit ? -limit : v > limit ? limit : v;
-    t = (double)(int64_t)v; /* trunc; v - t is exact in double, so the tie test is too */
-    frac = v - t >= 0.0 ? v - t : t - v;
-    if (frac >= 0.5) {
-        t += v > 0.0 ? 1.0 : -1.0;
+    if (v.cls == TP_F64_INF || (v.mant != 0u && v.exp + 52 >= 32)) { /* |v| >= 2^32 */
+        return v.neg ? -limit : limit;
     }
-    return (int64_t)t;
+    if (v.mant == 0u || v.exp <= -64) { /* |v| < 2^53 * 2^-64: rounds to 0 */
+        return 0;
+    }
+    /* |v| < 2^32, so exp < -20: trunc, then half away from zero */
+    k = (uint32_t)(-v.exp);
+    t = v.mant >> k;
+    frac = v.mant & (((uint64_t)1 << k) - 1u);
+    t += frac >= ((uint64_t)1 << (k - 1u)) ? 1u : 0u;
+    return v.neg ? -(int64_t)t : (int64_t)t;
 }
 
 /* ---- gemmlowp fixed point for the int8 softmax ---- */

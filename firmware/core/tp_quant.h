@@ -24,9 +24,37 @@ int64_t tp_rounding_divide_by_pot(int64_t x, int32_t exponent);
 /* TFLite MultiplyByQuantizedMultiplier with double rounding; -31 <= shift <= 30. */
 int64_t tp_mbqm(int64_t x, int32_t multiplier, int32_t shift);
 
+/* An IEEE binary64 value held in integers, for the one double computation the int8 spec has
+ * (TFLite's reference FULLY_CONNECTED) without floating-point code: a target without a double
+ * FPU (the Cortex-M4F, RV32) links no soft-double library. A finite value is
+ * (-1)^neg * mant * 2^exp with mant in [2^52, 2^53), or mant 0 for zero. The operations round to
+ * nearest even exactly as binary64 does while results stay normal doubles, which holds for
+ * every product and quotient of float32s and int64s the kernels form (|exponent| < 500). */
+typedef struct {
+    uint64_t mant;
+    int32_t exp;
+    uint8_t neg;
+    uint8_t cls; /* TP_F64_* */
+} tp_f64;
+
+#define TP_F64_FINITE 0u
+#define TP_F64_INF 1u
+#define TP_F64_NAN 2u
+
+/* The double of a float32 (given as its bits, exact) and of an int64 ((double)x). */
+tp_f64 tp_f64_of_f32_bits(uint32_t bits);
+tp_f64 tp_f64_of_i64(int64_t x);
+/* a * b and a / b, rounded to nearest even like binary64 (infinities and NaNs as IEEE). */
+tp_f64 tp_f64_mul(tp_f64 a, tp_f64 b);
+tp_f64 tp_f64_div(tp_f64 a, tp_f64 b);
+
+/* FULLY_CONNECTED's real scale (double)s_in * (double)s_w / (double)s_out (opparams'
+ * real_scale), from the float32s' bits. */
+tp_f64 tp_real_scale(uint32_t s_in_bits, uint32_t s_w_bits, uint32_t s_out_bits);
+
 /* round(acc * real_scale) in double, half away from zero (quant.requantize_double): TFLite's
- * reference FULLY_CONNECTED. Saturates far outside int32 (and maps NaN to 0) instead of UB. */
-int64_t tp_requantize_double(int64_t acc, double real_scale);
+ * reference FULLY_CONNECTED. Saturates at +-2^32, far outside int8 (and maps NaN to 0). */
+int64_t tp_requantize_double(int64_t acc, const tp_f64 *real_scale);
 
 /* Average pooling's division by a positive count, rounding half away from zero as TFLite
  * does. */

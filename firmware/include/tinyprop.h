@@ -88,7 +88,8 @@ typedef struct {
     const uint8_t *tensors;
     const uint8_t *ops;
     const uint8_t *data;
-    const uint8_t *train; /* the training program (TRAN), or NULL */
+    const uint8_t *train;   /* the training program (TRAN), or NULL */
+    const uint8_t *scratch; /* the kernels' scratch plan (SCRA), or NULL: none */
     uint32_t n_tensors, n_ops, data_len, train_len;
     uint32_t input, output, logits; /* tensor indices */
     tp_requirements req;

@@ -17,6 +17,16 @@
 
 #include "tp_le.h"
 
+/* Whether this build has the Cortex-M DSP kernels (kernels/arm/): a target with the DSP
+ * extension (Cortex-M4, M7, M33), unless TP_KERNELS_REF_ONLY asks for the reference kernels
+ * only. TP_KERNELS_DSP_EMULATION builds them on any machine with portable C for the few
+ * intrinsics they use (tests; the product's host build runs the reference kernels). */
+#if !defined(TP_KERNELS_REF_ONLY) && (defined(__ARM_FEATURE_DSP) || defined(TP_KERNELS_DSP_EMULATION))
+#define TP_KERNELS_DSP 1
+#else
+#define TP_KERNELS_DSP 0
+#endif
+
 /* An activation's height, width and channels (N = 1); a vector is 1 x 1 x n. */
 typedef struct {
     int32_t h, w, c;
@@ -134,6 +144,25 @@ void tp_pad_s8(const tp_pad_params *p, const tp_shape *in_shape, const int8_t *i
                const tp_shape *out_shape, int8_t *out);
 void tp_softmax_s8(const tp_softmax_params *p, uint32_t rows, uint32_t depth, const int8_t *in,
                    int8_t *out);
+
+/* ---- forward kernels: Cortex-M DSP versions (kernels/arm/), bit for bit the reference's ----
+ * Each asks for its scratch (the planner reserves it; the interpreter runs the reference kernel
+ * for an op whose plan gives less) and runs the reference kernel itself for what it does not
+ * cover (tp_dsp_prepare: accumulators too wide for its requantization). The *_scratch_bytes
+ * functions are plain C on every target: the host planner's mirror is tested against them. */
+void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
+                      const tp_weights *w, const tp_requant *q, const tp_shape *out_shape,
+                      int8_t *out, void *scratch);
+uint32_t tp_arm_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
+                                        const tp_shape *out_shape);
+void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape,
+                                const int8_t *in, const tp_weights *w, const tp_requant *q,
+                                const tp_shape *out_shape, int8_t *out, void *scratch);
+uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p,
+                                                  const tp_shape *in_shape,
+                                                  const tp_shape *out_shape);
+void tp_arm_avg_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *in,
+                          const tp_shape *out_shape, int8_t *out);
 
 /* ---- gradient kernels (float32): reference versions ----
  * Sums run in host/tinyprop/reference/backward.py's order (docs/training.md), so the results

@@ -15,6 +15,11 @@ Sections (`tinyprop bench --only` picks some):
             with nearest rounding instead (NumPy reference; the firmware rounds stochastically).
   baseline  the float model fully fine-tuned in TensorFlow on the same shifted data, and how much
             of its gain the on-device sparse update recovers.
+  kernels   one VWW inference on the emulated Cortex-M4 with the reference and with the Cortex-M
+            DSP kernels in one run (firmware/apps/kerneltest, tinyprop.bench.kernels):
+            instructions of the whole model and per layer type (first conv, pointwise,
+            depthwise, pool + FC + softmax), per multiply-accumulate, the ratio, and CMSIS-NN's
+            figures beside them.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import numpy as np
 from ..compile.blobfile import TrainingBlob
 from ..engines import Engine, HParams
 
-SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline")
+SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels")
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
 
 
@@ -265,10 +270,27 @@ def baseline(ctx: Ctx, measured: dict) -> dict:
     return out
 
 
+def kernels(ctx: Ctx) -> dict:
+    from ..frontend.tflite_reader import read_tflite
+    from .kernels import LAYER_TYPES, vww_costs
+
+    out = vww_costs(read_tflite(ctx.model), ctx.split("holdout", "none")[0][0])
+    ctx.say(f"  {'layer type':<20} {'MACs':>10} {'reference':>12} {'/MAC':>6} {'DSP':>12} "
+            f"{'/MAC':>6} {'ratio':>6} {'CMSIS-NN':>10} {'/MAC':>6}")
+    for name in (*LAYER_TYPES, "whole"):
+        t = out["whole"] if name == "whole" else out["types"][name]
+        cm = t.get("cmsis_nn")
+        cm_mac = f"{cm / t['macs']:6.2f}" if cm and t["macs"] else f"{'':6}"
+        ctx.say(f"  {name:<20} {t['macs']:>10,} {t['ref']:>12,} {t['ref_per_mac'] or 0:6.2f} "
+                f"{t['opt']:>12,} {t['opt_per_mac'] or 0:6.2f} {t['ratio']:6.2f} "
+                f"{int(cm) if cm else 0:>10,} {cm_mac}")
+    return out
+
+
 def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
     """The figures of one of SECTIONS; `measured` holds the sections done before it (the
     baseline compares with the accuracy section's runs)."""
     if section == "baseline":
         return baseline(ctx, measured.get("accuracy", {}))
     return {"memory": memory, "board": board, "accuracy": accuracy,
-            "rounding": rounding}[section](ctx)
+            "rounding": rounding, "kernels": kernels}[section](ctx)

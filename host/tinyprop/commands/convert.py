@@ -9,7 +9,8 @@ from pathlib import Path
 from ..compile.blob import c_header
 from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import build
-from ..compile.report import figures, report_lines
+from ..compile.kernels import DEFAULT_TARGET, TARGETS
+from ..compile.report import figures, kernel_lines, report_lines
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--momentum", action="store_true",
                    help="reserve SGD momentum's optimizer state: a float32 velocity per trained "
                    "parameter, counted in the budget (then train --momentum 0.9)")
-    p.add_argument("--report", action="store_true", help="print the per-layer memory table")
+    p.add_argument("--target", choices=list(TARGETS),
+                   help="the kernels the board's firmware builds, whose scratch the blob plans: "
+                   "cortex-m4 (also m7, m33: the DSP kernels; qemu-m4, Nano 33 BLE) or ref "
+                   f"(host, rv32-virt, ESP32); default --board's, else {DEFAULT_TARGET}")
+    p.add_argument("--report", action="store_true",
+                   help="print the per-layer memory table and each op's kernel")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
     p.set_defaults(func=run)
 
@@ -56,15 +62,21 @@ def plan_room(board: str | None, budget: str | None, reserve: str | None) -> Roo
 
 def run(args: argparse.Namespace) -> int:
     room = plan_room(args.board, args.budget, args.reserve)
+    if args.target is not None or args.board is None:
+        target = args.target or DEFAULT_TARGET
+    else:
+        from ..device.profiles import load_profile
+
+        target = load_profile(args.board).kernels
     tb = build(args.model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
-               momentum=args.momentum)
+               momentum=args.momentum, target=target)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:
         args.header.write_text(c_header(tb.blob))
     fig = figures(tb.program, tb.blob)
     if args.report:
-        print("\n".join(report_lines(fig)))
+        print("\n".join(report_lines(fig) + kernel_lines(fig)))
     print(f"{args.output}: {len(tb.blob):,} bytes, scheme {fig['scheme']}")
     opt = f" + optimizer {fig['optimizer_bytes']:,} B" if fig["optimizer_bytes"] else ""
     print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"

@@ -149,9 +149,12 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
     )
 
 
-def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None) -> bytes:
+def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
+              scratch=None) -> bytes:
     """Serialize a graph (and optionally its training program, a
-    tinyprop.compile.train_plan.TrainProgram) to blob v2."""
+    tinyprop.compile.train_plan.TrainProgram, and its kernels' scratch plan, a
+    tinyprop.compile.kernels.ScratchPlan: the SCRA section and the arenas with it) to blob
+    v2."""
     params = all_op_params(graph)
     arena_off, arena_bytes = plan_inference(graph)
     data = _Data()
@@ -196,6 +199,12 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None)
         sections.append((b"TRAN", train.pack()))
         train_arena, params_bytes = train.arena_bytes, train.region_bytes
         optimizer_bytes = train.optimizer_bytes
+    if scratch is not None and scratch.target != "ref":  # the reference kernels need none
+        if train is None and scratch.train_arena:
+            raise TinypropError("pack_blob: the scratch plan was made with a training program; "
+                                "pass that program as train=, or plan without it")
+        sections.append((b"SCRA", scratch.pack()))
+        arena_bytes, train_arena = scratch.infer_arena, scratch.train_arena
     logits = graph.logits_op().outputs[0]
     n_classes = graph.tensors[logits].size
     body_off = HEADER.size + SECTION.size * len(sections)

@@ -17,6 +17,7 @@ from ..errors import TinypropError
 from ..frontend.graph import Graph
 from ..frontend.tflite_reader import read_tflite
 from .blob import pack_blob, read_blob
+from .kernels import DEFAULT_TARGET, ScratchPlan, plan_scratch
 from .scheme import SparseScheme, scheme_from_dict
 from .train_plan import TrainProgram, build_program
 
@@ -31,6 +32,7 @@ class TrainingBlob:
     blob: bytes
     source: Path
     path: Path | None = None
+    scratch: ScratchPlan | None = None  # the kernels' scratch plan (None: reference kernels)
 
     @property
     def name(self) -> str:
@@ -41,16 +43,25 @@ class TrainingBlob:
         return self.graph.tensors[self.graph.logits_op().outputs[0]].size
 
 
-def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False) -> TrainingBlob:
-    """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state."""
+def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
+              target: str = DEFAULT_TARGET, limit: int | None = None) -> TrainingBlob:
+    """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state;
+    `target` names the kernels it plans scratch for (tinyprop.compile.kernels), within `limit`
+    bytes of device memory (arena + params region) when given."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
     program = build_program(graph, scheme, momentum)
     meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json()}
     if momentum:  # only then: a blob without optimizer state stays as it always was
         meta["momentum"] = True
-    blob = pack_blob(graph, zlib.crc32(raw), train=program, meta=meta)
-    return TrainingBlob(graph, program, blob, Path(model))
+    scratch = None
+    if target != "ref":  # likewise: a reference-kernels blob has no scratch plan
+        scratch = plan_scratch(graph, target, program, program.region_bytes, limit)
+        meta["target"] = target
+        if limit is not None:
+            meta["scratch_limit"] = limit
+    blob = pack_blob(graph, zlib.crc32(raw), train=program, meta=meta, scratch=scratch)
+    return TrainingBlob(graph, program, blob, Path(model), scratch=scratch)
 
 
 def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
@@ -69,7 +80,8 @@ def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
     if zlib.crc32(src.read_bytes()) != info.model_id:
         raise TinypropError(f"{path}: was converted from another model than {src}; pass the "
                             "original with --model or re-run tinyprop convert")
-    tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")))
+    tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")),
+                   meta.get("target", "ref"), meta.get("scratch_limit"))
     if tb.blob != raw:
         raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "
                             "another tinyprop version?); re-run tinyprop convert")

@@ -51,6 +51,13 @@ class Room:
     def limit(self) -> int:
         return self.budget - self.reserve
 
+    def scratch_limit(self, prog: TrainProgram) -> int:
+        """What the kernels' scratch may grow the arena + params region of `prog` to
+        (tinyprop.compile.kernels): the limit, and the arena's heap block where there is one."""
+        if self.arena_block is None:
+            return self.limit
+        return min(self.limit, self.arena_block + prog.region_bytes)
+
     def fits(self, prog: TrainProgram) -> bool:
         return (prog.memory_bytes <= self.limit
                 and (self.arena_block is None or prog.arena_bytes <= self.arena_block)

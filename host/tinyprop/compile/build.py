@@ -14,17 +14,21 @@ from ..frontend.tflite_reader import read_tflite
 from .auto import auto_scheme, calibration_samples
 from .blobfile import TrainingBlob, make_blob
 from .budget import DEFAULT_RESERVE, Room, over_budget, parse_budget
+from .kernels import DEFAULT_TARGET, check_target
 from .scheme import parse_scheme
 from .train_plan import build_program
 
 
 def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
-          momentum: bool = False) -> TrainingBlob:
+          momentum: bool = False, target: str = DEFAULT_TARGET) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given (a size less `reserve`, or a board's Room); `auto`
     calibrates on the train split of `calib` seen through `calib_shift`. `momentum` plans the
-    optimizer state (one float32 velocity per trained parameter)."""
+    optimizer state (one float32 velocity per trained parameter); `target` the scratch of its
+    kernels (tinyprop.compile.kernels), within the budget: the scheme is chosen first, without
+    it."""
+    check_target(target)
     graph = read_tflite(model)
     if isinstance(budget, Room) or budget is None:
         room = budget
@@ -47,4 +51,4 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
         prog = build_program(graph, sch, momentum)
         if room is not None and not room.fits(prog):
             raise over_budget(prog, room)
-    return make_blob(model, sch, momentum)
+    return make_blob(model, sch, momentum, target, room.scratch_limit(prog) if room else None)

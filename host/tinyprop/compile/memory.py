@@ -9,6 +9,16 @@ from .planner import Buffer, plan_memory
 
 def plan_inference(graph: Graph) -> tuple[dict[int, int], int]:
     """Arena offsets of every activation for inference (RESHAPE aliases its input)."""
+    alias, roots, bufs = inference_buffers(graph)
+    offsets, total = plan_memory(bufs)
+    placed = dict(zip(roots, offsets, strict=True))
+    return {t.index: placed[alias.get(t.index, t.index)] for t in graph.tensors
+            if alias.get(t.index, t.index) in placed}, total
+
+
+def inference_buffers(graph: Graph) -> tuple[dict[int, int], list[int], list[Buffer]]:
+    """The inference plan's buffers, one an activation (RESHAPE outputs alias their input):
+    (alias, the root tensor of each buffer, the buffers with their op-step lifetimes)."""
     alias: dict[int, int] = {}
     for op in graph.ops:
         if op.kind == "RESHAPE":
@@ -32,7 +42,4 @@ def plan_inference(graph: Graph) -> tuple[dict[int, int], int]:
     in_root = alias.get(graph.inputs[0], graph.inputs[0])
     bufs = [Buffer(f"t{r}", graph.tensors[r].size, *life[r], 0 if r == in_root else None)
             for r in roots]
-    offsets, total = plan_memory(bufs)
-    placed = dict(zip(roots, offsets, strict=True))
-    return {t.index: placed[alias.get(t.index, t.index)] for t in graph.tensors
-            if alias.get(t.index, t.index) in placed}, total
+    return alias, roots, bufs

@@ -29,6 +29,19 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def first_fit(buffers: list[Buffer], offsets: list[int], b: Buffer) -> int:
+    """The lowest offset where `b` clears every buffer of a plan (offsets[i] for buffers[i])
+    whose lifetime overlaps its own."""
+    busy = sorted((offsets[j], offsets[j] + _align(p.size))
+                  for j, p in enumerate(buffers) if p.size and p.overlaps(b))
+    at = 0
+    for lo, hi in busy:
+        if at + _align(b.size) <= lo:
+            break
+        at = max(at, hi)
+    return at
+
+
 def _place(buffers: list[Buffer], order: list[int]) -> tuple[list[int], int]:
     offsets = [-1] * len(buffers)
     placed = [i for i, b in enumerate(buffers) if b.pinned is not None]
@@ -41,17 +54,7 @@ def _place(buffers: list[Buffer], order: list[int]) -> tuple[list[int], int]:
         if b.size == 0:
             offsets[i] = 0
             continue
-        busy = sorted(
-            (offsets[j], offsets[j] + _align(buffers[j].size))
-            for j in placed
-            if buffers[j].overlaps(b)
-        )
-        at = 0
-        for lo, hi in busy:
-            if at + _align(b.size) <= lo:
-                break
-            at = max(at, hi)
-        offsets[i] = at
+        offsets[i] = first_fit([buffers[j] for j in placed], [offsets[j] for j in placed], b)
         placed.append(i)
     total = max((offsets[i] + _align(b.size) for i, b in enumerate(buffers) if b.size), default=0)
     return offsets, total

@@ -3,20 +3,59 @@ prints (and writes as JSON), the per-layer table, and what the schedule's step n
 
 from __future__ import annotations
 
+import json
+
+from .blob import read_blob
+from .kernels import TARGET_KERNELS, TARGETS, plan_scratch
 from .memory import plan_inference
 from .train_plan import F_BIAS, F_WEIGHT, TrainProgram
 
 
 def figures(prog: TrainProgram, blob: bytes) -> dict:
-    """The memory figures of a program and its blob (`convert --report-json` writes them)."""
+    """The memory figures of a program and its blob (`convert --report-json` writes them): the
+    arenas with the kernels' scratch (what the device allocates) and without it (the plan of
+    the activations and gradients), and each op's kernel on the blob's target."""
     graph = prog.graph
+    info = read_blob(blob)
+    meta = json.loads(info.sections.get("META") or b"{}")
+    target = meta.get("target", "ref")
+    scratch = plan_scratch(graph, target, prog, prog.region_bytes, meta.get("scratch_limit"))
     consts = sum(t.data.nbytes for t in graph.tensors if t.is_const)
-    return {"scheme": prog.scheme.describe(), "arena_peak": prog.arena_bytes,
+    arena = info.train_arena_bytes
+    return {"scheme": prog.scheme.describe(), "arena_peak": arena,
             "trainable_bytes": prog.params_bytes, "optimizer_bytes": prog.optimizer_bytes,
-            "total": prog.memory_bytes, "inference_arena": plan_inference(graph)[1],
+            "total": arena + prog.region_bytes, "inference_arena": info.arena_bytes,
+            "scratch": {"target": target, "kernels": TARGET_KERNELS[TARGETS[target]],
+                        "inference_arena_without": plan_inference(graph)[1],
+                        "training_arena_without": prog.arena_bytes,
+                        "limit": meta.get("scratch_limit"), "ops": scratch.rows()},
             "flash_bytes": len(blob), "constant_bytes": consts,
             "breakdown": breakdown(prog), "schedule": schedule(prog),
             "layers": report_rows(prog)}
+
+
+def kernel_lines(fig: dict) -> list[str]:
+    """Each weighted op's kernel and the scratch it adds in both plans (`figures`), and what
+    the arenas grew by."""
+    sc = fig["scratch"]
+    lines = [f"kernels for {sc['target']} ({sc['kernels']}); scratch planned into the arenas"
+             + (f" within {sc['limit']:,} B of arena + params" if sc["limit"] else ""),
+             f"{'op':>3} {'kind':<17} {'inference kernel':<22} {'scratch':>7} | "
+             f"{'training kernel':<22} {'scratch':>7}"]
+    for r in sc["ops"]:
+        if r["kind"] not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            continue
+        line = (f"{r['op']:>3} {r['kind']:<17} {r['kernel_infer']:<22} "
+                f"{r['scratch_infer']:>7,} | {r['kernel_train'] or '-':<22} "
+                f"{r['scratch_train']:>7,}")
+        lines.append(line + (f"  ({r['note']})" if r["note"] else ""))
+    arenas = (("inference", sc["inference_arena_without"], fig["inference_arena"]),
+              ("training", sc["training_arena_without"], fig["arena_peak"]))
+    lines.append("scratch: " + ", ".join(f"{n} arena {b:,} -> {a:,} B (+{a - b:,})"
+                                         for n, b, a in arenas)
+                 + "; an op without its scratch runs the reference kernel (the same bits, more "
+                 "instructions)")
+    return lines
 
 
 def report_lines(fig: dict) -> list[str]:

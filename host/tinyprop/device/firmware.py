@@ -74,18 +74,22 @@ def _first_error(output: str) -> str:
 
 # ---- the core, for this machine ----
 
-def core_library(shared: bool = True, sanitize: bool = False) -> Path:
+def core_library(shared: bool = True, sanitize: bool = False,
+                 dsp_emulation: bool = False) -> Path:
     """The core built for this machine: libtinyprop.so (`shared`, what ctypes loads) or
     libtinyprop.a (what C programs link); `sanitize` adds ASan+UBSan (a sanitized .so loads into
-    Python only with libasan preloaded, so sanitizer tests link a C driver instead)."""
+    Python only with libasan preloaded, so sanitizer tests link a C driver instead);
+    `dsp_emulation` builds the Cortex-M DSP kernels in, their intrinsics in portable C (tests)."""
     _need("the host engine (the C core built for this machine)", ("gcc", "gcc make"),
           ("make", "gcc make"))
     if not FIRMWARE_DIR.is_dir():
         raise TinypropError(f"{FIRMWARE_DIR}: firmware sources not found; the host engine needs "
                             "a source checkout of tinyprop")
     _make(["-C", str(FIRMWARE_DIR), f"BUILD={CORE_BUILD}", "host-shared" if shared else "host",
-           *(["SANITIZE=1"] if sanitize else [])], CORE_BUILD, "the C core")
-    return CORE_BUILD / ("host-san" if sanitize else "host") / (
+           *(["SANITIZE=1"] if sanitize else []), *(["DSP_EMULATION=1"] if dsp_emulation else [])],
+          CORE_BUILD, "the C core")
+    return CORE_BUILD / (("host-san" if sanitize else "host")
+                         + ("-dspemu" if dsp_emulation else "")) / (
         "libtinyprop.so" if shared else "libtinyprop.a")
 
 
@@ -108,15 +112,18 @@ def core_sources() -> tuple[Path, ...]:
 
 
 def build_program(main_source: str | os.PathLike, sanitize: bool = False,
-                  include_dirs: Iterable[str | os.PathLike] = ()) -> Path:
+                  include_dirs: Iterable[str | os.PathLike] = (),
+                  dsp_emulation: bool = False) -> Path:
     """An executable of one C file holding main() linked against the core (test drivers,
-    benchmarks), rebuilt when the file, the library or the flags changed."""
+    benchmarks; `dsp_emulation`: the core with the emulated DSP kernels, core_library), rebuilt
+    when the file, the library or the flags changed."""
     main_source = Path(main_source).resolve()
-    lib = core_library(shared=False, sanitize=sanitize)
+    lib = core_library(shared=False, sanitize=sanitize, dsp_emulation=dsp_emulation)
     flags = [*core_cflags(), *PROGRAM_FLAGS, *(SAN_FLAGS if sanitize else []),
              *(f"-I{d}" for d in include_dirs)]
     out = CORE_BUILD / "programs" / (f"{main_source.parent.name}_{main_source.stem}"
-                                     + ("-san" if sanitize else ""))
+                                     + ("-san" if sanitize else "")
+                                     + ("-dspemu" if dsp_emulation else ""))
     stamp = out.with_name(out.name + ".cmd")
     recipe = "\n".join([str(main_source), *flags])
     if (out.exists() and stamp.exists() and stamp.read_text() == recipe

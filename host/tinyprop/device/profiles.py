@@ -68,6 +68,7 @@ class BoardProfile:
     placement: str  # "static" (.bss) or "heap" (two allocations)
     heap_blocks: tuple[int, ...]  # heap boards: the arena's block, the params record's
     float_abi: str
+    kernels: str  # the convert --target its firmware builds: cortex-m4 or ref
     link: str  # "uart", "usb-cdc", "pipe"
     baud: int  # 0: the link ignores it
     path: Path
@@ -125,7 +126,7 @@ def load_profile(name: str) -> BoardProfile:
             _value(d["flash_bytes"], "flash_bytes", path), runtime,
             _value(d["device_bytes"], "device_bytes", path),
             _value(d["plan_margin_bytes"], "plan_margin_bytes", path), d["placement"], blocks,
-            d["float_abi"], d["link"]["kind"], d["link"]["baud"], path)
+            d["float_abi"], d["kernels"]["target"], d["link"]["kind"], d["link"]["baud"], path)
     except (KeyError, TypeError, ValueError) as exc:
         raise TinypropError(f"{path}: not a board profile ({type(exc).__name__}: {exc}); "
                             "compare it with boards/qemu-m4/profile.json") from None

@@ -21,6 +21,7 @@ import numpy as np
 from typing_extensions import Self  # a dependency of textual; typing.Self is 3.11+
 
 from ..compile.blob import pack_blob, read_blob
+from ..compile.kernels import DEFAULT_TARGET, plan_scratch
 from ..compile.train_plan import TrainProgram
 from ..errors import TinypropError
 from ..frontend.graph import Graph
@@ -63,7 +64,9 @@ class BlobModel:
                 raise TinypropError(f"{path}: no such file; pass a .tpb from tinyprop convert")
             return cls(str(path), path.read_bytes())
         graph = read_tflite(path)
-        return cls(str(path), pack_blob(graph, zlib.crc32(path.read_bytes())), graph)
+        scratch = plan_scratch(graph, DEFAULT_TARGET)  # what qemu-m4's kernels ask for
+        return cls(str(path), pack_blob(graph, zlib.crc32(path.read_bytes()), scratch=scratch),
+                   graph)
 
     @property
     def input_shape(self) -> tuple[int, ...]:

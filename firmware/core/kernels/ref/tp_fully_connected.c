@@ -10,13 +10,15 @@ void tp_fully_connected_s8(const tp_fc_params *p, uint32_t n_in, const int8_t *i
         const int8_t *row = tp_weights_row(w, o, &step);
         int64_t acc = bias != 0 ? tp_le_i32(bias, o) : 0;
         /* TFLite's reference requantizes in double with the real scale s_in * s_w[o] / s_out
-         * (opparams.real_scale), computed here from the blob's float32 scales */
-        double real_scale =
-            (double)p->in_scale * (double)tp_weights_scale(w, o) / (double)p->out_scale;
+         * (opparams.real_scale), computed here from the blob's float32 scales: binary64 held
+         * in integers (tp_f64), the same bits without floating-point code */
+        tp_f64 real_scale = tp_real_scale(tp_f32_bits(p->in_scale),
+                                          tp_f32_bits(tp_weights_scale(w, o)),
+                                          tp_f32_bits(p->out_scale));
         for (i = 0; i < n_in; i++) {
             acc += (int32_t)(in[i] - p->in_zp) * row[i];
         }
-        out[o] = tp_clamp_act(tp_requantize_double(acc, real_scale) + p->out_zp, p->act_min,
+        out[o] = tp_clamp_act(tp_requantize_double(acc, &real_scale) + p->out_zp, p->act_min,
                               p->act_max);
     }
 }

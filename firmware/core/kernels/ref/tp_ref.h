@@ -19,6 +19,17 @@ static inline int8_t tp_clamp_act(int64_t v, int32_t act_min, int32_t act_max)
     return (int8_t)v;
 }
 
+/* The bits of a float32 (its IEEE encoding), read without floating-point arithmetic. */
+static inline uint32_t tp_f32_bits(float f)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v;
+    v.f = f;
+    return v.u;
+}
+
 /* Output channel c's bias, multiplier and shift, read once for all its output positions. */
 typedef struct {
     int32_t bias, mult, shift;

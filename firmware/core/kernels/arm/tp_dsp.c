@@ -1,0 +1,73 @@
+/* tp_dsp.c - per-channel requantization parameters of the Cortex-M DSP kernels (tp_dsp.h). */
+#include "tp_dsp.h"
+
+#if TP_KERNELS_DSP
+
+/* The largest |x - zp| of an int8 input with zero point zp. */
+static int64_t max_deviation(int32_t zp)
+{
+    return zp + 128 > 127 - zp ? zp + 128 : 127 - zp;
+}
+
+/* Whether |acc| <= bound keeps the fast requantization exact (tp_dsp.h): |acc << left| < 2^30
+ * and e <= 22; then fills hz. */
+static int fits(tp_dsp_rq *rq, int64_t bound, uint32_t left, int32_t out_zp)
+{
+    if (rq->e > 22u || bound >= ((int64_t)1 << 30) >> left) {
+        return 0;
+    }
+    rq->hz = (rq->e > 0u ? (int32_t)1 << (rq->e - 1u) : 0) + out_zp * ((int32_t)1 << rq->e);
+    return 1;
+}
+
+int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, const int8_t *row,
+                   uint32_t step, uint32_t n, tp_dsp_rq *rq)
+{
+    /* little-endian int32s at any alignment: one LDR each on the M4 */
+    int32_t bias = q->bias != 0 ? tp_dsp_i32(tp_dsp_rd32((const int8_t *)q->bias + 4u * o)) : 0;
+    int32_t shift = tp_dsp_i32(tp_dsp_rd32((const int8_t *)q->shift + 4u * o));
+    uint32_t left = shift > 0 ? (uint32_t)shift : 0u, i;
+    int64_t dev = max_deviation(p->in_zp), abs_bias = bias < 0 ? -(int64_t)bias : bias, sum = 0;
+    rq->bias = bias;
+    rq->mult = tp_dsp_i32(tp_dsp_rd32((const int8_t *)q->mult + 4u * o));
+    rq->s1 = 1u + left;
+    rq->e = shift < 0 ? (uint32_t)-shift : 0u;
+    rq->nm = rq->e > 0u ? -1 : 0;
+    /* first the bound every weight allows (|w| <= 128), then the row's own */
+    if (fits(rq, abs_bias + (int64_t)n * 128 * dev, left, p->out_zp)) {
+        return 1;
+    }
+    i = 0;
+    if (step == 1u) {
+        /* |w| = |(w + 128) - 128| on unsigned bytes: USADA8 sums four at a time, in runs of
+         * 2^16 weights (at most 2^23 in 32 bits) */
+        while (i + 4u <= n) {
+            uint32_t run = 0u, end = n - i > 65536u ? i + 65536u : n & ~3u;
+            for (; i < end; i += 4u) {
+                run = tp_usada8(tp_dsp_rd32(row + i) ^ 0x80808080u, 0x80808080u, run);
+            }
+            sum += run;
+        }
+    }
+    for (; i < n; i++) {
+        sum += row[i * step] < 0 ? -row[i * step] : row[i * step];
+    }
+    if (sum == 0) {
+        /* no weights: every output is the bias requantized, v. With mult 0, e 1 and hz 2 v + 1
+         * the formula gives (2 v + 1 - [acc < 0]) >> 1 = v for either sign, so the channel
+         * rounds like the others (nm = -1) */
+        int32_t v = tp_clamp_act(tp_mbqm(bias, rq->mult, shift) + p->out_zp, p->act_min,
+                                 p->act_max);
+        rq->hz = 2 * v + 1;
+        rq->mult = 0;
+        rq->nm = -1;
+        rq->s1 = 1u;
+        rq->e = 1u;
+        return 1;
+    }
+    return fits(rq, abs_bias + sum * dev, left, p->out_zp);
+}
+
+#else
+typedef int tp_dsp_unused; /* ISO C wants a declaration in every translation unit */
+#endif

@@ -1,0 +1,158 @@
+/* tp_dsp.h - what the Cortex-M DSP kernels (kernels/arm/) share: the few ACLE intrinsics they
+ * use, the fast requantization and its per-channel parameters.
+ *
+ * The kernels compile where the target has the DSP extension (__ARM_FEATURE_DSP: Cortex-M4,
+ * M7, M33 with DSP) unless TP_KERNELS_REF_ONLY is defined. TP_KERNELS_DSP_EMULATION builds
+ * them anywhere with portable C for the intrinsics (tests run them on the host under
+ * sanitizers; the product's host build keeps the reference kernels).
+ */
+#ifndef TP_DSP_H
+#define TP_DSP_H
+
+#include <stdint.h>
+
+#include "../ref/tp_ref.h"
+
+#if TP_KERNELS_DSP
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the DSP kernels read little-endian words: build big-endian targets with TP_KERNELS_REF_ONLY"
+#endif
+
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+#include <arm_acle.h>
+/* ACLE types its halfword pairs int16x2_t (int32_t); the kernels keep them as uint32_t */
+#define tp_smlad(a, b, acc) ((int32_t)__smlad((int32_t)(a), (int32_t)(b), (acc)))
+#define tp_sxtb16(x) ((uint32_t)__sxtb16((int32_t)(x)))
+#define tp_sxtab16(a, x) ((uint32_t)__sxtab16((int32_t)(a), (int32_t)(x)))
+#define tp_ssat8(x) __ssat((x), 8)
+#define tp_usada8(a, b, acc) __usada8((a), (b), (acc))
+#else
+/* The ACLE intrinsics' definitions (Arm ACLE, section 9.5), in portable C. */
+static inline int32_t tp_lane_lo(uint32_t x)
+{
+    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
+}
+
+static inline int32_t tp_lane_hi(uint32_t x)
+{
+    return tp_lane_lo(x >> 16);
+}
+
+static inline int32_t tp_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    uint32_t s = (uint32_t)acc + (uint32_t)(tp_lane_lo(a) * tp_lane_lo(b)) +
+                 (uint32_t)(tp_lane_hi(a) * tp_lane_hi(b));
+    return s <= 0x7FFFFFFFu ? (int32_t)s : -(int32_t)(~s) - 1; /* wraps, as SMLAD does */
+}
+
+static inline uint32_t tp_sxtab16(uint32_t a, uint32_t x)
+{
+    uint32_t lo = (a + (uint32_t)(int32_t)(int8_t)(x & 0xFFu)) & 0xFFFFu;
+    uint32_t hi = ((a >> 16) + (uint32_t)(int32_t)(int8_t)((x >> 16) & 0xFFu)) & 0xFFFFu;
+    return lo | (hi << 16);
+}
+
+static inline uint32_t tp_sxtb16(uint32_t x)
+{
+    return tp_sxtab16(0u, x);
+}
+
+static inline int32_t tp_ssat8(int32_t x)
+{
+    return x < -128 ? -128 : x > 127 ? 127 : x;
+}
+
+static inline uint32_t tp_usada8(uint32_t a, uint32_t b, uint32_t acc)
+{
+    uint32_t i;
+    for (i = 0; i < 32u; i += 8u) {
+        uint32_t x = (a >> i) & 0xFFu, y = (b >> i) & 0xFFu;
+        acc += x > y ? x - y : y - x;
+    }
+    return acc;
+}
+#endif
+
+/* A hot loop kept out of its caller, whose pointers and counters would be spilled around it;
+ * and the body of a loop its callers specialize (constant arguments), inlined whatever its
+ * size. */
+#define TP_DSP_NOINLINE __attribute__((noinline))
+#define TP_DSP_INLINE static inline __attribute__((always_inline))
+
+/* A 32-bit pattern as int32 (two's complement, without implementation-defined conversion). */
+static inline int32_t tp_dsp_i32(uint32_t u)
+{
+    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(~u) - 1;
+}
+
+/* A little-endian word at any alignment (weights in flash, activations): LDR on the M4, which
+ * reads unaligned words. */
+static inline uint32_t tp_dsp_rd32(const int8_t *p)
+{
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+
+/* ---- requantization ----
+ * TFLite's MultiplyByQuantizedMultiplier (quant.mbqm: a rounding doubling high multiply, then a
+ * rounding right shift by e, both half away from zero), plus the output zero point, in one
+ * 32 x 32 -> 64-bit multiply-accumulate. With a = acc << (1 + left):
+ *
+ *   hi = (a * mult + 2^31 + (hz - [a < 0 and e > 0]) * 2^32) >> 32,   out = hi >> e
+ *
+ * where hz = 2^(e-1) [e > 0] + out_zp * 2^e. Why it is exact: (a * mult + 2^31) >> 32 is
+ * (acc' * mult + 2^30) >> 31 (acc' = acc << left), the doubling high multiply (gemmlowp's
+ * nudge: floor division by 2^31 after adding 2^30 equals its round half away from zero for
+ * both signs); adding whole multiples of 2^32 before the shift adds them to the high word; the
+ * final floor((q + 2^(e-1) - [q < 0]) / 2^e) is the rounding divide (half away from zero), and
+ * [q < 0] may be read as [acc < 0]: they differ only for q = 0, where both give 0.
+ * It holds while |acc'| < 2^30 (a fits int32) and |hz| + 2^30 < 2^31 (e <= 22): a channel is
+ * taken only when its accumulator bound says so (tp_dsp_prepare), else the op runs the
+ * reference kernel. A channel whose weights are all zero outputs one constant: mult = 0 and
+ * hz = that output. */
+typedef struct {
+    int32_t bias; /* the accumulator's start: the bias, or a kernel's corrected bias */
+    int32_t mult; /* TFLite's multiplier, in [0, 2^31) */
+    int32_t hz;   /* 2^(e-1) [e > 0] + out_zp * 2^e; a constant channel's output */
+    int32_t nm;   /* -1 when e > 0 (negative accumulators round down), else 0 */
+    uint32_t s1;  /* 1 + the left shift */
+    uint32_t e;   /* the right shift */
+} tp_dsp_rq;
+
+/* Channel o's parameters (bias, multiplier and shift of q; its taps weights `row`, `n` of them
+ * `step` apart). Returns 0 when the fast requantization is not provably exact for it. */
+int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, const int8_t *row,
+                   uint32_t step, uint32_t n, tp_dsp_rq *rq);
+
+/* Clamp to the activation range [lo, hi] when it is narrower than int8. */
+static inline int8_t tp_dsp_clamp(int32_t v, int32_t lo, int32_t hi)
+{
+    return (int8_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
+/* One output: requantized (above), zero point added, saturated to int8, then clamped to the
+ * activation range unless `full` (int8's). `fast` says every channel of the op rounds its
+ * right shift (nm = -1) and has no left shift (s1 = 1): tp_dsp_fast. Callers pass constants,
+ * so each use compiles to one straight sequence (LSL, ADD, MOV, SMLAL, ASR, SSAT). */
+TP_DSP_INLINE int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int fast, int full,
+                                   int32_t lo, int32_t hi)
+{
+    uint32_t a = (uint32_t)acc << (fast ? 1u : rq->s1);
+    uint32_t neg = 0u - (a >> 31);
+    uint32_t h = (uint32_t)rq->hz + (fast ? neg : (uint32_t)rq->nm & neg);
+    int64_t x = (int64_t)(((uint64_t)h << 32) | 0x80000000u) +
+                (int64_t)(int32_t)a * (int64_t)rq->mult;
+    int32_t v = tp_ssat8((int32_t)(x >> 32) >> rq->e);
+    return full ? (int8_t)v : tp_dsp_clamp(v, lo, hi);
+}
+
+/* Whether a channel allows tp_dsp_output's fast form. */
+static inline int tp_dsp_fast(const tp_dsp_rq *rq)
+{
+    return rq->nm != 0 && rq->s1 == 1u;
+}
+
+#endif /* TP_KERNELS_DSP */
+#endif /* TP_DSP_H */

@@ -1,0 +1,228 @@
+"""The kernels' harness (firmware/apps/kerneltest/kerneltest.c) on an emulated board: many small
+blobs run with the reference kernels and with the build's in one QEMU process, outputs and costs
+of both sent back. Op-level tests, whole generated models and VWW (its blob compiled in, or
+layer by layer as one-op blobs) go through it, and `tinyprop bench --only kernels` measures
+with it.
+"""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..compile.blob import pack_blob
+from ..compile.kernels import plan_scratch
+from ..errors import TinypropError
+from ..frontend.graph import Graph, Op, Tensor
+
+FLAG_OUTPUTS, FLAG_BUILTIN, FLAG_OPT_ONLY = 1, 2, 4
+CASES_FILE = "kernel_cases.bin"
+RECORD = struct.Struct("<4sIIIIIIII")
+
+
+@dataclass
+class Case:
+    """One blob (None: the one compiled into the harness) and its int8 inputs."""
+
+    blob: bytes | None
+    inputs: np.ndarray  # (n, input bytes) int8
+    flags: int = FLAG_OUTPUTS
+    name: str = ""
+
+
+@dataclass
+class Result:
+    case: int
+    input: int
+    status: int
+    cost_ref: int  # board counter units (instructions on qemu-m4); 0: not run
+    cost_opt: int
+    out_ref: np.ndarray | None = None
+    out_opt: np.ndarray | None = None
+    crc_ref: int = 0
+    crc_opt: int = 0
+
+
+@dataclass
+class Run:
+    results: list[Result] = field(default_factory=list)
+
+    def of(self, case: int) -> list[Result]:
+        return [r for r in self.results if r.case == case]
+
+
+def subgraph(graph: Graph, first: int, last: int, name: str = "") -> Graph:
+    """Ops first..last of a graph (one activation input: op `first`'s) as a model of its own,
+    its tensors renumbered; op `last`'s output is the output."""
+    ops = graph.ops[first : last + 1]
+    index: dict[int, int] = {}
+    tensors: list[Tensor] = []
+
+    def keep(i: int) -> int:
+        if i < 0:
+            return i
+        if i not in index:
+            t = graph.tensors[i]
+            index[i] = len(tensors)
+            tensors.append(Tensor(len(tensors), t.name, t.shape, t.dtype, t.scale, t.zero_point,
+                                  t.quant_dim, t.data))
+        return index[i]
+
+    x = keep(ops[0].inputs[0])
+    new_ops = [Op(k, op.kind, [keep(i) for i in op.inputs], [keep(o) for o in op.outputs],
+                  dict(op.options)) for k, op in enumerate(ops)]
+    return Graph(tensors, new_ops, [x], [index[ops[-1].outputs[0]]],
+                 name or f"{graph.name}[{first}:{last}]")
+
+
+def target_blob(graph: Graph, target: str = "cortex-m4") -> bytes:
+    """An inference blob of `graph` with `target`'s scratch plan."""
+    return pack_blob(graph, zlib.crc32(graph.name.encode()), scratch=plan_scratch(graph, target))
+
+
+def write_cases(path: Path, cases: list[Case]) -> None:
+    out = bytearray(b"TPKC" + struct.pack("<II", 1, len(cases)))
+    for c in cases:
+        blob = b"" if c.blob is None else c.blob
+        x = np.ascontiguousarray(c.inputs, np.int8).reshape(len(c.inputs), -1)
+        flags = c.flags | (FLAG_BUILTIN if c.blob is None else 0)
+        out += struct.pack("<IIII", flags, len(blob), len(x), x.shape[1])
+        out += blob + bytes(-len(blob) % 8) + x.tobytes()
+    path.write_bytes(bytes(out))
+
+
+def read_records(port, cases: list[Case]) -> Run:
+    """The harness's records from `port` (anything with read(n)) up to its end record."""
+    run = Run()
+    while True:
+        tag = _read_exact(port, 4, "record")
+        if tag == b"TPKE":
+            _read_exact(port, 4, "end")
+            return run
+        if tag == b"TPKX":
+            raise TinypropError(f"kernel harness: cannot read {CASES_FILE}")
+        head = _read_exact(port, RECORD.size - 4, "record")
+        _, case, inp, status, cost_ref, cost_opt, n, crc_ref, crc_opt = RECORD.unpack(tag + head)
+        r = Result(case, inp, status, cost_ref, cost_opt, crc_ref=crc_ref, crc_opt=crc_opt)
+        if status == 0 and cases[case].flags & FLAG_OUTPUTS:
+            r.out_ref = np.frombuffer(_read_exact(port, n, "output"), np.int8).copy()
+            r.out_opt = np.frombuffer(_read_exact(port, n, "output"), np.int8).copy()
+        run.results.append(r)
+
+
+def _read_exact(port, n: int, what: str) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = port.read(n - len(data))
+        if not chunk:
+            raise TinypropError(f"kernel harness: the board stopped answering ({what})")
+        data += chunk
+    return bytes(data)
+
+
+def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None = None,
+              workdir: Path | None = None, timeout: float = 1800.0) -> Run:
+    """Run `cases` on `board` (an emulated board) with the harness; `builtin` is the blob
+    compiled into it for the cases whose blob is None."""
+    from ..device.firmware import build_firmware, write_blob_header
+    from ..device.runners import start_qemu
+
+    variables = {"BLOB": str(write_blob_header(builtin))} if builtin is not None else None
+    elf = build_firmware(board, "kerneltest", variables)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(workdir or tmp)
+        write_cases(work / CASES_FILE, cases)
+        with start_qemu(elf, workdir=work, timeout=timeout, board=board) as q, \
+                q.connect(timeout=timeout) as port:
+            run = read_records(port, cases)
+            status = q.wait(30)
+        if status != 0:
+            raise TinypropError(f"kernel harness: exited with status {status}")
+    return run
+
+
+# CMSIS-NN on the same emulator and flags (the issue's measurement; DESIGN.md): instructions per
+# layer type of one VWW inference, and the multiply-accumulates they are for.
+CMSIS_NN = {"first conv": 3.05e6, "pointwise": 14.57e6, "depthwise": 6.46e6,
+            "pool + FC + softmax": 0.02e6, "total": 24_095_160}
+LAYER_TYPES = ("first conv", "pointwise", "depthwise", "pool + FC + softmax")
+
+
+def _macs(graph: Graph, op: Op) -> int:
+    t = graph.tensors
+    if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        return 0
+    w = t[op.inputs[1]].shape
+    taps = w[1] if op.kind == "FULLY_CONNECTED" else w[1] * w[2] * (
+        w[3] if op.kind == "CONV_2D" else 1)
+    return t[op.outputs[0]].size * taps
+
+
+def _layer_type(graph: Graph, op: Op) -> str:
+    if op.kind == "CONV_2D":
+        return "first conv" if op.index == 0 else "pointwise"
+    return "depthwise" if op.kind == "DEPTHWISE_CONV_2D" else "pool + FC + softmax"
+
+
+def _reshape_of(t: Tensor, name: str) -> Graph:
+    """A one-RESHAPE model over an activation like t: the interpreter's cost of an op with
+    that output (the planner aliases RESHAPE, so no kernel runs), the argmax over it
+    included, which a one-op model takes on its output."""
+    x = Tensor(0, "x", t.shape, "int8", t.scale, t.zero_point)
+    y = Tensor(1, "y", t.shape, "int8", t.scale, t.zero_point)
+    shape = Tensor(2, "shape", (len(t.shape),), "int32", np.zeros(1, np.float32),
+                   np.zeros(1, np.int64), 0, np.asarray(t.shape, np.int32))
+    return Graph([x, y, shape], [Op(0, "RESHAPE", [0, 2], [1], {})], [0], [1], name)
+
+
+def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
+              board: str = "qemu-m4") -> dict:
+    """Instructions of one inference of `graph` (VWW) on `board`, reference and `target`'s
+    kernels in one harness run: the whole model (its blob compiled in), and each weighted op
+    (the tail from the pooling on as one) as a model of its own, less a one-RESHAPE model of
+    the same output (what the interpreter and the argmax cost there), summed per layer type."""
+    from ..reference.forward import Forward
+
+    acts = Forward(graph).run(x, keep=True)
+    tail = next(op.index for op in graph.ops if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D"))
+    groups = [(op.index, op.index) for op in graph.ops[:tail]] + [(tail, len(graph.ops) - 1)]
+    cases = [Case(None, np.asarray(x, np.int8).reshape(1, -1), 0, "whole model")]
+    for first, last in groups:
+        sub = subgraph(graph, first, last)
+        xin = np.asarray(acts[graph.ops[first].inputs[0]], np.int8).reshape(1, -1)
+        cases.append(Case(target_blob(sub, target), xin, 0, f"ops {first}..{last}"))
+        cases.append(Case(target_blob(_reshape_of(sub.output, "overhead"), target),
+                          np.zeros((1, sub.output.size), np.int8), 0, "overhead"))
+    whole = pack_blob(graph, zlib.crc32(graph.name.encode()), scratch=plan_scratch(graph, target))
+    run = run_cases(cases, board, builtin=whole)
+    res = {r.case: r for r in run.results}
+    if any(r.status or r.crc_ref != r.crc_opt for r in run.results):
+        raise TinypropError("kernel harness: a case failed or the kernels disagree: "
+                            f"{[(cases[r.case].name, r.status) for r in run.results]}")
+    out: dict = {"board": board, "target": target, "counter": "instructions",
+                 "whole": {"ref": res[0].cost_ref, "opt": res[0].cost_opt,
+                           "macs": sum(_macs(graph, op) for op in graph.ops)},
+                 "ops": [], "types": {}}
+    for i, (first, last) in enumerate(groups):
+        op_r, over = res[1 + 2 * i], res[2 + 2 * i]
+        op = graph.ops[first]
+        row = {"ops": [first, last], "kind": op.kind, "type": _layer_type(graph, op),
+               "macs": sum(_macs(graph, o) for o in graph.ops[first : last + 1]),
+               "ref": op_r.cost_ref - over.cost_ref, "opt": op_r.cost_opt - over.cost_opt}
+        out["ops"].append(row)
+        t = out["types"].setdefault(row["type"], {"ref": 0, "opt": 0, "macs": 0})
+        for k in ("ref", "opt", "macs"):
+            t[k] += row[k]
+    for name, t in list(out["types"].items()) + [("whole", out["whole"])]:
+        t["ref_per_mac"] = round(t["ref"] / t["macs"], 2) if t["macs"] else None
+        t["opt_per_mac"] = round(t["opt"] / t["macs"], 2) if t["macs"] else None
+        t["ratio"] = round(t["ref"] / t["opt"], 2) if t["opt"] else None
+        if name in CMSIS_NN:
+            t["cmsis_nn"] = CMSIS_NN[name]
+    out["whole"]["cmsis_nn"] = CMSIS_NN["total"]
+    return out

@@ -1,0 +1,298 @@
+"""The Cortex-M DSP kernels (firmware/core/kernels/arm/) equal the reference kernels bit for bit.
+
+- Op level, on qemu-m4: opgen's random CONV_2D, DEPTHWISE_CONV_2D and AVERAGE_POOL_2D cases
+  (shapes, strides, paddings, zero points, depth multipliers, activations, per-channel shifts of
+  both signs) and
+  corner cases (maps wider and taller than a depthwise strip and band, 1x1 with stride 2, odd
+  pixel and channel counts, channels whose weights are all zero, accumulators too wide for the
+  fast requantization, left shifts), each run in one harness process with the reference and the
+  DSP kernels and both outputs compared with the NumPy reference. The same cases on this machine
+  with the intrinsics emulated in C, under ASan and UBSan, with every arena exactly the size the
+  blob asks (a kernel stepping outside its planned scratch is caught).
+- Whole models, on qemu-m4: the 26 generated models, and VWW over all 397 vww-mini images.
+- The host's mirror of the kernels (tinyprop.compile.kernels): scratch sizes equal the C functions',
+  and its prediction of which ops the DSP kernels take matches what the board does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import zlib
+
+import numpy as np
+import pytest
+from opgen import _Builder, forward_case, random_input
+from tinyprop.bench.kernels import (
+    FLAG_OPT_ONLY,
+    FLAG_OUTPUTS,
+    Case,
+    read_records,
+    run_cases,
+    write_cases,
+)
+from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.kernels import plan_scratch, scratch_bytes
+from tinyprop.device.firmware import build_program
+from tinyprop.engines.native import load_library
+from tinyprop.frontend.graph import Graph
+from tinyprop.frontend.opparams import op_params
+from tinyprop.paths import REPO_ROOT as REPO
+from tinyprop.reference.forward import Forward
+
+needs_qemu = pytest.mark.skipif(
+    shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
+    reason="needs qemu-system-arm and arm-none-eabi-gcc (scripts/setup.sh installs them)")
+
+RANDOM = 60  # opgen cases per kind (each a few milliseconds on the board)
+DRIVER = REPO / "tests" / "c" / "test_kernels_dsp.c"
+
+
+def _conv_case(name: str, shape, kind: str, seed: int, tweak=None, **conv) -> tuple[str, Graph]:
+    b = _Builder(np.random.default_rng(seed))
+    x = b.act("x", (1, *shape))
+    y = b.conv(x, kind, **conv)
+    g = b.graph(x, y, name)
+    if tweak is not None:
+        tweak(g)
+    return f"{name} {shape} {conv}", g
+
+
+def _rows(g: Graph, c: int) -> np.ndarray:
+    """Output channel c's weights, as a writable view."""
+    op = g.ops[-1]
+    w = g.tensors[op.inputs[1]].data
+    return w[..., c] if op.kind == "DEPTHWISE_CONV_2D" else w[c]
+
+
+def _dead_channels(g: Graph) -> None:
+    """VWW's pruned channels: all-zero weights, biases of +-2^30 (a constant output)."""
+    bias = g.tensors[g.ops[-1].inputs[2]].data
+    for c, sign in ((0, 1), (2, -1)):
+        _rows(g, c)[...] = 0
+        bias[c] = sign * (1 << 30)
+
+
+def _wide_bias(g: Graph) -> None:
+    """An accumulator bound past 2^30: the DSP kernel must run the reference instead."""
+    g.tensors[g.ops[-1].inputs[2]].data[1] = (1 << 30) - 5
+
+
+def _left_shift(g: Graph) -> None:
+    """A channel whose real scale exceeds 1 (a left shift) and one far below (a right shift
+    10 more)."""
+    w = g.tensors[g.ops[-1].inputs[1]]
+    w.scale = w.scale.copy()
+    w.scale[0] *= np.float32(64.0)
+    w.scale[1] *= np.float32(2.0 ** -10)
+
+
+def corner_cases() -> list[tuple[str, Graph]]:
+    c = []
+    c.append(_conv_case("pw-s2", (20, 20, 12), "CONV_2D", 1, k=(1, 1), stride=(2, 2),
+                        padding="VALID", cout=9))
+    c.append(_conv_case("pw-odd", (7, 5, 9), "CONV_2D", 2, k=(1, 1), cout=5, act="RELU6"))
+    c.append(_conv_case("im2col-big", (30, 70, 5), "CONV_2D", 3, k=(3, 3), cout=7,
+                        stride=(1, 2)))
+    c.append(_conv_case("im2col-valid", (17, 9, 3), "CONV_2D", 4, k=(5, 3), padding="VALID",
+                        cout=8, stride=(2, 1), act="RELU"))
+    c.append(_conv_case("dw-strips-bands", (40, 70, 3), "DEPTHWISE_CONV_2D", 5, mult=2))
+    c.append(_conv_case("dw-s2-odd", (37, 65, 4), "DEPTHWISE_CONV_2D", 6, stride=(2, 2)))
+    c.append(_conv_case("dw-s12", (19, 33, 6), "DEPTHWISE_CONV_2D", 7, stride=(1, 2),
+                        act="RELU6"))
+    c.append(_conv_case("dw-s21-valid", (19, 33, 6), "DEPTHWISE_CONV_2D", 8, stride=(2, 1),
+                        padding="VALID", mult=3))
+    for kind, shape in (("CONV_2D", (6, 6, 16)), ("DEPTHWISE_CONV_2D", (6, 6, 16))):
+        tag = "pw" if kind == "CONV_2D" else "dw"
+        k = (1, 1) if kind == "CONV_2D" else (3, 3)
+        c.append(_conv_case(f"{tag}-dead", shape, kind, 9, _dead_channels, k=k, cout=16))
+        c.append(_conv_case(f"{tag}-wide", shape, kind, 10, _wide_bias, k=k, cout=16))
+        c.append(_conv_case(f"{tag}-shifts", shape, kind, 11, _left_shift, k=k, cout=16))
+    return c
+
+
+def all_cases() -> list[tuple[str, Graph]]:
+    cases = [(f.name, f.graph) for kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D")
+             for f in (forward_case(kind, s) for s in range(RANDOM))]
+    return cases + corner_cases()
+
+
+def harness_cases(cases, exact_only: bool = True) -> tuple[list[Case], list[list[np.ndarray]]]:
+    """Blobs planned for the Cortex-M4 (with exact_only False, an op the host predicts the DSP
+    kernel gives back to the reference gets its scratch all the same), two inputs each, and
+    the NumPy reference's outputs."""
+    out, expect = [], []
+    for i, (name, g) in enumerate(cases):
+        rng = np.random.default_rng(i)
+        xs = np.stack([random_input(g, rng) for _ in range(2)])
+        blob = pack_blob(g, zlib.crc32(name.encode()),
+                         scratch=plan_scratch(g, "cortex-m4", exact_only=exact_only))
+        out.append(Case(blob, xs.reshape(2, -1), FLAG_OUTPUTS, name))
+        f = Forward(g)
+        expect.append([f.run(x).ravel() for x in xs])
+    return out, expect
+
+
+def check_run(cases, run, expect) -> None:
+    assert len(run.results) == sum(len(c.inputs) for c in cases)
+    bad = []
+    for r in run.results:
+        want = expect[r.case][r.input]
+        if r.status != 0 or not np.array_equal(r.out_opt, want) or \
+                not np.array_equal(r.out_ref, want):
+            bad.append(f"{cases[r.case].name} input {r.input}: status {r.status}, "
+                       f"{np.count_nonzero(r.out_opt != want) if r.out_opt is not None else '-'}"
+                       f" of {want.size} outputs differ")
+    assert not bad, "\n".join(bad)
+
+
+@needs_qemu
+def test_dsp_kernels_on_qemu_m4_equal_reference(tmp_path):
+    cases, expect = harness_cases(all_cases())
+    run = run_cases(cases, workdir=tmp_path)
+    check_run(cases, run, expect)
+    # the DSP kernels did run: the opgen convolutions cost a fraction of the reference's
+    ref = sum(r.cost_ref for r in run.results)
+    opt = sum(r.cost_opt for r in run.results)
+    assert opt < 0.5 * ref, (opt, ref)
+
+
+@needs_qemu
+def test_the_host_predicts_which_ops_fall_back(tmp_path):
+    """Where the host's mirror of tp_dsp_prepare says the DSP kernel would give the op back to
+    the reference (accumulators too wide), the board, handed the scratch anyway, does so: the
+    same bits at the reference's cost; everywhere else the DSP kernel runs, far cheaper."""
+    cases = corner_cases()
+    predicted = [plan_scratch(g, "cortex-m4").ops[-1].runs("infer") for _, g in cases]
+    assert sum(p == "reference" for p in predicted) == 2  # the two "-wide" cases
+    blobs, expect = harness_cases(cases, exact_only=False)
+    run = run_cases(blobs, workdir=tmp_path)
+    check_run(blobs, run, expect)
+    for r in run.results:
+        ratio = r.cost_opt / r.cost_ref
+        if predicted[r.case] == "reference":
+            assert 0.95 < ratio < 1.05, (cases[r.case][0], ratio)
+        else:
+            assert ratio < 0.6, (cases[r.case][0], ratio)
+
+
+def test_dsp_kernels_emulated_under_sanitizers_equal_reference(tmp_path):
+    cases, expect = harness_cases(all_cases(), exact_only=False)
+    write_cases(tmp_path / "cases.bin", cases)
+    exe = build_program(DRIVER, sanitize=True, dsp_emulation=True)
+    proc = subprocess.run([str(exe), str(tmp_path / "cases.bin")], capture_output=True,
+                          check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+
+    class Stream:
+        data, at = proc.stdout, 0
+
+        def read(self, n: int) -> bytes:
+            out = self.data[self.at : self.at + n]
+            self.at += len(out)
+            return out
+
+    check_run(cases, read_records(Stream(), cases), expect)
+
+
+class ConvParams(ctypes.Structure):
+    _fields_ = [("stride", ctypes.c_uint8 * 2), ("pad", ctypes.c_uint8 * 2),
+                ("k", ctypes.c_uint8 * 2), ("depth_multiplier", ctypes.c_int32),
+                ("in_zp", ctypes.c_int32), ("out_zp", ctypes.c_int32),
+                ("act_min", ctypes.c_int32), ("act_max", ctypes.c_int32)]
+
+
+class Shape(ctypes.Structure):
+    _fields_ = [("h", ctypes.c_int32), ("w", ctypes.c_int32), ("c", ctypes.c_int32)]
+
+
+def test_host_scratch_sizes_equal_the_kernels(vww_model_path):
+    """kernels.scratch_bytes mirrors tp_arm_*_scratch_bytes (plain C on every target)."""
+    from tinyprop.frontend.tflite_reader import read_tflite
+
+    lib = load_library()
+    graphs = [g for _, g in all_cases()] + [read_tflite(vww_model_path)]
+    checked = 0
+    for g in graphs:
+        for op in g.ops:
+            if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+                continue
+            geo = op_params(g, op).geometry
+            p = ConvParams((ctypes.c_uint8 * 2)(*geo["stride"]), (ctypes.c_uint8 * 2)(*geo["pad"]),
+                           (ctypes.c_uint8 * 2)(*geo["k"]), op.options.get("depth_multiplier", 1),
+                           0, 0, -128, 127)
+            si, so = (Shape(*g.tensors[i].shape[1:]) for i in (op.inputs[0], op.outputs[0]))
+            fn = lib.tp_arm_conv2d_s8_scratch_bytes if op.kind == "CONV_2D" else \
+                lib.tp_arm_depthwise_conv2d_s8_scratch_bytes
+            fn.restype = ctypes.c_uint32
+            c = fn(ctypes.byref(p), ctypes.byref(si), ctypes.byref(so))
+            assert scratch_bytes("cortex-m4", g, op) == c, (g.name, op.index, geo)
+            checked += 1
+    assert checked > 2 * RANDOM
+
+
+@needs_qemu
+def test_generated_models_on_qemu_m4_bit_exact(tmp_path):
+    pytest.importorskip("tensorflow")
+    modelgen = pytest.importorskip("modelgen")
+    from tinyprop.frontend.tflite_reader import read_tflite
+
+    cases, expect = [], []
+    for name in modelgen.MODELS:
+        path = modelgen.build_tflite(name)
+        g = read_tflite(path)
+        xs = modelgen.sample_inputs(path, 6, seed=11)
+        blob = pack_blob(g, zlib.crc32(path.read_bytes()), scratch=plan_scratch(g, "cortex-m4"))
+        cases.append(Case(blob, np.stack([x.ravel() for x in xs]), FLAG_OUTPUTS, name))
+        f = Forward(g)
+        expect.append([f.run(x).ravel() for x in xs])
+    assert len(cases) == len(modelgen.MODELS) >= 26
+    check_run(cases, run_cases(cases, workdir=tmp_path), expect)
+
+
+@needs_qemu
+@pytest.mark.slow
+def test_vww_every_image_on_qemu_m4_bit_exact(vww_model_path, vww_data_dir, tmp_path):
+    """VWW's blob (333 KB, compiled into the harness's flash) over all 397 vww-mini images with
+    the DSP kernels, against the NumPy reference."""
+    from tinyprop.data.datasets import load_split
+    from tinyprop.frontend.tflite_reader import read_tflite
+
+    g = read_tflite(vww_model_path)
+    xs, labels, names = load_split(vww_data_dir, "all", g.input.s, g.input.zp)
+    assert len(xs) == 397
+    blob = pack_blob(g, zlib.crc32(vww_model_path.read_bytes()),
+                     scratch=plan_scratch(g, "cortex-m4"))
+    cases = [Case(None, xs.reshape(len(xs), -1), FLAG_OUTPUTS | FLAG_OPT_ONLY, "vww")]
+    run = run_cases(cases, builtin=blob, workdir=tmp_path)
+    f = Forward(g)
+    got = np.stack([r.out_opt for r in run.results])
+    want = np.stack([f.run(x).ravel() for x in xs])
+    bad = [names[i] for i in np.flatnonzero((got != want).any(axis=1))]
+    assert not bad, f"{len(bad)} images differ, first {bad[:3]}"
+    assert (got.argmax(axis=1) == labels).mean() > 0.75
+
+
+@needs_qemu
+def test_vww_costs_per_layer_type(vww_model_path, vww_data_dir):
+    """bench --only kernels' measurement: both kernel sets agree on every part (the harness
+    compares their outputs' CRCs), every layer type's parts add up to the whole model within
+    the counter's tick per measurement, and the DSP kernels run every convolution."""
+    from tinyprop.bench.kernels import LAYER_TYPES, vww_costs
+    from tinyprop.data.datasets import load_split
+    from tinyprop.frontend.tflite_reader import read_tflite
+
+    g = read_tflite(vww_model_path)
+    x = load_split(vww_data_dir, "holdout", g.input.s, g.input.zp)[0][0]
+    out = vww_costs(g, x)
+    assert set(out["types"]) == set(LAYER_TYPES)
+    assert sum(t["macs"] for t in out["types"].values()) == out["whole"]["macs"] == 7_489_664
+    for kernels in ("ref", "opt"):
+        parts = sum(t[kernels] for t in out["types"].values())
+        # each one-op measurement and its RESHAPE twin are exact to a 40-instruction tick;
+        # the whole model runs its interpreter's loop once, not 28 times
+        assert abs(parts - out["whole"][kernels]) < 0.002 * out["whole"][kernels]
+    for row in out["ops"]:
+        if row["kind"] in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            assert row["opt"] < row["ref"] / 2, row
