@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--header", type=Path, help="also write the blob as a C header")
     p.add_argument("--scheme", default="last:2",
                    help="bias-only | bias-last:N | last:K | auto | FILE.json (default last:2)")
-    p.add_argument("--board", help="plan for this board's memory (its boards/ folder's profile.json: "
+    p.add_argument("--board", help="plan for this board's memory (its profile.json in boards/: "
                    "qemu-m4, rv32-virt, host, nano33ble, esp32): its budget and reserve, and on "
                    "heap boards its largest blocks")
     p.add_argument("--budget", help="board SRAM for the firmware, e.g. 64KB, 128KB, 256KB: "

@@ -45,7 +45,7 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
                                    shift=calib_shift)
             samples = calibration_samples(xs, ys)
-        sch, _ = auto_scheme(graph, room, samples, momentum=momentum)
+        sch, prog = auto_scheme(graph, room, samples, momentum=momentum)
     else:
         sch = parse_scheme(graph, scheme)
         prog = build_program(graph, sch, momentum)
