@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TP_PROTO_VERSION 1u
+#define TP_PROTO_VERSION 2u /* 2: READY reports the board's free RAM (docs/protocol.md) */
 
 #define TP_PROTO_MAX_PAYLOAD 1024u /* bytes; bulk data moves in chunks of at most this */
 #define TP_PROTO_OVERHEAD 9u       /* type + seq + length + CRC32 */
@@ -44,7 +44,8 @@ typedef enum {
     TP_MSG_BULK_SAMPLE = 0x0E, /* index u32, mode u8, flags u8 -> [OUTPUT], METRIC */
 
     TP_MSG_READY = 0x81,  /* sram, arena, blob id, fw version u32; max payload u16;
-                             protocol version u8, counter unit u8; board name */
+                             protocol version u8, counter unit u8; free RAM, largest and
+                             second block u32 (version 2); board name */
     TP_MSG_ACK = 0x82,    /* acked type u8, value u32 */
     TP_MSG_METRIC = 0x83, /* see tp_msg_metric */
     TP_MSG_OUTPUT = 0x84, /* output tensor bytes (int8) */
@@ -65,6 +66,8 @@ typedef enum {
 #define TP_METRIC_FLAG_SKIPPED 0x01u /* the step computed a gradient but applied no update */
 #define TP_METRIC_FLAG_EVAL 0x02u    /* an evaluation, not a training step */
 #define TP_CORRECT_UNKNOWN 0xFFu     /* METRIC.correct when the sample had no label */
+/* READY's free RAM fields when the device does not measure them. */
+#define TP_RAM_UNKNOWN 0xFFFFFFFFu
 /* READY counter units: what METRIC.counter counts. */
 #define TP_COUNTER_INSTRUCTIONS 0u
 #define TP_COUNTER_MICROSECONDS 1u
@@ -199,7 +202,11 @@ typedef struct {
     uint32_t sram_bytes, arena_bytes, blob_id, fw_version; /* fw_version: major<<16|minor<<8|patch */
     uint16_t max_payload; /* largest payload the device accepts (its receive buffer) */
     uint8_t counter_unit; /* TP_COUNTER_* */
-    const char *board;    /* NUL-terminated */
+    /* RAM for a blob's arena and params record (version 2; TP_RAM_UNKNOWN: not measured): all
+     * of it, the largest block one of them can have, and the largest left once that one is
+     * taken. */
+    uint32_t free_bytes, largest_block, second_block;
+    const char *board; /* NUL-terminated */
 } tp_msg_ready;
 
 typedef struct {

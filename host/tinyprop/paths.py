@@ -29,6 +29,7 @@ IN_CHECKOUT = PACKAGE_DIR == _CHECKOUT / "host" / "tinyprop" and (
     _CHECKOUT / "firmware" / "sources.mk"
 ).is_file()
 REPO_ROOT = _CHECKOUT if IN_CHECKOUT else PACKAGE_DIR / "_native"
+BOARDS_ROOT = REPO_ROOT / "boards"  # one folder a board: its sources and profile.json
 
 
 def cache_dir() -> Path:

@@ -49,8 +49,10 @@ def messages() -> list[tuple[int, p.Message]]:
         (18, p.BulkOpen("vww-mini/train.bin")),
         (19, p.BulkOpen("donn\u00e9es/\u00e9t\u00e9.bin")),
         (20, p.BulkSample(396, p.BulkMode.EVAL, p.SampleFlags.OUTPUT)),
-        (0, p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS,
-                    "qemu-m4")),
+        (0, p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 2, p.CounterUnit.INSTRUCTIONS,
+                    "qemu-m4", 237568, 237568, 237568)),  # a static board: one region
+        (1, p.Ready(327680, 98304, 0, 0x000100, 1024, 2, p.CounterUnit.MICROSECONDS,
+                    "esp32", 261120, 113792, 98304)),  # a heap board, its blocks
         (21, p.Ack(p.MsgType.LOAD_CHUNK, 2040)),
         (0xFFFF, p.Ack(p.MsgType.RESET)),
         (7, p.Metric(12, 0.40625, 1234567, 96512, 3100, 4384, 2048, 1, 1, 1, 0)),

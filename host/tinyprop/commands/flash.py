@@ -6,8 +6,9 @@
     tinyprop flash --board nano33ble --blob model.tpb --build-only            # no board needed
 
 With --blob the blob is compiled into the firmware (its header, with the arena and params sizes,
-goes to PlatformIO as TP_MODEL_HEADER). Every missing piece (tool, port, file) is a one-line
-error naming it, before anything is built. The PlatformIO project is tinyprop.paths.REPO_ROOT
+goes to PlatformIO as TP_MODEL_HEADER). Every missing piece (tool, port, file), and a blob
+larger than the board's profile allows (boards/<board>/profile.json), is a one-line error naming
+it, before anything is built. The PlatformIO project is tinyprop.paths.REPO_ROOT
 (platformio.ini, boards/, firmware/, monitor/); for an installed package its build files
 (PlatformIO's workspace, .pio/ in a checkout) go under tinyprop.paths.BUILD_ROOT.
 """
@@ -92,10 +93,23 @@ def flash_image(image: Path, port: str | None) -> list[str]:
             "write_flash", ESP32_APP_OFFSET, str(image)]
 
 
+def check_blob(board: str, blob_path: Path) -> None:
+    """The blob exists and fits the board's profile: refused before anything is built."""
+    from ..device.profiles import blob_needs, check_fits, load_profile
+
+    if not blob_path.is_file():
+        raise TinypropError(f"--blob {blob_path}: no such file; make one with "
+                            f"`tinyprop convert MODEL.tflite -o MODEL.tpb --board {board}`")
+    profile = load_profile(board)
+    check_fits(blob_needs(blob_path.read_bytes()), profile.capacity(), profile.where(), board)
+
+
 def pio_command(board: str, blob_path: Path | None, port: str | None,
                 upload: bool = True) -> tuple[list[str], dict]:
     """The `pio run` command (and its environment) that builds the firmware for `board`, with
     the blob compiled in, and uploads it unless `upload` is False."""
+    if blob_path is not None:
+        check_blob(board, blob_path)
     pio = find_pio()
     if pio is None:
         raise TinypropError(f"flashing {board} needs PlatformIO (pio), which is not installed; "
@@ -107,9 +121,6 @@ def pio_command(board: str, blob_path: Path | None, port: str | None,
     if blob_path is not None:
         from ..device.firmware import write_blob_header
 
-        if not blob_path.is_file():
-            raise TinypropError(f"--blob {blob_path}: no such file; make one with "
-                                "`tinyprop convert MODEL.tflite -o MODEL.tpb`")
         header = write_blob_header(blob_path.read_bytes())
         env["PLATFORMIO_BUILD_FLAGS"] = f'-DTP_MODEL_HEADER=\\"{header}\\"'
     command = [pio, "run", "-d", str(REPO_ROOT), "-e", PIO_ENVS[board]]

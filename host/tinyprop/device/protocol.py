@@ -14,7 +14,11 @@ from dataclasses import astuple, dataclass, fields
 from enum import Enum, IntEnum, IntFlag
 from typing import ClassVar
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+# READY's fixed fields by protocol version (the board name follows them); other messages are the
+# same in both. A host reads version 1 and 2 devices.
+READY_FIXED = {1: struct.Struct("<IIIIHBB"), 2: struct.Struct("<IIIIHBBIII")}
+RAM_UNKNOWN = 0xFFFFFFFF  # READY's free RAM fields from a device that does not measure them
 MAX_PAYLOAD = 1024
 OVERHEAD = 9  # type, seq, length, CRC32
 MAX_BODY = MAX_PAYLOAD + OVERHEAD
@@ -280,8 +284,13 @@ class BulkSample(Message):
 
 @dataclass(frozen=True)
 class Ready(Message):
+    """The device's greeting. Version 2 adds the RAM it has for a blob's arena and params record:
+    all of it, the largest block one of them can have and the largest left once that one is
+    taken (None: not measured, RAM_UNKNOWN on the wire, or a version 1 device). On the wire
+    they come before the board name, so pack/unpack follow READY_FIXED[protocol_version]."""
+
     TYPE = MsgType.READY
-    FIXED = struct.Struct("<IIIIHBB")
+    FIXED = READY_FIXED[PROTOCOL_VERSION]
     TAIL = "text"
     sram_bytes: int
     arena_bytes: int
@@ -291,6 +300,39 @@ class Ready(Message):
     protocol_version: int
     counter_unit: int
     board: str
+    free_bytes: int | None = None
+    largest_block: int | None = None
+    second_block: int | None = None
+
+    def pack(self) -> bytes:
+        fixed = READY_FIXED.get(self.protocol_version)
+        if fixed is None:
+            raise ProtocolError(f"READY of protocol version {self.protocol_version}: "
+                                f"this host knows versions {sorted(READY_FIXED)}")
+        values = astuple(self)[:7]
+        if self.protocol_version >= 2:
+            values += tuple(RAM_UNKNOWN if v is None else v
+                            for v in (self.free_bytes, self.largest_block, self.second_block))
+        try:
+            return fixed.pack(*values) + self.board.encode("utf-8")
+        except struct.error as exc:
+            raise ProtocolError(f"{self!r}: a field does not fit its wire type ({exc})") from None
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> Ready:
+        version = payload[18] if len(payload) > 18 else 1  # too short: reported below
+        fixed = READY_FIXED.get(version)
+        if fixed is None:
+            raise ProtocolError(f"READY of protocol version {version}: this host knows versions "
+                                f"{sorted(READY_FIXED)}; update tinyprop")
+        if len(payload) < fixed.size:
+            raise ProtocolError(f"READY payload has {len(payload)} bytes, expected at least "
+                                f"{fixed.size}")
+        values = fixed.unpack_from(payload)
+        board = payload[fixed.size :].decode("utf-8", errors="replace")
+        room = [None if v == RAM_UNKNOWN else v for v in values[7:]] if version >= 2 \
+            else (None, None, None)
+        return cls(*values[:7], board, *room)
 
 
 @dataclass(frozen=True)
