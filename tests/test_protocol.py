@@ -115,7 +115,7 @@ def test_pack_errors_name_the_message() -> None:
     with pytest.raises(p.ProtocolError, match="Train"):
         p.Train(300).pack()
     with pytest.raises(p.ProtocolError, match="smaller chunks"):
-        p.LoadChunk(0, bytes(p.MAX_CHUNK + 1)).pack()
+        p.InputChunk(0, bytes(p.MAX_CHUNK + 1)).pack()
     with pytest.raises(p.ProtocolError, match="BULK_OPEN"):
         p.BulkOpen("")
 

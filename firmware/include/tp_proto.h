@@ -29,9 +29,7 @@
 /* Message types. Host -> device below 0x80, device -> host from 0x80. */
 typedef enum {
     TP_MSG_HELLO = 0x01,       /* (empty) -> READY */
-    TP_MSG_LOAD_BEGIN = 0x02,  /* size u32, crc32 u32 -> ACK */
-    TP_MSG_LOAD_CHUNK = 0x03,  /* offset u32, data -> ACK(bytes received so far) */
-    TP_MSG_LOAD_END = 0x04,    /* (empty) -> ACK(blob id) */
+    /* 0x02..0x04 reserved: the model blob is compiled into the firmware (docs/protocol.md) */
     TP_MSG_INPUT_CHUNK = 0x05, /* offset u32, data -> ACK(bytes written) */
     TP_MSG_TRAIN = 0x06,       /* label u8, flags u8 -> [OUTPUT], METRIC */
     TP_MSG_EVAL = 0x07,        /* label u8 (0xFF: none), flags u8 -> [OUTPUT], METRIC */
@@ -80,7 +78,7 @@ typedef enum {
     TP_PROTO_ERR_UNKNOWN_TYPE = 0x0003, /* valid frame of a type this device does not handle */
     TP_PROTO_ERR_BAD_LENGTH = 0x0004,   /* payload size wrong for the message type */
     TP_PROTO_ERR_TOO_LONG = 0x0005,     /* frame larger than the device's receive buffer */
-    TP_PROTO_ERR_BAD_STATE = 0x0006,    /* message not valid now (e.g. LOAD_CHUNK before LOAD_BEGIN) */
+    TP_PROTO_ERR_BAD_STATE = 0x0006,    /* message not valid now (a params chunk before its header) */
     TP_PROTO_ERR_BAD_OFFSET = 0x0007,   /* offset + length outside the target */
     TP_PROTO_ERR_BAD_ARGUMENT = 0x0008, /* a field value out of range (mode, hyper-parameter) */
     TP_PROTO_ERR_UNSUPPORTED = 0x0009,  /* this board cannot do it (e.g. BULK_OPEN without files) */
@@ -90,7 +88,7 @@ typedef enum {
     TP_PROTO_ERR_NON_FINITE_LOSS = 0x0013,
     TP_PROTO_ERR_STORE_FAILURE = 0x0014,  /* persistent parameter storage failed */
     TP_PROTO_ERR_BULK_IO = 0x0015,        /* the bulk sample file could not be opened or read */
-    TP_PROTO_ERR_LOAD_MISMATCH = 0x0016,  /* blob bytes received differ from LOAD_BEGIN size/CRC */
+    TP_PROTO_ERR_BLOB_MISMATCH = 0x0016,  /* a params record of another blob (id or size differ) */
     TP_PROTO_ERR_BLOB_BASE = 0x0100,      /* 0x0100..0x01FF: blob loader status (base + its code) */
     TP_PROTO_ERR_BLOB_LAST = 0x01FF,
     TP_PROTO_ERR_INTERNAL = 0xFFFF
@@ -166,10 +164,7 @@ typedef struct {
     uint16_t seq;
     union {
         struct {
-            uint32_t size, crc32;
-        } load_begin;
-        struct {
-            uint32_t offset; /* LOAD_CHUNK, INPUT_CHUNK, PUSH_PARAMS: data is the tail */
+            uint32_t offset; /* INPUT_CHUNK, PUSH_PARAMS: data is the tail */
         } chunk;
         struct {
             uint8_t label, flags; /* TRAIN, EVAL */

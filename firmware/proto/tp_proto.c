@@ -287,15 +287,10 @@ static int host_layout(uint8_t type, size_t *fixed, int *tail)
     *tail = 0;
     switch (type) {
     case TP_MSG_HELLO:
-    case TP_MSG_LOAD_END:
     case TP_MSG_SAVE_PARAMS:
     case TP_MSG_RESET:
         *fixed = 0;
         return 1;
-    case TP_MSG_LOAD_BEGIN:
-        *fixed = 8;
-        return 1;
-    case TP_MSG_LOAD_CHUNK:
     case TP_MSG_INPUT_CHUNK:
     case TP_MSG_PUSH_PARAMS:
         *fixed = 4;
@@ -342,11 +337,6 @@ tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
     msg->data = tail ? p + fixed : NULL;
     msg->data_len = tail ? frame->len - fixed : 0;
     switch (frame->type) {
-    case TP_MSG_LOAD_BEGIN:
-        msg->u.load_begin.size = tp_rd_u32(p);
-        msg->u.load_begin.crc32 = tp_rd_u32(p + 4);
-        break;
-    case TP_MSG_LOAD_CHUNK:
     case TP_MSG_INPUT_CHUNK:
     case TP_MSG_PUSH_PARAMS:
         msg->u.chunk.offset = tp_rd_u32(p);

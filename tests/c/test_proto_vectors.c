@@ -100,11 +100,6 @@ static void cmd_unpack(char *args)
     }
     printf("ok");
     switch (m.type) {
-    case TP_MSG_LOAD_BEGIN:
-        printf(" size=%lu crc32=%lu", (unsigned long)m.u.load_begin.size,
-               (unsigned long)m.u.load_begin.crc32);
-        break;
-    case TP_MSG_LOAD_CHUNK:
     case TP_MSG_INPUT_CHUNK:
     case TP_MSG_PUSH_PARAMS:
         printf(" offset=%lu", (unsigned long)m.u.chunk.offset);

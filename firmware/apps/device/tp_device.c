@@ -492,7 +492,7 @@ static void on_push(const tp_host_msg *m)
         }
         if (!header_matches(m->data, &why)) {
             dev.record_valid = 0;
-            send_error(m->seq, TP_PROTO_ERR_LOAD_MISMATCH, why);
+            send_error(m->seq, TP_PROTO_ERR_BLOB_MISMATCH, why);
             return;
         }
         dev.record_valid = 1;
@@ -579,11 +579,6 @@ static void handle(const tp_host_msg *m)
 {
     if (m->type == TP_MSG_HELLO) {
         send_ready(m->seq);
-        return;
-    }
-    if (m->type == TP_MSG_LOAD_BEGIN || m->type == TP_MSG_LOAD_CHUNK ||
-        m->type == TP_MSG_LOAD_END) {
-        send_error(m->seq, TP_PROTO_ERR_UNSUPPORTED, "the model is compiled in: rebuild with BLOB=");
         return;
     }
     if (!need_blob(m->seq)) {

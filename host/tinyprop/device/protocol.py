@@ -39,9 +39,7 @@ MAX_FRAME = wire_size(MAX_BODY)
 
 class MsgType(IntEnum):
     HELLO = 0x01
-    LOAD_BEGIN = 0x02
-    LOAD_CHUNK = 0x03
-    LOAD_END = 0x04
+    # 0x02..0x04 reserved: the model blob is compiled into the firmware (docs/protocol.md)
     INPUT_CHUNK = 0x05
     TRAIN = 0x06
     EVAL = 0x07
@@ -79,7 +77,7 @@ class ErrorCode(IntEnum):
     NON_FINITE_LOSS = 0x0013
     STORE_FAILURE = 0x0014
     BULK_IO = 0x0015
-    LOAD_MISMATCH = 0x0016
+    BLOB_MISMATCH = 0x0016
     BLOB_BASE = 0x0100  # 0x0100..0x01FF: the blob loader's status, added to this base
     BLOB_LAST = 0x01FF
     INTERNAL = 0xFFFF
@@ -175,28 +173,6 @@ class Message:
 @dataclass(frozen=True)
 class Hello(Message):
     TYPE = MsgType.HELLO
-
-
-@dataclass(frozen=True)
-class LoadBegin(Message):
-    TYPE = MsgType.LOAD_BEGIN
-    FIXED = struct.Struct("<II")
-    size: int
-    crc32: int
-
-
-@dataclass(frozen=True)
-class LoadChunk(Message):
-    TYPE = MsgType.LOAD_CHUNK
-    FIXED = struct.Struct("<I")
-    TAIL = "bytes"
-    offset: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class LoadEnd(Message):
-    TYPE = MsgType.LOAD_END
 
 
 @dataclass(frozen=True)
@@ -397,7 +373,7 @@ MESSAGE_CLASSES: dict[MsgType, type[Message]] = {
 }
 HOST_TO_DEVICE = tuple(t for t in MsgType if t < 0x80)
 DEVICE_TO_HOST = tuple(t for t in MsgType if t >= 0x80)
-MAX_CHUNK = MAX_PAYLOAD - LoadChunk.FIXED.size  # data bytes of a full LOAD/INPUT/PUSH chunk
+MAX_CHUNK = MAX_PAYLOAD - InputChunk.FIXED.size  # data bytes of a full INPUT/PUSH chunk
 
 
 def message_fields(msg: Message) -> dict[str, object]:
@@ -461,8 +437,14 @@ class Frame:
     payload: bytes
 
     def message(self) -> Message:
-        """The decoded message; ProtocolError if the payload does not fit the type."""
-        return MESSAGE_CLASSES[MsgType(self.type)].unpack(self.payload)
+        """The decoded message; ProtocolError if the type is not one of the protocol's (0x02 to
+        0x04 are reserved) or the payload does not fit it."""
+        try:
+            kind = MsgType(self.type)
+        except ValueError:
+            raise ProtocolError(f"frame type 0x{self.type:02x} is not a message of protocol "
+                                f"version {PROTOCOL_VERSION}") from None
+        return MESSAGE_CLASSES[kind].unpack(self.payload)
 
 
 class Fault(str, Enum):
