@@ -170,6 +170,36 @@ void tp_gm_row_begin(tp_gm_writer *w, uint32_t r, uint64_t max_abs)
     w->shifts[r] = (uint8_t)w->shift;
 }
 
+/* x / 2^s rounded half to even, 1 <= s <= 31, for |x| < 2^31: the floor through offset binary
+ * (no right shift of a negative value), then the tie rule. */
+static inline int32_t rshift32(int32_t x, uint32_t s)
+{
+    uint32_t u = (uint32_t)x + 0x80000000u, mask = (1u << s) - 1u, half = 1u << (s - 1u);
+    uint32_t rem = u & mask;
+    int32_t q = (int32_t)((u >> s) - (0x80000000u >> s));
+    return q + ((rem > half || (rem == half && (q & 1))) ? 1 : 0);
+}
+
+/* The row's values rounded by `shift` (0: as they are) and saturated to +-lim, stored. */
+static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, uint32_t shift)
+{
+    int32_t lim = ((int32_t)1 << w->bits) - 1;
+    uint32_t j, n = w->row_elems;
+    if (w->map.bytes == 2u) {
+        int16_t *q = (int16_t *)w->map.q + base;
+        for (j = 0; j < n; j++) {
+            int32_t x = shift != 0u ? rshift32(v[j], shift) : v[j];
+            q[j] = (int16_t)(x > lim ? lim : x < -lim ? -lim : x);
+        }
+    } else {
+        int8_t *q = (int8_t *)w->map.q + base;
+        for (j = 0; j < n; j++) {
+            int32_t x = shift != 0u ? rshift32(v[j], shift) : v[j];
+            q[j] = (int8_t)(x > lim ? lim : x < -lim ? -lim : x);
+        }
+    }
+}
+
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
     uint32_t j, base = r * w->row_elems;
@@ -178,6 +208,15 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
         for (j = 0; j < w->row_elems; j++) {
             tp_gm_put(w, base + j, v[j]);
         }
+        return;
+    }
+    if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
+        uint32_t bits = 0u;
+        for (j = 0; j < w->row_elems; j++) {
+            bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
+        }
+        tp_gm_row_begin(w, r, bits);
+        store_row(w, base, v, w->shift);
         return;
     }
     for (j = 0; j < w->row_elems; j++) {
@@ -202,10 +241,22 @@ void tp_gm_end(tp_gm_writer *w)
         top = w->shifts[r] > top ? w->shifts[r] : top;
     }
     for (r = 0; r < w->rows; r++) {
-        int32_t s = (int32_t)(top - w->shifts[r]);
-        if (s != 0) {
-            for (j = r * w->row_elems; j < (r + 1u) * w->row_elems; j++) {
-                tp_gm_set(&w->map, j, (int32_t)tp_gm_rshift(tp_gm_get(&w->map, j), s));
+        uint32_t s = top - w->shifts[r], base = r * w->row_elems;
+        if (s == 0u) {
+            continue;
+        }
+        if (s > 16u) { /* every value of the row rounds to 0 */
+            s = 16u;
+        }
+        if (w->map.bytes == 2u) {
+            int16_t *q = (int16_t *)w->map.q + base;
+            for (j = 0; j < w->row_elems; j++) {
+                q[j] = (int16_t)rshift32(q[j], s);
+            }
+        } else {
+            int8_t *q = (int8_t *)w->map.q + base;
+            for (j = 0; j < w->row_elems; j++) {
+                q[j] = (int8_t)rshift32(q[j], s);
             }
         }
     }

@@ -167,6 +167,14 @@ void tp_use_reference_kernels(tp_session *s, int reference)
     }
 }
 
+void tp_set_profile(tp_session *s, tp_profile_hook hook, void *ctx)
+{
+    if (s != NULL) {
+        s->profile = hook;
+        s->profile_ctx = ctx;
+    }
+}
+
 uint32_t tp_session_size(void)
 {
     return (uint32_t)sizeof(tp_session);

@@ -13,6 +13,14 @@
 #include "tp_loss.h"
 #include "tp_optim.h"
 
+/* Tell a profiling hook, if any, that a part of the step begins. */
+static void part(const tp_session *s, uint32_t which, uint32_t op)
+{
+    if (s->profile != NULL) {
+        s->profile(s->profile_ctx, which, op);
+    }
+}
+
 static float *grad_of(tp_session *s, uint32_t tensor, uint32_t elems)
 {
     return (float *)(void *)tp_arena_at(s, tp_tran_grad_offset(&s->b, tensor), 4u * elems);
@@ -246,6 +254,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     if (c->t.flags & TP_TRAN_BIAS) {
         for (o = 0; o < n_out; o++) {
             float db;
+            part(s, TP_PART_GRAD, c->op.index);
             if (c->sums != NULL) { /* a sink: the sums its writer made */
                 int64_t sum;
                 memcpy(&sum, c->sums + TP_GM_HEADER + 8u * o, 8u);
@@ -255,6 +264,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
             } else {
                 db = c->k->bias_q(&c->dyq, positions, n_out, o);
             }
+            part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_bias(&u, c->t.bias_params, o, db, tp_weights_scale(&c->w, o));
         }
     }
@@ -268,6 +278,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
             if (r == TP_NONE16) {
                 continue;
             }
+            part(s, TP_PART_GRAD, c->op.index);
             if (c->format != TP_GRAD_FLOAT32) {
                 weight_row_q(c, x, o, row);
             } else if (c->op.kind == TP_OP_FULLY_CONNECTED) {
@@ -280,6 +291,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
                 c->k->depthwise_conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point,
                                               c->tin.scale, &c->out_shape, c->dy, o, row);
             }
+            part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row,
                                 row_len, tp_weights_scale(&c->w, o));
         }
@@ -291,6 +303,7 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     backward_ctx c;
     uint32_t i, n;
     memset(&c, 0, sizeof c);
+    part(s, TP_PART_BACKWARD, tp_rd_u16(rec));
     c.s = s;
     c.k = (s->flags & TP_SESSION_REFERENCE_KERNELS) ? &tp_ref_gradient : &tp_target_gradient;
     tp_decode_train_op(rec, &c.t);
@@ -405,7 +418,9 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     s->arena_high = 0;
     for (k = 0; k <= last; k++) {
         const uint8_t *rec = tp_tran_record_of(&s->b, k);
-        const int8_t *y = tp_run_op(s, k, TP_PLAN_TRAIN);
+        const int8_t *y;
+        part(s, TP_PART_FORWARD, k);
+        y = tp_run_op(s, k, TP_PLAN_TRAIN);
         if (rec != NULL && (rec[2] & TP_TRAN_MASK)) {
             save_mask(s, rec, y);
         }
@@ -416,6 +431,7 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     tp_decode_tensor(s->b.tensors, s->b.logits, &tz);
     pred = tp_argmax_s8(logits, n_cls);
     /* loss and logits gradient in the logits' gradient buffer */
+    part(s, TP_PART_LOSS, last);
     if (tp_tran_grad_format(&s->b) == TP_GRAD_FLOAT32) {
         loss = tp_softmax_xent_f32(logits, tz.zero_point, tz.scale, n_cls, label,
                                    grad_of(s, s->b.logits, n_cls));
@@ -438,6 +454,7 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
         r->label = label;
     }
     if (!(loss - loss == 0.0f)) { /* NaN or +-inf, exactly the reference's !isfinite */
+        part(s, TP_PART_END, last);
         s->step++;
         if (r != NULL) {
             r->skipped = 1;
@@ -455,6 +472,7 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
             }
         }
     }
+    part(s, TP_PART_END, last);
     s->step++;
     if (r != NULL) {
         r->arena_peak = s->arena_high;

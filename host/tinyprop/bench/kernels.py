@@ -20,7 +20,11 @@ from ..compile.kernels import plan_scratch
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op, Tensor
 
-FLAG_OUTPUTS, FLAG_BUILTIN, FLAG_OPT_ONLY = 1, 2, 4
+FLAG_OUTPUTS, FLAG_BUILTIN, FLAG_OPT_ONLY, FLAG_TRAIN, FLAG_REF = 1, 2, 4, 8, 16
+# the harness's training steps (kerneltest.c TRAIN_LR, TRAIN_SEED): constant learning rate
+TRAIN_LR, TRAIN_SEED = 0.005, 0
+# tp_part (tinyprop.h) columns of a step profile, per op
+PARTS = ("forward", "backward", "grad", "update")
 CASES_FILE = "kernel_cases.bin"
 RECORD = struct.Struct("<4sIIIIIIII")
 
@@ -83,6 +87,32 @@ def subgraph(graph: Graph, first: int, last: int, name: str = "") -> Graph:
 def target_blob(graph: Graph, target: str = "cortex-m4") -> bytes:
     """An inference blob of `graph` with `target`'s scratch plan."""
     return pack_blob(graph, zlib.crc32(graph.name.encode()), scratch=plan_scratch(graph, target))
+
+
+def train_inputs(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Training samples as a FLAG_TRAIN case's inputs: a u32 label, then the int8 sample."""
+    xs = np.asarray(xs, np.int8).reshape(len(xs), -1)
+    labels = np.asarray(ys, "<u4").reshape(-1, 1).view(np.int8)
+    return np.concatenate([labels, xs], axis=1)
+
+
+@dataclass
+class StepProfile:
+    """One profiled training step on the board (kerneltest's FLAG_TRAIN record)."""
+
+    cost: int  # the step, hook calls included
+    params_crc: int
+    loss: np.float32
+    hook_calls: int
+    hook_cost: float  # per call
+    loss_cost: int
+    ops: np.ndarray  # (n_ops, 4): PARTS per op
+
+    @classmethod
+    def of(cls, r: Result) -> StepProfile:
+        t = np.frombuffer(r.out_opt.tobytes(), "<u4")
+        return cls(r.cost_opt, r.crc_opt, np.uint32(t[0]).view(np.float32), int(t[1]),
+                   int(t[2]) / 64, int(t[3]), t[4:].reshape(-1, 4).astype(np.int64))
 
 
 def write_cases(path: Path, cases: list[Case]) -> None:
