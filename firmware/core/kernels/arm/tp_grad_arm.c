@@ -10,8 +10,9 @@
  * float32.
  *
  * - 1x1 input gradient, dX[p, i] = sum_o W[o, i] dY'[p, o]: a pixel's dY' folded once into the
- *   reference's int16 buffer; two output channels' weights for four inputs unpacked from two
- *   words into four (W[o, i], W[o + 1, i]) pairs, each one SMLAD with (dY'[o], dY'[o + 1]).
+ *   reference's int16 buffer; four inputs' sums in registers over all o, two output channels'
+ *   weights (two words, four SXTB16) times (dY'[o], dY'[o + 1]) in eight SMLAxy; with trained
+ *   rows held apart, (W[o, i], W[o + 1, i]) pairs, each one SMLAD.
  * - 3x3 depthwise input gradient (depth multiplier 1, strides 1 and 2), the correlation with the
  *   kernel turned around: per dX row and channel, the (up to three) dY rows it meets folded into
  *   zero-padded int16 planes on the stack (a stride-2 plane has zeros between its values, so
@@ -59,6 +60,14 @@ static inline uint32_t rd_pair(const int16_t *p)
 static inline int32_t fold_fast(int32_t q, uint32_t m, int32_t sh, int32_t lim)
 {
     int64_t v = (int64_t)q * (int64_t)m;
+    if (sh >= 9 && sh <= 31) { /* the usual case, in 32-bit halves: |v| / 2^sh < 2^30 */
+        uint64_t u = (uint64_t)v;
+        uint32_t lo = (uint32_t)u, hi = (uint32_t)(u >> 32), s = (uint32_t)sh;
+        int32_t r = tp_dsp_i32((lo >> s) | (hi << (32u - s))); /* the floor */
+        uint32_t rem = lo & ((1u << s) - 1u), half = 1u << (s - 1u);
+        r += (rem > half || (rem == half && (r & 1))) ? 1 : 0;
+        return r > lim ? lim : r < -lim ? -lim : r;
+    }
     if (sh <= 0) {
         uint32_t l = sh < -62 ? 62u : (uint32_t)-sh;
         v = (int64_t)((uint64_t)v << l);
@@ -91,6 +100,40 @@ static TP_DSP_NOINLINE void pw_pair(int32_t *a, const int8_t *r0, const int8_t *
     }
 }
 
+/* a[i] = sum_o W[o, i] dY'[o] for all i (a multiple of 4) when the weights are one contiguous
+ * [oc][ic] array (no trained rows held apart): four sums in registers over all o. */
+static TP_DSP_NOINLINE void pw_pixel(int32_t *a, const int8_t *wt, const int16_t *fy,
+                                     uint32_t ic, uint32_t oc)
+{
+    uint32_t i, o;
+    for (i = 0; i < ic; i += 4u) {
+        const int8_t *r = wt + i;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (o = 0; o + 1u < oc; o += 2u, r += 2u * ic) {
+            uint32_t w0 = tp_dsp_rd32(r), w1 = tp_dsp_rd32(r + ic), g = rd_pair(fy + o);
+            uint32_t e0 = tp_sxtb16(w0), o0 = tp_sxtb16(w0 >> 8);
+            uint32_t e1 = tp_sxtb16(w1), o1 = tp_sxtb16(w1 >> 8);
+            /* g = (dY'[o], dY'[o + 1]); e0 = (W[o, i], W[o, i + 2]), o0 the odd inputs */
+            a0 = tp_smlabt(e1, g, tp_smlabb(e0, g, a0));
+            a1 = tp_smlabt(o1, g, tp_smlabb(o0, g, a1));
+            a2 = tp_smlatt(e1, g, tp_smlatb(e0, g, a2));
+            a3 = tp_smlatt(o1, g, tp_smlatb(o0, g, a3));
+        }
+        if (o < oc) { /* an odd last channel */
+            uint32_t w0 = tp_dsp_rd32(r), g = pack16(fy[o], 0);
+            uint32_t e0 = tp_sxtb16(w0), o0 = tp_sxtb16(w0 >> 8);
+            a0 = tp_smlad(e0 & 0xFFFFu, g, a0);
+            a1 = tp_smlad(o0 & 0xFFFFu, g, a1);
+            a2 = tp_smlad(e0 >> 16, g, a2);
+            a3 = tp_smlad(o0 >> 16, g, a3);
+        }
+        a[i] = a0;
+        a[i + 1u] = a1;
+        a[i + 2u] = a2;
+        a[i + 3u] = a3;
+    }
+}
+
 void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                 const tp_shape *out_shape, const tp_weights *w,
                                 const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
@@ -112,6 +155,10 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
             for (o = 0; o < oc; o++) {
                 tp_gm_scale_parts(tp_weights_scale(w, o), &m, &k);
                 fy[o] = (int16_t)fold_fast(tp_gm_get(dy, at + o), m, f->top - k, lim);
+            }
+            if (w->held_map == 0) {
+                pw_pixel(a, w->data, fy, ic, oc);
+                continue;
             }
             for (i = 0; i < ic; i++) {
                 a[i] = 0;
