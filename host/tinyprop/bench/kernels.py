@@ -256,3 +256,46 @@ def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
             t["cmsis_nn"] = CMSIS_NN[name]
     out["whole"]["cmsis_nn"] = CMSIS_NN["total"]
     return out
+
+
+def step_costs(graph: Graph, blob: bytes, xs: np.ndarray, ys: np.ndarray,
+               board: str = "qemu-m4") -> dict:
+    """Instructions of training steps of `blob` (compiled into the harness) on `board` with
+    the build's kernels, one step a sample: the last step's split into forward, loss, backward
+    (input gradients) and grad (weight and bias gradients) per layer type, and update; the
+    profile hook's own cost is taken out of each part (the step's `hook` figure)."""
+    run = run_cases([Case(None, train_inputs(xs, ys), FLAG_TRAIN | FLAG_OUTPUTS | FLAG_BUILTIN)],
+                    board, builtin=blob)
+    bad = [r.status for r in run.results if r.status != 0]
+    if bad:
+        raise TinypropError(f"kernel harness: training step failed with status {bad[0]}")
+    profiles = [StepProfile.of(r) for r in run.results]
+    p = profiles[-1]
+    hook = p.hook_cost
+    parts = {"forward": 0.0, "loss": p.loss_cost - hook, "update": 0.0}
+    per_type: dict[str, dict[str, float]] = {}
+    calls = np.zeros(4)
+    for k, row in enumerate(p.ops):
+        if not row.any():
+            continue
+        kind = _layer_type(graph, graph.ops[k]) if k < len(graph.ops) else "other"
+        t = per_type.setdefault(kind, {"backward": 0.0, "grad": 0.0})
+        parts["forward"] += float(row[0])
+        parts["update"] += float(row[3])
+        t["backward"] += float(row[1])
+        t["grad"] += float(row[2])
+        calls += row > 0
+    # every hook call's cost lands in the part it begins; spread it as counted
+    step = {"instructions": p.cost - p.hook_calls * hook,
+            "measured_with_hooks": p.cost, "hook_calls": p.hook_calls, "hook_cost": hook,
+            "steps": len(profiles), "costs": [q.cost for q in profiles]}
+    total_parts = parts["forward"] + parts["update"] + sum(
+        t["backward"] + t["grad"] for t in per_type.values())
+    scale = (step["instructions"] - parts["loss"]) / total_parts if total_parts else 1.0
+    parts = {k: round(v * (scale if k != "loss" else 1.0)) for k, v in parts.items()}
+    step["parts"] = {"forward": parts["forward"], "loss": parts["loss"],
+                     "backward": {k: round(t["backward"] * scale) for k, t in per_type.items()},
+                     "weight_bias_grad": {k: round(t["grad"] * scale)
+                                          for k, t in per_type.items()},
+                     "update": parts["update"]}
+    return step
