@@ -167,6 +167,7 @@ void tp_use_reference_kernels(tp_session *s, int reference)
     }
 }
 
+#ifdef TP_PROFILE
 void tp_set_profile(tp_session *s, tp_profile_hook hook, void *ctx)
 {
     if (s != NULL) {
@@ -174,6 +175,7 @@ void tp_set_profile(tp_session *s, tp_profile_hook hook, void *ctx)
         s->profile_ctx = ctx;
     }
 }
+#endif
 
 uint32_t tp_session_size(void)
 {

@@ -13,12 +13,19 @@
 #include "tp_loss.h"
 #include "tp_optim.h"
 
-/* Tell a profiling hook, if any, that a part of the step begins. */
+/* Tell a profiling hook, if any, that a part of the step begins (TP_PROFILE builds; in
+ * others, nothing). */
 static void part(const tp_session *s, uint32_t which, uint32_t op)
 {
+#ifdef TP_PROFILE
     if (s->profile != NULL) {
         s->profile(s->profile_ctx, which, op);
     }
+#else
+    (void)s;
+    (void)which;
+    (void)op;
+#endif
 }
 
 static float *grad_of(tp_session *s, uint32_t tensor, uint32_t elems)

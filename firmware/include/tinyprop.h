@@ -106,7 +106,7 @@ typedef enum {
 } tp_part;
 
 /* Called as each part of a training step begins (tinyprop bench --only step reads a counter
- * there); NULL, the default, calls nothing. */
+ * there) in builds with TP_PROFILE defined; NULL, the default, calls nothing. */
 typedef void (*tp_profile_hook)(void *ctx, uint32_t part, uint32_t op);
 
 /* One blob bound to caller memory. Allocate it anywhere (tp_session_size() bytes); its fields
@@ -121,8 +121,10 @@ typedef struct {
     tp_hparams hp;
     uint32_t step;  /* training steps taken */
     uint32_t flags; /* TP_SESSION_* */
+#ifdef TP_PROFILE /* builds that profile steps (kerneltest): others keep the session's size */
     tp_profile_hook profile;
     void *profile_ctx;
+#endif
 } tp_session;
 
 /* tp_session.flags: run the reference kernels even where the build has optimized ones (they
@@ -156,8 +158,10 @@ void tp_set_step(tp_session *s, uint32_t step);
 /* Choose the kernels of a session: reference (1) or the build's (0, the default). */
 void tp_use_reference_kernels(tp_session *s, int reference);
 
-/* Install a profiling hook (NULL: none) with its context. */
+#ifdef TP_PROFILE
+/* Install a profiling hook (NULL: none) with its context (TP_PROFILE builds only). */
 void tp_set_profile(tp_session *s, tp_profile_hook hook, void *ctx);
+#endif
 
 /* Bytes a tp_session occupies: lets FFI bindings allocate one without mirroring its fields. */
 uint32_t tp_session_size(void);
