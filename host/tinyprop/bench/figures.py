@@ -383,9 +383,12 @@ def draw_frontier(fig: dict, path: Path) -> Path:
     kb = [r["planned_bytes"] / 1024 for r in fig["rows"]]
     acc = [100 * r["accuracy_after"] for r in fig["rows"]]
     ax.plot(kb, acc, "o-", color="tab:blue", label=f"tinyprop auto ({fig['grad']} maps)")
+    labels: dict = {}  # budgets whose plans are the same point share one label
     for r, x, y in zip(fig["rows"], kb, acc, strict=True):
-        ax.annotate(f"{r['budget_kb']} KB", (x, y), textcoords="offset points", xytext=(4, -12),
-                    fontsize=7)
+        labels.setdefault((x, y), []).append(str(r["budget_kb"]))
+    for (x, y), names in labels.items():
+        ax.annotate(f"{', '.join(names)} KB budget", (x, y), textcoords="offset points",
+                    xytext=(4, -12), fontsize=7)
     ax.axvline(fig["tflm_inference_arena"] / 1024, color="tab:red", ls="--", lw=1,
                label="TFLite Micro inference arena")
     ax.set_xlabel("planned bytes: arena + trainable (KB)")
