@@ -31,6 +31,22 @@ from ..paths import BUILD_ROOT
 TTE_PEAK_KB = 141
 BIAS_LAST = 25
 WEIGHTS = {27: 1.0, 30: 1.0, 33: 1.0, 36: 1.0, 39: 1.0, 42: 0.125, 45: 0.5, 48: 1.0}
+# model -> (biases of the last N convolutions, {convolution: fraction of its weights}).
+# MobileNetV2 (both): the 99 KB scheme above. MCUNet: TTE's published 100 KB scheme for
+# mcunet-5fps (algorithm/scripts/sparse_update.sh: --n_bias_update 22 --manual_weight_idx
+# 21-24-27-30-36-39 --weight_update_ratio 1-1-1-1-0.125-0.25), the expansion convs of blocks
+# 7-10, 12 and 13 here too. ProxylessNAS: TTE published no scheme; the MobileNetV2 pattern on
+# the expansion convs of its last eight blocks (12-19).
+SCHEMES = {
+    "mbv2-w0.35": (BIAS_LAST, WEIGHTS),
+    "keras-mbv2-w0.35": (BIAS_LAST, WEIGHTS),
+    "proxyless-w0.3": (BIAS_LAST, {36: 1.0, 39: 1.0, 42: 1.0, 45: 1.0, 48: 1.0, 51: 0.125,
+                                   54: 0.5, 57: 1.0}),
+    "mcunet": (22, {21: 1.0, 24: 1.0, 27: 1.0, 30: 1.0, 36: 0.125, 39: 0.25}),
+}
+# TTE's peak memory (sparse update + operator reordering, their figure), KB
+TTE_PEAKS_KB = {"mbv2-w0.35": 141, "keras-mbv2-w0.35": 141, "proxyless-w0.3": 135,
+                "mcunet": 173}
 
 
 def convolutions(graph: Graph) -> list[int]:
@@ -38,11 +54,14 @@ def convolutions(graph: Graph) -> list[int]:
     return [op.index for op in graph.ops if op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D")]
 
 
-def tte_scheme(graph: Graph) -> SparseScheme:
-    """TTE's 99 KB scheme for mbv2-w0.35 on this graph (plus the classifier, always trained)."""
+def tte_scheme(graph: Graph, model: str = "mbv2-w0.35") -> SparseScheme:
+    """TTE's scheme for `model` (SCHEMES) on this graph (plus the classifier, always
+    trained)."""
+    bias_last, weights = SCHEMES[model]
     convs = convolutions(graph)
-    s = SparseScheme("tte-99KB", {i: LayerUpdate(i, bias=True) for i in convs[-BIAS_LAST:]})
-    for n, fraction in WEIGHTS.items():
+    s = SparseScheme("tte-99KB" if "mbv2" in model else "tte",
+                     {i: LayerUpdate(i, bias=True) for i in convs[-bias_last:]})
+    for n, fraction in weights.items():
         op = convs[n]
         s.layers.setdefault(op, LayerUpdate(op)).channels = pick_channels(graph, op, fraction)
     return with_classifier(graph, s)

@@ -18,15 +18,21 @@ from .kernels import DEFAULT_TARGET, check_target
 from .scheme import parse_scheme
 from .train_plan import build_program
 
+PATCH_MODES = ("auto", "min", "none")
+
 
 def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
-          momentum: bool = False, target: str = DEFAULT_TARGET) -> TrainingBlob:
+          momentum: bool = False, target: str = DEFAULT_TARGET, patch: str = "auto",
+          input_rows: bool = False) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given; `auto` calibrates on the train split of `calib`
     seen through `calib_shift`. `momentum` plans the optimizer state (one float32 velocity per
     trained parameter); `target` the scratch of its kernels (tinyprop.compile.kernels), within
-    the budget: the scheme is chosen first, without it."""
+    the budget: the scheme is chosen first, without it. `patch` (auto, min, none) and
+    `input_rows`: how the frozen first ops may run tile by tile (memory.choose_layout)."""
+    if patch not in PATCH_MODES:
+        raise TinypropError(f"--patch {patch}: unknown; use one of {', '.join(PATCH_MODES)}")
     check_target(target)
     graph = read_tflite(model)
     budget_b = parse_budget(budget) if budget else None
@@ -41,11 +47,18 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
                                    shift=calib_shift)
             samples = calibration_samples(xs, ys)
-        sch, _ = auto_scheme(graph, budget_b, samples, reserve_b, momentum=momentum)
+        sch, _ = auto_scheme(graph, budget_b, samples, reserve_b, momentum=momentum,
+                             patch=patch, input_rows=input_rows)
     else:
         sch = parse_scheme(graph, scheme)
-        prog = build_program(graph, sch, momentum)
-        if budget_b is not None and prog.memory_bytes > budget_b - reserve_b:
-            raise over_budget(prog, budget_b, reserve_b)
+        if budget_b is not None:
+            region = build_program(graph, sch, momentum, "none").region_bytes
+            prog = build_program(graph, sch, momentum, patch, input_rows,
+                                 budget_b - reserve_b - region)
+            if prog.memory_bytes > budget_b - reserve_b:
+                raise over_budget(prog, budget_b, reserve_b)
     limit = budget_b - reserve_b if budget_b is not None else None
-    return make_blob(model, sch, momentum, target, limit)
+    try:
+        return make_blob(model, sch, momentum, target, limit, patch, input_rows)
+    except ValueError as exc:  # --input-rows on a model whose first ops cannot be tiled
+        raise TinypropError(f"--input-rows: {exc}; convert without it") from exc
