@@ -2,8 +2,9 @@
 .PHONY: setup demo test test-fast lint bench clean
 setup:
 	bash scripts/setup.sh
+# the project's assets when they are beside the checkout, else the demo downloads them (README)
 demo: setup
-	.venv/bin/tinyprop demo
+	$(if $(wildcard ../shared),TINYPROP_ASSETS=$(abspath ../shared)) .venv/bin/tinyprop demo
 test: setup
 	.venv/bin/python -m pytest -q tests
 test-fast: setup

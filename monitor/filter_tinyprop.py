@@ -46,16 +46,18 @@ ERROR_NAMES = {
     0x0005: "TOO_LONG", 0x0006: "BAD_STATE", 0x0007: "BAD_OFFSET", 0x0008: "BAD_ARGUMENT",
     0x0009: "UNSUPPORTED", 0x0010: "NOT_LOADED", 0x0011: "WRONG_SAMPLE_SIZE",
     0x0012: "LABEL_OUT_OF_RANGE", 0x0013: "NON_FINITE_LOSS", 0x0014: "STORE_FAILURE",
-    0x0015: "BULK_IO", 0x0016: "LOAD_MISMATCH", 0xFFFF: "INTERNAL",
+    0x0015: "BULK_IO", 0x0016: "BLOB_MISMATCH", 0xFFFF: "INTERNAL",
 }
 TYPE_NAMES = {
-    0x01: "HELLO", 0x02: "LOAD_BEGIN", 0x03: "LOAD_CHUNK", 0x04: "LOAD_END", 0x05: "INPUT_CHUNK",
+    0x01: "HELLO", 0x05: "INPUT_CHUNK",
     0x06: "TRAIN", 0x07: "EVAL", 0x08: "SET_HPARAMS", 0x09: "PULL_PARAMS", 0x0A: "PUSH_PARAMS",
     0x0B: "SAVE_PARAMS", 0x0C: "RESET", 0x0D: "BULK_OPEN", 0x0E: "BULK_SAMPLE", 0x81: "READY",
     0x82: "ACK", 0x83: "METRIC", 0x84: "OUTPUT", 0x85: "PARAMS", 0x86: "ERROR", 0x87: "LOG",
 }
-# Fixed-size leading fields of the device messages this filter shows.
-READY = struct.Struct("<IIIIHBB")
+# Fixed-size leading fields of the device messages this filter shows. READY's depend on the
+# protocol version (byte 18): version 2 adds free RAM, largest and second block before the name.
+READY_V1 = struct.Struct("<IIIIHBB")
+READY = struct.Struct("<IIIIHBBIII")
 ACK = struct.Struct("<BI")
 METRIC = struct.Struct("<IfIIIIIBBBB")
 PARAMS = struct.Struct("<I")
@@ -130,13 +132,16 @@ class FrameReader:
 
     def _describe(self, msg_type: int, seq: int, payload: bytes) -> str:
         if msg_type == 0x81:
-            sram, arena, blob, fw, max_payload, proto, unit = READY.unpack_from(payload)
+            fixed = READY_V1 if len(payload) > 18 and payload[18] == 1 else READY
+            sram, arena, blob, fw, max_payload, proto, unit, *room = fixed.unpack_from(payload)
             self.unit = COUNTER_UNITS.get(unit, f"unit {unit}")
-            board = payload[READY.size :].decode("utf-8", "replace")
+            board = payload[fixed.size :].decode("utf-8", "replace")
+            free = (f", free RAM {room[0]} B (largest block {room[1]} B, second {room[2]} B)"
+                    if room and room[0] != 0xFFFFFFFF else "")
             return (
                 f"READY board {board}, SRAM {sram} B, arena {arena} B, blob 0x{blob:08x}, "
                 f"firmware {fw >> 16}.{fw >> 8 & 0xFF}.{fw & 0xFF}, protocol {proto}, "
-                f"counter {self.unit}, max payload {max_payload} B"
+                f"counter {self.unit}, max payload {max_payload} B{free}"
             )
         if msg_type == 0x83:
             if len(payload) != METRIC.size:

@@ -218,7 +218,8 @@ def expect_link() -> list[str]:
     req = requirements(m)
     ref = ReferenceTrainer(m.program, LR, SEED)
     arena = max(req["arena_train"], req["arena_infer"])
-    ready = f"{arena}, {req['blob_id']}, 256, 23, 1, 1)"  # fw 0.1.0, rx 32 - 9, proto 1, us
+    unknown = ", ".join([str(0xFFFFFFFF)] * 3)  # protocol 2's free RAM: not measured here
+    ready = f"{arena}, {req['blob_id']}, 256, 23, 2, 1, {unknown})"  # fw 0.1.0, rx 32 - 9, us
     lines = [
         "hello answered True",
         f"ERROR seq 6 {int(ErrorCode.UNSUPPORTED)} "

@@ -1,71 +1,40 @@
-"""Asset resolution: flag, $TINYPROP_ASSETS, and the checked download against a real local
-server."""
+"""Asset resolution: flag, $TINYPROP_ASSETS, and the checked, resumable model download against
+a real local server (the photos' download: test_fetch.py)."""
 
 from __future__ import annotations
 
 import hashlib
-import http.server
-import threading
-from functools import partial
 from pathlib import Path
 
 import pytest
-from tinyprop.data import assets
+from asset_server import AssetServer
+from tinyprop.data import assets, download
 from tinyprop.errors import TinypropError
-
-
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Serves a folder; `truncate` makes it promise the full length and hang up halfway."""
-
-    requests: list[str]
-    truncate = False
-
-    def do_GET(self):
-        self.requests.append(self.path)
-        if not self.truncate:
-            return super().do_GET()
-        body = (Path(self.directory) / self.path.lstrip("/")).read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body[: len(body) // 2])
-        self.wfile.flush()
-        self.close_connection = True
-
-    def log_message(self, *args):
-        pass
+from tinyprop.paths import CACHE_ENV
 
 
 @pytest.fixture
 def serve(monkeypatch, tmp_path):
-    """serve(folder, truncate=False) -> list of request paths; points the model URL at it, the
-    cache at tmp_path/cache, and unsets $TINYPROP_ASSETS."""
+    """serve(model bytes) -> the server (tests/asset_server.py) serving them as the int8 model;
+    points the model URL at it, the cache at tmp_path/cache, unsets $TINYPROP_ASSETS and
+    shortens the retries."""
     servers = []
 
-    def start(folder: Path, truncate: bool = False) -> list[str]:
-        requests: list[str] = []
-        handler = type("H", (_Handler,), {"requests": requests, "truncate": truncate})
-        server = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", 0), partial(handler, directory=str(folder))
-        )
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    def start(content: bytes) -> AssetServer:
+        model = tmp_path / "www" / "vww_96_int8.tflite"
+        model.parent.mkdir(exist_ok=True)
+        model.write_bytes(content)
+        server = AssetServer({"m/vww_96_int8.tflite": model}).__enter__()
         servers.append(server)
-        monkeypatch.setenv(assets.MODEL_URL_ENV, f"http://127.0.0.1:{server.server_port}/m")
-        return requests
+        monkeypatch.setenv(assets.MODEL_URL_ENV, f"{server.url}/m")
+        return server
 
     monkeypatch.delenv(assets.ASSETS_ENV, raising=False)
-    monkeypatch.setenv(assets.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(download, "RETRY_DELAYS", (0.01,) * 4)
     yield start
     for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def _model_folder(tmp_path: Path, content: bytes) -> Path:
-    folder = tmp_path / "www"
-    (folder / "m").mkdir(parents=True)
-    (folder / "m" / "vww_96_int8.tflite").write_bytes(content)
-    return folder
+        server.__exit__()
 
 
 def _cache_files(tmp_path: Path) -> list[Path]:
@@ -74,8 +43,8 @@ def _cache_files(tmp_path: Path) -> list[Path]:
 
 def test_shared_assets_are_found(vww_model_path, vww_float_h5_path, vww_data_dir):
     assert vww_model_path.name == "vww_96_int8.tflite"
-    assert assets.sha256_of(vww_model_path) == assets.MODEL_FILES["int8"][1]
-    assert assets.sha256_of(vww_float_h5_path) == assets.MODEL_FILES["h5"][1]
+    assert download.sha256_of(vww_model_path) == assets.MODEL_FILES["int8"][1]
+    assert download.sha256_of(vww_float_h5_path) == assets.MODEL_FILES["h5"][1]
     assert (vww_data_dir / "person").is_dir()
 
 
@@ -90,7 +59,7 @@ def test_flag_wins_and_must_exist(tmp_path):
 
 
 def test_local_assets_touch_no_network(serve, tmp_path, monkeypatch, vww_model_path):
-    requests = serve(_model_folder(tmp_path, vww_model_path.read_bytes()))
+    server = serve(vww_model_path.read_bytes())
     root = tmp_path / "assets"
     (root / assets.MODEL_SUBDIR).mkdir(parents=True)
     (root / assets.DATASET_SUBDIR).mkdir(parents=True)
@@ -101,37 +70,42 @@ def test_local_assets_touch_no_network(serve, tmp_path, monkeypatch, vww_model_p
     # Pointed at a folder without the file: an error naming it, not a silent download.
     with pytest.raises(TinypropError, match="vww_96.h5: model file .*TINYPROP_ASSETS"):
         assets.resolve_model(variant="h5")
-    assert requests == []
+    assert server.requests == []
 
 
 def test_download_verifies_and_caches(serve, tmp_path, vww_model_path):
-    requests = serve(_model_folder(tmp_path, vww_model_path.read_bytes()))
+    server = serve(vww_model_path.read_bytes())
     path = assets.resolve_model()
     assert path == tmp_path / "cache" / assets.MODEL_SUBDIR / "vww_96_int8.tflite"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == assets.MODEL_FILES["int8"][1]
     assert assets.resolve_model() == path
-    assert requests == ["/m/vww_96_int8.tflite"]  # the second call used the cache
+    assert server.requests == [("m/vww_96_int8.tflite", None)]  # the second call: the cache
     assert _cache_files(tmp_path) == [path]
 
 
 def test_checksum_mismatch_leaves_nothing(serve, tmp_path):
-    serve(_model_folder(tmp_path, b"not the model" * 1000))
-    with pytest.raises(TinypropError, match="sha256 .* does not match"):
+    serve(b"not the model" * 1000)
+    with pytest.raises(TinypropError, match="sha256 .* does not match .*, twice"):
         assets.resolve_model()
     assert _cache_files(tmp_path) == []
 
 
-def test_interrupted_download_leaves_nothing(serve, tmp_path, vww_model_path):
-    requests = serve(_model_folder(tmp_path, vww_model_path.read_bytes()), truncate=True)
-    with pytest.raises(TinypropError, match="vww_96_int8.tflite: download (interrupted|failed)"):
+def test_interrupted_download_resumes_in_the_next_run(serve, tmp_path, vww_model_path):
+    content = vww_model_path.read_bytes()
+    server = serve(content)
+    server.faults["m/vww_96_int8.tflite"] = ["cut"] * 5  # every attempt of this run: half of it
+    with pytest.raises(TinypropError, match="vww_96_int8.tflite: connection closed after .* "
+                       "bytes, 5 attempts; .* run again \\(the download resumes\\)"):
         assets.resolve_model()
-    assert requests and _cache_files(tmp_path) == []
-
-
-def test_dataset_has_no_download(monkeypatch):
-    monkeypatch.delenv(assets.ASSETS_ENV, raising=False)
-    with pytest.raises(TinypropError, match="no public download"):
-        assets.resolve_dataset()
+    dest = tmp_path / "cache" / assets.MODEL_SUBDIR / "vww_96_int8.tflite"
+    assert _cache_files(tmp_path) == [download.part_path(dest)]  # never under its own name
+    have = 0
+    for _ in range(5):  # each attempt fetched half of what was left
+        have += (len(content) - have) // 2
+    assert download.part_path(dest).read_bytes() == content[:have]
+    assert assets.resolve_model() == dest
+    assert server.requested("m/vww_96_int8.tflite")[-1] == f"bytes={have}-"
+    assert dest.read_bytes() == content and _cache_files(tmp_path) == [dest]
 
 
 def test_unknown_variant():

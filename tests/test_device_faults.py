@@ -124,7 +124,7 @@ def test_bulk_file_of_the_wrong_size(dev):
 def test_params_for_another_blob_are_refused(dev, model):
     before = dev.pull_params()
     other = params_record(bytes(len(before)), blob=0x12345678)
-    with pytest.raises(DeviceError, match="LOAD_MISMATCH.*another blob"):
+    with pytest.raises(DeviceError, match="BLOB_MISMATCH.*another blob"):
         dev.push_record(other)
     assert dev.pull_params() == before
 

@@ -36,9 +36,9 @@ def answer(seq: int, msg: p.Message) -> list[bytes] | None:
         return [p.encode(READY, 0)]  # reboots instead of answering
     if isinstance(msg, p.SaveParams):
         return [p.encode(p.Error(p.ErrorCode.BAD_CRC, "frame CRC mismatch"), 0)]
-    if isinstance(msg, p.LoadEnd):
+    if isinstance(msg, p.BulkOpen):
         return [p.encode_frame(p.MsgType.METRIC, seq, b"short")]
-    if isinstance(msg, p.LoadBegin):
+    if isinstance(msg, p.BulkSample):
         return None
     return []
 
@@ -119,12 +119,12 @@ def test_device_restart_fails_the_request_at_once(tcp_device: str) -> None:
 
 def test_malformed_payload_is_a_device_error(tcp_device: str) -> None:
     with open_link(tcp_device) as link, pytest.raises(DeviceError, match="malformed"):
-        link.request(p.LoadEnd(), expect=p.Ack, timeout=5)
+        link.request(p.BulkOpen("train.bin"), expect=p.Ack, timeout=5)
 
 
 def test_peer_hanging_up_is_reported(tcp_device: str) -> None:
     with open_link(tcp_device) as link, pytest.raises(DeviceError, match="closed the link"):
-        link.request(p.LoadBegin(10, 0), expect=p.Ack, timeout=5)
+        link.request(p.BulkSample(10), expect=p.Ack, timeout=5)
 
 
 def test_sequence_numbers_increase_and_skip_zero(tcp_device: str) -> None:
@@ -139,7 +139,7 @@ def test_pipe_link_to_a_child_process() -> None:
         assert link.request(p.Hello(), expect=p.Ready, timeout=10) == READY
         assert link.request(p.Train(0), expect=p.Metric, timeout=5) == METRIC
         with pytest.raises(DeviceError, match="closed the link"):
-            link.request(p.LoadBegin(10, 0), expect=p.Ack, timeout=5)
+            link.request(p.BulkSample(10), expect=p.Ack, timeout=5)
         assert link.transport.process.wait(timeout=5) == 0
 
 

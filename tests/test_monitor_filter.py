@@ -28,11 +28,14 @@ def load_filter() -> ModuleType:
 
 F = load_filter()
 
-READY = p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS,
-                "qemu-m4")
+READY = p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 2, p.CounterUnit.INSTRUCTIONS,
+                "qemu-m4", 237568, 237568, 237568)
+READY_V1 = p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS,
+                   "qemu-m4")
 STREAM = b"".join([
     b"boot noise\xff\x00",
     p.encode(READY, 0),
+    p.encode(READY_V1, 0),
     p.encode(p.Metric(12, 0.40625, 1234567, 96512, 3100, 4384, 2048, 1, 1, 1, 0), 7),
     b"\x13\x37",  # glued to the next frame: that frame is lost, the one after is not
     p.encode(p.Log("lost"), 0),
@@ -43,6 +46,9 @@ STREAM = b"".join([
 ])
 EXPECTED = [
     "[tinyprop: skipped 12 bytes: not a frame]",
+    ("READY board qemu-m4, SRAM 262144 B, arena 103000 B, blob 0x1234abcd, firmware 0.1.0, "
+     "protocol 2, counter instructions, max payload 1024 B, free RAM 237568 B (largest block "
+     "237568 B, second 237568 B)"),
     ("READY board qemu-m4, SRAM 262144 B, arena 103000 B, blob 0x1234abcd, firmware 0.1.0, "
      "protocol 1, counter instructions, max payload 1024 B"),
     ("step 12 loss 0.406 label person pred person ok | 1234567 instructions | "
@@ -97,7 +103,7 @@ def test_utf8_decoded_input_is_reported_once() -> None:
 def test_class_names_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINYPROP_CLASSES", "cat,dog")
     out = lines_of(F.TinypropFilter().rx(TEXT))
-    assert out[2].startswith("step 12 loss 0.406 label dog pred dog ok")
+    assert out[3].startswith("step 12 loss 0.406 label dog pred dog ok")
 
 
 def test_every_device_message_vector_is_shown() -> None:

@@ -7,6 +7,7 @@ the device loop, applied to the host board: autosave every N steps survives a ki
 
 from __future__ import annotations
 
+import configparser
 import json
 import re
 import shlex
@@ -20,6 +21,7 @@ from test_device_host import LR, SEED, load_small_model
 from tinyprop.device.device import Device
 from tinyprop.device.firmware import build_program, write_blob_header
 from tinyprop.device.link import Link, PipeTransport
+from tinyprop.device.profiles import load_profile
 from tinyprop.device.runners import start_host_board
 from tinyprop.paths import REPO_ROOT
 
@@ -61,6 +63,20 @@ def pio_config() -> dict[str, dict]:
     return {name: dict(items) for name, items in json.loads(out)}
 
 
+def env_build_flags(env: str) -> str:
+    """An env's build_flags: from `pio project config`, or without PlatformIO read from the file
+    (its `extends` and `${section.option}` references resolved as PlatformIO does)."""
+    if PIO.exists():
+        return " ".join(flags(pio_config()[f"env:{env}"]["build_flags"]))
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(REPO_ROOT / "platformio.ini")
+    section = f"env:{env}"
+    while not ini.has_option(section, "build_flags") and ini.has_option(section, "extends"):
+        section = ini.get(section, "extends")
+    value = ini.get(section, "build_flags", fallback="")
+    return re.sub(r"\$\{([^.}]+)\.([^}]+)\}", lambda m: ini.get(*m.groups()), value)
+
+
 def make_print(what: str) -> list[str]:
     """The library's sources or compiler flags, as firmware/Makefile (sources.mk) gives them."""
     return subprocess.run(["make", "-s", "-C", str(FIRMWARE), what], check=True,
@@ -86,7 +102,9 @@ def test_pio_lists_the_three_envs_with_platform_and_board():
     for board in ("nano33ble", "esp32dev"):
         env = envs[board]
         assert env["framework"] == ["arduino"]
-        assert env["monitor_speed"] == 115200 and env["monitor_filters"] == ["tinyprop"]
+        # the UART's speed on the ESP32 (its profile); USB CDC ignores it
+        speed = load_profile("esp32").baud if board == "esp32dev" else 115200
+        assert env["monitor_speed"] == speed and env["monitor_filters"] == ["tinyprop"]
         assert env["monitor_encoding"] == "latin-1"
         assert env["lib_deps"] == ["tinyprop=symlink://firmware"]
         # the glue it builds exists, and the monitor filter PlatformIO looks for in monitor/
@@ -185,6 +203,9 @@ struct HardwareSerial {
     size_t readBytes(char *buffer, size_t length);
     size_t write(const uint8_t *buffer, size_t size);
     size_t println(const char *text);
+#ifdef ESP32
+    size_t setRxBufferSize(size_t size);
+#endif
 };
 extern HardwareSerial Serial;
 unsigned long micros(void);
@@ -236,6 +257,18 @@ extern LittleFSFS LittleFS;
 #include <stdint.h>
 #define MALLOC_CAP_8BIT (1 << 2)
 void *heap_caps_aligned_alloc(size_t alignment, size_t size, uint32_t caps);
+void *heap_caps_malloc(size_t size, uint32_t caps);
+void heap_caps_free(void *ptr);
+size_t heap_caps_get_free_size(uint32_t caps);
+size_t heap_caps_get_largest_free_block(uint32_t caps);
+""",
+    # newlib's (the Arm toolchain's): glibc's deprecates mallinfo
+    "malloc.h": """
+#include <stddef.h>
+struct mallinfo {
+    size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+struct mallinfo mallinfo(void);
 """,
 }
 
@@ -245,13 +278,10 @@ void *heap_caps_aligned_alloc(size_t alignment, size_t size, uint32_t caps);
 def test_arduino_glue_compiles_against_stub_cores(tmp_path, env):
     """The glue of each env with the defines platformio.ini gives it (esp32dev-wokwi: the
     self-training path, whose C application is built and run on qemu-m4 by test_selftrain)."""
-    if env == "esp32dev-wokwi" and not PIO.exists():
-        pytest.skip("needs platformio in the venv for the env's defines")
     for name, text in ARDUINO_STUBS.items():
         (tmp_path / name).write_text(text)
     board = env.split("-")[0].removesuffix("dev")
-    defines = [f for f in flags(pio_config()[f"env:{env}"]["build_flags"]) if f.startswith("-D")] \
-        if PIO.exists() else []
+    defines = [f for f in flags(env_build_flags(env)) if f.startswith("-D")]
     if board == "esp32":
         defines.append("-DESP32")
     sources = [REPO_ROOT / "boards" / board / "board.cpp",

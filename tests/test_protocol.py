@@ -115,7 +115,7 @@ def test_pack_errors_name_the_message() -> None:
     with pytest.raises(p.ProtocolError, match="Train"):
         p.Train(300).pack()
     with pytest.raises(p.ProtocolError, match="smaller chunks"):
-        p.LoadChunk(0, bytes(p.MAX_CHUNK + 1)).pack()
+        p.InputChunk(0, bytes(p.MAX_CHUNK + 1)).pack()
     with pytest.raises(p.ProtocolError, match="BULK_OPEN"):
         p.BulkOpen("")
 
@@ -281,3 +281,18 @@ def test_c_builds_for_cortex_m4(tmp_path: Path) -> None:
          str(PROTO_SOURCES[0]), "-o", str(tmp_path / "tp_proto.o")],
         check=True,
     )
+
+
+def test_ready_of_a_version_1_device_still_reads() -> None:
+    """Protocol 2 put free RAM before READY's board name; a host reads both layouts by the
+    version byte, and refuses a version it does not know."""
+    v1 = p.Ready(262144, 1000, 7, 0x000100, 1024, 1, p.CounterUnit.MICROSECONDS, "old-board")
+    payload = v1.pack()
+    assert len(payload) == 20 + len("old-board")
+    back = p.Frame(p.MsgType.READY, 0, payload).message()
+    assert back == v1 and back.free_bytes is None and back.board == "old-board"
+    unknown = p.Ready(1, 2, 3, 4, 5, 2, 0, "mpy", None, None, None).pack()
+    assert unknown[20:32] == b"\xff" * 12  # RAM_UNKNOWN: not measured
+    assert p.Ready.unpack(unknown).free_bytes is None
+    with pytest.raises(p.ProtocolError, match="update tinyprop"):
+        p.Ready.unpack(payload[:18] + b"\x03" + payload[19:])

@@ -23,7 +23,7 @@ void tp_arduino_run(void)
 
 extern "C" int tp_board_init(void)
 {
-    Serial.begin(TP_ARDUINO_BAUD);
+    Serial.begin(tp_arduino_baud);
     while (!Serial) { /* USB CDC: wait for the host to open the port */
         delay(10);
     }

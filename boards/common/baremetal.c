@@ -58,6 +58,14 @@ uint32_t tp_board_sram_bytes(void)
     return (uint32_t)((char *)__ram_end - (char *)__ram_start);
 }
 
+/* No heap: what no section uses lies between .bss and the stack guard, in one piece. */
+void tp_board_free_ram(tp_board_ram *ram)
+{
+    ram->free_bytes = (uint32_t)((char *)__free_end - (char *)__free_start);
+    ram->largest_block = ram->free_bytes;
+    ram->second_block = ram->free_bytes;
+}
+
 uint32_t tp_board_stack_peak(void)
 {
     const uint32_t *word = __stack_limit;

@@ -94,6 +94,37 @@ extern "C" uint32_t tp_board_sram_bytes(void)
     return 320u * 1024u;
 }
 
+/* UART0 through the USB bridge: the link's speed is the baud rate (profile.json). 921,600 is
+ * what esptool uploads at; CP2102 and CH340 bridges carry it. The self-training run prints text
+ * lines for Wokwi's serial monitor, at its default speed. */
+#ifdef TP_APP_SELFTRAIN
+const unsigned long tp_arduino_baud = 115200;
+#else
+const unsigned long tp_arduino_baud = 921600;
+#endif
+/* Bytes the UART driver buffers while the device loop is busy: four full frames. */
+#define RX_BUFFER_BYTES 4096
+
+/* The heap as it was before setup() allocated the arena and params record. */
+static tp_board_ram heap_at_boot;
+
+static void measure_heap(void)
+{
+    size_t largest = heap_caps_get_largest_free_block(MALLOC_CAP_8BIT);
+    heap_at_boot.free_bytes = (uint32_t)heap_caps_get_free_size(MALLOC_CAP_8BIT);
+    heap_at_boot.largest_block = (uint32_t)largest;
+    /* the second block: the largest left while the largest is held */
+    void *held = largest > 0 ? heap_caps_malloc(largest, MALLOC_CAP_8BIT) : NULL;
+    heap_at_boot.second_block =
+        held != NULL ? (uint32_t)heap_caps_get_largest_free_block(MALLOC_CAP_8BIT) : TP_RAM_UNKNOWN;
+    heap_caps_free(held);
+}
+
+extern "C" void tp_board_free_ram(tp_board_ram *ram)
+{
+    *ram = heap_at_boot;
+}
+
 /* FreeRTOS keeps the loop task's stack high-water mark (in bytes on the ESP32). */
 extern "C" uint32_t tp_board_stack_peak(void)
 {
@@ -105,26 +136,42 @@ static uint8_t *heap_buffer(uint32_t bytes)
     return static_cast<uint8_t *>(heap_caps_aligned_alloc(8, bytes, MALLOC_CAP_8BIT));
 }
 
+/* Two buffers, the larger first: it gets a block at least as large as the other needs, so both
+ * fit whenever the larger fits the largest block and the smaller the second (what the host
+ * checks against READY and profile.json). NULL for a buffer that did not fit. */
+static bool allocate(uint8_t **a, uint32_t a_bytes, uint8_t **b, uint32_t b_bytes)
+{
+    if (a_bytes >= b_bytes) {
+        *a = heap_buffer(a_bytes);
+        *b = heap_buffer(b_bytes);
+    } else {
+        *b = heap_buffer(b_bytes);
+        *a = heap_buffer(a_bytes);
+    }
+    return *a != NULL && *b != NULL;
+}
+
 void setup()
 {
-    Serial.begin(TP_ARDUINO_BAUD);
+    Serial.setRxBufferSize(RX_BUFFER_BYTES);
+    Serial.begin(tp_arduino_baud);
+    measure_heap();
 #ifdef TP_APP_SELFTRAIN /* the self-training run (platformio.ini's esp32dev-wokwi env) */
-    tp_selftrain_arena = heap_buffer(tp_selftrain_arena_bytes);
-    tp_selftrain_params = heap_buffer(tp_selftrain_params_bytes);
-    bool buffers = tp_selftrain_arena != NULL && tp_selftrain_params != NULL;
-#else
-    tp_device_arena = heap_buffer(tp_device_arena_bytes);
-    tp_device_record = heap_buffer(tp_device_record_bytes);
-    bool buffers = tp_device_arena != NULL && tp_device_record != NULL;
-#endif
-    if (!buffers) {
+    if (!allocate(&tp_selftrain_arena, tp_selftrain_arena_bytes, &tp_selftrain_params,
+                  tp_selftrain_params_bytes)) {
         Serial.println("tinyprop esp32: not enough heap for the arena and params");
         tp_board_exit(1);
     }
-#ifndef TP_APP_SELFTRAIN
+#else
     /* One text line before the frames (the host's decoder skips it, as it skips the ROM's
      * boot messages), for a person on a serial monitor. */
     Serial.println(BOOT_LINE);
+    /* Without its buffers the device loop still runs: it refuses the blob's requests, and READY
+     * tells the host how much heap there was, so tinyprop train can say what fits. */
+    if (!allocate(&tp_device_arena, tp_device_arena_bytes, &tp_device_record,
+                  tp_device_record_bytes)) {
+        Serial.println("tinyprop esp32: not enough heap for the arena and params record");
+    }
 #endif
     tp_arduino_run();
 }

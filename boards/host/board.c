@@ -6,7 +6,9 @@
  * status 134 like any other fault (SIGSEGV, SIGBUS), as on qemu-m4.
  *
  * Usage: <exe> [--pty]; the parameter store is $TINYPROP_STORE (default ./tinyprop.store) and
- * bulk file names are relative to the working directory.
+ * bulk file names are relative to the working directory. $TINYPROP_BOARD_SRAM (bytes) makes it
+ * stand for a board with that much SRAM: tp_board_sram_bytes() and tp_board_free_ram() report
+ * it as a bare-metal board would, so a blob too large for a smaller board is refused for real.
  */
 #define _XOPEN_SOURCE 700 /* ucontext, sigaltstack, posix_openpt */
 #define _DEFAULT_SOURCE   /* cfmakeraw */
@@ -35,6 +37,8 @@ int APP_ENTRY(void);
 
 /* The budget the firmware plans for, as on the target parts; not enforced on the host. */
 #define HOST_SRAM_BYTES 262144u
+/* The target's stack and its guard (boards/common/baremetal.ld), counted as used. */
+#define TARGET_STACK_BYTES (16384u + 32u)
 #define GUARD_BYTES 4096u
 #define STACK_BYTES (512u * 1024u)
 #define STACK_PAINT 0xA5C3A5C3u
@@ -103,7 +107,24 @@ const char *tp_board_name(void)
 
 uint32_t tp_board_sram_bytes(void)
 {
-    return HOST_SRAM_BYTES;
+    const char *text = getenv("TINYPROP_BOARD_SRAM");
+    unsigned long bytes = text != NULL ? strtoul(text, NULL, 10) : 0ul;
+    return bytes > 0ul && bytes <= UINT32_MAX ? (uint32_t)bytes : HOST_SRAM_BYTES;
+}
+
+/* As on a bare-metal target: the SRAM less the program's .data and .bss (but not this board's
+ * own stacks, which stand in for the target's) and the target's stack. A simulated SRAM below
+ * that is reported as the wrapped (negative) difference: the device adds its buffers back and
+ * sees how far short the board falls (tp_board.h). */
+extern char __data_start[], _end[];
+
+void tp_board_free_ram(tp_board_ram *ram)
+{
+    size_t statics = (size_t)(_end - __data_start) - sizeof app_stack - sizeof signal_stack;
+    uint32_t used = (uint32_t)(statics + TARGET_STACK_BYTES);
+    ram->free_bytes = tp_board_sram_bytes() - used;
+    ram->largest_block = ram->free_bytes;
+    ram->second_block = ram->free_bytes;
 }
 
 /* Wall time: instruction counts on a PC would need perf events, which containers forbid. */

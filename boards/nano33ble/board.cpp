@@ -8,6 +8,7 @@
  * nothing here, the VWW firmware is about 600 KB of the 864 KB left.
  */
 #include <Arduino.h>
+#include <malloc.h>
 #include <mbed.h>
 
 #include "../arduino/tp_arduino.h"
@@ -143,6 +144,24 @@ extern "C" const char *tp_board_name(void)
 extern "C" uint32_t tp_board_sram_bytes(void)
 {
     return 256u * 1024u;
+}
+
+/* USB CDC: the host's baud rate setting is ignored. */
+const unsigned long tp_arduino_baud = 115200;
+
+/* The heap mbed's _sbrk hands out, between these (variants/ARDUINO_NANO33BLE/linker_script.ld). */
+extern "C" uint32_t __mbed_sbrk_start, __mbed_krbs_start;
+
+/* Static board: unused RAM is the heap no one took, whether newlib has claimed it from sbrk
+ * (its free chunks) or not. */
+extern "C" void tp_board_free_ram(tp_board_ram *ram)
+{
+    struct mallinfo heap = mallinfo();
+    uint32_t size = (uint32_t)((uintptr_t)&__mbed_krbs_start - (uintptr_t)&__mbed_sbrk_start);
+    uint32_t claimed = (uint32_t)heap.arena;
+    ram->free_bytes = (size > claimed ? size - claimed : 0u) + (uint32_t)heap.fordblks;
+    ram->largest_block = ram->free_bytes;
+    ram->second_block = ram->free_bytes;
 }
 
 /* mbed does not expose the main thread's painted stack to sketches: not measured here. */

@@ -16,8 +16,9 @@
 #                 name (tinyprop.boards writes build/blobs/<blob crc>/model_tpb.h), so firmware
 #                 for different blobs never shares objects
 #
-# Output: build/$(BOARD)/$(PROG)$(EXT), objects under build/$(BOARD)/obj-$(PROG)/.
-# `make path` prints the output path (tinyprop.qemu.build_firmware uses it).
+# Output: $(TP_BUILD)/$(BOARD)/$(PROG)$(EXT), objects under $(TP_BUILD)/$(BOARD)/obj-$(PROG)/;
+# TP_BUILD defaults to the repository's build/ (an installed tinyprop passes its own, writable
+# one). `make path` prints the output path (tinyprop.device.firmware.build_firmware uses it).
 
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
 APP ?= device
@@ -63,7 +64,8 @@ ifneq ($(SAMPLES),)
   BLOB_CFLAGS += -DTP_SAMPLES_HEADER='"$(abspath $(SAMPLES))"'
 endif
 
-BUILD := $(ROOT)/build/$(BOARD)
+TP_BUILD ?= $(ROOT)/build
+BUILD := $(TP_BUILD)/$(BOARD)
 OBJ_DIR := $(BUILD)/obj-$(PROG)
 include $(ROOT)/firmware/sources.mk
 FIRMWARE_SRCS := $(TP_LIB_SRCS)

@@ -51,6 +51,21 @@ const char *tp_board_name(void);
  * memory planner must fit, e.g. 262144 on qemu-m4. */
 uint32_t tp_board_sram_bytes(void);
 
+/* RAM the application can still give its large buffers (the device loop's arena and params
+ * record), in bytes. */
+typedef struct {
+    uint32_t free_bytes;    /* all of it */
+    uint32_t largest_block; /* the largest one buffer can have */
+    uint32_t second_block;  /* the largest left for a second buffer once that one is taken */
+} tp_board_ram;
+
+/* Fill *ram. Static boards report the RAM no one uses (bare metal: between .bss and the stack
+ * guard, from the linker symbols; one region, so the three are equal); the host board standing
+ * for a board smaller than its program reports the shortfall wrapped below 0 (modulo 2^32).
+ * Boards that allocate the application's buffers from a heap (TP_DEVICE_BOARD_BUFFERS) report
+ * the heap as it was just before they did, since after that it is the buffers'. */
+void tp_board_free_ram(tp_board_ram *ram);
+
 /* A monotonic cost counter, read before and after a piece of work. Deterministic where the
  * board allows it (qemu-m4: guest instructions, exact to a 40-instruction tick), wall time
  * otherwise. The unit is given by tp_board_counter_unit(). */

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TP_PROTO_VERSION 1u
+#define TP_PROTO_VERSION 2u /* 2: READY reports the board's free RAM (docs/protocol.md) */
 
 #define TP_PROTO_MAX_PAYLOAD 1024u /* bytes; bulk data moves in chunks of at most this */
 #define TP_PROTO_OVERHEAD 9u       /* type + seq + length + CRC32 */
@@ -29,9 +29,7 @@
 /* Message types. Host -> device below 0x80, device -> host from 0x80. */
 typedef enum {
     TP_MSG_HELLO = 0x01,       /* (empty) -> READY */
-    TP_MSG_LOAD_BEGIN = 0x02,  /* size u32, crc32 u32 -> ACK */
-    TP_MSG_LOAD_CHUNK = 0x03,  /* offset u32, data -> ACK(bytes received so far) */
-    TP_MSG_LOAD_END = 0x04,    /* (empty) -> ACK(blob id) */
+    /* 0x02..0x04 reserved: the model blob is compiled into the firmware (docs/protocol.md) */
     TP_MSG_INPUT_CHUNK = 0x05, /* offset u32, data -> ACK(bytes written) */
     TP_MSG_TRAIN = 0x06,       /* label u8, flags u8 -> [OUTPUT], METRIC */
     TP_MSG_EVAL = 0x07,        /* label u8 (0xFF: none), flags u8 -> [OUTPUT], METRIC */
@@ -44,7 +42,8 @@ typedef enum {
     TP_MSG_BULK_SAMPLE = 0x0E, /* index u32, mode u8, flags u8 -> [OUTPUT], METRIC */
 
     TP_MSG_READY = 0x81,  /* sram, arena, blob id, fw version u32; max payload u16;
-                             protocol version u8, counter unit u8; board name */
+                             protocol version u8, counter unit u8; free RAM, largest and
+                             second block u32 (version 2); board name */
     TP_MSG_ACK = 0x82,    /* acked type u8, value u32 */
     TP_MSG_METRIC = 0x83, /* see tp_msg_metric */
     TP_MSG_OUTPUT = 0x84, /* output tensor bytes (int8) */
@@ -65,6 +64,8 @@ typedef enum {
 #define TP_METRIC_FLAG_SKIPPED 0x01u /* the step computed a gradient but applied no update */
 #define TP_METRIC_FLAG_EVAL 0x02u    /* an evaluation, not a training step */
 #define TP_CORRECT_UNKNOWN 0xFFu     /* METRIC.correct when the sample had no label */
+/* READY's free RAM fields when the device does not measure them. */
+#define TP_RAM_UNKNOWN 0xFFFFFFFFu
 /* READY counter units: what METRIC.counter counts. */
 #define TP_COUNTER_INSTRUCTIONS 0u
 #define TP_COUNTER_MICROSECONDS 1u
@@ -77,7 +78,7 @@ typedef enum {
     TP_PROTO_ERR_UNKNOWN_TYPE = 0x0003, /* valid frame of a type this device does not handle */
     TP_PROTO_ERR_BAD_LENGTH = 0x0004,   /* payload size wrong for the message type */
     TP_PROTO_ERR_TOO_LONG = 0x0005,     /* frame larger than the device's receive buffer */
-    TP_PROTO_ERR_BAD_STATE = 0x0006,    /* message not valid now (e.g. LOAD_CHUNK before LOAD_BEGIN) */
+    TP_PROTO_ERR_BAD_STATE = 0x0006,    /* message not valid now (a params chunk before its header) */
     TP_PROTO_ERR_BAD_OFFSET = 0x0007,   /* offset + length outside the target */
     TP_PROTO_ERR_BAD_ARGUMENT = 0x0008, /* a field value out of range (mode, hyper-parameter) */
     TP_PROTO_ERR_UNSUPPORTED = 0x0009,  /* this board cannot do it (e.g. BULK_OPEN without files) */
@@ -87,7 +88,7 @@ typedef enum {
     TP_PROTO_ERR_NON_FINITE_LOSS = 0x0013,
     TP_PROTO_ERR_STORE_FAILURE = 0x0014,  /* persistent parameter storage failed */
     TP_PROTO_ERR_BULK_IO = 0x0015,        /* the bulk sample file could not be opened or read */
-    TP_PROTO_ERR_LOAD_MISMATCH = 0x0016,  /* blob bytes received differ from LOAD_BEGIN size/CRC */
+    TP_PROTO_ERR_BLOB_MISMATCH = 0x0016,  /* a params record of another blob (id or size differ) */
     TP_PROTO_ERR_BLOB_BASE = 0x0100,      /* 0x0100..0x01FF: blob loader status (base + its code) */
     TP_PROTO_ERR_BLOB_LAST = 0x01FF,
     TP_PROTO_ERR_INTERNAL = 0xFFFF
@@ -163,10 +164,7 @@ typedef struct {
     uint16_t seq;
     union {
         struct {
-            uint32_t size, crc32;
-        } load_begin;
-        struct {
-            uint32_t offset; /* LOAD_CHUNK, INPUT_CHUNK, PUSH_PARAMS: data is the tail */
+            uint32_t offset; /* INPUT_CHUNK, PUSH_PARAMS: data is the tail */
         } chunk;
         struct {
             uint8_t label, flags; /* TRAIN, EVAL */
@@ -199,7 +197,11 @@ typedef struct {
     uint32_t sram_bytes, arena_bytes, blob_id, fw_version; /* fw_version: major<<16|minor<<8|patch */
     uint16_t max_payload; /* largest payload the device accepts (its receive buffer) */
     uint8_t counter_unit; /* TP_COUNTER_* */
-    const char *board;    /* NUL-terminated */
+    /* RAM for a blob's arena and params record (version 2; TP_RAM_UNKNOWN: not measured): all
+     * of it, the largest block one of them can have, and the largest left once that one is
+     * taken. */
+    uint32_t free_bytes, largest_block, second_block;
+    const char *board; /* NUL-terminated */
 } tp_msg_ready;
 
 typedef struct {

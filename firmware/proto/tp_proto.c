@@ -40,13 +40,17 @@ tp_proto_status tp_frame_decoder_init(tp_frame_decoder *d, uint8_t *buf, size_t 
     return TP_PROTO_OK;
 }
 
-static void decoder_emit(tp_frame_decoder *d, uint8_t byte)
+/* Append n decoded bytes; past the buffer's end, keep discarding until the delimiter and
+ * report the frame once as too long. */
+static void decoder_emit(tp_frame_decoder *d, const uint8_t *src, size_t n)
 {
-    if (d->len < d->cap) {
-        d->buf[d->len++] = byte;
-    } else {
-        d->overflow = 1; /* keep discarding until the delimiter, then report it once */
+    size_t room = d->cap - d->len;
+    if (n > room) {
+        n = room;
+        d->overflow = 1;
     }
+    memcpy(d->buf + d->len, src, n);
+    d->len += n;
 }
 
 /* Classify the body collected before a delimiter. */
@@ -87,11 +91,12 @@ tp_proto_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, 
     if (d == NULL || (data == NULL && n > 0) || used == NULL || frame == NULL) {
         return TP_PROTO_E_ARG;
     }
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n;) {
         uint8_t byte = data[i];
         if (byte == 0) {
             tp_proto_status st;
             if (d->raw == 0) {
+                i++;
                 continue; /* idle delimiter */
             }
             st = decoder_finish(d, frame);
@@ -99,16 +104,25 @@ tp_proto_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, 
             *used = i + 1;
             return st;
         }
-        d->raw++;
         if (d->block_left == 0) { /* a code byte: the previous block is complete */
+            static const uint8_t zero = 0;
             if (d->zero_due) {
-                decoder_emit(d, 0);
+                decoder_emit(d, &zero, 1);
             }
             d->block_left = (uint8_t)(byte - 1u);
             d->zero_due = byte != 0xFFu;
-        } else {
-            decoder_emit(d, byte);
-            d->block_left--;
+            d->raw++;
+            i++;
+        } else { /* the block's data bytes: copied in one run, up to a delimiter */
+            size_t run = n - i < d->block_left ? n - i : d->block_left;
+            const uint8_t *end = memchr(data + i, 0, run);
+            if (end != NULL) {
+                run = (size_t)(end - (data + i));
+            }
+            decoder_emit(d, data + i, run);
+            d->block_left = (uint8_t)(d->block_left - run);
+            d->raw += run;
+            i += run;
         }
     }
     *used = n;
@@ -273,15 +287,10 @@ static int host_layout(uint8_t type, size_t *fixed, int *tail)
     *tail = 0;
     switch (type) {
     case TP_MSG_HELLO:
-    case TP_MSG_LOAD_END:
     case TP_MSG_SAVE_PARAMS:
     case TP_MSG_RESET:
         *fixed = 0;
         return 1;
-    case TP_MSG_LOAD_BEGIN:
-        *fixed = 8;
-        return 1;
-    case TP_MSG_LOAD_CHUNK:
     case TP_MSG_INPUT_CHUNK:
     case TP_MSG_PUSH_PARAMS:
         *fixed = 4;
@@ -328,11 +337,6 @@ tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
     msg->data = tail ? p + fixed : NULL;
     msg->data_len = tail ? frame->len - fixed : 0;
     switch (frame->type) {
-    case TP_MSG_LOAD_BEGIN:
-        msg->u.load_begin.size = tp_rd_u32(p);
-        msg->u.load_begin.crc32 = tp_rd_u32(p + 4);
-        break;
-    case TP_MSG_LOAD_CHUNK:
     case TP_MSG_INPUT_CHUNK:
     case TP_MSG_PUSH_PARAMS:
         msg->u.chunk.offset = tp_rd_u32(p);
@@ -411,7 +415,7 @@ static tp_proto_status encode_text(uint8_t *out, size_t cap, uint8_t type, uint1
 tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
                                       const tp_msg_ready *m, size_t *out_len)
 {
-    uint8_t head[20];
+    uint8_t head[32];
     if (m == NULL) {
         return TP_PROTO_E_ARG;
     }
@@ -422,6 +426,9 @@ tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
     tp_wr_u16(head + 16, m->max_payload);
     head[18] = (uint8_t)TP_PROTO_VERSION;
     head[19] = m->counter_unit;
+    tp_wr_u32(head + 20, m->free_bytes);
+    tp_wr_u32(head + 24, m->largest_block);
+    tp_wr_u32(head + 28, m->second_block);
     return encode_text(out, cap, TP_MSG_READY, seq, head, sizeof head, m->board, out_len);
 }
 

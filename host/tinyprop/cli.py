@@ -19,6 +19,7 @@ VERBS = {
     "report": "report",
     "flash": "flash",
     "bench": "bench",
+    "fetch": "fetch",
     "demo": "demo",
 }
 

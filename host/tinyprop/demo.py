@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import TinypropError
+from .extras import require
 from .monitor.runlog import RunState
 
 SRAM_PARTS = ("static", "arena_peak", "trainable", "stack_peak")
@@ -77,6 +78,8 @@ def run_demo(args: DemoConfig, show: Callable[[Iterator[dict], Path], RunState],
     from .training.export import export_params
     from .training.run import RunConfig, training_events
 
+    # it scores with the TFLite interpreter: say so before any download or conversion
+    require("tensorflow", "the demo (it scores the models with the TFLite interpreter)")
     t_start = time.time()
     model = resolve_model(args.model)
     data = resolve_dataset(args.data)

@@ -50,8 +50,8 @@ def frames(wire):
 def show(wire):
     for kind, seq, payload, ok in frames(wire):
         if kind == 0x81:
-            f = struct.unpack("<IIIIHBB", payload[:20])
-            print("READY seq", seq, f, payload[20:], ok)
+            f = struct.unpack("<IIIIHBBIII", payload[:32])  # protocol 2: free RAM (unknown here)
+            print("READY seq", seq, f, payload[32:], ok)
         elif kind == 0x83:
             f = struct.unpack("<IfIIIIIBBBB", payload)
             loss = "%08x" % struct.unpack("<I", payload[4:8])[0]

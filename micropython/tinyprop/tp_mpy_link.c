@@ -24,6 +24,9 @@ tp_proto_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t
     }
     board[n] = '\0';
     m.sram_bytes = l->sram_bytes;
+    m.free_bytes = TP_RAM_UNKNOWN; /* a script owns the heap: not the device loop's to report */
+    m.largest_block = TP_RAM_UNKNOWN;
+    m.second_block = TP_RAM_UNKNOWN;
     m.arena_bytes = s->arena_len;
     m.blob_id = s->b.req.blob_id;
     m.fw_version = TP_VERSION_NUMBER;

@@ -100,11 +100,6 @@ static void cmd_unpack(char *args)
     }
     printf("ok");
     switch (m.type) {
-    case TP_MSG_LOAD_BEGIN:
-        printf(" size=%lu crc32=%lu", (unsigned long)m.u.load_begin.size,
-               (unsigned long)m.u.load_begin.crc32);
-        break;
-    case TP_MSG_LOAD_CHUNK:
     case TP_MSG_INPUT_CHUNK:
     case TP_MSG_PUSH_PARAMS:
         printf(" offset=%lu", (unsigned long)m.u.chunk.offset);
@@ -156,6 +151,9 @@ static int set_field(fields *f, const char *key, const char *val)
         {"fw_version", offsetof(fields, ready.fw_version), 4},
         {"max_payload", offsetof(fields, ready.max_payload), 2},
         {"counter_unit", offsetof(fields, ready.counter_unit), 1},
+        {"free_bytes", offsetof(fields, ready.free_bytes), 4},
+        {"largest_block", offsetof(fields, ready.largest_block), 4},
+        {"second_block", offsetof(fields, ready.second_block), 4},
         {"step", offsetof(fields, metric.step), 4},
         {"loss", offsetof(fields, metric.loss), 'f'},
         {"counter", offsetof(fields, metric.counter), 4},

@@ -137,6 +137,9 @@ static void drive_encoders(const uint8_t *data, size_t size)
     if (tp_proto_counter_unit(text, &r.counter_unit) != TP_PROTO_OK) {
         r.counter_unit = (uint8_t)u32_at(data, size, 24);
     }
+    r.free_bytes = u32_at(data, size, 28);
+    r.largest_block = u32_at(data, size, 32);
+    r.second_block = u32_at(data, size, 36);
     r.board = text;
     memset(&m, 0, sizeof m);
     m.step = u32_at(data, size, 28);

@@ -30,10 +30,8 @@ def messages() -> list[tuple[int, p.Message]]:
     m = p.MetricFlags
     return [
         (1, p.Hello()),
-        (2, p.LoadBegin(333288, 0xDEADBEEF)),
-        (3, p.LoadChunk(0, pattern(p.MAX_CHUNK))),  # the largest legal frame
-        (4, p.LoadChunk(332160, b"")),
-        (5, p.LoadEnd()),
+        (3, p.InputChunk(0, pattern(p.MAX_CHUNK))),  # the largest legal frame
+        (4, p.InputChunk(27647, b"")),
         (0x0100, p.InputChunk(26624, pattern(700, 1))),  # seq with a zero byte
         (7, p.Train(1)),
         (8, p.Train(0, p.SampleFlags.OUTPUT)),
@@ -49,9 +47,11 @@ def messages() -> list[tuple[int, p.Message]]:
         (18, p.BulkOpen("vww-mini/train.bin")),
         (19, p.BulkOpen("donn\u00e9es/\u00e9t\u00e9.bin")),
         (20, p.BulkSample(396, p.BulkMode.EVAL, p.SampleFlags.OUTPUT)),
-        (0, p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS,
-                    "qemu-m4")),
-        (21, p.Ack(p.MsgType.LOAD_CHUNK, 2040)),
+        (0, p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 2, p.CounterUnit.INSTRUCTIONS,
+                    "qemu-m4", 237568, 237568, 237568)),  # a static board: one region
+        (1, p.Ready(327680, 98304, 0, 0x000100, 1024, 2, p.CounterUnit.MICROSECONDS,
+                    "esp32", 261120, 113792, 98304)),  # a heap board, its blocks
+        (21, p.Ack(p.MsgType.INPUT_CHUNK, 2040)),
         (0xFFFF, p.Ack(p.MsgType.RESET)),
         (7, p.Metric(12, 0.40625, 1234567, 96512, 3100, 4384, 2048, 1, 1, 1, 0)),
         (9, p.Metric(13, 0.0, 77, 1, 2, 3, 4, p.LABEL_NONE, 0, p.CORRECT_UNKNOWN, m.EVAL)),
@@ -59,7 +59,7 @@ def messages() -> list[tuple[int, p.Message]]:
         (10, p.Output(bytes([0x80, 0x7F]))),
         (13, p.Params(4096, pattern(p.MAX_CHUNK, 3))),
         (23, p.Params(9000, b"")),
-        (24, p.Error(p.ErrorCode.NOT_LOADED, "no blob loaded: send LOAD_BEGIN first")),
+        (24, p.Error(p.ErrorCode.NOT_LOADED, "no model blob in this firmware")),
         (0, p.Error(p.ErrorCode.BLOB_BASE + 3)),
         (0, p.Log("step 1 \u2713 done")),
     ] + [
@@ -115,10 +115,10 @@ def streams() -> list[tuple[str, bytes]]:
         ("length field larger than the payload", wire(body(p.MsgType.LOG, 3, b"abcd", 9))),
         ("COBS block runs past the delimiter", b"\x10\x01\x02\x03\0" + hello),
         ("COBS code byte corrupted", bytes(encoded_hello) + metric),
-        ("body one byte over the limit", wire(body(p.MsgType.LOAD_CHUNK, 4, bytes(1025))) + hello),
+        ("body one byte over the limit", wire(body(p.MsgType.INPUT_CHUNK, 4, bytes(1025))) + hello),
         ("5000 bytes of noise without a delimiter", b"\x41" * 5000 + b"\0" + metric),
         ("unknown type with a good CRC", wire(body(0x7E, 0x1234, b"\x01")) + hello),
-        ("largest frame between noise", b"\xfe\xfe\0" + p.encode(p.LoadChunk(0, bytes(1020)), 9)),
+        ("largest frame between noise", b"\xfe\xfe\0" + p.encode(p.InputChunk(0, bytes(1020)), 9)),
     ]
 
 
@@ -127,8 +127,8 @@ def bad_payloads() -> list[dict]:
     t = p.MsgType
     cases = [
         (t.HELLO, b"\x00", "bad_payload"),
-        (t.LOAD_BEGIN, bytes(9), "bad_payload"),
-        (t.LOAD_CHUNK, bytes(3), "bad_payload"),
+        (t.INPUT_CHUNK, bytes(3), "bad_payload"),
+        (0x02, bytes(8), "unknown_type"),  # reserved: the blob is compiled in
         (t.TRAIN, b"\x01", "bad_payload"),
         (t.SET_HPARAMS, bytes(15), "bad_payload"),
         (t.PULL_PARAMS, bytes(5), "bad_payload"),

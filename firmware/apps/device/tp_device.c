@@ -37,7 +37,12 @@ const uint32_t tp_device_arena_bytes = ARENA_BYTES;
 const uint32_t tp_device_record_bytes = HDR + PARAMS_BYTES;
 #define ARENA tp_device_arena
 #define RECORD tp_device_record
+/* The board leaves a buffer NULL when its heap had no block for it. */
+#define NO_ARENA (ARENA == NULL)
+#define NO_RECORD (RECORD == NULL)
 #else
+#define NO_ARENA 0
+#define NO_RECORD 0
 #if HAVE_BLOB /* firmware without a blob has no use for an arena */
 static union {
     uint64_t align;
@@ -140,10 +145,35 @@ static void send_ack(uint16_t seq, uint8_t type, uint32_t value)
     transmit(tp_proto_encode_ack(dev.tx, sizeof dev.tx, seq, type, value, &len), &len);
 }
 
+/* RAM for a blob's arena and params record: on a static build, the buffers this firmware has
+ * plus what no one uses (a rebuild for another blob places its buffers there), one region; with
+ * TP_DEVICE_BOARD_BUFFERS, the board's heap before it allocated them. */
+static void room_for_buffers(tp_board_ram *ram)
+{
+    tp_board_free_ram(ram);
+#ifndef TP_DEVICE_BOARD_BUFFERS
+    /* their sizes, not sizeof: the alignment padding is not the blob's to have */
+#if HAVE_BLOB
+    ram->free_bytes += ARENA_BYTES;
+#endif
+    ram->free_bytes += HDR + PARAMS_BYTES;
+    if (ram->free_bytes > tp_board_sram_bytes()) { /* a shortfall larger than the buffers */
+        ram->free_bytes = 0u;
+    }
+    ram->largest_block = ram->free_bytes;
+    ram->second_block = ram->free_bytes;
+#endif
+}
+
 static void send_ready(uint16_t seq)
 {
     tp_msg_ready m;
+    tp_board_ram ram;
     size_t len = 0;
+    room_for_buffers(&ram);
+    m.free_bytes = ram.free_bytes;
+    m.largest_block = ram.largest_block;
+    m.second_block = ram.second_block;
     m.sram_bytes = tp_board_sram_bytes();
     m.arena_bytes = ARENA_BYTES;
     m.blob_id = dev.loaded ? dev.s.b.req.blob_id : 0u;
@@ -237,10 +267,10 @@ static tp_status bind_model(void)
         return st;
     }
     need = req.arena_train > req.arena_infer ? req.arena_train : req.arena_infer;
-    if (need > ARENA_BYTES) {
+    if (need > ARENA_BYTES || NO_ARENA) {
         return TP_ERR_ARENA_TOO_SMALL;
     }
-    if (req.params > PARAMS_BYTES) {
+    if (req.params > PARAMS_BYTES || NO_RECORD) {
         return TP_ERR_PARAMS_TOO_SMALL;
     }
     return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, ARENA,
@@ -468,7 +498,7 @@ static void on_push(const tp_host_msg *m)
         }
         if (!header_matches(m->data, &why)) {
             dev.record_valid = 0;
-            send_error(m->seq, TP_PROTO_ERR_LOAD_MISMATCH, why);
+            send_error(m->seq, TP_PROTO_ERR_BLOB_MISMATCH, why);
             return;
         }
         dev.record_valid = 1;
@@ -571,11 +601,6 @@ static void handle(const tp_host_msg *m)
 {
     if (m->type == TP_MSG_HELLO) {
         send_ready(m->seq);
-        return;
-    }
-    if (m->type == TP_MSG_LOAD_BEGIN || m->type == TP_MSG_LOAD_CHUNK ||
-        m->type == TP_MSG_LOAD_END) {
-        send_error(m->seq, TP_PROTO_ERR_UNSUPPORTED, "the model is compiled in: rebuild with BLOB=");
         return;
     }
     if (!need_blob(m->seq)) {

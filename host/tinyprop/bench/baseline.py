@@ -23,6 +23,7 @@ from ..data import assets
 from ..data.datasets import load_images, load_split
 from ..data.shifts import SHIFTS
 from ..errors import TinypropError
+from ..extras import require
 
 
 def int8_accuracy(
@@ -30,7 +31,7 @@ def int8_accuracy(
     split: str = "holdout",
 ) -> float:
     """Top-1 accuracy of an int8 .tflite on a split, TFLite reference kernels, one image a call."""
-    import tensorflow as tf
+    tf = require("tensorflow", "the float baseline")
 
     interp = tf.lite.Interpreter(
         model_path=str(model_path),
@@ -53,7 +54,7 @@ def int8_accuracy(
 def load_float_model(h5_path: str | os.PathLike):
     """Load the MLPerf Keras 2.4 .h5 with Keras 3, which rejects the `groups` argument that
     Keras 2.4 stored for DepthwiseConv2D (always 1 there, so dropping it changes nothing)."""
-    import keras
+    keras = require("keras", "the float baseline")
 
     class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
         def __init__(self, *args, groups: int = 1, **kwargs):
@@ -84,8 +85,8 @@ def float_finetune(
 
     Seeds Python/NumPy/TF and turns on TF op determinism, so a rerun on the same machine gives
     the same numbers."""
-    import keras
-    import tensorflow as tf
+    tf = require("tensorflow", "the float baseline")
+    keras = require("keras", "the float baseline")
 
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
@@ -130,6 +131,7 @@ def float_finetune(
 
 
 def _run(args: argparse.Namespace) -> list[dict]:
+    require("tensorflow", "the float baseline")  # before any download
     model = assets.resolve_model(args.model)
     h5 = assets.resolve_model(args.h5, variant="h5")
     data = assets.resolve_dataset(args.data)

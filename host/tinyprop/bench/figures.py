@@ -34,6 +34,7 @@ import numpy as np
 
 from ..compile.blobfile import TrainingBlob
 from ..engines import Engine, HParams
+from ..extras import require
 
 SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels")
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
@@ -58,7 +59,7 @@ class BenchConfig:
 def tflm_arena(model: Path) -> int:
     """Smallest arena (bytes) in which TFLite Micro's Python interpreter allocates and runs the
     model: a bisection over arena_size (allocation fails below it)."""
-    from tflite_micro.python.tflite_micro import runtime
+    runtime = require("tflite_micro.python.tflite_micro.runtime", "the TFLite Micro arena")
 
     x = None
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..compile.scheme import LayerUpdate, SparseScheme, pick_channels, with_classifier
+from ..extras import require
 from ..frontend.graph import Graph
 from ..paths import BUILD_ROOT
 
@@ -68,7 +69,7 @@ def tte_scheme(graph: Graph, model: str = "mbv2-w0.35") -> SparseScheme:
 
 
 def default_model_path() -> Path:
-    import tensorflow as tf
+    tf = require("tensorflow", "the TTE comparison")
 
     return BUILD_ROOT / "tte" / f"mbv2_w035_128_c10_int8_tf{tf.__version__}.tflite"
 
@@ -80,7 +81,7 @@ def build_mbv2_tflite(path: Path) -> Path:
     path = Path(path)
     if path.exists():
         return path
-    import tensorflow as tf
+    tf = require("tensorflow", "the TTE comparison")
 
     tf.keras.utils.set_random_seed(0)
     model = tf.keras.applications.MobileNetV2(input_shape=(128, 128, 3), alpha=0.35,

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..compile.blob import c_header
-from ..compile.budget import DEFAULT_RESERVE
+from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
@@ -20,22 +20,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--header", type=Path, help="also write the blob as a C header")
     p.add_argument("--scheme", default="last:2",
                    help="bias-only | bias-last:N | last:K | auto | FILE.json (default last:2)")
+    p.add_argument("--board", help="plan for this board's memory (its profile.json in boards/: "
+                   "qemu-m4, rv32-virt, host, nano33ble, esp32): its budget and reserve, and on "
+                   "heap boards its largest blocks")
     p.add_argument("--budget", help="board SRAM for the firmware, e.g. 64KB, 128KB, 256KB: "
-                   "arena + trainable parameters must fit in it minus --reserve")
-    p.add_argument("--reserve", default=str(DEFAULT_RESERVE),
+                   "arena + trainable parameters must fit in it minus --reserve (overrides "
+                   "--board's)")
+    p.add_argument("--reserve",
                    help="SRAM the firmware needs besides arena and parameters (static RAM and "
                    f"stack; default {DEFAULT_RESERVE // 1024}KB, qemu-m4's 16 KB stack + "
-                   "static); 0: --budget limits arena + trainable alone")
+                   "static, or --board's); 0: --budget limits arena + trainable alone")
     p.add_argument("--calib", type=Path, help="dataset dir: calibration samples for --scheme auto")
     p.add_argument("--calib-shift", default="none",
                    help="sensor shift applied to the calibration samples (the target camera)")
     p.add_argument("--momentum", action="store_true",
                    help="reserve SGD momentum's optimizer state: a float32 velocity per trained "
                    "parameter, counted in the budget (then train --momentum 0.9)")
-    p.add_argument("--target", default=DEFAULT_TARGET, choices=list(TARGETS),
+    p.add_argument("--target", choices=list(TARGETS),
                    help="the kernels the board's firmware builds, whose scratch the blob plans: "
                    "cortex-m4 (also m7, m33: the DSP kernels; qemu-m4, Nano 33 BLE) or ref "
-                   f"(host, rv32-virt, ESP32); default {DEFAULT_TARGET}")
+                   f"(host, rv32-virt, ESP32); default --board's, else {DEFAULT_TARGET}")
     p.add_argument("--patch", default="auto", choices=PATCH_MODES,
                    help="run the frozen first ops tile by tile (recomputing the tiles' overlap) "
                    "and depthwise ops in place: auto (default) only as far as --budget needs, "
@@ -50,9 +54,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def plan_room(board: str | None, budget: str | None, reserve: str | None) -> Room | None:
+    """What the plan must fit: the board profile's room, with --budget/--reserve overriding
+    its figures; without --board, --budget less --reserve (default 24 KB); None: no limit."""
+    budget_b = parse_budget(budget) if budget else None
+    reserve_b = parse_budget(reserve, "--reserve") if reserve else None
+    if board is not None:
+        from ..device.profiles import load_profile
+
+        return load_profile(board).room(budget_b, reserve_b)
+    if budget_b is None:
+        return None
+    return Room(budget_b, DEFAULT_RESERVE if reserve_b is None else reserve_b)
+
+
 def run(args: argparse.Namespace) -> int:
-    tb = build(args.model, args.scheme, args.budget, args.calib, args.reserve, args.calib_shift,
-               args.momentum, args.target, args.patch, args.input_rows)
+    room = plan_room(args.board, args.budget, args.reserve)
+    if args.target is not None or args.board is None:
+        target = args.target or DEFAULT_TARGET
+    else:
+        from ..device.profiles import load_profile
+
+        target = load_profile(args.board).kernels
+    tb = build(args.model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
+               momentum=args.momentum, target=target, patch=args.patch,
+               input_rows=args.input_rows)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:
@@ -66,6 +92,21 @@ def run(args: argparse.Namespace) -> int:
           f"{opt} = {fig['total']:,} B; inference arena {fig['inference_arena']:,} B")
     if fig["layout"]["stage"]:
         print(f"  tiled stage: {fig['layout']['stage']['describe']}")
+    if room is not None:
+        print(f"  {room_line(room)}")
     if args.report_json:
+        if room is not None:
+            fig["room"] = {"board": room.board, "budget": room.budget, "reserve": room.reserve,
+                           "arena_block": room.arena_block, "params_block": room.params_block}
         args.report_json.write_text(json.dumps(fig, indent=2))
     return 0
+
+
+def room_line(room: Room) -> str:
+    """Which room the plan was made for: the profile and its figures."""
+    where = (f"board {room.board} (boards/{room.board}/profile.json)" if room.board
+             else "--budget")
+    blocks = (f"; arena within the largest heap block {room.arena_block:,} B, params within "
+              f"the second {room.params_block:,} B" if room.arena_block is not None else "")
+    return (f"planned for {where}: {room.budget:,} B less a {room.reserve:,} B reserve = "
+            f"{room.limit:,} B for arena + trainable{blocks}")

@@ -21,8 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--schedule", default="linear", choices=("linear", "constant"))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--model", help="MLPerf VWW int8 .tflite (default: TINYPROP_ASSETS or cache)")
-    p.add_argument("--data", help="dataset dir (default: TINYPROP_ASSETS/datasets/vww-mini)")
+    p.add_argument("--model", help="MLPerf VWW int8 .tflite (default: TINYPROP_ASSETS, else "
+                   "downloaded into the cache)")
+    p.add_argument("--data", help="dataset dir (default: TINYPROP_ASSETS/datasets/vww-mini, "
+                   "else vww-mini downloaded into the cache)")
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder")
     p.add_argument("--json", type=Path, help="write the figures as JSON")
     p.add_argument("--plain", action="store_true")

@@ -3,10 +3,14 @@
     tinyprop flash --board nano33ble --blob model.tpb [--port /dev/ttyACM0]   # PlatformIO
     tinyprop flash --board esp32 --blob model.tpb [--port /dev/ttyUSB0]       # PlatformIO
     tinyprop flash --board esp32 --image firmware.bin [--port /dev/ttyUSB0]   # esptool
+    tinyprop flash --board nano33ble --blob model.tpb --build-only            # no board needed
 
 With --blob the blob is compiled into the firmware (its header, with the arena and params sizes,
-goes to PlatformIO as TP_MODEL_HEADER). Every missing piece (tool, port, file) is a one-line
-error naming it, before anything is built.
+goes to PlatformIO as TP_MODEL_HEADER). Every missing piece (tool, port, file), and a blob
+larger than the board's profile allows (boards/<board>/profile.json), is a one-line error naming
+it, before anything is built. The PlatformIO project is tinyprop.paths.REPO_ROOT
+(platformio.ini, boards/, firmware/, monitor/); for an installed package its build files
+(PlatformIO's workspace, .pio/ in a checkout) go under tinyprop.paths.BUILD_ROOT.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sys
 from pathlib import Path
 
 from ..errors import TinypropError
+from ..paths import BUILD_ROOT, IN_CHECKOUT, REPO_ROOT
 
 # board -> PlatformIO env in platformio.ini
 PIO_ENVS = {"nano33ble": "nano33ble", "esp32": "esp32dev"}
@@ -38,6 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", help="serial port of the board (default: the only one present)")
     p.add_argument("--image", type=Path,
                    help="ESP32 only: write this application image with esptool, no build")
+    p.add_argument("--build-only", action="store_true",
+                   help="build the firmware with PlatformIO, upload nothing (no board needed)")
     p.set_defaults(func=run)
 
 
@@ -86,25 +93,39 @@ def flash_image(image: Path, port: str | None) -> list[str]:
             "write_flash", ESP32_APP_OFFSET, str(image)]
 
 
-def build_and_upload(board: str, blob_path: Path | None, port: str | None) -> tuple[list, dict]:
+def check_blob(board: str, blob_path: Path) -> None:
+    """The blob exists and fits the board's profile: refused before anything is built."""
+    from ..device.profiles import blob_needs, check_fits, load_profile
+
+    if not blob_path.is_file():
+        raise TinypropError(f"--blob {blob_path}: no such file; make one with "
+                            f"`tinyprop convert MODEL.tflite -o MODEL.tpb --board {board}`")
+    profile = load_profile(board)
+    check_fits(blob_needs(blob_path.read_bytes()), profile.capacity(), profile.where(), board)
+
+
+def pio_command(board: str, blob_path: Path | None, port: str | None,
+                upload: bool = True) -> tuple[list[str], dict]:
+    """The `pio run` command (and its environment) that builds the firmware for `board`, with
+    the blob compiled in, and uploads it unless `upload` is False."""
+    if blob_path is not None:
+        check_blob(board, blob_path)
     pio = find_pio()
     if pio is None:
         raise TinypropError(f"flashing {board} needs PlatformIO (pio), which is not installed; "
                             "run `pip install platformio` (or pass --image for an ESP32)")
-    upload_port = resolve_port(port)
+    upload_port = resolve_port(port) if upload else None
     env = dict(os.environ)
+    if not IN_CHECKOUT:  # the installed package's folder is not PlatformIO's to write in
+        env.setdefault("PLATFORMIO_WORKSPACE_DIR", str(BUILD_ROOT / "platformio"))
     if blob_path is not None:
         from ..device.firmware import write_blob_header
 
-        if not blob_path.is_file():
-            raise TinypropError(f"--blob {blob_path}: no such file; make one with "
-                                "`tinyprop convert MODEL.tflite -o MODEL.tpb`")
         header = write_blob_header(blob_path.read_bytes())
         env["PLATFORMIO_BUILD_FLAGS"] = f'-DTP_MODEL_HEADER=\\"{header}\\"'
-    from ..paths import REPO_ROOT
-
-    command = [pio, "run", "-d", str(REPO_ROOT), "-e", PIO_ENVS[board], "-t", "upload",
-               "--upload-port", upload_port]
+    command = [pio, "run", "-d", str(REPO_ROOT), "-e", PIO_ENVS[board]]
+    if upload_port is not None:
+        command += ["-t", "upload", "--upload-port", upload_port]
     return command, env
 
 
@@ -113,13 +134,17 @@ def run(args: argparse.Namespace) -> int:
         if args.board != "esp32":
             raise TinypropError(f"--image is for the esp32 (esptool); build and upload the "
                                 f"{args.board} with --blob instead")
+        if args.build_only:
+            raise TinypropError("--build-only builds with PlatformIO and --image writes a "
+                                "prebuilt image: choose one")
         command, env = flash_image(args.image, args.port), None
     else:
-        command, env = build_and_upload(args.board, args.blob, args.port)
+        command, env = pio_command(args.board, args.blob, args.port, not args.build_only)
     tool = "esptool" if args.image is not None else "pio"
     print("$", " ".join(command), flush=True)
     status = subprocess.run(command, env=env, check=False).returncode
     if status != 0:
-        raise TinypropError(f"flashing the {args.board} failed ({tool} exited with status "
+        doing = "building for" if args.build_only else "flashing"
+        raise TinypropError(f"{doing} the {args.board} failed ({tool} exited with status "
                             f"{status}); its output is above")
     return 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..frontend.graph import Graph
-from .budget import DEFAULT_RESERVE, over_budget
+from .budget import DEFAULT_RESERVE, Room, over_budget
 from .scheme import LayerUpdate, SparseScheme, out_channels, pick_channels, with_classifier
 from .train_plan import TrainProgram, build_program
 
@@ -49,17 +49,18 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) 
     return norms
 
 
-def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_RESERVE,
+def auto_scheme(graph: Graph, budget: int | Room, samples=None, reserve: int = DEFAULT_RESERVE,
                 max_layers: int = 12, momentum: bool = False, patch: str = "auto",
                 input_rows: bool = False) -> tuple[SparseScheme, TrainProgram]:
-    """The greedy scheme under `budget`; with `momentum` every trained parameter also costs
-    its float32 velocity. Unless `patch` is "none", candidates are costed with the smallest
-    arena a tiled stage allows (chosen once, for the classifier alone, and kept while it
-    stays frozen); the blob then takes the cheapest stage that fits (make_blob)."""
-    limit = budget - reserve
+    """The greedy scheme under `budget` (bytes, less `reserve`; or a Room, a board's); with
+    `momentum` every trained parameter also costs its float32 velocity. Unless `patch` is
+    "none", candidates are costed with the smallest arena a tiled stage allows (chosen once,
+    for the classifier alone, and kept while it stays frozen); the blob then takes the
+    cheapest stage that fits (make_blob)."""
+    room = budget if isinstance(budget, Room) else Room(budget, reserve)
     weighted = [op.index for op in graph.weighted_ops()]
     norms = calibration_grad_norms(graph, samples) if samples else None
-    scheme = with_classifier(graph, SparseScheme(f"auto@{budget // 1024}KB"))
+    scheme = with_classifier(graph, SparseScheme(f"auto@{room.budget // 1024}KB"))
     costing = "none" if patch == "none" else "min"
     stages: dict[int, object] = {}  # earliest trained op -> the smallest arena's stage
 
@@ -72,9 +73,8 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
         return build_program(graph, trial, momentum, stages[e], input_rows)
 
     prog = program(scheme)
-
-    if prog.memory_bytes > limit:  # even the classifier alone does not fit
-        raise over_budget(prog, budget, reserve)
+    if not room.fits(prog):  # even the classifier alone does not fit
+        raise over_budget(prog, room)
     cls = graph.logits_op().index
     # Biases of every layer are candidates (cheap to hold; their cost is the backward reach,
     # which the greedy charges as arena bytes), weights only of the last max_layers: a camera
@@ -117,10 +117,9 @@ def auto_scheme(graph: Graph, budget: int, samples=None, reserve: int = DEFAULT_
                                                   else 0.0)
                     t.channels = ch
                 p = program(trial)
-                cost = p.memory_bytes
-                if cost > limit or gain <= 0:
+                if not room.fits(p) or gain <= 0:
                     continue
-                extra = max(cost - prog.memory_bytes, 1)
+                extra = max(p.memory_bytes - prog.memory_bytes, 1)
                 score = gain / extra
                 if best is None or score > best[0]:
                     best = (score, trial, p)

@@ -13,7 +13,7 @@ from ..errors import TinypropError
 from ..frontend.tflite_reader import read_tflite
 from .auto import auto_scheme, calibration_samples
 from .blobfile import TrainingBlob, make_blob
-from .budget import DEFAULT_RESERVE, over_budget, parse_budget
+from .budget import DEFAULT_RESERVE, Room, over_budget, parse_budget
 from .kernels import DEFAULT_TARGET, check_target
 from .scheme import parse_scheme
 from .train_plan import build_program
@@ -21,25 +21,29 @@ from .train_plan import build_program
 PATCH_MODES = ("auto", "min", "none")
 
 
-def build(model: Path, scheme: str, budget: str | None, calib: Path | None = None,
+def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
           momentum: bool = False, target: str = DEFAULT_TARGET, patch: str = "auto",
           input_rows: bool = False) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
-    .json file), under `budget` when given; `auto` calibrates on the train split of `calib`
-    seen through `calib_shift`. `momentum` plans the optimizer state (one float32 velocity per
-    trained parameter); `target` the scratch of its kernels (tinyprop.compile.kernels), within
-    the budget: the scheme is chosen first, without it. `patch` (auto, min, none) and
-    `input_rows`: how the frozen first ops may run tile by tile (memory.choose_layout)."""
+    .json file), under `budget` when given (a size less `reserve`, or a board's Room); `auto`
+    calibrates on the train split of `calib` seen through `calib_shift`. `momentum` plans the
+    optimizer state (one float32 velocity per trained parameter); `target` the scratch of its
+    kernels (tinyprop.compile.kernels), within the budget: the scheme is chosen first, without
+    it. `patch` (auto, min, none) and `input_rows`: how the frozen first ops may run tile by
+    tile (memory.choose_layout)."""
     if patch not in PATCH_MODES:
         raise TinypropError(f"--patch {patch}: unknown; use one of {', '.join(PATCH_MODES)}")
     check_target(target)
     graph = read_tflite(model)
-    budget_b = parse_budget(budget) if budget else None
-    reserve_b = reserve if isinstance(reserve, int) else parse_budget(reserve, "--reserve")
+    if isinstance(budget, Room) or budget is None:
+        room = budget
+    else:
+        room = Room(parse_budget(budget), reserve if isinstance(reserve, int)
+                    else parse_budget(reserve, "--reserve"))
     if scheme == "auto":
-        if budget_b is None:
-            raise TinypropError("--scheme auto needs --budget (e.g. --budget 256KB)")
+        if room is None:
+            raise TinypropError("--scheme auto needs --budget (e.g. --budget 256KB) or --board")
         samples = None
         if calib is not None:
             from ..data.datasets import load_split
@@ -47,17 +51,17 @@ def build(model: Path, scheme: str, budget: str | None, calib: Path | None = Non
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
                                    shift=calib_shift)
             samples = calibration_samples(xs, ys)
-        sch, _ = auto_scheme(graph, budget_b, samples, reserve_b, momentum=momentum,
-                             patch=patch, input_rows=input_rows)
+        sch, prog = auto_scheme(graph, room, samples, momentum=momentum, patch=patch,
+                                input_rows=input_rows)
     else:
         sch = parse_scheme(graph, scheme)
-        if budget_b is not None:
-            region = build_program(graph, sch, momentum, "none").region_bytes
+        prog = build_program(graph, sch, momentum, "none")
+        if room is not None:
             prog = build_program(graph, sch, momentum, patch, input_rows,
-                                 budget_b - reserve_b - region)
-            if prog.memory_bytes > budget_b - reserve_b:
-                raise over_budget(prog, budget_b, reserve_b)
-    limit = budget_b - reserve_b if budget_b is not None else None
+                                 room.scratch_limit(prog) - prog.region_bytes)
+            if not room.fits(prog):
+                raise over_budget(prog, room)
+    limit = room.scratch_limit(prog) if room is not None else None
     try:
         return make_blob(model, sch, momentum, target, limit, patch, input_rows)
     except ValueError as exc:  # --input-rows on a model whose first ops cannot be tiled

@@ -102,9 +102,14 @@ def _read_holdout(root: Path, names: set[str]) -> set[str]:
 
 def read_rgb(path: str | os.PathLike) -> np.ndarray:
     """Decode an image file to uint8 HxWx3 RGB (grayscale and RGBA are converted)."""
+    return _decode(path)[0]
+
+
+def _decode(path: str | os.PathLike) -> tuple[np.ndarray, bytes | None]:
+    """(uint8 RGB pixels, the JPEG comment or None) of an image file."""
     try:
         with Image.open(path) as img:
-            return np.asarray(img.convert("RGB"), dtype=np.uint8)
+            return np.asarray(img.convert("RGB"), dtype=np.uint8), img.info.get("comment")
     except OSError as exc:
         raise TinypropError(f"{path}: cannot decode image ({exc}); remove or replace it") from exc
 
@@ -122,6 +127,18 @@ def fit_to_size(rgb: np.ndarray, size: Sequence[int] = MODEL_SIZE) -> np.ndarray
     if crop.shape[:2] == (th, tw):
         return np.ascontiguousarray(crop)
     return np.asarray(Image.fromarray(crop).resize((tw, th), Image.LANCZOS), dtype=np.uint8)
+
+
+def write_model_image(
+    src: str | os.PathLike, dest: str | os.PathLike, size: Sequence[int] = MODEL_SIZE
+) -> None:
+    """The image file src center-cropped and resized (fit_to_size) to size, saved as an RGB JPEG
+    of quality 95: how vww-mini's photos were made from their COCO originals. The original's
+    JPEG comment, if any, is kept (Pillow >= 9.4 carries it through crop and resize, and
+    vww-mini's files have it), so every vww-mini file is reproduced byte for byte."""
+    rgb, comment = _decode(src)
+    extra = {"comment": comment} if comment else {}
+    Image.fromarray(fit_to_size(rgb, size)).save(dest, format="JPEG", quality=95, **extra)
 
 
 def quantize_pixels(rgb: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
@@ -225,8 +242,8 @@ def build_vww_from_coco(
     holdout_percent: int = 0,
 ) -> dict[str, int]:
     """Write a VWW-layout dataset from a COCO instances JSON and its images: each image labelled
-    by the official rule on the full image, center-cropped, resized to size x size (LANCZOS) and
-    saved as RGB JPEG (quality 95) under out_dir/{person,non_person}/<name>.jpg. With
+    by the official rule on the full image, then center-cropped, resized to size x size and
+    saved (write_model_image) as out_dir/{person,non_person}/<name>.jpg. With
     holdout_percent > 0, images whose `holdout_bucket` is below it are listed in holdout.txt.
     Returns the number of images written per class."""
     instances_json, images_dir, out_dir = Path(instances_json), Path(images_dir), Path(out_dir)
@@ -259,8 +276,7 @@ def build_vww_from_coco(
             )
         label = vww_label(by_image.get(image["id"], []), image, person_ids, threshold)
         name = Path(image["file_name"]).stem + ".jpg"
-        rgb = fit_to_size(read_rgb(src), (size, size))
-        Image.fromarray(rgb).save(out_dir / CLASSES[label] / name, quality=95)
+        write_model_image(src, out_dir / CLASSES[label] / name, (size, size))
         counts[CLASSES[label]] += 1
         if holdout_bucket(name) < holdout_percent:
             holdout.append(name)

@@ -23,6 +23,7 @@ from ..errors import DeviceError, TinypropError
 from .device import Device
 from .firmware import build_device_firmware
 from .link import DEFAULT_BAUDRATE, Link, PipeTransport, open_link
+from .profiles import Capacity, blob_needs, check_fits, load_profile
 from .runners import QEMU_BOARDS, BoardRun, start_host_board, start_qemu
 
 # QEMU_BOARDS read bulk samples through semihosting; all of these build their own firmware.
@@ -32,7 +33,13 @@ RUN_LIMIT = 24 * 3600.0  # the board process is killed after this, whatever happ
 
 
 def _greet(device: Device, blob: bytes | None) -> Device:
+    """HELLO, then the checks READY allows before anything else is sent: the blob fits the RAM
+    the device reports, and it is the blob the device runs."""
     ready = device.hello(BOOT_TIMEOUT)
+    reported = Capacity.reported(ready)
+    if blob is not None and reported is not None:
+        check_fits(blob_needs(blob), reported, f"board {ready.board} on {device.name} (its READY)",
+                   ready.board)
     if blob is not None and ready.blob_id != blob_id(blob):
         raise TinypropError(
             f"board on {device.name} runs blob {ready.blob_id:08x}, not this one "
@@ -48,11 +55,14 @@ def open_board(
 ) -> Iterator[Device]:
     """A Device on board `spec`, greeted (READY checked against `blob`), closed at the end.
     BUILT_BOARDS build and start the board with `blob` compiled in (the process is
-    `device.process`); any other spec is a serial port or URL of a board already flashed with
-    `blob` (None: any blob)."""
+    `device.process`), once the blob is known to fit the board's profile; any other spec is a
+    serial port or URL of a board already flashed with `blob` (None: any blob). A blob larger
+    than the RAM the device reports in READY is refused before anything but HELLO is sent."""
     if spec in BUILT_BOARDS:
         if blob is None:
             raise TinypropError(f"board {spec}: needs a model blob to build its firmware")
+        profile = load_profile(spec)
+        check_fits(blob_needs(blob), profile.capacity(), profile.where(), spec)
         firmware = build_device_firmware(spec, blob)
         emulated = spec in QEMU_BOARDS
         starter = start_qemu(firmware, workdir=Path(workdir), timeout=limit, board=spec) \

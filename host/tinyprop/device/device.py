@@ -128,11 +128,11 @@ class Device:
         self.link.request(SetHparams(lr, momentum, seed & 0xFFFFFFFF, flags), Ack, self.timeout)
 
     def write_input(self, x: np.ndarray) -> None:
-        """Send one sample's int8 input tensor in chunks."""
+        """Send one sample's int8 input tensor in chunks, several in flight (Link.pipeline)."""
         data = np.asarray(x, np.int8).tobytes()
         chunk = min(MAX_CHUNK, self._require_ready().max_payload - InputChunk.FIXED.size)
-        for off in range(0, len(data), chunk):
-            self.link.request(InputChunk(off, data[off : off + chunk]), Ack, self.timeout)
+        self.link.pipeline((InputChunk(off, data[off : off + chunk])
+                            for off in range(0, len(data), chunk)), Ack, self.timeout)
 
     def train(self, x: np.ndarray, label: int) -> dict:
         """One training step on (x, label); returns the `step` event of its METRIC."""

@@ -3,7 +3,9 @@ binding, libtinyprop.a for C programs such as the test drivers) through firmware
 board firmware through boards/<name>/Makefile, with a model blob compiled in.
 
 make decides what to rebuild. Builds that share a directory hold a file lock while make runs:
-test workers in parallel processes share build/.
+test workers in parallel processes share build/. The sources are tinyprop.paths.REPO_ROOT's (the
+checkout, or the copy an installed package carries); everything built goes under
+tinyprop.paths.BUILD_ROOT, never beside the sources.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 
 from ..compile.blob import blob_id, c_header, read_blob
 from ..errors import TinypropError
-from ..paths import BUILD_ROOT, REPO_ROOT
+from ..paths import BUILD_ROOT, REPO_ROOT, setup_hint
 
 FIRMWARE_DIR = REPO_ROOT / "firmware"
 CORE_BUILD = BUILD_ROOT / "firmware"  # BUILD= of firmware/Makefile
@@ -48,7 +50,7 @@ def _need(what: str, *tools: tuple[str, str]) -> None:
     for tool, package in tools:
         if shutil.which(tool) is None:
             raise TinypropError(f"{what} needs {tool}, which is not installed; run "
-                                f"`sudo apt-get install {package}` (or scripts/setup.sh)")
+                                f"`sudo apt-get install {package}`{setup_hint()}")
 
 
 def _make(args: Sequence[str], lock_dir: Path, what: str) -> str:
@@ -83,8 +85,8 @@ def core_library(shared: bool = True, sanitize: bool = False,
     _need("the host engine (the C core built for this machine)", ("gcc", "gcc make"),
           ("make", "gcc make"))
     if not FIRMWARE_DIR.is_dir():
-        raise TinypropError(f"{FIRMWARE_DIR}: firmware sources not found; the host engine needs "
-                            "a source checkout of tinyprop")
+        raise TinypropError(f"{FIRMWARE_DIR}: firmware sources not found; this tinyprop is "
+                            "incomplete: reinstall it (`pip install --force-reinstall tinyprop`)")
     _make(["-C", str(FIRMWARE_DIR), f"BUILD={CORE_BUILD}", "host-shared" if shared else "host",
            *(["SANITIZE=1"] if sanitize else []), *(["DSP_EMULATION=1"] if dsp_emulation else [])],
           CORE_BUILD, "the C core")
@@ -158,7 +160,7 @@ def build_firmware(
             f"{', '.join(sorted(TOOLCHAINS))}"
         )
     _need(f"building for {board}", TOOLCHAINS[board], ("make", "make"))
-    make = ["-C", str(REPO_ROOT / "boards" / board)]
+    make = ["-C", str(REPO_ROOT / "boards" / board), f"TP_BUILD={BUILD_ROOT}"]
     if app is not None:
         make.append(f"APP={app}")
     make += [f"{name}={value}" for name, value in (variables or {}).items()]

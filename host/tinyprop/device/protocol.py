@@ -14,7 +14,11 @@ from dataclasses import astuple, dataclass, fields
 from enum import Enum, IntEnum, IntFlag
 from typing import ClassVar
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+# READY's fixed fields by protocol version (the board name follows them); other messages are the
+# same in both. A host reads version 1 and 2 devices.
+READY_FIXED = {1: struct.Struct("<IIIIHBB"), 2: struct.Struct("<IIIIHBBIII")}
+RAM_UNKNOWN = 0xFFFFFFFF  # READY's free RAM fields from a device that does not measure them
 MAX_PAYLOAD = 1024
 OVERHEAD = 9  # type, seq, length, CRC32
 MAX_BODY = MAX_PAYLOAD + OVERHEAD
@@ -35,9 +39,7 @@ MAX_FRAME = wire_size(MAX_BODY)
 
 class MsgType(IntEnum):
     HELLO = 0x01
-    LOAD_BEGIN = 0x02
-    LOAD_CHUNK = 0x03
-    LOAD_END = 0x04
+    # 0x02..0x04 reserved: the model blob is compiled into the firmware (docs/protocol.md)
     INPUT_CHUNK = 0x05
     TRAIN = 0x06
     EVAL = 0x07
@@ -75,7 +77,7 @@ class ErrorCode(IntEnum):
     NON_FINITE_LOSS = 0x0013
     STORE_FAILURE = 0x0014
     BULK_IO = 0x0015
-    LOAD_MISMATCH = 0x0016
+    BLOB_MISMATCH = 0x0016
     BLOB_BASE = 0x0100  # 0x0100..0x01FF: the blob loader's status, added to this base
     BLOB_LAST = 0x01FF
     INTERNAL = 0xFFFF
@@ -174,28 +176,6 @@ class Hello(Message):
 
 
 @dataclass(frozen=True)
-class LoadBegin(Message):
-    TYPE = MsgType.LOAD_BEGIN
-    FIXED = struct.Struct("<II")
-    size: int
-    crc32: int
-
-
-@dataclass(frozen=True)
-class LoadChunk(Message):
-    TYPE = MsgType.LOAD_CHUNK
-    FIXED = struct.Struct("<I")
-    TAIL = "bytes"
-    offset: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class LoadEnd(Message):
-    TYPE = MsgType.LOAD_END
-
-
-@dataclass(frozen=True)
 class InputChunk(Message):
     TYPE = MsgType.INPUT_CHUNK
     FIXED = struct.Struct("<I")
@@ -280,8 +260,13 @@ class BulkSample(Message):
 
 @dataclass(frozen=True)
 class Ready(Message):
+    """The device's greeting. Version 2 adds the RAM it has for a blob's arena and params record:
+    all of it, the largest block one of them can have and the largest left once that one is
+    taken (None: not measured, RAM_UNKNOWN on the wire, or a version 1 device). On the wire
+    they come before the board name, so pack/unpack follow READY_FIXED[protocol_version]."""
+
     TYPE = MsgType.READY
-    FIXED = struct.Struct("<IIIIHBB")
+    FIXED = READY_FIXED[PROTOCOL_VERSION]
     TAIL = "text"
     sram_bytes: int
     arena_bytes: int
@@ -291,6 +276,39 @@ class Ready(Message):
     protocol_version: int
     counter_unit: int
     board: str
+    free_bytes: int | None = None
+    largest_block: int | None = None
+    second_block: int | None = None
+
+    def pack(self) -> bytes:
+        fixed = READY_FIXED.get(self.protocol_version)
+        if fixed is None:
+            raise ProtocolError(f"READY of protocol version {self.protocol_version}: "
+                                f"this host knows versions {sorted(READY_FIXED)}")
+        values = astuple(self)[:7]
+        if self.protocol_version >= 2:
+            values += tuple(RAM_UNKNOWN if v is None else v
+                            for v in (self.free_bytes, self.largest_block, self.second_block))
+        try:
+            return fixed.pack(*values) + self.board.encode("utf-8")
+        except struct.error as exc:
+            raise ProtocolError(f"{self!r}: a field does not fit its wire type ({exc})") from None
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> Ready:
+        version = payload[18] if len(payload) > 18 else 1  # too short: reported below
+        fixed = READY_FIXED.get(version)
+        if fixed is None:
+            raise ProtocolError(f"READY of protocol version {version}: this host knows versions "
+                                f"{sorted(READY_FIXED)}; update tinyprop")
+        if len(payload) < fixed.size:
+            raise ProtocolError(f"READY payload has {len(payload)} bytes, expected at least "
+                                f"{fixed.size}")
+        values = fixed.unpack_from(payload)
+        board = payload[fixed.size :].decode("utf-8", errors="replace")
+        room = [None if v == RAM_UNKNOWN else v for v in values[7:]] if version >= 2 \
+            else (None, None, None)
+        return cls(*values[:7], board, *room)
 
 
 @dataclass(frozen=True)
@@ -355,7 +373,7 @@ MESSAGE_CLASSES: dict[MsgType, type[Message]] = {
 }
 HOST_TO_DEVICE = tuple(t for t in MsgType if t < 0x80)
 DEVICE_TO_HOST = tuple(t for t in MsgType if t >= 0x80)
-MAX_CHUNK = MAX_PAYLOAD - LoadChunk.FIXED.size  # data bytes of a full LOAD/INPUT/PUSH chunk
+MAX_CHUNK = MAX_PAYLOAD - InputChunk.FIXED.size  # data bytes of a full INPUT/PUSH chunk
 
 
 def message_fields(msg: Message) -> dict[str, object]:
@@ -419,8 +437,14 @@ class Frame:
     payload: bytes
 
     def message(self) -> Message:
-        """The decoded message; ProtocolError if the payload does not fit the type."""
-        return MESSAGE_CLASSES[MsgType(self.type)].unpack(self.payload)
+        """The decoded message; ProtocolError if the type is not one of the protocol's (0x02 to
+        0x04 are reserved) or the payload does not fit it."""
+        try:
+            kind = MsgType(self.type)
+        except ValueError:
+            raise ProtocolError(f"frame type 0x{self.type:02x} is not a message of protocol "
+                                f"version {PROTOCOL_VERSION}") from None
+        return MESSAGE_CLASSES[kind].unpack(self.payload)
 
 
 class Fault(str, Enum):

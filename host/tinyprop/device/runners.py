@@ -20,6 +20,7 @@ from pathlib import Path
 import serial
 
 from ..errors import TinypropError
+from ..paths import setup_hint
 
 # The emulated boards: QEMU program, its Debian package, and the machine. rv32-virt: -bios none
 # starts the hart at 0x80000000, where link.ld puts the entry.
@@ -110,7 +111,7 @@ def start_qemu(
     if qemu is None:
         raise TinypropError(
             f"running the {board} board needs {program}, which is not installed; run "
-            f"`sudo apt-get install {package}` (or scripts/setup.sh)"
+            f"`sudo apt-get install {package}`{setup_hint()}"
         )
     if not Path(elf).is_file():
         raise TinypropError(f"{elf}: no such firmware file; build it with `make -C boards/{board}`")

@@ -17,6 +17,7 @@ import numpy as np
 from ..data.datasets import CLASSES
 from ..engines import Engine
 from ..errors import TinypropError
+from ..extras import require
 
 
 def scores(labels: Sequence[int], predictions: Sequence[int],
@@ -38,7 +39,7 @@ def scores(labels: Sequence[int], predictions: Sequence[int],
 def tflite_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
     """argmax of the output for each int8 sample, from TFLite's reference kernels (BUILTIN_REF:
     the kernels tinyprop's forward pass equals bit for bit)."""
-    import tensorflow as tf
+    tf = require("tensorflow", "scoring a .tflite (the TFLite interpreter)")
 
     if not Path(model).is_file():
         raise TinypropError(f"{model}: no such file; pass an int8 .tflite model")
