@@ -152,11 +152,13 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
 
 
 def inference_for(graph: Graph, train=None) -> Layout:
-    """The inference layout a blob gets by default: a training program's stage (both plans
-    tile the same windows) with its in-place ops, else whole tensors."""
-    stage = train.layout.stage if train is not None and train.layout is not None else None
-    return plan_inference(graph, stage=stage) if stage is not None else \
-        plan_inference(graph, "none")
+    """The inference layout a blob gets by default: when the training plan needed a stage or
+    in-place ops, the same stage (both plans tile the same windows) with the in-place ops that
+    lower the inference arena; else whole tensors."""
+    layout = train.layout if train is not None else None
+    if layout is None or (layout.stage is None and not layout.inplace):
+        return plan_inference(graph, "none")
+    return plan_inference(graph, stage=layout.stage, keep_stage=True)
 
 
 def inplace_section(infer: Layout, train_layout: Layout | None) -> bytes:

@@ -313,13 +313,32 @@ def choose_layout(graph: Graph, build: Callable[[PatchStage | None, frozenset[in
         if alone.arena <= target:
             return alone
     if best.stage is not None:
-        cheaper = sorted((o for o in options if o.live <= target
+        cheaper = sorted((o for o in options
+                          if max(o.live, whole_floor(graph, o.stage.n_ops)) <= target
                           and o.extra_macs < best.stage.extra_macs), key=lambda o: o.extra_macs)
         for o in cheaper[:STAGE_TRIALS]:
             trial = with_inplace(graph, build, build(o.stage, frozenset()), target)
             if trial.arena <= target:
                 return trial
     return with_inplace(graph, build, best, target if patch == "auto" else None)
+
+
+def whole_floor(graph: Graph, n: int) -> int:
+    """A lower bound of any arena whose stage ends before op n: the most bytes an op from n on
+    needs at once on whole tensors (its inputs and its output; a depthwise op that may run in
+    place, the larger of the two plus one channel's plane; a RESHAPE, its input)."""
+    floors = graph.__dict__.get("_whole_floors")
+    if floors is None:
+        floors = []
+        for op in graph.ops:
+            ins = sum(graph.tensors[i].size for i in set(act_inputs(graph, op)))
+            out = graph.tensors[op.outputs[0]].size
+            need = max(ins, out) if op.kind == "RESHAPE" else ins + out
+            if _depthwise_m1(op):
+                need = min(need, max(ins, out) + plane_bytes(graph, op.index))
+            floors.append(need)
+        graph.__dict__["_whole_floors"] = floors
+    return max(floors[n:], default=0)
 
 
 def _smallest(build, options: list[StageOption], base: Layout | None) -> Layout | None:
@@ -366,10 +385,12 @@ def _extra(layout: Layout) -> int:
 
 
 def plan_inference(graph: Graph, patch: str = "auto", input_rows: bool = False,
-                   limit: int | None = None, stage: PatchStage | None = None) -> Layout:
-    """The inference layout (choose_layout over inference_layout); with a `stage` (a training
-    blob's: both plans tile the same windows) only its in-place ops are chosen."""
-    if stage is not None:
+                   limit: int | None = None, stage: PatchStage | None = None,
+                   keep_stage: bool = False) -> Layout:
+    """The inference layout (choose_layout over inference_layout); with a `stage` or
+    `keep_stage` (a training blob's stage, None included: both plans tile the same windows)
+    only its in-place ops are chosen."""
+    if stage is not None or keep_stage:
         return with_inplace(graph, lambda _st, ip: inference_layout(graph, stage, ip),
                             inference_layout(graph, stage), None)
     return choose_layout(graph, lambda st, ip: inference_layout(graph, st, ip), None, patch,
