@@ -9,11 +9,12 @@ and 2, SAME and VALID) over every split the planner allows and several grids.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
 from opgen import random_input, stage_case
-from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.blob import HEADER, SECTION, pack_blob
 from tinyprop.compile.blobfile import TrainingBlob
 from tinyprop.compile.memory import (
     inference_layout,
@@ -25,8 +26,9 @@ from tinyprop.compile.patch import plan_stage, run_stage, stage_splits
 from tinyprop.compile.planner import check_plan
 from tinyprop.compile.scheme import LayerUpdate, SparseScheme
 from tinyprop.compile.train_plan import build_program
+from tinyprop.device.firmware import build_program as build_c_program
 from tinyprop.engines import BlobModel, HParams
-from tinyprop.engines.native import NativeEngine, blob_status
+from tinyprop.engines.native import NativeEngine, blob_status, status_code
 from tinyprop.reference.backward import ReferenceTrainer
 from tinyprop.reference.forward import Forward
 
@@ -171,3 +173,46 @@ def test_training_with_a_tiled_stage_is_bit_exact():
             assert ours.params() == theirs.params_bytes(), (case.name, st.describe())
             checked += 1
     assert checked > 15
+
+
+def _section(raw: bytes, sid: bytes) -> tuple[int, int] | None:
+    """(offset, size) of section `sid` from the blob's section table."""
+    n_sec = struct.unpack_from("<H", raw, 16)[0]
+    for k in range(n_sec):
+        name, off, size = SECTION.unpack_from(raw, HEADER.size + k * SECTION.size)
+        if name == sid:
+            return off, size
+    return None
+
+
+def test_tile_and_inpl_corruption_is_refused_or_runs_safely(tmp_path):
+    """Bytes of the TILE and INPL sections corrupted, the CRC recomputed: the loader refuses the
+    blob with a blob status, or it infers under ASan and UBSan without a fault."""
+    from test_blob import DRIVER, run_driver, with_crc
+
+    raws = []
+    for seed in range(SEEDS):
+        g = stage_case(seed).graph
+        for st in stages(g):
+            lay = inference_layout(g, st, _whole_inplace(g, st))
+            if st.inplace or lay.inplace:
+                raws.append(pack_blob(g, seed, infer=lay))
+                break
+        if len(raws) == 4:
+            break
+    assert len(raws) == 4
+    rng = np.random.default_rng(5)
+    blobs = []
+    for i in range(240):
+        raw = raws[i % len(raws)]
+        where = _section(raw, b"TILE" if i % 3 else b"INPL") or _section(raw, b"TILE")
+        b = bytearray(raw)
+        pos = where[0] + int(rng.integers(0, where[1]))
+        b[pos] = int(rng.integers(0, 256)) if i % 2 else b[pos] ^ (1 << int(rng.integers(0, 8)))
+        blobs.append(with_crc(b))
+    rows = run_driver(build_c_program(DRIVER, sanitize=True), blobs, tmp_path)
+    ok = status_code("TP_OK")
+    refused = {st for st, _ in rows if st != ok}
+    assert refused <= {status_code("TP_ERR_BLOB_BOUNDS"), status_code("TP_ERR_BLOB_INVALID")}
+    assert status_code("TP_ERR_BLOB_INVALID") in refused
+    assert all(inf == ok for st, inf in rows if st == ok)
