@@ -60,7 +60,10 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
             prog = build_program(graph, sch, momentum, patch, input_rows,
                                  room.scratch_limit(prog) - prog.region_bytes)
             if not room.fits(prog):
-                raise over_budget(prog, room)
+                err = over_budget(prog, room)
+                if patch == "none":  # the first ops in tiles might have fitted
+                    err = TinypropError(f"{err}, or drop --patch none")
+                raise err
     limit = room.scratch_limit(prog) if room is not None else None
     try:
         return make_blob(model, sch, momentum, target, limit, patch, input_rows)
