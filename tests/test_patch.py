@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import pytest
 from opgen import random_input, stage_case
 from tinyprop.compile.blob import HEADER, SECTION, pack_blob
 from tinyprop.compile.blobfile import TrainingBlob
@@ -216,3 +217,30 @@ def test_tile_and_inpl_corruption_is_refused_or_runs_safely(tmp_path):
     assert refused <= {status_code("TP_ERR_BLOB_BOUNDS"), status_code("TP_ERR_BLOB_INVALID")}
     assert status_code("TP_ERR_BLOB_INVALID") in refused
     assert all(inf == ok for st, inf in rows if st == ok)
+
+
+@pytest.mark.slow  # builds the qemu-m4 firmware with the blob
+def test_row_band_input_trains_on_qemu_m4_through_bulk_samples():
+    """A blob that reads its input in row bands on the emulated board: the device loop gives
+    the core the bulk file's rows as the first tiles ask (never the whole sample), and two
+    steps equal the NumPy reference."""
+    from tinyprop.engines import open_engine
+
+    g = stage_case(3).graph
+    head = len(g.ops) - 2
+    scheme = SparseScheme("test", {head: LayerUpdate(head, True, list(range(
+        g.tensors[g.ops[head].inputs[1]].shape[0])))})
+    st = next(stages(g, inplace=False, input_rows=True))
+    prog = build_program(g, scheme, patch=st)
+    assert prog.layout.stage.input_rows
+    tb = TrainingBlob(g, prog, pack_blob(g, 3, train=prog), source=Path("rows"))
+    rng = np.random.default_rng(3)
+    xs = np.stack([random_input(g, rng) for _ in range(2)])
+    ys = np.array([0, 1])
+    ref = ReferenceTrainer(prog, lr=0.05, seed=3)
+    with open_engine("qemu-m4", tb, HParams(lr=0.05, seed=3)) as eng:
+        eng.prepare(xs, ys)
+        for i in range(2):
+            a, b = eng.train(xs[i], int(ys[i]), i), ref.train_step(xs[i], int(ys[i]))
+            assert (np.float32(a.loss), a.prediction) == (np.float32(b.loss), b.prediction)
+        assert eng.params() == ref.params_bytes()
