@@ -98,6 +98,7 @@ def test_measured_figures_match_the_linked_firmware(board):
     assert dict(profile.runtime)["board and C library .data/.bss"] == own
 
 
+@pytest.mark.slow
 def test_qemu_m4_profile_reproduces_the_demo_blob(vww_model_path, vww_data_dir, tmp_path):
     """`convert --board qemu-m4 --scheme auto` equals the demo's convert (256 KB, 24 KB
     reserve) byte for byte: with the demo's calibration in the slow lane, without here."""
@@ -118,6 +119,7 @@ def test_qemu_m4_profile_reproduces_the_calibrated_demo_blob(vww_model_path, vww
     assert out.read_bytes() == demo.blob
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("board", ["nano33ble", "esp32"])
 def test_auto_plans_within_the_real_boards(board, vww_model_path, tmp_path, capsys):
     out, rep = tmp_path / "b.tpb", tmp_path / "b.json"
