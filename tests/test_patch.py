@@ -49,6 +49,7 @@ def stages(g, inplace: bool = True, input_rows: bool = False):
             yield st
 
 
+@pytest.mark.slow  # (5 s) the C tiles below are checked against whole tensors in the fast lane
 def test_numpy_tiles_equal_whole_tensors():
     """The tile geometry: each op of each tile on its windows with the tile's padding (the
     reference kernels) assembles exactly the whole-tensor stage output."""
