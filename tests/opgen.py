@@ -301,3 +301,62 @@ def small_classifier(seed: int = 0) -> Graph:
     probs = b.act("probs", (1, 2), scale=1.0 / 256, zp=-128)
     b.op("SOFTMAX", [logits], probs, beta=1.0)
     return b.graph(x, probs, f"small-classifier-{seed}")
+
+
+def stage_case(seed: int) -> Case:
+    """A graph whose first ops can run as a tiled stage (compile/patch.py): a random chain over
+    a map of 9..30 pixels a side of CONV_2D (1x1 to 7x7, strides 1 and 2, SAME and VALID),
+    DEPTHWISE_CONV_2D (multipliers 1 and 2), PAD, AVERAGE_POOL_2D and MobileNetV2 residual
+    blocks (1x1 expansion, depthwise, 1x1 projection, ADD), then a 1x1 CONV_2D and MEAN that
+    run whole."""
+    r = np.random.default_rng([seed, 0x7173])
+    b = _Builder(r)
+    h, w = int(r.integers(9, 31)), int(r.integers(9, 31))
+    x = b.act("x", (1, h, w, int(r.integers(1, 5))))
+    y, desc = x, []
+    for _ in range(int(r.integers(2, 6))):
+        t = b.tensors[y]
+        _, hh, ww, c = t.shape
+        kind = str(r.choice(["conv", "dw", "pad", "pool", "block"]))
+        s = int(r.integers(1, 3)) if min(hh, ww) >= 8 else 1
+        k = int(r.choice([1, 3, 5, 7]))
+        k = min(k, hh, ww)
+        pad = str(r.choice(["SAME", "VALID"]))
+        if kind == "conv":
+            y = b.conv(y, "CONV_2D", k=(k, k), stride=(s, s), padding=pad,
+                       cout=int(r.integers(1, 12)), act=str(r.choice(["RELU6", "NONE"])))
+            desc.append(f"conv{k}s{s}{pad[0]}")
+        elif kind == "dw":
+            k = max(k, 3) if min(hh, ww) >= 3 else 1
+            m = int(r.choice([1, 1, 2]))
+            y = b.conv(y, "DEPTHWISE_CONV_2D", k=(k, k), stride=(s, s), padding=pad, mult=m,
+                       act="RELU6")
+            desc.append(f"dw{k}s{s}{pad[0]}m{m}")
+        elif kind == "pad":
+            pads = tuple((int(r.integers(0, 3)), int(r.integers(0, 3))) for _ in range(2))
+            out = b.act("pad", (1, hh + sum(pads[0]), ww + sum(pads[1]), c), scale=t.s, zp=t.zp)
+            table = [[0, 0], list(pads[0]), list(pads[1]), [0, 0]]
+            b.op("PAD", [y, b.const_int32("pads", table)], out, pads=pads)
+            y = out
+            desc.append(f"pad{pads}")
+        elif kind == "pool":
+            kk = (min(int(r.integers(2, 4)), hh), min(int(r.integers(2, 4)), ww))
+            geo = conv_geometry(Op(0, "AVERAGE_POOL_2D", [], [],
+                                   dict(stride=(s, s), padding=pad)), (hh, ww), kk)
+            out = b.act("pool", (1, *geo["out_hw"], c), scale=t.s, zp=t.zp)
+            b.op("AVERAGE_POOL_2D", [y], out, stride=(s, s), padding=pad, filter=kk,
+                 activation="NONE")
+            y = out
+            desc.append(f"pool{kk}s{s}{pad[0]}")
+        else:
+            e = b.conv(y, "CONV_2D", k=(1, 1), cout=c * int(r.integers(2, 5)), act="RELU6")
+            d = b.conv(e, "DEPTHWISE_CONV_2D", k=(3, 3), act="RELU6")
+            p = b.conv(d, "CONV_2D", k=(1, 1), cout=c)
+            out = b.act("sum", t.shape)
+            b.op("ADD", [y, p], out, activation="NONE")
+            y = out
+            desc.append("block")
+    head = b.conv(y, "CONV_2D", k=(1, 1), cout=int(r.integers(2, 5)))
+    mean = b.act("mean", (1, b.tensors[head].shape[3]))
+    b.op("MEAN", [head, b.const_int32("axes", [1, 2])], mean, keep_dims=False)
+    return Case(f"stage seed={seed} {h}x{w} {' '.join(desc)}", b.graph(x, mean, f"stage-{seed}"))

@@ -13,7 +13,7 @@ from tinyprop.frontend.tflite_reader import read_tflite
 def test_tflm_smallest_arena_for_vww(vww_model_path):
     tflm = tflm_arena(vww_model_path)
     assert 100_000 < tflm < 110_000  # 103,672 B with tflite-micro's x86-64 Python interpreter
-    ours = plan_inference(read_tflite(vww_model_path))[1]
+    ours = plan_inference(read_tflite(vww_model_path), "none").arena
     assert ours == 55_296 and ours < 0.55 * tflm
 
 

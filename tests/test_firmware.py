@@ -29,7 +29,7 @@ LAYERS = [
     ("session", ["core/tp_session.o"]),
     ("kernels", ["core/kernels/*.o", "core/kernels/*/*.o"]),
     ("optim+loss", ["core/tp_optim.o", "core/tp_loss.o"]),
-    ("forward", ["core/tp_forward.o"]),
+    ("forward", ["core/tp_exec.o", "core/tp_patch.o", "core/tp_forward.o"]),
     ("train", ["core/tp_train.o"]),
     ("proto", ["proto/*.o"]),
     ("apps", ["apps/*/*.o"]),

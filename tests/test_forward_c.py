@@ -56,6 +56,7 @@ def test_prediction_and_measured_arena_peak(vww):
     assert y.shape == (1, 2) and y.dtype == np.int8
 
 
+@pytest.mark.slow
 def test_generated_models_bit_exact():
     pytest.importorskip("tensorflow")
     modelgen = pytest.importorskip("modelgen")

@@ -98,7 +98,7 @@ def test_convert_reports_each_ops_kernel_and_the_arena_growth(vww_model_path, tm
     assert "29 FULLY_CONNECTED   reference" in text
     fig = json.loads(fig_path.read_text())
     sc = fig["scratch"]
-    base = plan_inference(read_tflite(vww_model_path))[1]
+    base = plan_inference(read_tflite(vww_model_path), "none").arena
     assert sc["inference_arena_without"] == base == 55_296
     # the inference arena grows by the scratch that does not fit beside the activations: at
     # the peak (the first pointwise op) only that op's own
@@ -115,14 +115,14 @@ def test_convert_reports_each_ops_kernel_and_the_arena_growth(vww_model_path, tm
 
 
 def test_a_tight_budget_leaves_ops_to_the_reference_kernel(vww_model_path, tmp_path, capsys):
-    """auto at 64 KB with an 8 KB reserve plans 57,272 of the 57,344 B it may: no room for the
-    first pointwise op's scratch at the inference peak, so that op runs the reference kernel
-    (the report says why), and the device's memory stays within the budget."""
+    """auto at 64 KB with an 8 KB reserve, whole tensors, plans 57,272 of the 57,344 B it may:
+    no room for the first pointwise op's scratch at the inference peak, so that op runs the
+    reference kernel (the report says why), and the device's memory stays within the budget."""
     out = tmp_path / "tight.tpb"
     fig_path = tmp_path / "fig.json"
     assert main(["convert", str(vww_model_path), "-o", str(out), "--scheme", "auto",
                  "--budget", "64KB", "--reserve", "8KB", "--report",
-                 "--report-json", str(fig_path)]) == 0
+                 "--report-json", str(fig_path), "--patch", "none"]) == 0
     text = capsys.readouterr().out
     fig = json.loads(fig_path.read_text())
     op2 = next(r for r in fig["scratch"]["ops"] if r["op"] == 2)

@@ -274,6 +274,7 @@ def test_vww_every_image_on_qemu_m4_bit_exact(vww_model_path, vww_data_dir, tmp_
     assert (got.argmax(axis=1) == labels).mean() > 0.75
 
 
+@pytest.mark.slow
 @needs_qemu
 def test_vww_costs_per_layer_type(vww_model_path, vww_data_dir):
     """bench --only kernels' measurement: both kernel sets agree on every part (the harness

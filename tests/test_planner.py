@@ -99,15 +99,18 @@ def test_row_only_storage_holds_a_fraction_of_the_tensor(vww_graph):
 
 
 def test_64kb_budget_refusal_names_the_parts_and_reserve_makes_it_fit(vww_model_path, tmp_path):
+    """Whole tensors (--patch none): the classifier alone does not fit 64 KB with the default
+    reserve, and the error says by how much and what to change; a smaller reserve fits."""
     out = tmp_path / "v.tpb"
-    r = _convert(str(vww_model_path), "-o", str(out), "--scheme", "auto", "--budget", "64KB")
+    r = _convert(str(vww_model_path), "-o", str(out), "--scheme", "auto", "--budget", "64KB",
+                 "--patch", "none")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     for words in ("classifier alone", "activations 55,296 B", "trainable 520 B",
                   "reserve 24,576 B", "14,856 B over", "--reserve"):
         assert words in r.stderr, (words, r.stderr)
     js = tmp_path / "v.json"
     r = _convert(str(vww_model_path), "-o", str(out), "--scheme", "auto", "--budget", "64KB",
-                 "--reserve", "8KB", "--report", "--report-json", str(js))
+                 "--reserve", "8KB", "--report", "--report-json", str(js), "--patch", "none")
     assert r.returncode == 0, r.stderr
     fig = json.loads(js.read_text())
     assert fig["arena_peak"] + fig["trainable_bytes"] <= 64 * 1024 - 8 * 1024
@@ -115,6 +118,19 @@ def test_64kb_budget_refusal_names_the_parts_and_reserve_makes_it_fit(vww_model_
     assert fig["scheme"].startswith("auto@64KB") and fig["trainable_bytes"] > 520
     assert {"op", "bias", "channels", "trainable_bytes", "buffers"} <= set(fig["layers"][0])
     assert "saved" in r.stdout and "totals: arena_peak" in r.stdout
+
+
+def test_64kb_budget_fits_with_the_first_ops_tiled(vww_model_path, tmp_path):
+    """By default (--patch auto) the 64 KB budget that whole tensors miss is met by running the
+    first ops tile by tile: the inference arena falls below the whole-tensor 55,296 B."""
+    out, js = tmp_path / "v.tpb", tmp_path / "v.json"
+    r = _convert(str(vww_model_path), "-o", str(out), "--scheme", "auto", "--budget", "64KB",
+                 "--report", "--report-json", str(js))
+    assert r.returncode == 0, r.stderr
+    fig = json.loads(js.read_text())
+    assert fig["total"] <= 64 * 1024 - 24 * 1024 and fig["inference_arena"] < 55_296
+    stage = fig["layout"]["stage"]
+    assert stage and stage["extra_macs"] > 0 and "tiled stage: ops 0.." in r.stdout
 
 
 def test_a_fixed_scheme_over_the_budget_is_refused(vww_model_path, tmp_path):

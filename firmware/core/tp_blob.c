@@ -23,11 +23,12 @@ static int same_section_id(const uint8_t *p, const char *id)
 
 static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t total)
 {
-    static const char *const ids[6] = {"TENS", "OPS ", "DATA", "NAME", "TRAN", "SCRA"};
+    static const char *const ids[8] = {"TENS", "OPS ", "DATA", "NAME",
+                                       "TRAN", "SCRA", "TILE", "INPL"};
     uint32_t n_sec = tp_rd_u16(blob + 16), body_end = total - TP_CRC_SIZE;
     uint32_t table_end = TP_HEADER_SIZE + n_sec * TP_SECTION_SIZE, i, k;
-    const uint8_t *found[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    uint32_t sizes[6] = {0, 0, 0, 0, 0, 0};
+    const uint8_t *found[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    uint32_t sizes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (table_end > body_end) {
         return TP_ERR_BLOB_BOUNDS;
     }
@@ -40,7 +41,7 @@ static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t to
         if (off % TP_SECTION_ALIGN != 0u) {
             return TP_ERR_BLOB_INVALID;
         }
-        for (k = 0; k < 6; k++) { /* unknown sections are skipped: later minor additions */
+        for (k = 0; k < 8; k++) { /* unknown sections are skipped: later minor additions */
             if (same_section_id(rec, ids[k])) {
                 if (found[k] != NULL) {
                     return TP_ERR_BLOB_INVALID;
@@ -69,6 +70,11 @@ static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t to
         return TP_ERR_BLOB_INVALID;
     }
     v->scratch = found[5];
+    /* the tiled stage and the in-place ops: checked last (check_tile, check_inplace) */
+    v->tile = found[6];
+    v->tile_len = sizes[6];
+    v->inplace = found[7];
+    v->inplace_len = sizes[7];
     return TP_OK;
 }
 
@@ -80,7 +86,8 @@ static tp_status check_tensor(const tp_blob_view *v, const tp_tensor *t)
     if (t->dtype == TP_DT_NONE) {
         return t->flags == 0u && t->size == 0u ? TP_OK : TP_ERR_BLOB_INVALID;
     }
-    if (t->dtype > TP_DT_FLOAT32 || t->rank > 4u || (t->flags & ~7u) != 0u ||
+    if (t->dtype > TP_DT_FLOAT32 || t->rank > 4u || (t->flags & ~15u) != 0u ||
+        ((t->flags & TP_T_TILED) != 0u && (t->flags != TP_T_TILED || t->dtype != TP_DT_INT8)) ||
         (t->flags & (TP_T_CONST | TP_T_ARENA)) == (TP_T_CONST | TP_T_ARENA) ||
         ((t->flags & TP_T_TRAINABLE) != 0u && (t->flags & TP_T_CONST) == 0u)) {
         return TP_ERR_BLOB_INVALID;
@@ -139,8 +146,9 @@ static tp_status operand(const tp_blob_view *v, uint32_t i, tensor_role role, in
     }
     tp_decode_tensor(v->tensors, i, t);
     switch (role) {
-    case ROLE_ACT:
-        return t->dtype == TP_DT_INT8 && (t->flags & TP_T_ARENA) ? TP_OK : TP_ERR_BLOB_INVALID;
+    case ROLE_ACT: /* whole in the arena, or tile by tile inside the stage (check_tile) */
+        return t->dtype == TP_DT_INT8 && (t->flags & (TP_T_ARENA | TP_T_TILED)) ? TP_OK
+                                                                              : TP_ERR_BLOB_INVALID;
     case ROLE_WEIGHTS:
         return t->dtype == TP_DT_INT8 && (t->flags & TP_T_CONST) ? TP_OK : TP_ERR_BLOB_INVALID;
     default:
@@ -421,7 +429,7 @@ static tp_status check_train_op(const tp_blob_view *v, const tp_train_op *t, uin
     tp_op op;
     tp_tensor tw, to;
     uint32_t n_out = 0, row = 0, i;
-    if (t->op >= v->n_ops) {
+    if (t->op >= v->n_ops || t->op < v->stage_ops) {
         return TP_ERR_BLOB_INVALID;
     }
     tp_decode_op(v->ops, t->op, &op);
@@ -528,9 +536,13 @@ static tp_status check_train(const tp_blob_view *v)
     if (op.output != v->logits || tp_tran_grad_offset(v, v->logits) == TP_NONE32) {
         return TP_ERR_BLOB_INVALID;
     }
-    /* the training forward (ops 0..last) finds its activations under the training plan (the
-     * op checks covered these operands: input 0, ADD's input 1, the output) */
-    for (j = 0; j <= last; j++) {
+    /* nothing trains inside the tiled stage: the backward pass never reaches it */
+    if (first < v->stage_ops) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    /* the training forward (ops 0..last, after the tiled stage) finds its activations under the
+     * training plan (the op checks covered these operands: input 0, ADD's input 1, the output) */
+    for (j = v->stage_ops; j <= last; j++) {
         tp_decode_op(v->ops, j, &op);
         if (tp_tran_act_offset(v, op.inputs[0]) == TP_NONE32 ||
             tp_tran_act_offset(v, op.output) == TP_NONE32 ||
@@ -584,6 +596,387 @@ static tp_status check_scratch(const tp_blob_view *v)
         }
     }
     return st;
+}
+
+/* ---- the tiled stage ---- */
+
+/* The activation inputs of stage op k: two for ADD, else one. */
+static uint32_t op_n_in(const tp_blob_view *v, uint32_t k)
+{
+    return v->ops[(uint32_t)TP_OP_SIZE * k] == TP_OP_ADD ? 2u : 1u;
+}
+
+/* The stage tensor holding tensor `ti` among the first `n` (n: not found). */
+static uint32_t tile_index(const tp_blob_view *v, uint32_t ti, uint32_t n)
+{
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        if (tp_rd_u16(tp_tile_tensor(v, i)) == ti) {
+            return i;
+        }
+    }
+    return n;
+}
+
+
+void tp_tile_need(const tp_op *op, uint32_t axis, uint32_t lo, uint32_t hi, uint32_t n,
+                  uint32_t *need_lo, uint32_t *need_hi, uint32_t *pad)
+{
+    int64_t a, b;
+    if (op->kind == TP_OP_ADD) {
+        a = lo;
+        b = hi;
+    } else if (op->kind == TP_OP_PAD) {
+        a = (int64_t)lo - op->pad[axis];
+        b = (int64_t)hi - op->pad[axis];
+    } else {
+        a = (int64_t)lo * op->stride[axis] - op->pad[axis];
+        b = (int64_t)(hi - 1u) * op->stride[axis] - op->pad[axis] + op->k[axis];
+    }
+    *need_lo = a < 0 ? 0u : (a > (int64_t)n ? n : (uint32_t)a);
+    *need_hi = b < 0 ? 0u : (b > (int64_t)n ? n : (uint32_t)b);
+    /* the kernel's padding: where the window starts before the image (PAD: how many rows /
+     * columns of the output window come before its input) */
+    *pad = (uint32_t)((int64_t)*need_lo - a);
+}
+
+/* Stage tensor i's tile buffer bytes and offset under a plan (0 inference, 1 training). */
+static uint32_t tile_bytes(const tp_blob_view *v, uint32_t i)
+{
+    return tp_rd_u32(tp_tile_tensor(v, i) + 4);
+}
+
+/* Along one axis: the spans of band r, every op's input span containing what its output span
+ * reads (columns: from exactly its first in-image tap, to exactly its last for a PAD: the
+ * kernel runs on the buffer's columns), nothing empty. *most: the largest span of each tensor
+ * (most[i]). */
+static tp_status check_spans(const tp_blob_view *v, uint32_t axis, uint32_t bands)
+{
+    uint32_t nt = tp_tile_tensors(v), r, i, lo, hi, prev = 0u;
+    for (r = 0; r < bands; r++) {
+        for (i = 0; i < nt; i++) {
+            tp_tensor t;
+            tp_decode_tensor(v->tensors, tp_rd_u16(tp_tile_tensor(v, i)), &t);
+            tp_tile_span(v, axis, r, i, &lo, &hi);
+            if (lo >= hi || hi > t.dims[1u + axis]) {
+                return TP_ERR_BLOB_INVALID;
+            }
+        }
+        /* the stage output's spans cover its map in order, once */
+        tp_tile_span(v, axis, r, nt - 1u, &lo, &hi);
+        if (lo != prev) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        prev = hi;
+        for (i = 1; i < nt; i++) {
+            tp_op op;
+            uint32_t j, n_in = op_n_in(v, i - 1u);
+            tp_decode_op(v->ops, i - 1u, &op);
+            tp_tile_span(v, axis, r, i, &lo, &hi);
+            for (j = 0; j < n_in; j++) {
+                uint32_t in = tile_index(v, op.inputs[j], i), a, b, pad, in_lo, in_hi;
+                tp_tensor t;
+                tp_decode_tensor(v->tensors, op.inputs[j], &t);
+                tp_tile_need(&op, axis, lo, hi, t.dims[1u + axis], &a, &b, &pad);
+                tp_tile_span(v, axis, r, in, &in_lo, &in_hi);
+                if (a >= b || a < in_lo || b > in_hi) {
+                    return TP_ERR_BLOB_INVALID;
+                }
+                if (axis == 1u && op.kind != TP_OP_ADD &&
+                    (a != in_lo || (op.kind == TP_OP_PAD && b != in_hi))) {
+                    return TP_ERR_BLOB_INVALID;
+                }
+            }
+        }
+    }
+    {
+        tp_tensor t;
+        tp_decode_tensor(v->tensors, tp_rd_u16(tp_tile_tensor(v, nt - 1u)), &t);
+        return prev == t.dims[1u + axis] ? TP_OK : TP_ERR_BLOB_INVALID;
+    }
+}
+
+/* The largest span of stage tensor i along an axis. */
+static uint32_t most_span(const tp_blob_view *v, uint32_t axis, uint32_t i)
+{
+    uint32_t r, lo, hi, most = 0u, bands = v->tile[4u + axis];
+    for (r = 0; r < bands; r++) {
+        tp_tile_span(v, axis, r, i, &lo, &hi);
+        most = hi - lo > most ? hi - lo : most;
+    }
+    return most;
+}
+
+/* Every column span of stage tensor i is the map's full width (its windows are whole rows). */
+static int full_width(const tp_blob_view *v, uint32_t i, uint32_t width)
+{
+    uint32_t c, lo, hi;
+    for (c = 0; c < v->tile[5]; c++) {
+        tp_tile_span(v, 1u, c, i, &lo, &hi);
+        if (lo != 0u || hi != width) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A tile buffer's (or the band's) offset under each plan: inside that plan's arena, none
+ * (TP_NONE32) for the training plan of a blob that does not train. */
+static tp_status check_tile_offsets(const tp_blob_view *v, const uint8_t *offsets, uint32_t bytes)
+{
+    if (!within(tp_rd_u32(offsets), bytes, v->req.arena_infer)) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    if (v->train == NULL) {
+        return tp_rd_u32(offsets + 4) == TP_NONE32 ? TP_OK : TP_ERR_BLOB_INVALID;
+    }
+    return within(tp_rd_u32(offsets + 4), bytes, v->req.arena_train) ? TP_OK
+                                                                      : TP_ERR_BLOB_BOUNDS;
+}
+
+/* The TILE section: ops 0..n-1 of kinds a tile can run, each reading the model input or an
+ * earlier stage tensor; their inner tensors TILED and read by no later op; every tile's
+ * windows contain what its ops read (check_spans); every buffer holds its largest window and
+ * lies inside each plan's arena; the band's rows stream in order. */
+static tp_status check_tile(tp_blob_view *v)
+{
+    uint32_t nt, i, j, tiled = 0u, flags, rows, cols;
+    tp_status st;
+    tp_tensor t;
+    if (v->tile == NULL) {
+        for (i = 0; i < v->n_tensors; i++) {
+            tp_decode_tensor(v->tensors, i, &t);
+            if (t.flags & TP_T_TILED) {
+                return TP_ERR_BLOB_INVALID;
+            }
+        }
+        return TP_OK;
+    }
+    if (v->tile_len < TP_TILE_HEADER) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    v->stage_ops = tp_rd_u16(v->tile);
+    nt = tp_tile_tensors(v);
+    rows = v->tile[4];
+    cols = v->tile[5];
+    flags = tp_rd_u16(v->tile + 6);
+    if (v->stage_ops == 0u || v->stage_ops >= v->n_ops || nt != v->stage_ops + 1u ||
+        rows == 0u || cols == 0u || (flags & ~TP_TILE_INPUT_ROWS) != 0u ||
+        tp_rd_u32(v->tile + 20) != 0u ||
+        v->tile_len != TP_TILE_HEADER + TP_TILE_TENSOR * nt + TP_TILE_SPAN * nt * (rows + cols)) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    /* the stage's tensors: the input, then each op's output; its ops' operands among them */
+    for (i = 0; i < nt; i++) {
+        const uint8_t *rec = tp_tile_tensor(v, i);
+        uint32_t ti = tp_rd_u16(rec), want;
+        tp_op op;
+        if (tp_rd_u16(rec + 2) != 0u || ti >= v->n_tensors) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        if (i == 0u) {
+            want = (flags & TP_TILE_INPUT_ROWS) ? TP_T_TILED : TP_T_ARENA;
+            if (ti != v->input) {
+                return TP_ERR_BLOB_INVALID;
+            }
+        } else {
+            tp_decode_op(v->ops, i - 1u, &op);
+            want = i + 1u < nt ? TP_T_TILED : TP_T_ARENA;
+            if (op.output != ti || (op.kind != TP_OP_CONV_2D && op.kind != TP_OP_ADD &&
+                                    op.kind != TP_OP_DEPTHWISE_CONV_2D &&
+                                    op.kind != TP_OP_AVERAGE_POOL_2D && op.kind != TP_OP_PAD)) {
+                return TP_ERR_BLOB_INVALID;
+            }
+            for (j = 0; j < op_n_in(v, i - 1u); j++) {
+                if (tile_index(v, op.inputs[j], i) >= i) {
+                    return TP_ERR_BLOB_INVALID;
+                }
+            }
+        }
+        tp_decode_tensor(v->tensors, ti, &t);
+        if ((t.flags & (TP_T_TILED | TP_T_ARENA)) != want || !is_nhwc(&t)) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        tiled += want == TP_T_TILED ? 1u : 0u;
+    }
+    /* no other tensor is tiled, and no op after the stage reads a tiled one */
+    for (i = 0, j = 0; i < v->n_tensors; i++) {
+        tp_decode_tensor(v->tensors, i, &t);
+        j += (t.flags & TP_T_TILED) ? 1u : 0u;
+    }
+    if (j != tiled) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    for (i = v->stage_ops; i < v->n_ops; i++) {
+        tp_op op;
+        tp_decode_op(v->ops, i, &op);
+        for (j = 0; j < 2u; j++) {
+            if (op.inputs[j] != TP_NONE16 && op.inputs[j] < v->n_tensors) {
+                tp_decode_tensor(v->tensors, op.inputs[j], &t);
+                if (t.flags & TP_T_TILED) {
+                    return TP_ERR_BLOB_INVALID;
+                }
+            }
+        }
+    }
+    st = check_spans(v, 0u, rows);
+    if (st == TP_OK) {
+        st = check_spans(v, 1u, cols);
+    }
+    /* buffers: the largest window; none only for the input or output read / written in place
+     * as whole rows */
+    for (i = 0; i < nt && st == TP_OK; i++) {
+        const uint8_t *rec = tp_tile_tensor(v, i);
+        uint32_t bytes = tile_bytes(v, i);
+        tp_decode_tensor(v->tensors, tp_rd_u16(rec), &t);
+        if (bytes == 0u) {
+            if ((i != 0u && i + 1u != nt) || !full_width(v, i, t.dims[2]) ||
+                tp_rd_u32(rec + 8) != TP_NONE32 || tp_rd_u32(rec + 12) != TP_NONE32) {
+                st = TP_ERR_BLOB_INVALID;
+            }
+            continue;
+        }
+        if ((uint64_t)most_span(v, 0u, i) * most_span(v, 1u, i) * t.dims[3] > bytes) {
+            st = TP_ERR_BLOB_INVALID;
+        } else {
+            st = check_tile_offsets(v, rec + 8, bytes);
+        }
+    }
+    if (st != TP_OK) {
+        return st;
+    }
+    /* the band: the input rows of a tile row, full width, streaming forward */
+    tp_decode_tensor(v->tensors, v->input, &t);
+    if (flags & TP_TILE_INPUT_ROWS) {
+        uint32_t row = (uint32_t)t.dims[2] * t.dims[3], band = tp_rd_u32(v->tile + 8);
+        uint32_t lo, hi, plo = 0u, phi = 0u;
+        for (i = 0; i < rows; i++) {
+            tp_tile_span(v, 0u, i, 0u, &lo, &hi);
+            if (lo < plo || hi < phi || (uint64_t)(hi - lo) * row > band) {
+                return TP_ERR_BLOB_INVALID;
+            }
+            plo = lo;
+            phi = hi;
+        }
+        return check_tile_offsets(v, v->tile + 12, band);
+    }
+    return tp_rd_u32(v->tile + 8) == 0u && tp_rd_u32(v->tile + 12) == TP_NONE32 &&
+                   tp_rd_u32(v->tile + 16) == TP_NONE32
+               ? TP_OK
+               : TP_ERR_BLOB_INVALID;
+}
+
+/* ---- the in-place ops ---- */
+
+uint32_t tp_inplace_of(const tp_blob_view *b, uint32_t k, uint32_t plan)
+{
+    uint32_t j, n;
+    if (b->inplace == NULL) {
+        return TP_NONE32;
+    }
+    n = tp_rd_u16(b->inplace);
+    for (j = 0; j < n; j++) {
+        const uint8_t *p = b->inplace + TP_INPL_HEADER + TP_INPL_OP * j;
+        if (tp_rd_u16(p) == k) {
+            return (p[2] & (1u << plan)) ? tp_rd_u32(p + 4u + 4u * plan) : TP_NONE32;
+        }
+    }
+    return TP_NONE32;
+}
+
+/* Under one plan (its arena), an in-place op's input and output at one offset `at` (their
+ * region: `region` bytes) and its channel buffer (`chan` bytes at `c`) inside the arena,
+ * apart from them. */
+static tp_status check_inplace_plan(uint32_t at_in, uint32_t at_out, uint32_t region,
+                                    uint32_t c, uint32_t chan, uint32_t arena)
+{
+    if (at_in != at_out || at_in == TP_NONE32) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    if (!within(at_in, region, arena) || !within(c, chan, arena)) {
+        return TP_ERR_BLOB_BOUNDS;
+    }
+    return (c + chan <= at_in || at_in + region <= c) ? TP_OK : TP_ERR_BLOB_INVALID;
+}
+
+/* The INPL section: ascending ops, each a depthwise convolution with multiplier 1 whose input
+ * no other op reads (and, when it trains, no weight gradient reads: it is overwritten), its
+ * input and output sharing bytes under each plan it names, its channel buffer beside them. */
+static tp_status check_inplace(const tp_blob_view *v)
+{
+    uint32_t n, j, i, prev = 0u;
+    if (v->inplace == NULL) {
+        return TP_OK;
+    }
+    if (v->inplace_len < TP_INPL_HEADER || tp_rd_u16(v->inplace + 2) != 0u ||
+        tp_rd_u32(v->inplace + 4) != 0u) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    n = tp_rd_u16(v->inplace);
+    if (v->inplace_len != TP_INPL_HEADER + TP_INPL_OP * n) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    for (j = 0; j < n; j++) {
+        const uint8_t *p = v->inplace + TP_INPL_HEADER + TP_INPL_OP * j;
+        uint32_t k = tp_rd_u16(p), plans = p[2], plan;
+        tp_op op, other;
+        tp_tensor tin, tout;
+        const uint8_t *rec;
+        if (k >= v->n_ops || (j > 0u && k <= prev) || plans == 0u || plans > 3u || p[3] != 0u ||
+            ((plans & 2u) && v->train == NULL)) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        prev = k;
+        tp_decode_op(v->ops, k, &op);
+        if (op.kind != TP_OP_DEPTHWISE_CONV_2D || op.depth_multiplier != 1u) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        for (i = 0; i < v->n_ops; i++) {
+            tp_decode_op(v->ops, i, &other);
+            if (i != k && (other.inputs[0] == op.inputs[0] ||
+                           (other.kind == TP_OP_ADD && other.inputs[1] == op.inputs[0]))) {
+                return TP_ERR_BLOB_INVALID;
+            }
+        }
+        rec = tp_tran_record_of(v, k);
+        if ((plans & 2u) && rec != NULL && (rec[2] & TP_TRAN_WEIGHT)) {
+            return TP_ERR_BLOB_INVALID;
+        }
+        tp_decode_tensor(v->tensors, op.inputs[0], &tin);
+        tp_decode_tensor(v->tensors, op.output, &tout);
+        for (plan = 0; plan < 2u; plan++) {
+            uint32_t c = tp_rd_u32(p + 4u + 4u * plan), arena, a_in, a_out, region, chan;
+            tp_status st;
+            if (!(plans & (1u << plan))) {
+                if (c != TP_NONE32) {
+                    return TP_ERR_BLOB_INVALID;
+                }
+                continue;
+            }
+            arena = plan == 0u ? v->req.arena_infer : v->req.arena_train;
+            if (k < v->stage_ops) { /* tile buffers: stage tensors k and k + 1 */
+                const uint8_t *r_in = tp_tile_tensor(v, k), *r_out = tp_tile_tensor(v, k + 1u);
+                uint32_t b_in = tile_bytes(v, k), b_out = tile_bytes(v, k + 1u);
+                if (tp_rd_u16(r_in) != op.inputs[0] || b_in == 0u || b_out == 0u) {
+                    return TP_ERR_BLOB_INVALID;
+                }
+                a_in = tp_rd_u32(r_in + 8u + 4u * plan);
+                a_out = tp_rd_u32(r_out + 8u + 4u * plan);
+                region = b_in > b_out ? b_in : b_out;
+                chan = most_span(v, 0u, k + 1u) * most_span(v, 1u, k + 1u);
+            } else {
+                a_in = plan == 0u ? tin.offset : tp_tran_act_offset(v, op.inputs[0]);
+                a_out = plan == 0u ? tout.offset : tp_tran_act_offset(v, op.output);
+                region = tin.size > tout.size ? tin.size : tout.size;
+                chan = (uint32_t)tout.dims[1] * tout.dims[2];
+            }
+            st = check_inplace_plan(a_in, a_out, region, c, chan, arena);
+            if (st != TP_OK) {
+                return st;
+            }
+        }
+    }
+    return TP_OK;
 }
 
 tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len)
@@ -663,13 +1056,19 @@ tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len)
         return TP_ERR_BLOB_INVALID;
     }
     v->req.input_bytes = t.size;
-    if (operand(v, v->output, ROLE_ACT, 0, &t) != TP_OK ||
-        operand(v, v->logits, ROLE_ACT, 0, &t) != TP_OK ||
+    if (operand(v, v->output, ROLE_ACT, 0, &t) != TP_OK || !(t.flags & TP_T_ARENA) ||
+        operand(v, v->logits, ROLE_ACT, 0, &t) != TP_OK || !(t.flags & TP_T_ARENA) ||
         tp_tensor_elems(&t) != v->req.n_classes) {
         return TP_ERR_BLOB_INVALID;
     }
-    st = check_train(v);
-    return st == TP_OK ? check_scratch(v) : st;
+    st = check_tile(v);
+    if (st == TP_OK) {
+        st = check_train(v);
+    }
+    if (st == TP_OK) {
+        st = check_scratch(v);
+    }
+    return st == TP_OK ? check_inplace(v) : st;
 }
 
 tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirements *out)

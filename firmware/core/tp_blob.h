@@ -45,6 +45,7 @@
 #define TP_T_CONST 1u
 #define TP_T_ARENA 2u
 #define TP_T_TRAINABLE 4u
+#define TP_T_TILED 8u /* an activation held only tile by tile (TILE): no whole arena buffer */
 
 /* op kinds (graph.OP_CODES) */
 typedef enum {
@@ -120,6 +121,23 @@ typedef struct {
 #define TP_SCRA_HEADER 8u
 #define TP_SCRA_OP 16u
 #define TP_SCRA_ALIGN 8u
+
+/* ---- TILE: the tiled stage (docs/blob-format.md, compile/patch.py) ----
+ * header (24 B): u16 n_ops, u16 n_tensors (n_ops + 1), u8 rows, u8 cols, u16 flags,
+ * u32 band_bytes, u32 band offset (inference), u32 band offset (training), u32 0 |
+ * per stage tensor (16 B): u16 tensor, u16 0, u32 buffer bytes, u32 offset (inference),
+ * u32 offset (training) | row spans: rows x n_tensors (u16 lo, u16 hi) | column spans: cols x
+ * n_tensors. Tensor i's window in tile (r, c) is row span [r][i] x column span [c][i]. */
+#define TP_TILE_HEADER 24u
+#define TP_TILE_TENSOR 16u
+#define TP_TILE_SPAN 4u
+#define TP_TILE_INPUT_ROWS 1u /* flags: the input is read in row bands, not held whole */
+
+/* ---- INPL: ops run in place (docs/blob-format.md, compile/memory.py) ----
+ * header (8 B): u16 n, u16 0, u32 0 | per op, ascending (12 B): u16 op, u8 plans (1 inference,
+ * 2 training), u8 0, u32 channel buffer offset (inference), u32 the same (training). */
+#define TP_INPL_HEADER 8u
+#define TP_INPL_OP 12u
 
 /* A decoded TRAN op record. Trained weight rows are not here: the op record's held_map says
  * which rows RAM holds (the forward pass needs them too), and TP_TRAN_WEIGHT updates them. */
@@ -276,6 +294,39 @@ static inline uint32_t tp_scratch_plan(const tp_blob_view *b, uint32_t k, uint32
     *offset = tp_rd_u32(e);
     return tp_rd_u32(e + 4);
 }
+
+/* ---- the tiled stage of a checked blob (b->tile != NULL) ---- */
+
+static inline uint32_t tp_tile_tensors(const tp_blob_view *b)
+{
+    return tp_rd_u16(b->tile + 2);
+}
+
+/* Stage tensor i's record: u16 tensor, u16 0, u32 bytes, u32 offset[plan]. */
+static inline const uint8_t *tp_tile_tensor(const tp_blob_view *b, uint32_t i)
+{
+    return b->tile + TP_TILE_HEADER + TP_TILE_TENSOR * i;
+}
+
+/* Stage tensor i's span along axis 0 (rows, band r) or 1 (columns, band r): [*lo, *hi). */
+static inline void tp_tile_span(const tp_blob_view *b, uint32_t axis, uint32_t r, uint32_t i,
+                                uint32_t *lo, uint32_t *hi)
+{
+    uint32_t nt = tp_tile_tensors(b);
+    const uint8_t *p = b->tile + TP_TILE_HEADER + TP_TILE_TENSOR * nt +
+                       TP_TILE_SPAN * ((axis == 0u ? 0u : b->tile[4] * nt) + r * nt + i);
+    *lo = tp_rd_u16(p);
+    *hi = tp_rd_u16(p + 2);
+}
+
+/* The channel buffer of op k when it runs in place under a plan (0 inference, 1 training), or
+ * TP_NONE32. */
+uint32_t tp_inplace_of(const tp_blob_view *b, uint32_t k, uint32_t plan);
+
+/* The input span an op's output span [lo, hi) reads along an axis (clipped to [0, n)), and
+ * the padding the kernel takes for it (PAD: the rows / columns before the input). */
+void tp_tile_need(const tp_op *op, uint32_t axis, uint32_t lo, uint32_t hi, uint32_t n,
+                  uint32_t *need_lo, uint32_t *need_hi, uint32_t *pad);
 
 /* Bytes of the params region before the optimizer state: the parameters. */
 static inline uint32_t tp_param_bytes(const tp_blob_view *b)

@@ -7,8 +7,29 @@
 /* Which arena plan places the activations: inference, or a training step's (TRAN). */
 typedef enum { TP_PLAN_INFER = 0, TP_PLAN_TRAIN = 1 } tp_plan;
 
-/* Run op i of the blob with the session's kernels, activations at the plan's offsets.
- * Returns the op's int8 output. */
+/* An activation operand of one kernel call: its bytes and its NHWC shape (rows shape.w *
+ * shape.c bytes apart). */
+typedef struct {
+    int8_t *data;
+    tp_shape shape;
+} tp_act;
+
+/* Run op's kernel (tp_exec.c) on the given operands, its padding as *op says (a tile's);
+ * in2: ADD's second input, else NULL. */
+void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in,
+                const tp_act *in2, const tp_act *out);
+
+/* A depthwise convolution with multiplier 1 in place (out->data == in->data): channel by
+ * channel through chan, one output channel's plane (out h x w bytes). */
+void tp_exec_inplace(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in,
+                     const tp_act *out, int8_t *chan);
+
+/* Run the blob's tiled stage (tp_patch.c) under the plan; *n: its op count (0: no stage).
+ * TP_ERR_BAD_INPUT when it reads row bands and the session has no (working) row source. */
+tp_status tp_run_stage(tp_session *s, tp_plan plan, uint32_t *n);
+
+/* Run op i of the blob on whole tensors with the session's kernels, activations at the plan's
+ * offsets (in place when INPL says so). Returns the op's int8 output. */
 const int8_t *tp_run_op(tp_session *s, uint32_t i, tp_plan plan);
 
 /* Index of the largest of n int8 values (the first of equals). */

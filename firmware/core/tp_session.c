@@ -129,7 +129,18 @@ static const tp_tensor *io_tensor(const tp_session *s, uint32_t index, tp_tensor
 int8_t *tp_input(tp_session *s)
 {
     tp_tensor t;
-    return io_tensor(s, s != NULL ? s->b.input : 0u, &t) ? (int8_t *)(s->arena + t.offset) : NULL;
+    if (io_tensor(s, s != NULL ? s->b.input : 0u, &t) == NULL || (t.flags & TP_T_TILED)) {
+        return NULL; /* read in row bands: tp_set_row_source */
+    }
+    return (int8_t *)(s->arena + t.offset);
+}
+
+void tp_set_row_source(tp_session *s, tp_row_source rows, void *ctx)
+{
+    if (s != NULL) {
+        s->rows = rows;
+        s->rows_ctx = ctx;
+    }
 }
 
 const int8_t *tp_output(const tp_session *s)

@@ -423,7 +423,15 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     first = tp_tran_first(&s->b);
     last = tp_tran_last(&s->b);
     s->arena_high = 0;
-    for (k = 0; k <= last; k++) {
+    {
+        uint32_t tiled;
+        tp_status st = tp_run_stage(s, TP_PLAN_TRAIN, &tiled); /* frozen: nothing to keep */
+        if (st != TP_OK) {
+            return st;
+        }
+        k = tiled;
+    }
+    for (; k <= last; k++) {
         const uint8_t *rec = tp_tran_record_of(&s->b, k);
         const int8_t *y;
         part(s, TP_PART_FORWARD, k);

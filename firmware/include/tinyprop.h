@@ -90,7 +90,10 @@ typedef struct {
     const uint8_t *data;
     const uint8_t *train;   /* the training program (TRAN), or NULL */
     const uint8_t *scratch; /* the kernels' scratch plan (SCRA), or NULL: none */
-    uint32_t n_tensors, n_ops, data_len, train_len;
+    const uint8_t *tile;    /* the tiled stage (TILE), or NULL: every op runs whole */
+    const uint8_t *inplace; /* the in-place ops (INPL), or NULL: none */
+    uint32_t n_tensors, n_ops, data_len, train_len, tile_len, inplace_len;
+    uint32_t stage_ops; /* ops 0..stage_ops-1 run tile by tile (0: none) */
     uint32_t input, output, logits; /* tensor indices */
     tp_requirements req;
 } tp_blob_view;
@@ -109,6 +112,13 @@ typedef enum {
  * there) in builds with TP_PROFILE defined; NULL, the default, calls nothing. */
 typedef void (*tp_profile_hook)(void *ctx, uint32_t part, uint32_t op);
 
+/* Where a blob that reads its input in row bands (tinyprop convert --input-rows, for a camera
+ * that delivers rows) gets them: copy rows [row, row + n) of the input (n x W x C int8, row
+ * after row: `bytes` in all) to dst and return TP_OK. Rows are asked for in increasing order,
+ * each at most once a call of tp_infer / tp_train_step. */
+typedef tp_status (*tp_row_source)(void *ctx, uint32_t row, uint32_t n, int8_t *dst,
+                                   uint32_t bytes);
+
 /* One blob bound to caller memory. Allocate it anywhere (tp_session_size() bytes); its fields
  * are the core's: read b.req and step, change nothing but through the functions below. */
 typedef struct {
@@ -121,6 +131,8 @@ typedef struct {
     tp_hparams hp;
     uint32_t step;  /* training steps taken */
     uint32_t flags; /* TP_SESSION_* */
+    tp_row_source rows; /* the input's rows, for a blob that reads them in bands */
+    void *rows_ctx;
 #ifdef TP_PROFILE /* builds that profile steps (kerneltest): others keep the session's size */
     tp_profile_hook profile;
     void *profile_ctx;
@@ -143,8 +155,12 @@ tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint
 /* Restore the trainable parameters to the blob's values and zero the optimizer state. */
 tp_status tp_reset_params(tp_session *s);
 
-/* The model's int8 input tensor inside the arena: write a sample here before a call. */
+/* The model's int8 input tensor inside the arena: write a sample here before a call. NULL for
+ * a blob that reads its input in row bands: give it a row source instead. */
 int8_t *tp_input(tp_session *s);
+/* The row source of a blob that reads its input in row bands (tp_input is NULL); a call
+ * without one fails with TP_ERR_BAD_INPUT, as does a source that fails. */
+void tp_set_row_source(tp_session *s, tp_row_source rows, void *ctx);
 /* The model's int8 output (after tp_infer) inside the arena. */
 const int8_t *tp_output(const tp_session *s);
 uint32_t tp_output_bytes(const tp_session *s);

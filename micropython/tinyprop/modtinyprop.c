@@ -359,6 +359,10 @@ static mp_obj_t session_input(mp_obj_t self_in)
 {
     session_obj_t *self = MP_OBJ_TO_PTR(self_in);
     check_buffers(self);
+    if (tp_input(&self->s) == NULL) {
+        raise_status(TP_ERR_BAD_INPUT, "this blob reads its input in row bands (convert "
+                     "--input-rows), which this module does not feed: convert without it");
+    }
     self->sample_ready = true;
     return view_of(self->arena.buf, (size_t)((uint8_t *)tp_input(&self->s) - self->arena.buf),
                    self->s.b.req.input_bytes, 'b', true);
@@ -389,6 +393,10 @@ static void run(session_obj_t *self, int train, mp_int_t label, mp_obj_t sample)
         if (info.len != self->s.b.req.input_bytes) {
             raise_status(TP_ERR_BAD_INPUT, "the sample has %u bytes, the model's input %u",
                          (unsigned)info.len, (unsigned)self->s.b.req.input_bytes);
+        }
+        if (tp_input(&self->s) == NULL) {
+            raise_status(TP_ERR_BAD_INPUT, "this blob reads its input in row bands (convert "
+                         "--input-rows), which this module does not feed: convert without it");
         }
         memmove(tp_input(&self->s), info.buf, info.len); /* it may be a view of the input */
         self->sample_ready = true;

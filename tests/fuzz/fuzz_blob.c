@@ -24,6 +24,26 @@
  * could hold, which keeps every execution short. */
 #define MAX_RUN_BYTES (64u << 10)
 
+/* The row source of a blob that reads its input in row bands: every byte `fill`. */
+static tp_status fill_rows(void *ctx, uint32_t row, uint32_t n, int8_t *dst, uint32_t bytes)
+{
+    const tp_requirements *req = ctx;
+    (void)row;
+    memset(dst, (int)(req->model_id & 0xFFu), bytes);
+    return n == 0u ? TP_ERR_ARG : TP_OK;
+}
+
+/* Set a sample: into the input tensor, or through a row source when it streams. */
+static void put_sample(tp_session *s, const tp_requirements *req, uint8_t fill)
+{
+    int8_t *in = tp_input(s);
+    if (in != NULL) {
+        memset(in, fill, req->input_bytes);
+    } else {
+        tp_set_row_source(s, fill_rows, (void *)req);
+    }
+}
+
 /* Run an accepted blob: inference, then a training step if it has a training program. */
 static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements *req, uint8_t fill)
 {
@@ -41,7 +61,7 @@ static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements
     st = tp_session_init(&s, blob, len, arena, arena_len, params, req->params);
     CHECK(tp_status_name(st)[0] != '\0');
     if (st == TP_OK) {
-        memset(tp_input(&s), fill, req->input_bytes);
+        put_sample(&s, req, fill);
         st = tp_infer(&s, &r);
         if (st == TP_OK) {
             CHECK(r.prediction >= 0 && (uint32_t)r.prediction < req->n_classes);
@@ -50,7 +70,7 @@ static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements
         if (req->arena_train > 0u && params != NULL) {
             tp_hparams hp = {0.05f, 0.0f, fill, 0u};
             tp_set_hparams(&s, &hp);
-            memset(tp_input(&s), fill, req->input_bytes);
+            put_sample(&s, req, fill);
             st = tp_train_step(&s, (int32_t)(fill % req->n_classes), &r);
             /* NO_TRAIN: the loader accepts a header with arena_train set and no TRAN section */
             CHECK(st == TP_OK || st == TP_ERR_NONFINITE || st == TP_ERR_BAD_INPUT ||

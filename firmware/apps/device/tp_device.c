@@ -72,6 +72,7 @@ static struct {
     uint16_t boot_code;   /* ERROR code for requests that need a blob, when none is bound */
     uint32_t input_filled; /* contiguous input bytes written since the last sample */
     uint32_t bulk_count;  /* samples in the open bulk file; 0: none open */
+    uint32_t bulk_input;  /* file offset of the bulk sample being run (a row-band input) */
     int record_valid;     /* a PUSH_PARAMS header was accepted: later chunks may follow */
 } dev;
 
@@ -396,6 +397,11 @@ static int sample_args_ok(uint16_t seq, uint8_t label, uint8_t flags, int train)
 static void on_input_chunk(const tp_host_msg *m)
 {
     uint32_t off = m->u.chunk.offset, n = (uint32_t)m->data_len;
+    if (tp_input(&dev.s) == NULL) {
+        send_error(m->seq, TP_PROTO_ERR_UNSUPPORTED,
+                   "this blob reads its input in row bands: send samples with BULK_SAMPLE");
+        return;
+    }
     if (off > dev.s.b.req.input_bytes || n > dev.s.b.req.input_bytes - off) {
         send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET,
                    text_fmt("chunk at ", off, " ends past the input's ", dev.s.b.req.input_bytes,
@@ -541,6 +547,19 @@ static void on_bulk_open(const tp_host_msg *m)
     send_ack(m->seq, m->type, dev.bulk_count);
 }
 
+/* The row source of a blob that reads its input in row bands: the rows of the bulk sample
+ * being run, read from the host's file as the first tiles ask for them (as a camera would
+ * deliver them), never held whole. */
+static tp_status bulk_rows(void *ctx, uint32_t row, uint32_t n, int8_t *dst, uint32_t bytes)
+{
+    uint32_t per_row = bytes / (n ? n : 1u);
+    (void)ctx;
+    return tp_board_bulk_read(dev.bulk_input + row * per_row, (uint8_t *)dst, bytes) ==
+                   (int32_t)bytes
+               ? TP_OK
+               : TP_ERR_BAD_INPUT;
+}
+
 static void on_bulk_sample(const tp_host_msg *m)
 {
     uint32_t i = m->u.bulk_sample.index, per = 1u + dev.s.b.req.input_bytes;
@@ -567,8 +586,11 @@ static void on_bulk_sample(const tp_host_msg *m)
         return;
     }
     dev.input_filled = 0;
-    if (tp_board_bulk_read(i * per + 1u, (uint8_t *)tp_input(&dev.s), dev.s.b.req.input_bytes) !=
-        (int32_t)dev.s.b.req.input_bytes) {
+    if (tp_input(&dev.s) == NULL) { /* a row-band input: the core reads its rows */
+        dev.bulk_input = i * per + 1u;
+        tp_set_row_source(&dev.s, bulk_rows, NULL);
+    } else if (tp_board_bulk_read(i * per + 1u, (uint8_t *)tp_input(&dev.s),
+                                  dev.s.b.req.input_bytes) != (int32_t)dev.s.b.req.input_bytes) {
         send_error(m->seq, TP_PROTO_ERR_BULK_IO, "cannot read the sample's input");
         return;
     }

@@ -77,7 +77,12 @@ typedef struct {
     const uint8_t *bias, *mult, *shift;
 } tp_requant;
 
-/* CONV_2D and DEPTHWISE_CONV_2D. */
+/* CONV_2D and DEPTHWISE_CONV_2D. A kernel reads in_shape->h x in_shape->w pixels of
+ * in_shape->c channels (rows w * c bytes apart) and treats the taps outside them as padding;
+ * a tile is a call on a sub-window with its own padding. A depthwise kernel computes
+ * out_shape->c output channels from input channels 0 .. out_shape->c / multiplier - 1, so a
+ * caller may run a slice of channels (in, w and q advanced to its first, in_shape->c still the
+ * input's pixel stride): the in-place depthwise runs one channel at a time. */
 typedef struct {
     uint8_t stride[2], pad[2], k[2]; /* (h, w); pad is the top / left padding */
     int32_t depth_multiplier;        /* depthwise: output channel c * m + j reads input c */

@@ -3,7 +3,7 @@
 Sections (`tinyprop bench --only` picks some):
   memory    tinyprop's inference arena and TFLite Micro's (smallest arena its Python interpreter
             runs the model in), training arena_peak + trainable bytes for bias-only, last:2 and
-            auto at 256/128/64 KB, and TTE's MobileNetV2-w0.35 scheme under our planner.
+            auto at 256/128/64 KB.
   board     one short training run on the emulated Cortex-M4: instructions per training step and
             per inference, SRAM (static + arena high-water + trainable + stack high-water, as the
             device reports them), flash of the firmware with the blob, samples per second.
@@ -20,6 +20,11 @@ Sections (`tinyprop bench --only` picks some):
             instructions of the whole model and per layer type (first conv, pointwise,
             depthwise, pool + FC + softmax), per multiply-accumulate, the ratio, and CMSIS-NN's
             figures beside them.
+  tte       TTE's models at 128x128 (tinyprop.bench.tte): per model the inference arena with
+            whole tensors and with the first ops in tiles, the training plan of TTE's scheme
+            both ways, the recomputed MACs, and instructions per training step and per
+            inference on the section's board; the table, and docs/tte-memory.png redrawn under
+            the output folder.
   step      one training step of the demo's scheme on the emulated Cortex-M4 (kerneltest's
             training mode, DSP kernels), instructions split into forward, loss, backward per
             layer type (input gradients, then weight and bias gradients) and update, for each
@@ -45,8 +50,8 @@ from ..compile.blobfile import TrainingBlob
 from ..engines import Engine, HParams
 from ..extras import require
 
-SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "step", "grads",
-            "frontier")
+SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte", "step",
+            "grads", "frontier")
 GRAD_SHIFTS = ("haze", "night", "sodium")  # the grads section's camera shifts
 FRONTIER_KB = (48, 64, 96, 128, 192, 256)  # the frontier section's budgets
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
@@ -158,8 +163,6 @@ def drain(tb: TrainingBlob, engine: Engine, xs: np.ndarray, ys: np.ndarray, step
 
 
 def memory(ctx: Ctx) -> dict:
-    from .tte import build_mbv2_tflite, default_model_path, measure
-
     fig = ctx.blob("last:2")[1]
     out = {"inference_arena": fig["inference_arena"],
            "tflm_inference_arena": tflm_arena(ctx.model), "schemes": {}}
@@ -170,7 +173,6 @@ def memory(ctx: Ctx) -> dict:
         f = ctx.blob(scheme, budget, reserve)[1]
         out["schemes"][label] = {k: f[k] for k in ("scheme", "arena_peak", "trainable_bytes",
                                                    "total", "flash_bytes")}
-    out["tte_mbv2"] = measure(build_mbv2_tflite(default_model_path()))
     return out
 
 
@@ -407,5 +409,16 @@ def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
     if section == "baseline":
         return baseline(ctx, measured.get("accuracy", {}))
     return {"memory": memory, "board": board, "accuracy": accuracy,
-            "rounding": rounding, "kernels": kernels, "step": step, "grads": grads,
-            "frontier": frontier}[section](ctx)
+            "rounding": rounding, "kernels": kernels, "tte": tte, "step": step,
+            "grads": grads, "frontier": frontier}[section](ctx)
+
+
+def tte(ctx: Ctx) -> dict:
+    from .models import MODELS, build_model
+    from .tte import memory_png, run_all, table
+
+    figs = run_all(list(MODELS), ctx.cfg.board, say=ctx.say)
+    for line in table(figs):
+        ctx.say(line)
+    png = memory_png("mbv2-w0.35", build_model("mbv2-w0.35"), ctx.cfg.out / "tte-memory.png")
+    return {"models": figs, "png": str(png)}

@@ -1,18 +1,23 @@
 """The same work as MIT's Tiny Training Engine (TTE, NeurIPS'22), measured with tinyprop.
 
-TTE's "99 KB" sparse-update scheme for MobileNetV2-w0.35 at 128x128: biases of the last 25
-convolutions; weights of convolutions 27, 30, 33, 36, 39 fully, 42 at 1/8, 45 at 1/2 and 48
-fully, counting convolutions (CONV_2D and DEPTHWISE_CONV_2D) from the input, 0-based. They
-measured 141 KB peak memory for it. Here the model is Keras' MobileNetV2(alpha=0.35, 128x128x3,
-10 classes, random weights: memory does not depend on the values), int8 with full-integer
-quantization, and the scheme is planned by tinyprop's own planner.
+The models TTE trains, at 128x128x3, 10 classes, int8 through the real TFLite converter
+(tinyprop.bench.models): TTE's own `mbv2-w0.35` (no 112->1280 convolution), Keras'
+MobileNetV2(alpha=0.35) with its 1280 head, a ProxylessNAS-w0.3-like and an MCUNet-like network.
+Each with TTE's scheme (SCHEMES), planned by tinyprop: the inference arena with whole tensors
+and with the frozen first ops run tile by tile (compile/patch.py, the smallest arena), the
+training plan (arena + trainable) both ways, the multiply-accumulates the tiles recompute, and,
+with `--board qemu-m4`, the instructions of a training step and of an inference on the
+emulated Cortex-M4 with the blob `convert` makes within a 256 KB board (patch auto: the fewest
+recomputed MACs that fit). Keras' MobileNetV2 also with the scheme `auto` finds at 256 KB.
 
-Counting: the graph has 52 convolutions (0..51); the final dense layer does not count (TTE counts
-conv modules; its classifier is a linear layer). tinyprop always trains the classifier, bias and
-weights, as TTE does, so it is added on top of the listed layers. Convolutions 27..48 in steps of
-3 are the 1x1 expansion convs of blocks 9..16, the only weight gradients TTE's kernels compute.
+TTE's "99 KB" scheme for MobileNetV2-w0.35: biases of the last 25 convolutions; weights of
+convolutions 27, 30, 33, 36, 39 fully, 42 at 1/8, 45 at 1/2 and 48 fully, counting
+convolutions (CONV_2D and DEPTHWISE_CONV_2D) from the input, 0-based; the final dense layer
+does not count (TTE counts conv modules; its classifier is a linear layer). tinyprop always
+trains the classifier, bias and weights, as TTE does, so it is added on top. Convolutions 27..48
+in steps of 3 are 1x1 expansion convs, the only weight gradients TTE's kernels compute.
 
-    python -m tinyprop.bench.tte [--model build/tte/....tflite]
+    python -m tinyprop.bench.tte [--models mbv2-w0.35 ...] [--board qemu-m4] [--json F] [--png F]
 """
 
 from __future__ import annotations
@@ -20,18 +25,34 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from ..compile.scheme import LayerUpdate, SparseScheme, pick_channels, with_classifier
-from ..extras import require
 from ..frontend.graph import Graph
-from ..paths import BUILD_ROOT
+from .models import MODELS, build_model
 
 TTE_PEAK_KB = 141
 BIAS_LAST = 25
 WEIGHTS = {27: 1.0, 30: 1.0, 33: 1.0, 36: 1.0, 39: 1.0, 42: 0.125, 45: 0.5, 48: 1.0}
+# model -> (biases of the last N convolutions, {convolution: fraction of its weights}).
+# MobileNetV2 (both): the 99 KB scheme above. MCUNet: TTE's published 100 KB scheme for
+# mcunet-5fps (algorithm/scripts/sparse_update.sh: --n_bias_update 22 --manual_weight_idx
+# 21-24-27-30-36-39 --weight_update_ratio 1-1-1-1-0.125-0.25), the expansion convs of blocks
+# 7-10, 12 and 13 here too. ProxylessNAS: TTE published no scheme; the MobileNetV2 pattern on
+# the expansion convs of its last eight blocks (12-19).
+SCHEMES = {
+    "mbv2-w0.35": (BIAS_LAST, WEIGHTS),
+    "keras-mbv2-w0.35": (BIAS_LAST, WEIGHTS),
+    "proxyless-w0.3": (BIAS_LAST, {36: 1.0, 39: 1.0, 42: 1.0, 45: 1.0, 48: 1.0, 51: 0.125,
+                                   54: 0.5, 57: 1.0}),
+    "mcunet": (22, {21: 1.0, 24: 1.0, 27: 1.0, 30: 1.0, 36: 0.125, 39: 0.25}),
+}
+# TTE's peak memory (sparse update + operator reordering, their figure), KB
+TTE_PEAKS_KB = {"mbv2-w0.35": 141, "keras-mbv2-w0.35": 141, "proxyless-w0.3": 135,
+                "mcunet": 173}
 
 
 def convolutions(graph: Graph) -> list[int]:
@@ -39,82 +60,217 @@ def convolutions(graph: Graph) -> list[int]:
     return [op.index for op in graph.ops if op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D")]
 
 
-def tte_scheme(graph: Graph) -> SparseScheme:
-    """TTE's 99 KB scheme for mbv2-w0.35 on this graph (plus the classifier, always trained)."""
+def tte_scheme(graph: Graph, model: str = "mbv2-w0.35") -> SparseScheme:
+    """TTE's scheme for `model` (SCHEMES) on this graph (plus the classifier, always
+    trained)."""
+    bias_last, weights = SCHEMES[model]
     convs = convolutions(graph)
-    s = SparseScheme("tte-99KB", {i: LayerUpdate(i, bias=True) for i in convs[-BIAS_LAST:]})
-    for n, fraction in WEIGHTS.items():
+    s = SparseScheme("tte-99KB" if "mbv2" in model else "tte",
+                     {i: LayerUpdate(i, bias=True) for i in convs[-bias_last:]})
+    for n, fraction in weights.items():
         op = convs[n]
         s.layers.setdefault(op, LayerUpdate(op)).channels = pick_channels(graph, op, fraction)
     return with_classifier(graph, s)
 
 
-def default_model_path() -> Path:
-    tf = require("tensorflow", "the TTE comparison")
-
-    return BUILD_ROOT / "tte" / f"mbv2_w035_128_c10_int8_tf{tf.__version__}.tflite"
+BUDGET = 256 * 1024  # the board the blobs are made for, less the default reserve
+STEPS = 2  # training steps on the board: the counter is exact, two suffice
 
 
-def build_mbv2_tflite(path: Path) -> Path:
-    """Keras MobileNetV2(alpha=0.35, 128x128x3, 10 classes, random weights) as an int8 .tflite
-    (full-integer quantization, int8 input and output, 32 random calibration images). Reuses the
-    file when it exists: the conversion takes about a minute."""
-    path = Path(path)
-    if path.exists():
-        return path
-    tf = require("tensorflow", "the TTE comparison")
+def measure(name: str, path: Path | None = None, board: str | None = None,
+            steps: int = STEPS) -> dict:
+    """The figures of model `name` (its .tflite: `path`, else built and cached) under TTE's
+    scheme; `board`: also run `steps` training steps and one inference there."""
+    from ..compile.build import build
+    from ..compile.memory import plan_inference
+    from ..compile.patch import op_macs
+    from ..compile.train_plan import build_program
+    from ..frontend.tflite_reader import read_tflite
 
-    tf.keras.utils.set_random_seed(0)
-    model = tf.keras.applications.MobileNetV2(input_shape=(128, 128, 3), alpha=0.35,
-                                              weights=None, classes=10)
+    path = Path(path or build_model(name))
+    graph = read_tflite(path)
+    scheme = tte_scheme(graph, name)
+    fig: dict = {"model": name, "path": str(path),
+                 "macs": sum(op_macs(graph, op) for op in graph.ops),
+                 "parameters": sum(graph.tensors[i].size for op in graph.weighted_ops()
+                                   for i in op.inputs[1:3] if i >= 0),
+                 "tte_peak_bytes": TTE_PEAKS_KB[name] * 1024, "scheme": scheme.describe()}
+    whole, patch = plan_inference(graph, "none"), plan_inference(graph, "min")
+    rows = plan_inference(graph, "min", input_rows=True)  # a camera that delivers rows
+    fig["inference"] = {"whole": whole.arena, "patch": patch.arena, **_stage(patch),
+                        "input_rows": {"arena": rows.arena, **_stage(rows)}}
+    for label, mode in (("whole", "none"), ("patch", "min")):
+        prog = build_program(graph, scheme, False, mode)
+        fig[f"training_{label}"] = {"arena_peak": prog.arena_bytes,
+                                    "trainable_bytes": prog.params_bytes,
+                                    "total": prog.memory_bytes, **_stage(prog.layout)}
+    blobs = {"tte": _blob(path, scheme)}
+    if name == "keras-mbv2-w0.35":
+        tb = build(path, "auto", f"{BUDGET}B")
+        blobs["auto"] = tb
+        fig["auto_256KB"] = {"scheme": tb.program.scheme.describe()}
+    for key, tb in blobs.items():
+        prog = tb.program
+        entry = fig.setdefault(f"{key}_256KB", {})
+        entry.update({"arena_peak": prog.arena_bytes, "trainable_bytes": prog.params_bytes,
+                      "total": prog.memory_bytes, "fits": prog.memory_bytes <= _limit(),
+                      "flash_bytes": len(tb.blob), **_stage(prog.layout)})
+        if board is not None and entry["fits"]:
+            entry["board"] = on_board(tb, board, steps)
+    return fig
+
+
+def _limit() -> int:
+    from ..compile.budget import DEFAULT_RESERVE
+
+    return BUDGET - DEFAULT_RESERVE
+
+
+def _blob(path: Path, scheme: SparseScheme):
+    """TTE's scheme as `convert` makes it for a 256 KB board (patch auto: whole tensors when
+    they fit, else the stage with the fewest recomputed MACs that fits)."""
+    from ..compile.blobfile import make_blob
+
+    return make_blob(path, scheme, limit=_limit())
+
+
+def _stage(layout) -> dict:
+    st = layout.stage
+    if st is None:
+        return {"stage": None, "extra_macs": 0}
+    return {"stage": st.describe(), "extra_macs": st.extra_macs}
+
+
+def on_board(tb, board: str, steps: int) -> dict:
+    """`steps` training steps on random samples and one inference on `board`: the counter per
+    step and per inference, the memory the board reports, and whether the trained parameters
+    equal the NumPy reference's bit for bit."""
+    from ..engines import HParams, open_engine
+    from ..reference.backward import ReferenceTrainer
+
     rng = np.random.default_rng(0)
+    shape = tb.graph.input.shape[1:]
+    xs = rng.integers(-128, 128, (steps, *shape), dtype=np.int8)
+    ys = np.arange(steps) % CLASSES
+    t0 = time.time()
+    with open_engine(board, tb, HParams(lr=0.01, seed=0)) as eng:
+        eng.prepare(xs, ys)
+        results = [eng.train(xs[i], int(ys[i]), i) for i in range(steps)]
+        inference = eng.evaluate(xs[:1], ys[:1])[0].counter
+        unit = eng.counter_unit
+        params = eng.params()
+    ref = ReferenceTrainer(tb.program, 0.01, 0)
+    losses = [ref.train_step(xs[i], int(ys[i])).loss for i in range(steps)]
+    exact = params == ref.params_bytes() and all(
+        np.float32(r.loss) == np.float32(loss) for r, loss in zip(results, losses, strict=True))
+    mem = results[-1].memory
+    out = {"board": board, "steps": steps, "unit": unit,
+           "per_step": int(np.median([r.counter for r in results])),
+           "per_inference": inference, "bit_exact": bool(exact), "memory": mem,
+           "seconds": round(time.time() - t0, 1)}
+    if {"static", "arena_peak", "trainable", "stack_peak"} <= set(mem):
+        out["total_sram"] = sum(mem[k] for k in ("static", "arena_peak", "trainable",
+                                                 "stack_peak"))
+    return out
 
-    def representative():
-        for _ in range(32):
-            yield [rng.uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)]
 
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = representative
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
-    raw = conv.convert()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(raw)
-    tmp.replace(path)  # atomic: a concurrent reader never sees half a model
-    return path
+CLASSES = 10
 
 
-def measure(model: Path) -> dict:
-    """Memory figures of TTE's scheme on `model` under tinyprop's planner."""
+def table(figs: list[dict]) -> list[str]:
+    """The comparison as a Markdown table, one row a model."""
+    rows = ["| model | MACs | inference arena: whole / first ops in tiles / and the input in "
+            "row bands | training, TTE's "
+            "scheme: whole | first ops in tiles (arena + trainable) | the 256 KB blob "
+            "(arena + trainable) | instructions / step, / inference | TTE's peak |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for f in figs:
+        tw, tp = f["training_whole"], f["training_patch"]
+        for key in ("tte_256KB", "auto_256KB"):
+            if key not in f:
+                continue
+            blob, b = f[key], f[key].get("board")
+            per = (f"{b['per_step'] / 1e6:.1f} M / {b['per_inference'] / 1e6:.1f} M"
+                   + ("" if b["bit_exact"] else " (NOT bit-exact)") if b else "")
+            if key == "tte_256KB":
+                first = (f"| {f['model']} | {f['macs'] / 1e6:.2f} M | "
+                         f"{f['inference']['whole']:,} / {f['inference']['patch']:,} "
+                         f"(+{f['inference']['extra_macs'] / 1e6:.2f} M MACs) / "
+                         f"{f['inference']['input_rows']['arena']:,} (+"
+                         f"{f['inference']['input_rows']['extra_macs'] / 1e6:.2f} M) | "
+                         f"{tw['total']:,} | {tp['total']:,} ({tp['arena_peak']:,} + "
+                         f"{tp['trainable_bytes']:,}; +{tp['extra_macs'] / 1e6:.2f} M MACs)")
+            else:
+                first = f"| {f['model']}, scheme `auto` 256 KB | | | | "
+            fits = "" if blob["fits"] else " (over 256 KB)"
+            rows.append(f"{first} | {blob['total']:,}{fits} (+{blob['extra_macs'] / 1e6:.2f} M "
+                        f"MACs) | {per} | {f['tte_peak_bytes'] // 1024} KB |")
+    return rows
+
+
+def memory_png(name: str, path: Path, out: Path) -> Path:
+    """Bytes live over the op sequence, whole tensors against the frozen first ops run tile by
+    tile: inference (smallest arena) and a training step of TTE's scheme."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     from ..compile.memory import plan_inference
     from ..compile.train_plan import build_program
     from ..frontend.tflite_reader import read_tflite
 
-    graph = read_tflite(model)
-    prog = build_program(graph, tte_scheme(graph))
-    total = prog.arena_bytes + prog.params_bytes
-    return {"model": str(model), "scheme": prog.scheme.describe(),
-            "inference_arena": plan_inference(graph)[1], "arena_peak": prog.arena_bytes,
-            "trainable_bytes": prog.params_bytes, "total": total,
-            "tte_peak_bytes": TTE_PEAK_KB * 1024}
+    graph = read_tflite(path)
+    scheme = tte_scheme(graph, name)
+    plans = [("inference", plan_inference(graph, "none"), plan_inference(graph, "min")),
+             ("training step, TTE's scheme", build_program(graph, scheme, False, "none").layout,
+              build_program(graph, scheme, False, "min").layout)]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), dpi=80)
+    for ax, (title, before, after) in zip(axes, plans, strict=True):
+        for layout, label in ((before, "whole tensors"), (after, "first ops in tiles")):
+            steps = range(max(b.last for b in layout.buffers) + 1)
+            live = [sum(b.size for b in layout.live(s)) / 1024 for s in steps]
+            ax.step(list(steps), live, where="mid",
+                    label=f"{label}: arena {layout.arena / 1024:.0f} KB")
+        ax.set_title(f"{name}, {title}", fontsize=9)
+        ax.set_xlabel("op step (training: forward, loss, backward)", fontsize=8)
+        ax.set_ylabel("KB live", fontsize=8)
+        ax.legend(fontsize=7)
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def run_all(models: list[str], board: str | None, say=print) -> list[dict]:
+    figs = []
+    for name in models:
+        t0 = time.time()
+        fig = measure(name, board=board)
+        fig["seconds"] = round(time.time() - t0, 1)
+        say(f"{name}: inference {fig['inference']['whole']:,} -> {fig['inference']['patch']:,} B"
+            f" ({fig['inference']['stage']}); training {fig['training_whole']['total']:,} -> "
+            f"{fig['training_patch']['total']:,} B ({fig['seconds']} s)")
+        figs.append(fig)
+    return figs
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tinyprop.bench.tte",
                                 description=__doc__.split("\n")[0])
-    p.add_argument("--model", type=Path, help="the int8 .tflite (default: build it, cached)")
+    p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    p.add_argument("--board", help="also train a few steps there (e.g. qemu-m4)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON")
+    p.add_argument("--png", type=Path, help="draw mbv2-w0.35's memory over the op sequence")
     args = p.parse_args(argv)
-    fig = measure(build_mbv2_tflite(args.model or default_model_path()))
-    print(f"MobileNetV2-w0.35 128x128 int8, TTE's 99 KB scheme: {fig['scheme']}")
-    print(f"  inference arena {fig['inference_arena']:,} B")
-    print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"
-          f" = {fig['total']:,} B ({fig['total'] / 1024:.1f} KB) vs TTE's {TTE_PEAK_KB} KB")
+    figs = run_all(args.models, args.board)
+    print("\n".join(table(figs)))
     if args.json:
-        args.json.write_text(json.dumps(fig, indent=2))
+        args.json.write_text(json.dumps(figs, indent=2))
+    if args.png:
+        print(f"wrote {memory_png('mbv2-w0.35', build_model('mbv2-w0.35'), args.png)}")
     return 0
 
 

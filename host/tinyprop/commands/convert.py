@@ -8,9 +8,9 @@ from pathlib import Path
 
 from ..compile.blob import c_header
 from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
-from ..compile.build import build
+from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
-from ..compile.report import figures, kernel_lines, report_lines
+from ..compile.report import figures, kernel_lines, layout_lines, report_lines
 from ..compile.train_plan import DEFAULT_GRAD, GRAD_FORMATS
 
 
@@ -41,6 +41,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the kernels the board's firmware builds, whose scratch the blob plans: "
                    "cortex-m4 (also m7, m33: the DSP kernels; qemu-m4, Nano 33 BLE) or ref "
                    f"(host, rv32-virt, ESP32); default --board's, else {DEFAULT_TARGET}")
+    p.add_argument("--patch", default="auto", choices=PATCH_MODES,
+                   help="run the frozen first ops tile by tile (recomputing the tiles' overlap) "
+                   "and depthwise ops in place: auto (default) only as far as --budget needs, "
+                   "with the fewest recomputed MACs; min for the smallest arena; none")
+    p.add_argument("--input-rows", action="store_true",
+                   help="read the input in row bands as the first tiles need them (a camera "
+                   "that delivers rows) instead of holding it whole; the firmware asks a row "
+                   "source for them (tp_set_row_source)")
     p.add_argument("--grad", default=DEFAULT_GRAD, choices=list(GRAD_FORMATS),
                    help="the gradient maps' format: int16 or int8 values with one power-of-two "
                    f"scale per map, or float32 (docs/training.md); default {DEFAULT_GRAD}")
@@ -73,18 +81,21 @@ def run(args: argparse.Namespace) -> int:
 
         target = load_profile(args.board).kernels
     tb = build(args.model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
-               momentum=args.momentum, target=target, grad=args.grad)
+               momentum=args.momentum, target=target, patch=args.patch,
+               input_rows=args.input_rows, grad=args.grad)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:
         args.header.write_text(c_header(tb.blob))
     fig = figures(tb.program, tb.blob)
     if args.report:
-        print("\n".join(report_lines(fig) + kernel_lines(fig)))
+        print("\n".join(report_lines(fig) + layout_lines(fig) + kernel_lines(fig)))
     print(f"{args.output}: {len(tb.blob):,} bytes, scheme {fig['scheme']}")
     opt = f" + optimizer {fig['optimizer_bytes']:,} B" if fig["optimizer_bytes"] else ""
     print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"
           f"{opt} = {fig['total']:,} B; inference arena {fig['inference_arena']:,} B")
+    if fig["layout"]["stage"]:
+        print(f"  tiled stage: {fig['layout']['stage']['describe']}")
     if room is not None:
         print(f"  {room_line(room)}")
     if args.report_json:

@@ -51,16 +51,31 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]],
 
 
 def auto_scheme(graph: Graph, budget: int | Room, samples=None, reserve: int = DEFAULT_RESERVE,
-                max_layers: int = 12, momentum: bool = False,
+                max_layers: int = 12, momentum: bool = False, patch: str = "auto",
+                input_rows: bool = False,
                 grad: str = DEFAULT_GRAD) -> tuple[SparseScheme, TrainProgram]:
     """The greedy scheme under `budget` (bytes, less `reserve`; or a Room, a board's); with
-    `momentum` every trained parameter also costs its float32 velocity; memory is planned with
-    gradient maps in format `grad`."""
+    `momentum` every trained parameter also costs its float32 velocity. Unless `patch` is
+    "none", candidates are costed with the smallest arena a tiled stage allows (chosen once,
+    for the classifier alone, and kept while it stays frozen); the blob then takes the
+    cheapest stage that fits (make_blob). Memory is planned with gradient maps in format
+    `grad`."""
     room = budget if isinstance(budget, Room) else Room(budget, reserve)
     weighted = [op.index for op in graph.weighted_ops()]
     norms = calibration_grad_norms(graph, samples, grad) if samples else None
     scheme = with_classifier(graph, SparseScheme(f"auto@{room.budget // 1024}KB"))
-    prog = build_program(graph, scheme, momentum, grad)
+    costing = "none" if patch == "none" else "min"
+    stages: dict[int, object] = {}  # earliest trained op -> the smallest arena's stage
+
+    def program(trial: SparseScheme) -> TrainProgram:
+        e = trial.earliest()
+        if e not in stages:
+            p = build_program(graph, trial, momentum, costing, input_rows, grad=grad)
+            stages[e] = p.layout.stage if p.layout.stage is not None else "none"
+            return p
+        return build_program(graph, trial, momentum, stages[e], input_rows, grad=grad)
+
+    prog = program(scheme)
     if not room.fits(prog):  # even the classifier alone does not fit
         raise over_budget(prog, room)
     cls = graph.logits_op().index
@@ -104,7 +119,7 @@ def auto_scheme(graph: Graph, budget: int | Room, samples=None, reserve: int = D
                     gain = benefit(i, "w", ch) - (benefit(i, "w", t.channels) if t.channels
                                                   else 0.0)
                     t.channels = ch
-                p = build_program(graph, trial, momentum, grad)
+                p = program(trial)
                 if not room.fits(p) or gain <= 0:
                     continue
                 extra = max(p.memory_bytes - prog.memory_bytes, 1)

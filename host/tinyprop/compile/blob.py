@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import TinypropError
 from ..frontend.graph import OP_CODES, Graph
 from ..frontend.opparams import OpParams, all_op_params
-from .memory import plan_inference
+from .memory import Layout, plan_inference, tiled_tensors
 
 MAGIC = b"TPRB"
 VERSION = 2
@@ -29,7 +29,9 @@ DTYPES = {"int8": 1, "int32": 2, "float32": 3}
 DTYPE_SIZE = {1: 1, 2: 4, 3: 4}
 ACT_CODES = {"NONE": 0, "RELU": 1, "RELU6": 2}
 
-T_CONST, T_ARENA, T_TRAINABLE = 1, 2, 4
+T_CONST, T_ARENA, T_TRAINABLE, T_TILED = 1, 2, 4, 8
+INPL_HEADER = struct.Struct("<HHI")
+INPL_OP = struct.Struct("<HBBII")  # op, plans (1 inference, 2 training), 0, channel buffers
 
 assert HEADER.size == 48 and TENSOR.size == 40 and OP.size == 64
 
@@ -149,14 +151,43 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
     )
 
 
+def inference_for(graph: Graph, train=None) -> Layout:
+    """The inference layout a blob gets by default: when the training plan needed a stage or
+    in-place ops, the same stage (both plans tile the same windows) with the in-place ops that
+    lower the inference arena; else whole tensors."""
+    layout = train.layout if train is not None else None
+    if layout is None or (layout.stage is None and not layout.inplace):
+        return plan_inference(graph, "none")
+    return plan_inference(graph, stage=layout.stage, keep_stage=True)
+
+
+def inplace_section(infer: Layout, train_layout: Layout | None) -> bytes:
+    """The INPL section: every op run in place under either plan, with its channel buffers."""
+    plans = [infer.inplace_ops(), train_layout.inplace_ops() if train_layout else {}]
+    ops = sorted(set(plans[0]) | set(plans[1]))
+    out = bytearray(INPL_HEADER.pack(len(ops), 0, 0))
+    for k in ops:
+        bits = (1 if k in plans[0] else 0) | (2 if k in plans[1] else 0)
+        out += INPL_OP.pack(k, bits, 0, plans[0].get(k, NONE32), plans[1].get(k, NONE32))
+    return bytes(out)
+
+
 def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
-              scratch=None) -> bytes:
+              scratch=None, infer: Layout | None = None) -> bytes:
     """Serialize a graph (and optionally its training program, a
     tinyprop.compile.train_plan.TrainProgram, and its kernels' scratch plan, a
     tinyprop.compile.kernels.ScratchPlan: the SCRA section and the arenas with it) to blob
-    v2."""
+    v2. `infer`: the inference layout (memory.py; default `inference_for`); with a training
+    program it must tile the program's stage."""
     params = all_op_params(graph)
-    arena_off, arena_bytes = plan_inference(graph)
+    infer = infer if infer is not None else inference_for(graph, train)
+    train_layout = train.layout if train is not None else None
+    stage = infer.stage
+    if train_layout is not None and train_layout.stage is not stage:
+        raise TinypropError("pack_blob: the inference layout must tile the training "
+                            "program's stage (inference_for)")
+    arena_bytes = infer.arena
+    tiled = tiled_tensors(stage)
     data = _Data()
     # TRAINABLE marks the biases held whole; held weight rows are described per op (held_map)
     trainable = {ti: off for ti, off in train.trainable_offsets.items()
@@ -177,9 +208,11 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
             if t.scale.size > 1:
                 scales_off = data.add(t.scale.astype(np.float32))
                 n_scales = t.scale.size
-        elif t.index in arena_off:
+        elif t.index in tiled:
+            flags, offset = T_TILED, NONE32  # only tile by tile (TILE)
+        elif infer.tensor_offset(t.index) is not None:
             flags |= T_ARENA
-            offset = arena_off[t.index]
+            offset = infer.tensor_offset(t.index)
         params_off = trainable.get(t.index, NONE32)
         if params_off != NONE32:
             flags |= T_TRAINABLE
@@ -199,6 +232,14 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
         sections.append((b"TRAN", train.pack()))
         train_arena, params_bytes = train.arena_bytes, train.region_bytes
         optimizer_bytes = train.optimizer_bytes
+    if stage is not None:
+        offsets = {"infer": infer.tile_offsets(), "train": train_layout.tile_offsets()
+                   if train_layout else [NONE32] * len(stage.tensors)}
+        bands = {"infer": infer.band_offset(),
+                 "train": train_layout.band_offset() if train_layout else NONE32}
+        sections.append((b"TILE", stage.pack(offsets, bands)))
+    if infer.inplace_ops() or (train_layout is not None and train_layout.inplace_ops()):
+        sections.append((b"INPL", inplace_section(infer, train_layout)))
     if scratch is not None and scratch.target != "ref":  # the reference kernels need none
         if train is None and scratch.train_arena:
             raise TinypropError("pack_blob: the scratch plan was made with a training program; "

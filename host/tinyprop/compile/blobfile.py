@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import TinypropError
 from ..frontend.graph import Graph
 from ..frontend.tflite_reader import read_tflite
-from .blob import pack_blob, read_blob
+from .blob import inference_for, pack_blob, read_blob
 from .kernels import DEFAULT_TARGET, ScratchPlan, plan_scratch
 from .scheme import SparseScheme, scheme_from_dict
 from .train_plan import DEFAULT_GRAD, TrainProgram, build_program
@@ -44,26 +44,43 @@ class TrainingBlob:
 
 
 def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
-              target: str = DEFAULT_TARGET, limit: int | None = None,
-              grad: str = DEFAULT_GRAD) -> TrainingBlob:
+              target: str = DEFAULT_TARGET, limit: int | None = None, patch: str = "auto",
+              input_rows: bool = False, grad: str = DEFAULT_GRAD) -> TrainingBlob:
     """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state;
     `target` names the kernels it plans scratch for (tinyprop.compile.kernels), within `limit`
-    bytes of device memory (arena + params region) when given; `grad` is the gradient maps'
-    format (train_plan.GRAD_FORMATS)."""
+    bytes of device memory (arena + params region) when given; `patch` and `input_rows` how
+    the frozen first ops may run tile by tile (train_plan.build_program); `grad` is the
+    gradient maps' format (train_plan.GRAD_FORMATS)."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
-    program = build_program(graph, scheme, momentum, grad)
+    program = build_program(graph, scheme, momentum, patch, input_rows,
+                            _arena_limit(graph, scheme, momentum, limit, grad), grad)
     meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json(), "grad": grad}
     if momentum:  # only then: a blob without optimizer state stays as it always was
         meta["momentum"] = True
+    if patch != "auto":  # likewise for the layout options
+        meta["patch"] = patch
+    if input_rows:
+        meta["input_rows"] = True
+    infer = inference_for(graph, program)
     scratch = None
     if target != "ref":  # likewise: a reference-kernels blob has no scratch plan
-        scratch = plan_scratch(graph, target, program, program.region_bytes, limit)
+        scratch = plan_scratch(graph, target, program, program.region_bytes, limit, infer=infer)
         meta["target"] = target
-        if limit is not None:
-            meta["scratch_limit"] = limit
-    blob = pack_blob(graph, zlib.crc32(raw), train=program, meta=meta, scratch=scratch)
+    if limit is not None and (target != "ref" or program.layout.stage is not None):
+        meta["scratch_limit"] = limit  # the device's limit: the scratch and the stage fit it
+    blob = pack_blob(graph, zlib.crc32(raw), train=program, meta=meta, scratch=scratch,
+                     infer=infer)
     return TrainingBlob(graph, program, blob, Path(model), scratch=scratch)
+
+
+def _arena_limit(graph: Graph, scheme: SparseScheme, momentum: bool,
+                 limit: int | None, grad: str = DEFAULT_GRAD) -> int | None:
+    """What a device `limit` (arena + params region) leaves the arena for this scheme."""
+    if limit is None:
+        return None
+    region = build_program(graph, scheme, momentum, "none", grad=grad).region_bytes
+    return limit - region
 
 
 def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
@@ -84,6 +101,7 @@ def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
                             "original with --model or re-run tinyprop convert")
     tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")),
                    meta.get("target", "ref"), meta.get("scratch_limit"),
+                   meta.get("patch", "auto"), bool(meta.get("input_rows")),
                    meta.get("grad", "float32"))
     if tb.blob != raw:
         raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "

@@ -24,8 +24,9 @@ import numpy as np
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op
 from ..frontend.opparams import op_params
-from .memory import inference_buffers
-from .planner import ALIGN, Buffer, first_fit, plan_memory
+from .memory import Layout, plan_inference
+from .patch import input_need, tile_pad
+from .planner import ALIGN, Buffer, first_fit
 
 # target name -> the SCRA target id (the kernel set): 0 reference, 1 Cortex-M DSP
 TARGETS = {"ref": 0, "cortex-m4": 1, "cortex-m7": 1, "cortex-m33": 1}
@@ -83,14 +84,25 @@ def depthwise_scratch_bytes(k: tuple[int, int], stride: tuple[int, int], out_h: 
     return rows * DW_ROW * 2 + 4 * (62 if stride[1] == 1 else 30)
 
 
-def scratch_bytes(target: str, graph: Graph, op: Op) -> int:
-    """What `target`'s kernel for `op` asks for (0: none, or the reference kernel)."""
+def scratch_bytes(target: str, graph: Graph, op: Op, stage=None) -> int:
+    """What `target`'s kernel for `op` asks for (0: none, or the reference kernel); for an op
+    of a tiled stage (patch.PatchStage), the most any of its tiles asks for."""
     if check_target(target) == 0 or op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
         return 0
     shape_in, shape_out, geo = _geometry(graph, op)
+    calls = [(geo["pad"], geo["out_hw"])]
+    if stage is not None and op.index < stage.n_ops:
+        p = op_params(graph, op)
+        pos = stage.tensors.index(op.outputs[0])
+        calls = []
+        for tile in stage.windows:
+            out = tile[pos]
+            need = input_need(op, p, out, shape_in[1:3])
+            calls.append((tile_pad(op, p, out, need), (out.h, out.w)))
     if op.kind == "CONV_2D":
-        return conv_scratch_bytes(geo["k"], geo["pad"], shape_in[3], geo["out_hw"], shape_out[3])
-    return depthwise_scratch_bytes(geo["k"], geo["stride"], geo["out_hw"][0])
+        return max(conv_scratch_bytes(geo["k"], pad, shape_in[3], hw, shape_out[3])
+                   for pad, hw in calls)
+    return max(depthwise_scratch_bytes(geo["k"], geo["stride"], hw[0]) for _, hw in calls)
 
 
 def dsp_channel_ok(bias: int, shift: int, taps: int, abs_weights: int, in_zp: int) -> bool:
@@ -173,15 +185,16 @@ def _kernel_name(graph: Graph, op: Op) -> str:
 
 
 def plan_scratch(graph: Graph, target: str, program=None, params_bytes: int = 0,
-                 limit: int | None = None, exact_only: bool = True) -> ScratchPlan:
-    """Each op's kernel on `target` and its scratch in the inference plan and, with a training
-    `program` (train_plan.TrainProgram), the training plan; `limit` bounds the device's memory
-    (the larger arena + `params_bytes`). An op whose DSP kernel would give it back to the
-    reference kernel (dsp_channels_ok) gets no scratch, unless exact_only is False (tests)."""
+                 limit: int | None = None, exact_only: bool = True,
+                 infer: Layout | None = None) -> ScratchPlan:
+    """Each op's kernel on `target` and its scratch in the inference plan (`infer`, default
+    whole tensors) and, with a training `program` (train_plan.TrainProgram), the training
+    plan; `limit` bounds the device's memory (the larger arena + `params_bytes`). An op whose
+    DSP kernel would give it back to the reference kernel (dsp_channels_ok) gets no scratch,
+    unless exact_only is False (tests)."""
     check_target(target)
-    _, _, inf_bufs = inference_buffers(graph)
-    inf_offsets, infer_arena = plan_memory(inf_bufs)
-    inf_bufs, inf_offsets = list(inf_bufs), list(inf_offsets)
+    infer = infer if infer is not None else plan_inference(graph, "none")
+    inf_bufs, inf_offsets, infer_arena = list(infer.buffers), list(infer.offsets), infer.arena
     trn_bufs = list(program.buffers) if program is not None else []
     trn_offsets = list(program.buffer_offsets) if program is not None else []
     train_arena = program.arena_bytes if program is not None else 0
@@ -200,7 +213,7 @@ def plan_scratch(graph: Graph, target: str, program=None, params_bytes: int = 0,
         return at, grown
 
     for op in graph.ops:
-        need = scratch_bytes(target, graph, op)
+        need = scratch_bytes(target, graph, op, infer.stage)
         entry = OpKernel(op.index, op.kind, _kernel_name(graph, op) if need else "reference",
                          need)
         plan.ops.append(entry)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from .blob import read_blob
+from .blob import inference_for, read_blob
 from .kernels import TARGET_KERNELS, TARGETS, plan_scratch
-from .memory import plan_inference
+from .memory import Layout
 from .train_plan import F_BIAS, F_WEIGHT, TrainProgram
 
 
@@ -19,19 +19,54 @@ def figures(prog: TrainProgram, blob: bytes) -> dict:
     info = read_blob(blob)
     meta = json.loads(info.sections.get("META") or b"{}")
     target = meta.get("target", "ref")
-    scratch = plan_scratch(graph, target, prog, prog.region_bytes, meta.get("scratch_limit"))
+    infer = inference_for(graph, prog)
+    scratch = plan_scratch(graph, target, prog, prog.region_bytes, meta.get("scratch_limit"),
+                           infer=infer)
     consts = sum(t.data.nbytes for t in graph.tensors if t.is_const)
     arena = info.train_arena_bytes
     return {"scheme": prog.scheme.describe(), "arena_peak": arena,
             "trainable_bytes": prog.params_bytes, "optimizer_bytes": prog.optimizer_bytes,
             "total": arena + prog.region_bytes, "inference_arena": info.arena_bytes,
             "scratch": {"target": target, "kernels": TARGET_KERNELS[TARGETS[target]],
-                        "inference_arena_without": plan_inference(graph)[1],
+                        "inference_arena_without": infer.arena,
                         "training_arena_without": prog.arena_bytes,
                         "limit": meta.get("scratch_limit"), "ops": scratch.rows()},
             "flash_bytes": len(blob), "constant_bytes": consts,
+            "layout": layout_figures(prog.layout, infer),
             "breakdown": breakdown(prog), "schedule": schedule(prog),
             "layers": report_rows(prog)}
+
+
+def layout_figures(train: Layout, infer: Layout) -> dict:
+    """The lifetime tricks of a blob's plans: its tiled stage (split, grid, buffers, the
+    multiply-accumulates recomputed) and the ops run in place under each plan."""
+    st = train.stage
+    out: dict = {"stage": None, "inplace_infer": sorted(infer.inplace_ops()),
+                 "inplace_train": sorted(train.inplace_ops())}
+    if st is not None:
+        out["stage"] = {"ops": st.n_ops, "grid": list(st.grid), "macs": st.macs,
+                        "extra_macs": st.extra_macs, "input_rows": st.input_rows,
+                        "band_bytes": st.band_bytes, "tile_buffer_bytes": sum(st.buffer_bytes),
+                        "output": st.output, "describe": st.describe()}
+    return out
+
+
+def layout_lines(fig: dict) -> list[str]:
+    """The tiled stage and the in-place ops (`figures`), for --report."""
+    lay = fig["layout"]
+    lines = []
+    if lay["stage"]:
+        st = lay["stage"]
+        lines.append(f"tiled stage: {st['describe']}; tile buffers {st['tile_buffer_bytes']:,} B"
+                     + (f", input band {st['band_bytes']:,} B" if st["input_rows"] else ""))
+    else:
+        lines.append("tiled stage: none (every op runs on whole tensors)")
+    for plan in ("infer", "train"):
+        if lay[f"inplace_{plan}"]:
+            ops = ", ".join(str(k) for k in lay[f"inplace_{plan}"])
+            lines.append(f"in place ({'inference' if plan == 'infer' else 'training'}): "
+                         f"depthwise op{'s' if len(lay[f'inplace_{plan}']) > 1 else ''} {ops}")
+    return lines
 
 
 def kernel_lines(fig: dict) -> list[str]:
@@ -93,7 +128,8 @@ def breakdown(prog: TrainProgram) -> dict:
         if live > peak:
             peak_step, peak = st, live
     names = {"activation": "activations", "saved": "saved_tensors", "mask": "masks",
-             "gradient": "gradients", "scratch": "scratch"}
+             "gradient": "gradients", "scratch": "scratch", "tile": "tiles",
+             "channel": "in_place_channels"}
     parts = dict.fromkeys(names.values(), 0)
     for b in prog.buffers:
         if b.first <= peak_step <= b.last:
@@ -102,9 +138,10 @@ def breakdown(prog: TrainProgram) -> dict:
 
 
 def _buffer_owner(prog: TrainProgram, name: str) -> int:
-    """The op whose row lists a buffer: the producer of an activation or gradient's tensor
-    (op 0 for the model input), the op of a mask or scratch row."""
-    if name[0] in "ms":
+    """The op whose row lists a buffer: the producer of an activation, gradient or tile
+    buffer's tensor (op 0 for the model input and its band), the op of a mask, scratch row or
+    in-place channel buffer."""
+    if name[0] in "msc":
         return int(name[1:])
     producer = prog.graph.producer(int(name[1:]))
     return producer.index if producer is not None else 0
@@ -113,7 +150,8 @@ def _buffer_owner(prog: TrainProgram, name: str) -> int:
 def _buffer_kind(prog: TrainProgram, b) -> str:
     if b.name[0] == "a":
         return "saved" if b.last > prog.logits + 1 else "activation"
-    return {"m": "mask", "g": "gradient", "s": "scratch"}[b.name[0]]
+    return {"m": "mask", "g": "gradient", "s": "scratch", "p": "tile", "b": "tile",
+            "c": "channel"}[b.name[0]]
 
 
 def report_rows(prog: TrainProgram) -> list[dict]:

@@ -22,6 +22,16 @@ import numpy as np
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op
 from ..reference.gradmap import GRAD_FORMATS
+from .memory import (
+    Layout,
+    choose_layout,
+    extend_for_stage,
+    plane_bytes,
+    stage_buffers,
+    tiled_tensors,
+    whole_alias,
+)
+from .patch import PatchStage, act_inputs
 from .planner import Buffer, plan_memory
 from .scheme import SparseScheme
 
@@ -84,6 +94,7 @@ class TrainProgram:
     held_rows: dict[int, tuple[list[int], bool]] = field(default_factory=dict)
     # momentum: one float32 velocity per trained parameter, after the params in their region
     optimizer_bytes: int = 0
+    layout: Layout | None = None  # the arena plan: tiled stage, in-place ops (memory.py)
     grad: str = DEFAULT_GRAD  # the gradient maps' format (GRAD_FORMATS)
 
     @property
@@ -213,10 +224,15 @@ def backward_scratch(graph: Graph, op: Op, flags: int, fmt: str, row_len: int) -
 
 
 def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
-                  grad: str = DEFAULT_GRAD) -> TrainProgram:
+                  patch: str | PatchStage = "auto", input_rows: bool = False,
+                  limit: int | None = None, grad: str = DEFAULT_GRAD) -> TrainProgram:
     """The program of `scheme` on `graph`; `momentum` plans a float32 velocity per trained
-    parameter (the optimizer state, after the params in their region); `grad` is the gradient
-    maps' format (GRAD_FORMATS)."""
+    parameter (the optimizer state, after the params in their region). `patch` (memory.py's
+    choose_layout): "auto" runs the ops before the earliest trained one tile by tile when that
+    is what fits `limit` bytes of arena with the fewest recomputed MACs (no stage without a
+    limit), "min" for the smallest arena, "none" never, or a given stage (when it is still
+    frozen under this scheme, then without in-place ops: auto's cheap costing); `input_rows`
+    reads the input in row bands; `grad` is the gradient maps' format (GRAD_FORMATS)."""
     if grad not in GRAD_FORMATS:
         raise TinypropError(f"--grad {grad}: unknown; use one of {', '.join(GRAD_FORMATS)}")
     tens = graph.tensors
@@ -305,31 +321,72 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
                 ops[w[0][0]].flags2 |= F2_REDUCE_IN0 if w[0][1] == 0 else F2_REDUCE_IN1
                 sums[out] = tens[out].shape[-1]
 
+    def build(stage: PatchStage | None, inplace: frozenset[int]) -> Layout:
+        return train_layout(graph, ops, alias, L, stage, inplace, grad, sums)
+
+    if isinstance(patch, PatchStage):  # auto's trials: a stage chosen before (if still frozen)
+        layout = build(patch if patch.n_ops <= E else None, frozenset())
+    else:
+        layout = choose_layout(graph, build, E, patch, input_rows, limit)
+    where = {b.name: off for b, off in zip(layout.buffers, layout.offsets, strict=True)}
+    act_offset = {t.index: off for t in tens
+                  if (off := layout.tensor_offset(t.index)) is not None}
+    grad_offset = {t.index: where[f"g{root(t.index)}"] for t in tens
+                   if f"g{root(t.index)}" in where}
+    for k, t in ops.items():
+        t.mask_offset = where.get(f"m{k}", NONE32)
+        t.scratch_offset = where.get(f"s{k}", NONE32)
+    return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, layout.buffers,
+                        layout.offsets, layout.arena, params_off, trainable, alias, held,
+                        4 * n_velocity if momentum else 0, layout, grad)
+
+
+def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L: int,
+                 stage: PatchStage | None, inplace: frozenset[int], grad: str = DEFAULT_GRAD,
+                 sums: dict[int, int] | None = None) -> Layout:
+    """The training step's arena: activations (saved ones until their op's backward), masks,
+    gradients in format `grad` (`sums`: the buffers holding a sink's channel sums) and the
+    backward scratch, with lifetimes in schedule steps; a tiled stage's buffers and in-place
+    ops' channel buffers as in the inference plan (memory.py)."""
+    tens = graph.tensors
+    sums = sums or {}
+
     def grad_bytes(r: int) -> int:
         if r in sums:
             return sums_buffer_bytes(sums[r])
         return grad_buffer_bytes(grad, tens[r].size)
 
-    # ---- buffers and lifetimes ----
+    def bstep(k: int) -> int:
+        return L + 2 + (L - k)
+
+    act = whole_alias(graph, graph.ops[: L + 1], inplace)  # activations (in place included)
+
+    def root(t: int) -> int:  # gradients: RESHAPE shares, an in-place op does not
+        return alias.get(t, t)
+
     life: dict[str, list[int]] = {}
     sizes: dict[str, int] = {}
+    skip = tiled_tensors(stage)
 
     def use(name: str, size: int, step: int) -> None:
-        sizes[name] = size
+        sizes[name] = max(sizes.get(name, 0), size)
         lo_hi = life.setdefault(name, [step, step])
         lo_hi[0] = min(lo_hi[0], step)
         lo_hi[1] = max(lo_hi[1], step)
 
-    use(f"a{root(graph.inputs[0])}", tens[graph.inputs[0]].size, 0)
+    def use_act(ti: int, step: int) -> None:
+        if ti not in skip:
+            use(f"a{act.get(ti, ti)}", tens[ti].size, step)
+
+    use_act(graph.inputs[0], 0)
     for op in graph.ops[: L + 1]:
-        for ti in act_inputs(op) + [op.outputs[0]]:
-            use(f"a{root(ti)}", tens[root(ti)].size, op.index)
-    use(f"a{root(tens[graph.ops[L].outputs[0]].index)}", tens[graph.ops[L].outputs[0]].size,
-        L + 1)
+        for ti in act_inputs(graph, op) + [op.outputs[0]]:
+            use_act(ti, op.index)
+    use_act(graph.ops[L].outputs[0], L + 1)
     for k, t in ops.items():
         op = graph.ops[k]
         if t.flags & F_WEIGHT:
-            use(f"a{root(op.inputs[0])}", tens[root(op.inputs[0])].size, bstep(k))
+            use_act(op.inputs[0], bstep(k))
         if t.flags & F_MASK:
             n = tens[op.outputs[0]].size
             use(f"m{k}", (n + 7) // 8, k)
@@ -340,22 +397,16 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
         # gradient of the output: written by the loss or by consumers, read here
         out = root(op.outputs[0])
         use(f"g{out}", grad_bytes(out), bstep(k))
-        for pos, ti in enumerate(act_inputs(op)):
+        for pos, ti in enumerate(act_inputs(graph, op)):
             if t.flags & (F_GRAD_IN0 if pos == 0 else F_GRAD_IN1):
                 use(f"g{root(ti)}", grad_bytes(root(ti)), bstep(k))
     use(f"g{root(graph.ops[L].outputs[0])}", grad_bytes(root(graph.ops[L].outputs[0])), L + 1)
-
-    names = sorted(life)
-    in_name = f"a{root(graph.inputs[0])}"
-    buffers = [Buffer(n, sizes[n], *life[n], 0 if n == in_name else None) for n in names]
+    spans = {int(n[1:]): v for n, v in life.items() if n[0] == "a"}
+    extend_for_stage(spans, stage, act)
+    in_name = f"a{act.get(graph.inputs[0], graph.inputs[0])}"
+    buffers = [Buffer(n, sizes[n], *life[n], 0 if n == in_name else None) for n in sorted(life)]
+    buffers += [Buffer(f"c{k}", plane_bytes(graph, k), k, k) for k in sorted(inplace)]
+    if stage is not None:
+        buffers += stage_buffers(stage)
     offsets, total = plan_memory(buffers)
-    where = dict(zip(names, offsets, strict=True))
-    act_offset = {t.index: where[f"a{root(t.index)}"] for t in tens if f"a{root(t.index)}" in where}
-    grad_offset = {t.index: where[f"g{root(t.index)}"] for t in tens
-                   if f"g{root(t.index)}" in where}
-    for k, t in ops.items():
-        t.mask_offset = where.get(f"m{k}", NONE32)
-        t.scratch_offset = where.get(f"s{k}", NONE32)
-    return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, buffers, offsets,
-                        total, params_off, trainable, alias, held,
-                        4 * n_velocity if momentum else 0, grad)
+    return Layout(buffers, offsets, total, act, stage, frozenset(inplace))

@@ -51,6 +51,9 @@ class _HParams(ctypes.Structure):
 
 
 TP_HP_NO_QAS = 1
+# tp_row_source: (ctx, first row, rows, destination, bytes) -> tp_status
+ROW_SOURCE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+                              ctypes.c_void_p, ctypes.c_uint32)
 
 
 @cache
@@ -72,6 +75,7 @@ def load_library() -> ctypes.CDLL:
         "tp_set_step": ([p, u32], None),
         "tp_reset_params": ([p], ctypes.c_int),
         "tp_status_name": ([ctypes.c_int], ctypes.c_char_p),
+        "tp_set_row_source": ([p, ROW_SOURCE, p], None),
     }
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
@@ -130,6 +134,10 @@ class NativeEngine(Engine):
         self.input_shape = tuple(info.tensors[info.input].shape)
         self.output_shape = tuple(info.tensors[info.output].shape)
         self.last_result = Result()
+        self._sample = np.zeros(0, np.int8)
+        self.rows_read: list[tuple[int, int]] = []  # (first row, rows) a row-band blob asked for
+        self._rows = ROW_SOURCE(self._read_rows)  # kept: the core holds the pointer
+        lib.tp_set_row_source(self._session, self._rows, None)
         self._hp = _HParams()
         self.set_hparams(hparams or HParams())
 
@@ -149,7 +157,21 @@ class NativeEngine(Engine):
             raise TinypropError(f"{self.model.name}: input is {x.dtype} {x.shape} ({x.nbytes} "
                                 f"bytes); expected int8 {self.input_shape} "
                                 f"({self.requirements.input_bytes} bytes)")
-        ctypes.memmove(self._lib.tp_input(self._session), x.ctypes.data, x.size)
+        at = self._lib.tp_input(self._session)
+        if at is None:  # the blob reads its input in row bands: _read_rows serves them
+            self._sample = x.reshape(-1).copy()
+            self.rows_read = []
+            return
+        ctypes.memmove(at, x.ctypes.data, x.size)
+
+    def _read_rows(self, _ctx, row: int, n: int, dst: int, nbytes: int) -> int:
+        """The row source of a row-band blob: rows of the sample _put was given."""
+        per = self.requirements.input_bytes // self.input_shape[1]
+        self.rows_read.append((row, n))
+        if nbytes != n * per or (row + n) * per > self._sample.size:
+            return status_code("TP_ERR_BAD_INPUT")
+        ctypes.memmove(dst, self._sample[row * per:].ctypes.data, nbytes)
+        return 0
 
     def set_hparams(self, hparams: HParams) -> None:
         self._hp.lr, self._hp.momentum = hparams.lr, hparams.momentum

@@ -240,7 +240,7 @@ void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shap
             b.row_step = sy * TP_DW_ROW;
             b.out_row = (uint32_t)ow * cout;
             b.cout = cout;
-            for (c = 0; c < cin; c++) {
+            for (c = 0; c < cout / mult; c++) { /* cin: the input's pixel stride */
                 if (y_hi > y_lo && x_hi > x_lo) {
                     gather(in + ((iy0 + y_lo) * wd + ix0 + x_lo) * (int32_t)cin + (int32_t)c,
                            (uint32_t)wd * cin, cin, (uint32_t)(y_hi - y_lo),
