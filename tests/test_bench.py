@@ -15,3 +15,16 @@ def test_tflm_smallest_arena_for_vww(vww_model_path):
     assert 100_000 < tflm < 110_000  # 103,672 B with tflite-micro's x86-64 Python interpreter
     ours = plan_inference(read_tflite(vww_model_path), "none").arena
     assert ours == 55_296 and ours < 0.55 * tflm
+
+
+def test_frontier_png_and_the_bench_sections(tmp_path):
+    """bench --only frontier draws its table as a PNG; step, grads and frontier are sections of
+    the CLI."""
+    from tinyprop.bench.figures import SECTIONS, draw_frontier
+
+    fig = {"shift": "haze", "grad": "int8", "tflm_inference_arena": 103_672,
+           "rows": [{"budget_kb": 48, "planned_bytes": 47_000, "accuracy_after": 0.70},
+                    {"budget_kb": 96, "planned_bytes": 95_000, "accuracy_after": 0.78}]}
+    png = draw_frontier(fig, tmp_path / "f.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {"step", "grads", "frontier"} <= set(SECTIONS)

@@ -152,3 +152,42 @@ def test_field_corruption_with_valid_crc_never_crashes(vww, san_driver, tmp_path
     # -1: the driver skipped a run whose corrupted header asks for more than 64 MB
     ok = status_code("TP_OK")
     assert all(inf in (ok, -1) for st, inf in rows if st == ok)
+
+
+def test_training_program_format_and_sinks_are_checked():
+    """TRAN names the gradient format and marks sinks (train_plan.F2_*): the loader refuses an
+    unknown format, sinks with float32 maps, a sink without its reducing writer and a reducing
+    writer without its sink."""
+    from opgen import small_classifier
+    from tinyprop.compile.scheme import parse_scheme
+    from tinyprop.compile.train_plan import (
+        F2_REDUCE_IN0,
+        F2_REDUCED,
+        TRAN_HEADER,
+        TRAN_OP,
+        build_program,
+    )
+    from tinyprop.engines.native import blob_status
+
+    graph = small_classifier()
+    prog = build_program(graph, parse_scheme(graph, "bias-only"), grad="int16")
+    assert prog.ops[0].flags2 == F2_REDUCED and prog.ops[1].flags2 & F2_REDUCE_IN0
+    raw = pack_blob(graph, 1, train=prog)
+    assert blob_status(raw) == "TP_OK"
+    tran = raw.index(prog.pack())
+    records = tran + TRAN_HEADER.size + 8 * len(graph.tensors)
+    order = sorted(prog.ops)
+
+    def patched(offset: int, value: int) -> bytes:
+        b = bytearray(raw)
+        b[offset] = value
+        return with_crc(b)
+
+    assert blob_status(patched(tran + 6, 3)) == "TP_ERR_BLOB_INVALID"  # no such format
+    # float32 with sinks: its maps no longer fit the plan, or the sink is refused
+    assert blob_status(patched(tran + 6, 0)) in ("TP_ERR_BLOB_BOUNDS", "TP_ERR_BLOB_INVALID")
+    sink = records + TRAN_OP.size * order.index(0) + 3
+    writer = records + TRAN_OP.size * order.index(1) + 3
+    assert blob_status(patched(sink, 0)) == "TP_ERR_BLOB_INVALID"
+    assert blob_status(patched(writer, 0)) == "TP_ERR_BLOB_INVALID"
+    assert blob_status(patched(writer, 0x80)) == "TP_ERR_BLOB_INVALID"  # unknown flag

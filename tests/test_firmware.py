@@ -24,7 +24,7 @@ BUILD = REPO / "build" / "firmware"
 # The layers, lowest first. An object may use its own layer and the ones below, nothing above.
 LAYERS = [
     ("util", ["core/tp_crc32.o", "core/tp_status.o"]),
-    ("quant", ["core/tp_quant.o", "core/tp_fmath.o"]),
+    ("quant", ["core/tp_quant.o", "core/tp_fmath.o", "core/tp_gradmap.o"]),
     ("blob", ["core/tp_blob.o"]),
     ("session", ["core/tp_session.o"]),
     ("kernels", ["core/kernels/*.o", "core/kernels/*/*.o"]),
@@ -35,9 +35,9 @@ LAYERS = [
     ("apps", ["apps/*/*.o"]),
 ]
 # What an inference-only program must not contain: the training interpreter, the loss, the
-# optimizer, exp/log and every gradient kernel.
-TRAINING_SYMBOLS = re.compile(r"^(tp_train_step|tp_softmax_xent_f32|tp_optim_\w+|tp_exp_neg|"
-                              r"tp_log_pos|\w+_grad_f32|tp_(ref|target)_gradient)$")
+# optimizer, exp/log, the integer gradient maps and every gradient kernel.
+TRAINING_SYMBOLS = re.compile(r"^(tp_train_step|tp_softmax_xent_\w+|tp_optim_\w+|tp_exp_neg|"
+                              r"tp_log_pos|tp_gm_\w+|\w+_grad_(f32|q)|tp_(ref|target)_gradient)$")
 
 needs = {tool: pytest.mark.skipif(shutil.which(tool) is None, reason=f"needs {tool} "
                                   "(scripts/setup.sh installs it)")

@@ -6,7 +6,7 @@ parameters (and the seed that reproduces them), not just "the network differs".
 Forward: the op's int8 output equals the reference's. Gradients: a few training steps of a small
 graph around the op (its input gradient reaches a trained layer below it; a weighted op trains
 its own bias and some of its rows) leave the parameters and losses bit-identical to the NumPy
-reference trainer's.
+reference trainer's, with each gradient format (float32, int16 and int8 maps).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 from opgen import FORWARD_KINDS, GRADIENT_KINDS, forward_case, random_input, training_case
 from tinyprop.compile.blob import pack_blob
 from tinyprop.compile.blobfile import TrainingBlob
-from tinyprop.compile.train_plan import build_program
+from tinyprop.compile.scheme import LayerUpdate
+from tinyprop.compile.train_plan import F2_REDUCED, GRAD_FORMATS, build_program
 from tinyprop.engines import BlobModel, HParams
 from tinyprop.engines.native import NativeEngine
 from tinyprop.reference.backward import ReferenceTrainer
@@ -44,11 +45,24 @@ def test_forward_kernel_equals_reference(kind):
                 f"differ, first at {np.argwhere(ours != theirs)[0].tolist()}")
 
 
+def _sink(case):
+    """The case with its first layer training only its bias: with integer maps the op under
+    test (or the op above) then writes that layer's gradient as channel sums (a sink)."""
+    case.scheme.layers[0] = LayerUpdate(0, True, None)
+    return case
+
+
+@pytest.mark.parametrize("grad,sink", [(g, False) for g in GRAD_FORMATS] +
+                         [("int16", True), ("int8", True)])
 @pytest.mark.parametrize("kind", GRADIENT_KINDS)
-def test_gradient_kernels_equal_reference(kind):
+def test_gradient_kernels_equal_reference(kind, grad, sink):
     for seed in range(CASES):
         case = training_case(kind, seed)
-        prog = build_program(case.graph, case.scheme)
+        if sink:
+            case = _sink(case)
+        prog = build_program(case.graph, case.scheme, grad=grad)
+        if sink and kind != "FULLY_CONNECTED":  # FC reads the layer through a RESHAPE: no sink
+            assert prog.ops[0].flags2 & F2_REDUCED, case.name
         blob = pack_blob(case.graph, 0, train=prog)
         tb = TrainingBlob(case.graph, prog, blob, source=Path(case.name))
         ours = NativeEngine(tb, HParams(lr=0.05, seed=seed))

@@ -297,3 +297,44 @@ def test_vww_costs_per_layer_type(vww_model_path, vww_data_dir):
     for row in out["ops"]:
         if row["kind"] in ("CONV_2D", "DEPTHWISE_CONV_2D"):
             assert row["opt"] < row["ref"] / 2, row
+
+
+def _deep_scheme(path):
+    """Biases of every weighted op (gradient maps down to 48x48, through every depthwise stride)
+    and weights of 1x1 convolutions at 48x48, 6x6 and 3x3 and of a depthwise layer."""
+    import json
+
+    path.write_text(json.dumps({"bias_last": 29, "weights": [
+        {"op": 2, "fraction": 0.25}, {"op": 20, "fraction": 0.5}, {"op": 25, "fraction": 0.25},
+        {"op": 26, "fraction": 0.25}]}))
+    return str(path)
+
+
+@needs_qemu
+@pytest.mark.parametrize("grad", ["int16", pytest.param("int8", marks=pytest.mark.slow)])
+def test_gradient_kernels_train_bit_exact_on_qemu_m4(grad, vww_model_path, vww_data_dir,
+                                                     tmp_path):
+    """Training steps on qemu-m4 with the DSP gradient kernels (integer maps) leave the same
+    parameters, step by step, as with the reference kernels, and the profile's parts add up to
+    the step (tinyprop bench --only step reads them)."""
+    from tinyprop.bench.kernels import FLAG_BUILTIN, FLAG_REF, FLAG_TRAIN, StepProfile, train_inputs
+    from tinyprop.compile.build import build
+    from tinyprop.data.datasets import load_split
+    from tinyprop.frontend.tflite_reader import read_tflite
+
+    g = read_tflite(vww_model_path)
+    xs, ys, _ = load_split(vww_data_dir, "train", g.input.s, g.input.zp, shift="haze")
+    tb = build(vww_model_path, _deep_scheme(tmp_path / "deep.json"), None, grad=grad)
+    inputs = train_inputs(xs[:3], ys[:3])
+    cases = [Case(None, inputs, FLAG_TRAIN | FLAG_OUTPUTS | FLAG_BUILTIN, "dsp"),
+             Case(None, inputs, FLAG_TRAIN | FLAG_OUTPUTS | FLAG_BUILTIN | FLAG_REF, "ref")]
+    run = run_cases(cases, builtin=tb.blob, workdir=tmp_path)
+    dsp, ref = run.of(0), run.of(1)
+    assert [r.status for r in dsp + ref] == [0] * 6
+    assert len({r.crc_opt for r in dsp}) == 3  # every step changes the parameters
+    assert [r.crc_opt for r in dsp] == [r.crc_opt for r in ref]
+    for r in dsp:
+        p = StepProfile.of(r)
+        parts = int(p.ops.sum()) + p.loss_cost
+        assert abs(parts - r.cost_opt) < p.hook_calls * (p.hook_cost + 40)
+    assert dsp[0].cost_opt < ref[0].cost_opt / 2

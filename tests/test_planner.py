@@ -135,7 +135,7 @@ def test_64kb_budget_fits_with_the_first_ops_tiled(vww_model_path, tmp_path):
 
 def test_a_fixed_scheme_over_the_budget_is_refused(vww_model_path, tmp_path):
     r = _convert(str(vww_model_path), "-o", str(tmp_path / "v.tpb"), "--scheme", "bias-only",
-                 "--budget", "128KB")
+                 "--grad", "float32", "--budget", "128KB")
     assert r.returncode == 2 and "scheme bias-only" in r.stderr
     # bias-only saves no activations, but float gradients down to op 0 fill its arena
     assert "masks 9,216 B, gradients 221,184 B" in r.stderr and "135,368 B over" in r.stderr

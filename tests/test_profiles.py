@@ -44,10 +44,12 @@ def one_line_error(capsys, argv: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def big_blob(vww_model_path, tmp_path_factory) -> Path:
-    """bias-only with momentum: about 255 KB of arena and params, more than any board has."""
+    """bias-only with momentum and float32 gradient maps: about 255 KB of arena and params,
+    more than any board has."""
     path = tmp_path_factory.mktemp("big") / "big.tpb"
     graph = read_tflite(vww_model_path)
-    path.write_bytes(make_blob(vww_model_path, parse_scheme(graph, "bias-only"), True).blob)
+    path.write_bytes(make_blob(vww_model_path, parse_scheme(graph, "bias-only"), True,
+                               grad="float32").blob)
     return path
 
 
@@ -138,7 +140,8 @@ def test_auto_plans_within_the_real_boards(board, vww_model_path, tmp_path, caps
 
 def test_convert_refuses_a_scheme_the_board_cannot_hold(capsys, vww_model_path, tmp_path):
     err = one_line_error(capsys, ["convert", str(vww_model_path), "-o", str(tmp_path / "x.tpb"),
-                                  "--scheme", "bias-only", "--board", "nano33ble"])
+                                  "--scheme", "bias-only", "--grad", "float32", "--board",
+                                  "nano33ble"])
     assert "--board nano33ble (boards/nano33ble/profile.json)" in err and "over" in err
     err = one_line_error(capsys, ["convert", str(vww_model_path), "-o", str(tmp_path / "x.tpb"),
                                   "--scheme", "last:2", "--board", "esp32"])

@@ -84,3 +84,13 @@ def test_haze_halves_contrast_and_lifts_blacks():
     expected = np.rint(shifts.HAZE_CONTRAST * np.arange(256) + shifts.HAZE_LIFT).astype(int)
     np.testing.assert_array_equal(out, expected)
     assert out[0] == 95 and out[-1] == 235  # blacks lifted, whites dimmed: contrast 0.55
+
+
+def test_sodium_casts_orange_and_drops_blue():
+    ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], 3, axis=2)
+    out = apply_shift("sodium", ramp, "ramp.jpg")[0].astype(int)
+    for c in range(3):
+        expected = np.clip(np.rint(shifts.SODIUM_GAIN[c] * np.arange(256) + shifts.SODIUM_LIFT[c]),
+                           0, 255)
+        np.testing.assert_array_equal(out[:, c], expected)
+    assert tuple(out[-1]) == (254, 188, 89) and tuple(out[0]) == (25, 10, 0)

@@ -36,11 +36,12 @@ def _scheme(graph, spec):
     return parse_scheme(graph, spec)
 
 
-@pytest.mark.parametrize("spec", ["last:2", "auto:128KB"])
+@pytest.mark.parametrize("spec,grad", [("last:2", "float32"), ("auto:128KB", "float32"),
+                                       ("auto:128KB", "int16"), ("bias-only", "int8")])
 @pytest.mark.slow  # 200 VWW steps
-def test_c_training_equals_reference_over_200_steps(spec, vww_model_path, vww_graph, night_train,
-                                                    tmp_path):
-    tb = make_blob(vww_model_path, _scheme(vww_graph, spec))
+def test_c_training_equals_reference_over_200_steps(spec, grad, vww_model_path, vww_graph,
+                                                    night_train, tmp_path):
+    tb = make_blob(vww_model_path, _scheme(vww_graph, spec), grad=grad)
     ref = ReferenceEngine(tb, HParams(lr=0.05, seed=3))
     c = NativeEngine(tb, HParams(lr=0.05, seed=3))
     xs, ys = night_train

@@ -35,6 +35,7 @@ else ifeq ($(APP),kerneltest)
   APP_SRC := $(ROOT)/firmware/apps/kerneltest/kerneltest.c
   APP_ENTRY := tp_kerneltest_main
   PROG := kerneltest
+  APP_CFLAGS := -DTP_PROFILE
 else ifeq ($(APP),selftrain)
   APP_SRC := $(ROOT)/firmware/apps/selftrain/selftrain.c
   APP_ENTRY := tp_selftrain_main
@@ -73,7 +74,7 @@ INCLUDES := $(TP_INCLUDES) -I$(ROOT)/boards/$(BOARD)
 # Same numerics on every board: no fused multiply-add, so floats match the host reference.
 COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
                  -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY) \
-                 $(BLOB_CFLAGS)
+                 $(BLOB_CFLAGS) $(APP_CFLAGS)
 
 .DEFAULT_GOAL := all
 

@@ -334,10 +334,74 @@ const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k)
     return NULL;
 }
 
-/* Every training-plan offset inside the training arena, float gradients 4-aligned. */
+uint32_t tp_producer_of(const tp_blob_view *b, uint32_t tensor)
+{
+    uint32_t k;
+    for (k = 0; k < b->n_ops; k++) {
+        if (tp_rd_u16(b->ops + (uint32_t)TP_OP_SIZE * k + 10) == tensor) {
+            return k;
+        }
+    }
+    return TP_NONE32;
+}
+
+/* Whether tensor's gradient buffer holds a sink's channel sums (its producer's record is
+ * REDUCED). */
+static int is_sums(const tp_blob_view *b, uint32_t tensor)
+{
+    uint32_t k = tp_producer_of(b, tensor);
+    const uint8_t *rec = k != TP_NONE32 ? tp_tran_record_of(b, k) : NULL;
+    return rec != NULL && (rec[3] & TP_TRAN_REDUCED) != 0u;
+}
+
+/* Bytes of a sink's gradient buffer: exponent and padding, one int64 a channel. */
+static uint64_t sums_bytes(const tp_tensor *t)
+{
+    return TP_GM_HEADER + 8ull * (t->rank > 0u ? t->dims[t->rank - 1u] : 1u);
+}
+
+void tp_map_rows(const tp_tensor *t, uint32_t *rows, uint32_t *row_elems)
+{
+    uint32_t n = tp_tensor_elems(t);
+    *rows = t->rank == 4u && t->dims[1] != 0u ? t->dims[1] : 1u;
+    *row_elems = n / *rows;
+}
+
+uint32_t tp_backward_scratch_bytes(const tp_blob_view *b, const tp_op *op, uint32_t flags)
+{
+    uint64_t need = 0;
+    tp_tensor tin, tout, tw;
+    uint32_t rows, row_elems;
+    tp_decode_tensor(b->tensors, op->inputs[0], &tin);
+    if ((flags & TP_TRAN_WEIGHT) && op->kind <= TP_OP_FULLY_CONNECTED) {
+        uint32_t n_out;
+        tp_decode_tensor(b->tensors, op->inputs[1], &tw);
+        n_out = tp_weight_channels(op, &tw);
+        need = n_out != 0u ? 4ull * (tw.size / n_out) : 0u;
+    }
+    if (tp_tran_grad_format(b) == TP_GRAD_FLOAT32) {
+        return (uint32_t)need;
+    }
+    if (flags & (TP_TRAN_GRAD_IN0 | TP_TRAN_GRAD_IN1)) {
+        uint64_t grad;
+        tp_map_rows(&tin, &rows, &row_elems);
+        grad = (rows + 3u) & ~3u;
+        if (op->kind == TP_OP_CONV_2D || op->kind == TP_OP_FULLY_CONNECTED) {
+            tp_decode_tensor(b->tensors, op->output, &tout);
+            grad += 4ull * row_elems + 2ull * (tout.rank > 0u ? tout.dims[tout.rank - 1u] : 1u);
+        } else if (op->kind == TP_OP_DEPTHWISE_CONV_2D) {
+            grad += 4ull * row_elems;
+        }
+        need = grad > need ? grad : need;
+    }
+    need = (need + 7u) & ~(uint64_t)7u;
+    return need > 0x7FFFFFFFu ? 0x7FFFFFFFu : (uint32_t)need;
+}
+
+/* Every training-plan offset inside the training arena, gradient buffers 4-aligned. */
 static tp_status check_train_tensors(const tp_blob_view *v)
 {
-    uint32_t i;
+    uint32_t i, format = tp_tran_grad_format(v);
     for (i = 0; i < v->n_tensors; i++) {
         tp_tensor t;
         uint32_t a = tp_tran_act_offset(v, i), g = tp_tran_grad_offset(v, i);
@@ -345,12 +409,15 @@ static tp_status check_train_tensors(const tp_blob_view *v)
         if (a != TP_NONE32 && !within(a, t.size, v->req.arena_train)) {
             return TP_ERR_BLOB_BOUNDS;
         }
-        if (g != TP_NONE32 && (t.size > 0x3FFFFFFFu || !within(g, 4ull * t.size,
-                                                                v->req.arena_train))) {
+        if (g != TP_NONE32 &&
+            (t.size > 0x3FFFFFFFu ||
+             !within(g, is_sums(v, i) ? sums_bytes(&t) : tp_gm_buffer_bytes(format, t.size),
+                     v->req.arena_train))) {
             return TP_ERR_BLOB_BOUNDS;
         }
         if (g != TP_NONE32 && (g & 3u) != 0u) {
-            return TP_ERR_BLOB_INVALID; /* float gradients: an unaligned one faults on the M4 */
+            return TP_ERR_BLOB_INVALID; /* float gradients and a map's exponent: an unaligned one
+                                           faults on the M4 */
         }
     }
     return TP_OK;
@@ -376,6 +443,25 @@ static tp_status check_train_op(const tp_blob_view *v, const tp_train_op *t, uin
     if ((t->flags & TP_TRAN_GRAD_IN1) &&
         (op.kind != TP_OP_ADD || tp_tran_grad_offset(v, op.inputs[1]) == TP_NONE32)) {
         return TP_ERR_BLOB_INVALID;
+    }
+    /* sinks and their writers: integer maps only; a sink trains just its bias; an input whose
+     * gradient is a sink's sums is written only by reducing into them, as its first writer */
+    if ((t->flags2 & ~(uint32_t)(TP_TRAN_REDUCED | TP_TRAN_REDUCE_IN0 | TP_TRAN_REDUCE_IN1)) ||
+        (t->flags2 != 0u && tp_tran_grad_format(v) == TP_GRAD_FLOAT32) ||
+        ((t->flags2 & TP_TRAN_REDUCED) &&
+         (t->flags & (TP_TRAN_BIAS | TP_TRAN_WEIGHT | TP_TRAN_GRAD_IN0 | TP_TRAN_GRAD_IN1)) !=
+             TP_TRAN_BIAS)) {
+        return TP_ERR_BLOB_INVALID;
+    }
+    for (i = 0; i < 2u; i++) {
+        uint32_t need = i == 0u ? TP_TRAN_GRAD_IN0 : TP_TRAN_GRAD_IN1;
+        uint32_t zero = i == 0u ? TP_TRAN_ZERO_IN0 : TP_TRAN_ZERO_IN1;
+        uint32_t reduce = i == 0u ? TP_TRAN_REDUCE_IN0 : TP_TRAN_REDUCE_IN1;
+        int sums = (t->flags & need) && is_sums(v, op.inputs[i]);
+        if (((t->flags2 & reduce) != 0u) != sums ||
+            (sums && (t->flags & zero) == 0u)) {
+            return TP_ERR_BLOB_INVALID;
+        }
     }
     if ((t->flags & TP_TRAN_MASK) &&
         !within(t->mask_offset, (to.size + 7u) / 8u, v->req.arena_train)) {
@@ -406,7 +492,10 @@ static tp_status check_train_op(const tp_blob_view *v, const tp_train_op *t, uin
         if (t->n_sel == 0u || t->n_sel != held) {
             return TP_ERR_BLOB_INVALID; /* check_held checked the rows fit the params */
         }
-        if (!within(t->scratch_offset, 4ull * row, v->req.arena_train)) {
+    }
+    i = tp_backward_scratch_bytes(v, &op, t->flags);
+    if (i != 0u) {
+        if (!within(t->scratch_offset, i, v->req.arena_train)) {
             return TP_ERR_BLOB_BOUNDS;
         }
         if ((t->scratch_offset & 3u) != 0u) {
@@ -433,7 +522,8 @@ static tp_status check_train(const tp_blob_view *v)
     n_ops = tp_rd_u16(v->train + 4);
     first = tp_tran_first(v);
     last = tp_tran_last(v);
-    if (tp_rd_u32(v->train + 8) != v->n_tensors || last >= v->n_ops || first > last) {
+    if (tp_rd_u32(v->train + 8) != v->n_tensors || last >= v->n_ops || first > last ||
+        tp_tran_grad_format(v) >= TP_GRAD_FORMATS) {
         return TP_ERR_BLOB_INVALID;
     }
     if ((uint64_t)TP_TRAN_HEADER + 8ull * v->n_tensors + (uint64_t)TP_TRAN_OP * n_ops >

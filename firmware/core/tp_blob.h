@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "tinyprop.h"
+#include "tp_gradmap.h"
 #include "tp_le.h"
 
 /* A hot loop nest kept out of its caller: inlined into a large function, its loop counters and
@@ -94,6 +95,7 @@ typedef struct {
 
 /* ---- TRAN: the training program (docs/training.md, compile/train_plan.py) ----
  * header (16 B) | act offset u32[n_tensors] | grad offset u32[n_tensors] | op records (24 B)
+ * header: u16 first, u16 last, u16 n_ops, u16 gradient format (TP_GRAD_*), u32 n_tensors, u32 0
  * The training plan places activations and float gradients in the arena; TP_NONE32: none. */
 #define TP_TRAN_HEADER 16u
 #define TP_TRAN_OP 24u
@@ -104,6 +106,11 @@ typedef struct {
 #define TP_TRAN_GRAD_IN1 16u
 #define TP_TRAN_ZERO_IN0 64u /* first writer of input 0's gradient: zero it first */
 #define TP_TRAN_ZERO_IN1 128u
+/* the second flags byte (integer maps): a sink's output gradient is per-channel sums, which
+ * its one writer adds its rows into (train_plan.F2_*) */
+#define TP_TRAN_REDUCED 1u
+#define TP_TRAN_REDUCE_IN0 2u
+#define TP_TRAN_REDUCE_IN1 4u
 
 /* ---- SCRA: the kernels' scratch plan (docs/blob-format.md, compile/kernels.py) ----
  * header (8 B): u16 n_ops, u16 target, u32 0 | per op (16 B): u32 offset, u32 size of its
@@ -136,7 +143,7 @@ typedef struct {
  * which rows RAM holds (the forward pass needs them too), and TP_TRAN_WEIGHT updates them. */
 typedef struct {
     uint16_t op;
-    uint8_t flags;
+    uint8_t flags, flags2;
     uint32_t mask_offset, scratch_offset, n_sel;
     float scale_floor;
     uint32_t bias_params;
@@ -198,6 +205,7 @@ static inline void tp_decode_train_op(const uint8_t *p, tp_train_op *t)
 {
     t->op = tp_rd_u16(p);
     t->flags = p[2];
+    t->flags2 = p[3];
     t->mask_offset = tp_rd_u32(p + 4);
     t->scratch_offset = tp_rd_u32(p + 8);
     t->n_sel = tp_rd_u32(p + 12);
@@ -234,7 +242,13 @@ static inline uint32_t tp_tran_last(const tp_blob_view *b) /* the op making the 
     return tp_rd_u16(b->train + 2);
 }
 
-/* Training-plan arena offset of a tensor's activation / float gradient (TP_NONE32: none). */
+/* The gradient maps' format (TP_GRAD_*, tp_gradmap.h). */
+static inline uint32_t tp_tran_grad_format(const tp_blob_view *b)
+{
+    return tp_rd_u16(b->train + 6);
+}
+
+/* Training-plan arena offset of a tensor's activation / gradient buffer (TP_NONE32: none). */
 static inline uint32_t tp_tran_act_offset(const tp_blob_view *b, uint32_t tensor)
 {
     return tp_rd_u32(b->train + TP_TRAN_HEADER + 4u * tensor);
@@ -247,6 +261,18 @@ static inline uint32_t tp_tran_grad_offset(const tp_blob_view *b, uint32_t tenso
 
 /* The TRAN record of op k, or NULL when op k takes no part in the backward pass. */
 const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k);
+
+/* The op writing tensor i (its output), or TP_NONE32. */
+uint32_t tp_producer_of(const tp_blob_view *b, uint32_t tensor);
+
+/* (rows, values a row) of a tensor's gradient map as a kernel writes it: an NHWC tensor's image
+ * rows, anything else one row (train_plan.map_rows). */
+void tp_map_rows(const tp_tensor *t, uint32_t *rows, uint32_t *row_elems);
+
+/* Scratch bytes of op's backward step under the blob's gradient format (train_plan's
+ * backward_scratch): the weight gradient's float32 row, an integer map's row shifts, a weighted
+ * op's int32 row of dX sums and one pixel's dY'. */
+uint32_t tp_backward_scratch_bytes(const tp_blob_view *b, const tp_op *op, uint32_t flags);
 
 /* Held row of output channel o of a weighted op (TP_NONE16: read from the blob). */
 static inline uint32_t tp_held_row(const tp_blob_view *b, const tp_op *op, uint32_t o)

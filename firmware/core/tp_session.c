@@ -178,6 +178,16 @@ void tp_use_reference_kernels(tp_session *s, int reference)
     }
 }
 
+#ifdef TP_PROFILE
+void tp_set_profile(tp_session *s, tp_profile_hook hook, void *ctx)
+{
+    if (s != NULL) {
+        s->profile = hook;
+        s->profile_ctx = ctx;
+    }
+}
+#endif
+
 uint32_t tp_session_size(void)
 {
     return (uint32_t)sizeof(tp_session);

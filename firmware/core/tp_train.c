@@ -4,13 +4,29 @@
  * plan (with 1-bit masks of the RELUs of trained ops), the loss, then each op of the backward
  * pass in reverse order down to the earliest one updated: its input gradients, then its
  * update, right there (no gradient outlives its layer). Every buffer is at the offset the host
- * planned (TRAN section); nothing else is used.
+ * planned (TRAN section); nothing else is used. Gradient maps are float32, or integer maps
+ * (tp_gradmap.h) when the blob says so: the same schedule, other kernels.
  */
 #include <string.h>
 
 #include "tp_forward.h"
 #include "tp_loss.h"
 #include "tp_optim.h"
+
+/* Tell a profiling hook, if any, that a part of the step begins (TP_PROFILE builds; in
+ * others, nothing). */
+static void part(const tp_session *s, uint32_t which, uint32_t op)
+{
+#ifdef TP_PROFILE
+    if (s->profile != NULL) {
+        s->profile(s->profile_ctx, which, op);
+    }
+#else
+    (void)s;
+    (void)which;
+    (void)op;
+#endif
+}
 
 static float *grad_of(tp_session *s, uint32_t tensor, uint32_t elems)
 {
@@ -27,8 +43,120 @@ typedef struct {
     tp_shape in_shape, out_shape;
     tp_conv_params conv; /* CONV_2D, DEPTHWISE_CONV_2D */
     tp_weights w;        /* weighted ops */
-    float *dy;
+    uint32_t format;     /* TP_GRAD_* */
+    float *dy;           /* float32 maps */
+    tp_gmap dyq;         /* integer maps */
+    const uint8_t *sums; /* a sink's: its output's gradient as channel sums (REDUCED) */
+    uint8_t *scratch;    /* the op's backward scratch (NULL: none) */
 } backward_ctx;
+
+/* Begin writing input pos's integer map from exact values at exponent e_v, the row shifts at the
+ * scratch's start; returns the scratch after them (a weighted op's kernel scratch). */
+static uint8_t *begin_input(const backward_ctx *c, tp_gm_writer *w, uint32_t pos, int32_t e_v)
+{
+    tp_tensor t;
+    uint32_t rows, row_elems, zero = pos == 0u ? TP_TRAN_ZERO_IN0 : TP_TRAN_ZERO_IN1;
+    uint8_t *buf;
+    tp_decode_tensor(c->s->b.tensors, c->op.inputs[pos], &t);
+    tp_map_rows(&t, &rows, &row_elems);
+    if (c->t.flags2 & (pos == 0u ? TP_TRAN_REDUCE_IN0 : TP_TRAN_REDUCE_IN1)) {
+        /* the input is a sink's output: its rows go into the sink's channel sums, masked by
+         * the sink's mask (the loader checked the sink's record) */
+        tp_train_op sink;
+        uint32_t channels = t.dims[t.rank - 1u];
+        const uint8_t *mask = NULL;
+        tp_decode_train_op(tp_tran_record_of(&c->s->b, tp_producer_of(&c->s->b, c->op.inputs[pos])),
+                           &sink);
+        if (sink.flags & TP_TRAN_MASK) {
+            mask = tp_arena_at(c->s, sink.mask_offset, (tp_tensor_elems(&t) + 7u) / 8u);
+        }
+        buf = tp_arena_at(c->s, tp_tran_grad_offset(&c->s->b, c->op.inputs[pos]),
+                          TP_GM_HEADER + 8u * channels);
+        tp_gm_begin_sums(w, buf, rows, row_elems, channels, mask, e_v);
+    } else {
+        buf = tp_arena_at(c->s, tp_tran_grad_offset(&c->s->b, c->op.inputs[pos]),
+                          (uint32_t)tp_gm_buffer_bytes(c->format, tp_tensor_elems(&t)));
+        tp_gm_begin(w, buf, c->format, rows, row_elems, (c->t.flags & zero) == 0u, c->scratch,
+                    e_v);
+    }
+    return c->scratch + ((rows + 3u) & ~3u);
+}
+
+/* Products W^T dY' sums for one input element at most (backward.fold_terms). */
+static uint32_t fold_terms(const backward_ctx *c)
+{
+    uint32_t taps = (uint32_t)c->conv.k[0] * c->conv.k[1];
+    switch (c->op.kind) {
+    case TP_OP_FULLY_CONNECTED:
+        return c->w.n_out;
+    case TP_OP_CONV_2D:
+        return taps * c->w.n_out;
+    default:
+        return taps * (uint32_t)c->conv.depth_multiplier;
+    }
+}
+
+/* input_grads with integer maps. */
+static void input_grads_q(const backward_ctx *c)
+{
+    tp_gm_writer w;
+    if (c->t.flags & TP_TRAN_GRAD_IN0) {
+        switch (c->op.kind) {
+        case TP_OP_CONV_2D:
+        case TP_OP_DEPTHWISE_CONV_2D:
+        case TP_OP_FULLY_CONNECTED: {
+            tp_gm_fold f;
+            uint8_t *ks;
+            tp_gm_fold_of(&f, &c->dyq, tp_tensor_elems(&c->tout) / c->w.n_out, &c->w,
+                          fold_terms(c));
+            ks = begin_input(c, &w, 0u, f.e);
+            if (c->op.kind == TP_OP_CONV_2D) {
+                c->k->conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f, &c->dyq,
+                                     &w, ks);
+            } else if (c->op.kind == TP_OP_DEPTHWISE_CONV_2D) {
+                c->k->depthwise_conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f,
+                                               &c->dyq, &w, ks);
+            } else {
+                c->k->fully_connected_input_q(&c->w, &f, &c->dyq, &w, ks);
+            }
+            break;
+        }
+        case TP_OP_AVERAGE_POOL_2D: {
+            tp_pool_params p;
+            memcpy(p.stride, c->conv.stride, 2);
+            memcpy(p.pad, c->conv.pad, 2);
+            memcpy(p.k, c->conv.k, 2);
+            (void)begin_input(c, &w, 0u, c->dyq.e - TP_GM_POOL_FRAC);
+            tp_avg_pool2d_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, &w);
+            break;
+        }
+        case TP_OP_MEAN:
+            (void)begin_input(c, &w, 0u, c->dyq.e - TP_GM_POOL_FRAC);
+            tp_mean_hw_input_grad_q(&c->in_shape, &c->dyq, &w);
+            break;
+        case TP_OP_PAD: {
+            tp_pad_params p;
+            memcpy(p.before, c->op.pad, 2);
+            memcpy(p.after, c->op.pad_after, 2);
+            (void)begin_input(c, &w, 0u, c->dyq.e);
+            tp_pad_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, &w);
+            break;
+        }
+        case TP_OP_ADD:
+            (void)begin_input(c, &w, 0u, c->dyq.e);
+            tp_add_input_grad_q(&c->dyq, &w);
+            break;
+        default: /* RESHAPE shares its gradient buffer with its input */
+            return;
+        }
+        tp_gm_end(&w);
+    }
+    if (c->t.flags & TP_TRAN_GRAD_IN1) { /* ADD's second input */
+        (void)begin_input(c, &w, 1u, c->dyq.e);
+        tp_add_input_grad_q(&c->dyq, &w);
+        tp_gm_end(&w);
+    }
+}
 
 /* dX of input 0 (plus, for ADD, input 1), accumulated from dY by the op's gradient kernel. */
 static void input_grads(const backward_ctx *c)
@@ -94,6 +222,21 @@ static void input_grads(const backward_ctx *c)
     }
 }
 
+/* Row o of dW from an integer dY. */
+static void weight_row_q(const backward_ctx *c, const int8_t *x, uint32_t o, float *row)
+{
+    if (c->op.kind == TP_OP_FULLY_CONNECTED) {
+        c->k->fully_connected_weight_q(c->w.row_len, x, c->tin.zero_point, c->tin.scale, &c->dyq,
+                                       o, row);
+    } else if (c->op.kind == TP_OP_CONV_2D) {
+        c->k->conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
+                              &c->out_shape, &c->dyq, o, row);
+    } else {
+        c->k->depthwise_conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point,
+                                        c->tin.scale, &c->out_shape, &c->dyq, o, row);
+    }
+}
+
 /* The op's bias and held weight rows, updated from dY. *v_end: velocities not yet handed out,
  * counted from the region's end (ops run descending, velocities are laid out ascending). */
 static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
@@ -117,7 +260,18 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     }
     if (c->t.flags & TP_TRAN_BIAS) {
         for (o = 0; o < n_out; o++) {
-            float db = c->k->bias(c->dy, positions, n_out, o);
+            float db;
+            part(s, TP_PART_GRAD, c->op.index);
+            if (c->sums != NULL) { /* a sink: the sums its writer made */
+                int64_t sum;
+                memcpy(&sum, c->sums + TP_GM_HEADER + 8u * o, 8u);
+                db = tp_gm_to_f32(sum, c->dyq.e, 1.0f);
+            } else if (c->format == TP_GRAD_FLOAT32) {
+                db = c->k->bias(c->dy, positions, n_out, o);
+            } else {
+                db = c->k->bias_q(&c->dyq, positions, n_out, o);
+            }
+            part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_bias(&u, c->t.bias_params, o, db, tp_weights_scale(&c->w, o));
         }
     }
@@ -131,7 +285,10 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
             if (r == TP_NONE16) {
                 continue;
             }
-            if (c->op.kind == TP_OP_FULLY_CONNECTED) {
+            part(s, TP_PART_GRAD, c->op.index);
+            if (c->format != TP_GRAD_FLOAT32) {
+                weight_row_q(c, x, o, row);
+            } else if (c->op.kind == TP_OP_FULLY_CONNECTED) {
                 c->k->fully_connected_weight(row_len, x, c->tin.zero_point, c->tin.scale, c->dy,
                                              o, row);
             } else if (c->op.kind == TP_OP_CONV_2D) {
@@ -141,6 +298,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
                 c->k->depthwise_conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point,
                                               c->tin.scale, &c->out_shape, c->dy, o, row);
             }
+            part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row,
                                 row_len, tp_weights_scale(&c->w, o));
         }
@@ -152,6 +310,7 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     backward_ctx c;
     uint32_t i, n;
     memset(&c, 0, sizeof c);
+    part(s, TP_PART_BACKWARD, tp_rd_u16(rec));
     c.s = s;
     c.k = (s->flags & TP_SESSION_REFERENCE_KERNELS) ? &tp_ref_gradient : &tp_target_gradient;
     tp_decode_train_op(rec, &c.t);
@@ -162,12 +321,37 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     tp_shape_of(&c.tout, &c.out_shape);
     tp_conv_params_of(&c.op, &c.conv);
     n = tp_tensor_elems(&c.tout);
-    c.dy = grad_of(s, c.op.output, n);
+    c.format = tp_tran_grad_format(&s->b);
+    if (c.t.flags2 & TP_TRAN_REDUCED) { /* a sink: only its bias trains, from the sums */
+        tp_tensor tw;
+        c.sums = tp_arena_at(s, tp_tran_grad_offset(&s->b, c.op.output),
+                             TP_GM_HEADER + 8u * c.tout.dims[c.tout.rank - 1u]);
+        memcpy(&c.dyq.e, c.sums, 4u);
+        tp_decode_tensor(s->b.tensors, c.op.inputs[1], &tw);
+        tp_weights_of(s, &c.op, &tw, &c.w);
+        update(&c, key, v_end);
+        return;
+    }
+    if (c.format == TP_GRAD_FLOAT32) {
+        c.dy = grad_of(s, c.op.output, n);
+    } else {
+        c.dyq = tp_gm_at(tp_arena_at(s, tp_tran_grad_offset(&s->b, c.op.output),
+                                     (uint32_t)tp_gm_buffer_bytes(c.format, n)),
+                         c.format);
+    }
+    if (c.t.scratch_offset != TP_NONE32) {
+        c.scratch = tp_arena_at(s, c.t.scratch_offset, tp_backward_scratch_bytes(&s->b, &c.op,
+                                                                                 c.t.flags));
+    }
     if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
         const uint8_t *mask = tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u);
         for (i = 0; i < n; i++) {
             if (!(mask[i >> 3] & (1u << (i & 7u)))) {
-                c.dy[i] = 0.0f;
+                if (c.format == TP_GRAD_FLOAT32) {
+                    c.dy[i] = 0.0f;
+                } else {
+                    tp_gm_set(&c.dyq, i, 0);
+                }
             }
         }
     }
@@ -176,7 +360,11 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
         tp_decode_tensor(s->b.tensors, c.op.inputs[1], &tw);
         tp_weights_of(s, &c.op, &tw, &c.w);
     }
-    input_grads(&c);
+    if (c.format == TP_GRAD_FLOAT32) {
+        input_grads(&c);
+    } else {
+        input_grads_q(&c);
+    }
     if (c.t.flags & (TP_TRAN_BIAS | TP_TRAN_WEIGHT)) {
         update(&c, key, v_end);
     }
@@ -245,7 +433,9 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     }
     for (; k <= last; k++) {
         const uint8_t *rec = tp_tran_record_of(&s->b, k);
-        const int8_t *y = tp_run_op(s, k, TP_PLAN_TRAIN);
+        const int8_t *y;
+        part(s, TP_PART_FORWARD, k);
+        y = tp_run_op(s, k, TP_PLAN_TRAIN);
         if (rec != NULL && (rec[2] & TP_TRAN_MASK)) {
             save_mask(s, rec, y);
         }
@@ -256,8 +446,22 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     tp_decode_tensor(s->b.tensors, s->b.logits, &tz);
     pred = tp_argmax_s8(logits, n_cls);
     /* loss and logits gradient in the logits' gradient buffer */
-    loss = tp_softmax_xent_f32(logits, tz.zero_point, tz.scale, n_cls, label,
-                               grad_of(s, s->b.logits, n_cls));
+    part(s, TP_PART_LOSS, last);
+    if (tp_tran_grad_format(&s->b) == TP_GRAD_FLOAT32) {
+        loss = tp_softmax_xent_f32(logits, tz.zero_point, tz.scale, n_cls, label,
+                                   grad_of(s, s->b.logits, n_cls));
+    } else {
+        uint32_t format = tp_tran_grad_format(&s->b);
+        uint8_t shift;
+        tp_gm_writer w;
+        tp_gm_begin(&w, tp_arena_at(s, tp_tran_grad_offset(&s->b, s->b.logits),
+                                    (uint32_t)tp_gm_buffer_bytes(format, n_cls)),
+                    format, 1u, n_cls, 0u, &shift, -TP_GM_LOSS_FRAC);
+        loss = tp_softmax_xent_q(logits, tz.zero_point, tz.scale, n_cls, label, &w);
+        if (loss - loss == 0.0f) {
+            tp_gm_end(&w);
+        }
+    }
     if (r != NULL) {
         memset(r, 0, sizeof *r);
         r->loss = loss;
@@ -265,6 +469,7 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
         r->label = label;
     }
     if (!(loss - loss == 0.0f)) { /* NaN or +-inf, exactly the reference's !isfinite */
+        part(s, TP_PART_END, last);
         s->step++;
         if (r != NULL) {
             r->skipped = 1;
@@ -282,6 +487,7 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
             }
         }
     }
+    part(s, TP_PART_END, last);
     s->step++;
     if (r != NULL) {
         r->arena_peak = s->arena_high;

@@ -98,6 +98,20 @@ typedef struct {
     tp_requirements req;
 } tp_blob_view;
 
+/* The parts of a training step, for profiling (tp_set_profile). */
+typedef enum {
+    TP_PART_FORWARD = 0,  /* forward op k, and its RELU mask */
+    TP_PART_LOSS = 1,     /* the loss and the logits' gradient */
+    TP_PART_BACKWARD = 2, /* op k's input gradients (its mask applied, dY folded) */
+    TP_PART_GRAD = 3,     /* one of op k's bias or weight-row gradients */
+    TP_PART_UPDATE = 4,   /* the optimizer on that bias or row (QAS, momentum, rounding) */
+    TP_PART_END = 5       /* the step is done */
+} tp_part;
+
+/* Called as each part of a training step begins (tinyprop bench --only step reads a counter
+ * there) in builds with TP_PROFILE defined; NULL, the default, calls nothing. */
+typedef void (*tp_profile_hook)(void *ctx, uint32_t part, uint32_t op);
+
 /* Where a blob that reads its input in row bands (tinyprop convert --input-rows, for a camera
  * that delivers rows) gets them: copy rows [row, row + n) of the input (n x W x C int8, row
  * after row: `bytes` in all) to dst and return TP_OK. Rows are asked for in increasing order,
@@ -119,6 +133,10 @@ typedef struct {
     uint32_t flags; /* TP_SESSION_* */
     tp_row_source rows; /* the input's rows, for a blob that reads them in bands */
     void *rows_ctx;
+#ifdef TP_PROFILE /* builds that profile steps (kerneltest): others keep the session's size */
+    tp_profile_hook profile;
+    void *profile_ctx;
+#endif
 } tp_session;
 
 /* tp_session.flags: run the reference kernels even where the build has optimized ones (they
@@ -155,6 +173,11 @@ void tp_set_step(tp_session *s, uint32_t step);
 
 /* Choose the kernels of a session: reference (1) or the build's (0, the default). */
 void tp_use_reference_kernels(tp_session *s, int reference);
+
+#ifdef TP_PROFILE
+/* Install a profiling hook (NULL: none) with its context (TP_PROFILE builds only). */
+void tp_set_profile(tp_session *s, tp_profile_hook hook, void *ctx);
+#endif
 
 /* Bytes a tp_session occupies: lets FFI bindings allocate one without mirroring its fields. */
 uint32_t tp_session_size(void);

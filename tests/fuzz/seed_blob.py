@@ -22,19 +22,21 @@ from tinyprop.compile.train_plan import build_program
 from tinyprop.frontend.tflite_reader import read_tflite
 
 MAX_LEN = 8192  # run.sh's -max_len, mode byte included
-# (model, scheme): all op kinds but PAD (no generated PAD model ends in a classifier), each
-# blob with a training program
-SEEDS = [("conv3x3_same_relu", "last:2"), ("mbv2_block", "last:2"), ("mbv1_tail", "last:2"),
-         ("fc_flatten", "last:2"), ("odd_7x7_stack", "bias-only")]
+# (model, scheme, gradient format): all op kinds but PAD (no generated PAD model ends in a
+# classifier), each blob with a training program; integer maps, a sink (bias-only) among them
+SEEDS = [("conv3x3_same_relu", "last:2", "float32"), ("mbv2_block", "last:2", "float32"),
+         ("mbv1_tail", "last:2", "float32"), ("fc_flatten", "last:2", "float32"),
+         ("odd_7x7_stack", "bias-only", "float32"), ("mbv2_block", "last:2", "int16"),
+         ("mbv1_tail", "bias-only", "int8"), ("odd_7x7_stack", "bias-only", "int16")]
 
 
 def seed_blobs() -> dict[str, bytes]:
     blobs = {}
-    for name, scheme in SEEDS:
+    for name, scheme, grad in SEEDS:
         path = build_tflite(name)
         graph = read_tflite(path)
-        program = build_program(graph, parse_scheme(graph, scheme))
-        blobs[name] = pack_blob(graph, zlib.crc32(path.read_bytes()), train=program)
+        program = build_program(graph, parse_scheme(graph, scheme), grad=grad)
+        blobs[f"{name}_{grad}"] = pack_blob(graph, zlib.crc32(path.read_bytes()), train=program)
     return blobs
 
 

@@ -12,7 +12,10 @@
  *
  *   flags: 1 send the outputs (else their CRC32 only), 2 the blob is the one compiled in
  *          (BLOB=..., blob_len 0: the VWW model, larger than RAM), 4 run only the build's
- *          kernels (not the reference)
+ *          kernels (not the reference), 8 training: each input is a u32 label and a sample,
+ *          run as consecutive training steps (lr TRAIN_LR, seed TRAIN_SEED) from the blob's
+ *          parameters with the build's kernels (the reference ones with flag 16), each step
+ *          profiled (tp_set_profile)
  *
  * Output, on the board link: per case and input one record
  *
@@ -21,6 +24,12 @@
  *
  * (status a tp_status; cost in tp_board_counter units, 0 when not run), then "TPKE" | u32 cases
  * and the exit status 0 (1 when the case file cannot be read).
+ *
+ * A training step's record: cost_opt its cost (hook calls included), crc_opt the CRC32 of the
+ * params region after it, cost_ref and crc_ref 0, and (flag 1) twice its profile, u32s: the
+ * loss's float bits, the hook calls, the cost of 64 hook calls, the loss part's cost, then per
+ * op (forward, backward, grad, update) costs: the tp_part intervals, each charged to the part
+ * that began it.
  */
 #include <stdint.h>
 #include <string.h>
@@ -36,6 +45,15 @@
 #define HAVE_BLOB 0
 #endif
 
+/* the blob compiled in asks for more than the default: make room for its training and a
+ * step's profile (4 u32s an op, 128 ops at most) */
+#if HAVE_BLOB && defined(TP_MODEL_ARENA_BYTES) && defined(TP_MODEL_PARAMS_BYTES) && \
+    !defined(TP_KERNELTEST_MEMORY)
+#if TP_MODEL_ARENA_BYTES + TP_MODEL_PARAMS_BYTES + 16u + 2064u > 200u * 1024u
+#define TP_KERNELTEST_MEMORY (TP_MODEL_ARENA_BYTES + TP_MODEL_PARAMS_BYTES + 16u + 2064u)
+#endif
+#endif
+
 #ifndef TP_KERNELTEST_MEMORY
 #define TP_KERNELTEST_MEMORY (200u * 1024u)
 #endif
@@ -43,7 +61,12 @@
 #define FLAG_OUTPUTS 1u
 #define FLAG_BUILTIN 2u
 #define FLAG_OPT_ONLY 4u
+#define FLAG_TRAIN 8u
+#define FLAG_REF 16u
 #define CASE_HEADER 16u
+#define TRAIN_LR 0.005f
+#define TRAIN_SEED 0u
+#define PROFILE_HEAD 4u /* loss bits, hook calls, 64 hook calls' cost, the loss part */
 
 /* blob (when read from the case file), arena and the reference output, carved per case */
 static union {
@@ -122,6 +145,125 @@ static void run_input(uint32_t index, uint32_t input, uint32_t input_at, uint32_
     }
 }
 
+/* A training step's profile: each interval between two hook calls charged to the part (and op)
+ * that began it. */
+typedef struct {
+    uint64_t last;
+    uint32_t part, op, calls, n_ops;
+    uint32_t *table; /* PROFILE_HEAD u32s, then 4 per op */
+} profile_state;
+
+static void on_part(void *ctx, uint32_t part, uint32_t op)
+{
+    profile_state *p = (profile_state *)ctx;
+    uint64_t now = tp_board_counter();
+    uint32_t d = (uint32_t)(now - p->last), *slot = NULL;
+    if (p->part == TP_PART_LOSS) {
+        slot = &p->table[3];
+    } else if (p->part != TP_PART_END && p->op < p->n_ops) {
+        static const uint8_t column[5] = {0u, 0u, 1u, 2u, 3u}; /* forward, -, backward, grad,
+                                                                  update */
+        slot = &p->table[PROFILE_HEAD + 4u * p->op + column[p->part]];
+    }
+    if (slot != NULL) {
+        *slot += d;
+    }
+    p->part = part;
+    p->op = op;
+    p->calls++;
+    p->last = now;
+}
+
+/* The training steps of a FLAG_TRAIN case; memory at `at` holds the arena, then the params,
+ * then the profile table. */
+static void run_train_case(uint32_t index, const uint8_t *blob, uint32_t blob_len,
+                           const tp_requirements *req, uint8_t *at, uint32_t room,
+                           uint32_t inputs, uint32_t n_inputs, uint32_t input_bytes,
+                           uint32_t flags)
+{
+    uint32_t arena = align8(req->arena_infer > req->arena_train ? req->arena_infer
+                                                                   : req->arena_train);
+    uint32_t n_ops, table_bytes, i, k;
+    uint8_t *params = at + arena, *table;
+    tp_status st;
+    profile_state prof;
+    tp_hparams hp;
+    uint64_t used = (uint64_t)arena + align8(req->params);
+    table = params + align8(req->params);
+    st = used > room || input_bytes != 4u + req->input_bytes
+             ? TP_ERR_ARENA_TOO_SMALL
+             : tp_session_init(&session, blob, blob_len, at, arena, params, req->params);
+    n_ops = st == TP_OK ? session.b.n_ops : 0u;
+    table_bytes = 4u * (PROFILE_HEAD + 4u * n_ops);
+    if (st == TP_OK && used + table_bytes > room) { /* the table follows the params */
+        st = TP_ERR_ARENA_TOO_SMALL;
+    }
+    hp.lr = TRAIN_LR;
+    hp.momentum = 0.0f;
+    hp.seed = TRAIN_SEED;
+    hp.flags = 0u;
+    if (st == TP_OK) {
+        tp_set_hparams(&session, &hp);
+        tp_use_reference_kernels(&session, (flags & FLAG_REF) != 0u);
+    }
+    for (i = 0; i < n_inputs; i++) {
+        uint8_t label[4];
+        uint64_t t0, t1 = 0u;
+        tp_result r;
+        tp_status s2 = st;
+        memset(&r, 0, sizeof r);
+        if (s2 == TP_OK &&
+            (tp_board_bulk_read(inputs + i * input_bytes, label, 4u) != 4 ||
+             tp_board_bulk_read(inputs + i * input_bytes + 4u, (uint8_t *)tp_input(&session),
+                                req->input_bytes) != (int32_t)req->input_bytes)) {
+            s2 = TP_ERR_BAD_INPUT;
+        }
+        t0 = 0u;
+        if (s2 == TP_OK) {
+            uint32_t *tab = (uint32_t *)(void *)table;
+            for (k = 0; k < table_bytes / 4u; k++) {
+                tab[k] = 0u;
+            }
+            prof.table = tab;
+            prof.n_ops = n_ops;
+            prof.calls = 0u;
+            prof.part = TP_PART_END;
+            prof.op = 0u;
+            tp_set_profile(&session, on_part, &prof);
+            t0 = tp_board_counter();
+            prof.last = t0;
+            s2 = tp_train_step(&session, (int32_t)tp_rd_u32(label), &r);
+            t1 = tp_board_counter();
+            tp_set_profile(&session, NULL, NULL);
+            memcpy(&tab[0], &r.loss, 4u);
+            tab[1] = prof.calls;
+            {
+                uint64_t h0 = tp_board_counter();
+                for (k = 0; k < 64u; k++) {
+                    on_part(&prof, TP_PART_END, 0u);
+                }
+                tab[2] = (uint32_t)(tp_board_counter() - h0);
+            }
+            if (s2 == TP_ERR_NONFINITE) {
+                s2 = TP_OK; /* a skipped step is a result like another */
+            }
+        }
+        (void)tp_board_write((const uint8_t *)"TPKR", 4u);
+        send_u32(index);
+        send_u32(i);
+        send_u32((uint32_t)s2);
+        send_u32(0u);
+        send_u32(s2 == TP_OK ? (uint32_t)(t1 - t0) : 0u);
+        send_u32(s2 == TP_OK ? table_bytes : 0u);
+        send_u32(0u);
+        send_u32(s2 == TP_OK ? tp_crc32(0u, params, req->params) : 0u);
+        if (s2 == TP_OK && (flags & FLAG_OUTPUTS)) {
+            (void)tp_board_write(table, table_bytes);
+            (void)tp_board_write(table, table_bytes);
+        }
+    }
+}
+
 /* Case `index` at file offset *at; returns 0 when the file ends early. */
 static int run_case(uint32_t index, uint32_t *at)
 {
@@ -153,6 +295,17 @@ static int run_case(uint32_t index, uint32_t *at)
         used = align8(blob_len);
     }
     st = tp_blob_requirements(blob, blob_len, &req);
+    if (flags & FLAG_TRAIN) {
+        if (st == TP_OK && req.arena_train == 0u) {
+            st = TP_ERR_NO_TRAIN;
+        }
+        if (st == TP_OK) {
+            run_train_case(index, blob, blob_len, &req, memory.bytes + used,
+                           (uint32_t)sizeof memory.bytes - used, inputs, n_inputs, input_bytes,
+                           flags);
+            return 1;
+        }
+    }
     if (st == TP_OK && (req.input_bytes != input_bytes ||
                         (uint64_t)used + align8(req.arena_infer) > sizeof memory.bytes)) {
         st = TP_ERR_ARENA_TOO_SMALL;

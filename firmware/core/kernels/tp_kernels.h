@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "tp_gradmap.h"
 #include "tp_le.h"
 
 /* Whether this build has the Cortex-M DSP kernels (kernels/arm/): a target with the DSP
@@ -205,6 +206,57 @@ void tp_pad_input_grad_f32(const tp_pad_params *p, const tp_shape *in_shape,
 /* dx[i] += dy[i] (ADD's inputs). */
 void tp_add_input_grad_f32(uint32_t n, const float *dy, float *dx);
 
+/* ---- gradient kernels with integer maps (tp_gradmap.h): reference versions ----
+ * Input gradients hand each row of dX (exact values at the fold's exponent, or dY's) to the
+ * writer the caller began (and ends); weighted ops' scratch holds one row of int32 sums, then
+ * (CONV_2D, FULLY_CONNECTED) one output pixel's dY'. Weight rows and biases: exact int64 sums
+ * as float32 (tp_gm_to_f32). */
+
+/* The fold of dY for a weighted op (tp_gm_fold): its per-channel maxima over `positions`. */
+void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
+                   uint32_t n_terms);
+void tp_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                            const tp_shape *out_shape, const tp_weights *w, const tp_gm_fold *f,
+                            const tp_gmap *dy, tp_gm_writer *dx, void *scratch);
+void tp_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                      const tp_shape *out_shape, const tp_weights *w,
+                                      const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
+                                      void *scratch);
+void tp_fully_connected_input_grad_q(const tp_weights *w, const tp_gm_fold *f, const tp_gmap *dy,
+                                     tp_gm_writer *dx, void *scratch);
+void tp_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
+                             int32_t x_zp, float x_scale, const tp_shape *out_shape,
+                             const tp_gmap *dy, uint32_t o, float *row);
+void tp_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                       const int8_t *x, int32_t x_zp, float x_scale,
+                                       const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
+                                       float *row);
+void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_zp,
+                                      float x_scale, const tp_gmap *dy, uint32_t o, float *row);
+float tp_bias_grad_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o);
+void tp_avg_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape,
+                                const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx);
+void tp_mean_hw_input_grad_q(const tp_shape *in_shape, const tp_gmap *dy, tp_gm_writer *dx);
+void tp_pad_input_grad_q(const tp_pad_params *p, const tp_shape *in_shape,
+                         const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx);
+void tp_add_input_grad_q(const tp_gmap *dy, tp_gm_writer *dx);
+
+/* The Cortex-M DSP versions (kernels/arm/tp_grad_arm.c, TP_KERNELS_DSP builds): the input
+ * gradients of 1x1 CONV_2D and 3x3 DEPTHWISE_CONV_2D, the weight gradient of 1x1 CONV_2D, in
+ * the reference kernels' scratch; they run the reference kernel for what they do not cover. */
+void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                const tp_shape *out_shape, const tp_weights *w,
+                                const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
+                                void *scratch);
+void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                          const tp_shape *out_shape, const tp_weights *w,
+                                          const tp_gm_fold *f, const tp_gmap *dy,
+                                          tp_gm_writer *dx, void *scratch);
+void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                 const int8_t *x, int32_t x_zp, float x_scale,
+                                 const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
+                                 float *row);
+
 /* ---- kernel tables ---- */
 
 typedef struct {
@@ -250,6 +302,23 @@ typedef struct {
     void (*add_input)(uint32_t, const float *, float *);
     uint32_t (*input_scratch_bytes)(const tp_shape *, const tp_shape *);
     uint32_t (*weight_scratch_bytes)(const tp_shape *, const tp_shape *);
+    /* integer maps */
+    void (*conv2d_input_q)(const tp_conv_params *, const tp_shape *, const tp_shape *,
+                           const tp_weights *, const tp_gm_fold *, const tp_gmap *,
+                           tp_gm_writer *, void *);
+    void (*depthwise_conv2d_input_q)(const tp_conv_params *, const tp_shape *, const tp_shape *,
+                                     const tp_weights *, const tp_gm_fold *, const tp_gmap *,
+                                     tp_gm_writer *, void *);
+    void (*fully_connected_input_q)(const tp_weights *, const tp_gm_fold *, const tp_gmap *,
+                                    tp_gm_writer *, void *);
+    void (*conv2d_weight_q)(const tp_conv_params *, const tp_shape *, const int8_t *, int32_t,
+                            float, const tp_shape *, const tp_gmap *, uint32_t, float *);
+    void (*depthwise_conv2d_weight_q)(const tp_conv_params *, const tp_shape *, const int8_t *,
+                                      int32_t, float, const tp_shape *, const tp_gmap *,
+                                      uint32_t, float *);
+    void (*fully_connected_weight_q)(uint32_t, const int8_t *, int32_t, float, const tp_gmap *,
+                                     uint32_t, float *);
+    float (*bias_q)(const tp_gmap *, uint32_t, uint32_t, uint32_t);
 } tp_gradient_kernels;
 
 /* The reference kernels, and the build's: optimized where the target has them (forward and

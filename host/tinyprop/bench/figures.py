@@ -25,6 +25,15 @@ Sections (`tinyprop bench --only` picks some):
             both ways, the recomputed MACs, and instructions per training step and per
             inference on the section's board; the table, and docs/tte-memory.png redrawn under
             the output folder.
+  step      one training step of the demo's scheme on the emulated Cortex-M4 (kerneltest's
+            training mode, DSP kernels), instructions split into forward, loss, backward per
+            layer type (input gradients, then weight and bias gradients) and update, for each
+            gradient-map format.
+  grads     float32, int16 and int8 gradient maps: auto at 256 KB calibrated on each of haze,
+            night and sodium, its planned bytes and holdout accuracy after training (host C core).
+  frontier  accuracy after training on the shift vs planned bytes (arena + trainable) for auto
+            under 48, 64, 96, 128, 192 and 256 KB (no reserve: the plan's cap) with the default
+            maps: a table and OUT/frontier.png.
 """
 
 from __future__ import annotations
@@ -41,8 +50,12 @@ from ..compile.blobfile import TrainingBlob
 from ..engines import Engine, HParams
 from ..extras import require
 
-SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte")
+SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte", "step",
+            "grads", "frontier")
+GRAD_SHIFTS = ("haze", "night", "sodium")  # the grads section's camera shifts
+FRONTIER_KB = (48, 64, 96, 128, 192, 256)  # the frontier section's budgets
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
+STEP_SAMPLES = 3  # training steps the step section profiles (it reports the last)
 
 
 @dataclass
@@ -106,17 +119,19 @@ class Ctx:
         self._input = None  # the model's input tensor: its quantization makes the samples
 
     def blob(self, scheme: str, budget: str | None = None, reserve: str | None = None,
-             shift: str | None = None) -> tuple[TrainingBlob, dict]:
-        """(TrainingBlob, figures) for a scheme; auto calibrates on `shift`'s train split."""
+             shift: str | None = None, grad: str | None = None) -> tuple[TrainingBlob, dict]:
+        """(TrainingBlob, figures) for a scheme; auto calibrates on `shift`'s train split;
+        `grad` the gradient maps' format (None: the default)."""
         from ..compile.budget import DEFAULT_RESERVE
         from ..compile.build import build
         from ..compile.report import figures
+        from ..compile.train_plan import DEFAULT_GRAD
 
-        key = (scheme, budget, reserve, shift)
+        key = (scheme, budget, reserve, shift, grad or DEFAULT_GRAD)
         if key not in self._blobs:
             calib = self.data if scheme == "auto" else None
             tb = build(self.model, scheme, budget, calib, reserve or DEFAULT_RESERVE,
-                       shift or self.cfg.shift)
+                       shift or self.cfg.shift, grad=grad or DEFAULT_GRAD)
             (self.cfg.out / f"vww_{len(self._blobs)}.tpb").write_bytes(tb.blob)
             self._blobs[key] = (tb, figures(tb.program, tb.blob))
         return self._blobs[key]
@@ -290,13 +305,112 @@ def kernels(ctx: Ctx) -> dict:
     return out
 
 
+def step(ctx: Ctx) -> dict:
+    from ..compile.train_plan import GRAD_FORMATS
+    from ..frontend.tflite_reader import read_tflite
+    from .kernels import step_costs
+
+    graph = read_tflite(ctx.model)
+    xs, ys = ctx.split("train", ctx.cfg.shift)
+    out: dict = {"board": "qemu-m4", "scheme_of": f"auto 256KB on {ctx.cfg.shift}",
+                 "formats": {}}
+    for fmt in GRAD_FORMATS:
+        tb, fig = ctx.blob("auto", "256KB", grad=fmt)
+        s = step_costs(graph, tb.blob, xs[:STEP_SAMPLES], ys[:STEP_SAMPLES])
+        out["formats"][fmt] = {"scheme": fig["scheme"], "planned_bytes": fig["total"], **s}
+        p = s["parts"]
+        ctx.say(f"  {fmt:<8} {s['instructions'] / 1e6:7.2f} M a step: forward "
+                f"{p['forward'] / 1e6:.2f}, loss {p['loss'] / 1e6:.3f}, backward "
+                f"{sum(p['backward'].values()) / 1e6:.2f} ("
+                + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in p["backward"].items())
+                + f"), weight/bias grads {sum(p['weight_bias_grad'].values()) / 1e6:.2f}, "
+                f"update {p['update'] / 1e6:.2f}  [{fig['scheme']}]")
+    return out
+
+
+def _train_score(ctx: Ctx, tb: TrainingBlob, shift: str, tag: str) -> dict:
+    """Train on the host C core (the board's arithmetic, bit for bit) and score the export."""
+    from ..engines import open_engine
+
+    with open_engine("host", tb, HParams(ctx.cfg.lr, ctx.cfg.seed)) as engine:
+        return adapt(ctx, tb, shift, engine, tag)
+
+
+def grads(ctx: Ctx) -> dict:
+    from ..compile.train_plan import GRAD_FORMATS
+    from ..training.evaluate import evaluate_tflite
+
+    out: dict = {"scheme": "auto 256KB", "epochs": ctx.cfg.epochs, "shifts": {}}
+    for shift in GRAD_SHIFTS:
+        before = evaluate_tflite(ctx.model, *ctx.split("holdout", shift))["accuracy"]
+        row: dict = {"accuracy_before": before}
+        for fmt in GRAD_FORMATS:
+            tb, fig = ctx.blob("auto", "256KB", shift=shift, grad=fmt)
+            r = _train_score(ctx, tb, shift, f"grads_{shift}_{fmt}")
+            row[fmt] = {"scheme": fig["scheme"], "planned_bytes": fig["total"],
+                        "accuracy_after": r["accuracy_after"], "host_seconds": r["host_seconds"]}
+            ctx.say(f"  {shift:<7} {fmt:<8} {fig['total']:>8,} B  {before:.1%} -> "
+                    f"{r['accuracy_after']:.1%}  {fig['scheme']}")
+        out["shifts"][shift] = row
+    return out
+
+
+def frontier(ctx: Ctx) -> dict:
+    from ..errors import TinypropError
+
+    rows = []
+    for kb in FRONTIER_KB:  # no reserve: the budget is what the plan may take
+        try:
+            tb, fig = ctx.blob("auto", f"{kb}KB", "0KB")
+        except TinypropError as e:  # not even the classifier fits
+            ctx.say(f"  {kb:>4} KB  {e}")
+            continue
+        r = _train_score(ctx, tb, ctx.cfg.shift, f"frontier_{kb}")
+        rows.append({"budget_kb": kb, "planned_bytes": fig["total"], "scheme": fig["scheme"],
+                     "accuracy_after": r["accuracy_after"]})
+        ctx.say(f"  {kb:>4} KB  {fig['total']:>8,} B  {r['accuracy_after']:.1%}  {fig['scheme']}")
+    out = {"shift": ctx.cfg.shift, "grad": ctx.blob("auto", "256KB")[0].program.grad,
+           "rows": rows, "tflm_inference_arena": tflm_arena(ctx.model)}
+    out["png"] = str(draw_frontier(out, ctx.cfg.out / "frontier.png"))
+    return out
+
+
+def draw_frontier(fig: dict, path: Path) -> Path:
+    """The frontier as a PNG: accuracy after training against planned bytes, TFLite Micro's
+    inference arena marked."""
+    from matplotlib.figure import Figure
+
+    f = Figure(figsize=(6, 3.6), dpi=100)
+    ax = f.add_subplot()
+    kb = [r["planned_bytes"] / 1024 for r in fig["rows"]]
+    acc = [100 * r["accuracy_after"] for r in fig["rows"]]
+    ax.plot(kb, acc, "o-", color="tab:blue", label=f"tinyprop auto ({fig['grad']} maps)")
+    labels: dict = {}  # budgets whose plans are the same point share one label
+    for r, x, y in zip(fig["rows"], kb, acc, strict=True):
+        labels.setdefault((x, y), []).append(str(r["budget_kb"]))
+    for (x, y), names in labels.items():
+        ax.annotate(f"{', '.join(names)} KB budget", (x, y), textcoords="offset points",
+                    xytext=(4, -12), fontsize=7)
+    ax.axvline(fig["tflm_inference_arena"] / 1024, color="tab:red", ls="--", lw=1,
+               label="TFLite Micro inference arena")
+    ax.set_xlabel("planned bytes: arena + trainable (KB)")
+    ax.set_ylabel(f"holdout accuracy on {fig['shift']} (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    f.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f.savefig(path)
+    return path
+
+
 def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
     """The figures of one of SECTIONS; `measured` holds the sections done before it (the
     baseline compares with the accuracy section's runs)."""
     if section == "baseline":
         return baseline(ctx, measured.get("accuracy", {}))
     return {"memory": memory, "board": board, "accuracy": accuracy,
-            "rounding": rounding, "kernels": kernels, "tte": tte}[section](ctx)
+            "rounding": rounding, "kernels": kernels, "tte": tte, "step": step,
+            "grads": grads, "frontier": frontier}[section](ctx)
 
 
 def tte(ctx: Ctx) -> dict:

@@ -20,7 +20,11 @@ from ..compile.kernels import plan_scratch
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op, Tensor
 
-FLAG_OUTPUTS, FLAG_BUILTIN, FLAG_OPT_ONLY = 1, 2, 4
+FLAG_OUTPUTS, FLAG_BUILTIN, FLAG_OPT_ONLY, FLAG_TRAIN, FLAG_REF = 1, 2, 4, 8, 16
+# the harness's training steps (kerneltest.c TRAIN_LR, TRAIN_SEED): constant learning rate
+TRAIN_LR, TRAIN_SEED = 0.005, 0
+# tp_part (tinyprop.h) columns of a step profile, per op
+PARTS = ("forward", "backward", "grad", "update")
 CASES_FILE = "kernel_cases.bin"
 RECORD = struct.Struct("<4sIIIIIIII")
 
@@ -83,6 +87,32 @@ def subgraph(graph: Graph, first: int, last: int, name: str = "") -> Graph:
 def target_blob(graph: Graph, target: str = "cortex-m4") -> bytes:
     """An inference blob of `graph` with `target`'s scratch plan."""
     return pack_blob(graph, zlib.crc32(graph.name.encode()), scratch=plan_scratch(graph, target))
+
+
+def train_inputs(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Training samples as a FLAG_TRAIN case's inputs: a u32 label, then the int8 sample."""
+    xs = np.asarray(xs, np.int8).reshape(len(xs), -1)
+    labels = np.asarray(ys, "<u4").reshape(-1, 1).view(np.int8)
+    return np.concatenate([labels, xs], axis=1)
+
+
+@dataclass
+class StepProfile:
+    """One profiled training step on the board (kerneltest's FLAG_TRAIN record)."""
+
+    cost: int  # the step, hook calls included
+    params_crc: int
+    loss: np.float32
+    hook_calls: int
+    hook_cost: float  # per call
+    loss_cost: int
+    ops: np.ndarray  # (n_ops, 4): PARTS per op
+
+    @classmethod
+    def of(cls, r: Result) -> StepProfile:
+        t = np.frombuffer(r.out_opt.tobytes(), "<u4")
+        return cls(r.cost_opt, r.crc_opt, np.uint32(t[0]).view(np.float32), int(t[1]),
+                   int(t[2]) / 64, int(t[3]), t[4:].reshape(-1, 4).astype(np.int64))
 
 
 def write_cases(path: Path, cases: list[Case]) -> None:
@@ -226,3 +256,46 @@ def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
             t["cmsis_nn"] = CMSIS_NN[name]
     out["whole"]["cmsis_nn"] = CMSIS_NN["total"]
     return out
+
+
+def step_costs(graph: Graph, blob: bytes, xs: np.ndarray, ys: np.ndarray,
+               board: str = "qemu-m4") -> dict:
+    """Instructions of training steps of `blob` (compiled into the harness) on `board` with
+    the build's kernels, one step a sample: the last step's split into forward, loss, backward
+    (input gradients) and grad (weight and bias gradients) per layer type, and update; the
+    profile hook's own cost is taken out of each part (the step's `hook` figure)."""
+    run = run_cases([Case(None, train_inputs(xs, ys), FLAG_TRAIN | FLAG_OUTPUTS | FLAG_BUILTIN)],
+                    board, builtin=blob)
+    bad = [r.status for r in run.results if r.status != 0]
+    if bad:
+        raise TinypropError(f"kernel harness: training step failed with status {bad[0]}")
+    profiles = [StepProfile.of(r) for r in run.results]
+    p = profiles[-1]
+    hook = p.hook_cost
+    parts = {"forward": 0.0, "loss": p.loss_cost - hook, "update": 0.0}
+    per_type: dict[str, dict[str, float]] = {}
+    calls = np.zeros(4)
+    for k, row in enumerate(p.ops):
+        if not row.any():
+            continue
+        kind = _layer_type(graph, graph.ops[k]) if k < len(graph.ops) else "other"
+        t = per_type.setdefault(kind, {"backward": 0.0, "grad": 0.0})
+        parts["forward"] += float(row[0])
+        parts["update"] += float(row[3])
+        t["backward"] += float(row[1])
+        t["grad"] += float(row[2])
+        calls += row > 0
+    # every hook call's cost lands in the part it begins; spread it as counted
+    step = {"instructions": p.cost - p.hook_calls * hook,
+            "measured_with_hooks": p.cost, "hook_calls": p.hook_calls, "hook_cost": hook,
+            "steps": len(profiles), "costs": [q.cost for q in profiles]}
+    total_parts = parts["forward"] + parts["update"] + sum(
+        t["backward"] + t["grad"] for t in per_type.values())
+    scale = (step["instructions"] - parts["loss"]) / total_parts if total_parts else 1.0
+    parts = {k: round(v * (scale if k != "loss" else 1.0)) for k, v in parts.items()}
+    step["parts"] = {"forward": parts["forward"], "loss": parts["loss"],
+                     "backward": {k: round(t["backward"] * scale) for k, t in per_type.items()},
+                     "weight_bias_grad": {k: round(t["grad"] * scale)
+                                          for k, t in per_type.items()},
+                     "update": parts["update"]}
+    return step

@@ -11,6 +11,7 @@ from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
+from ..compile.train_plan import DEFAULT_GRAD, GRAD_FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="read the input in row bands as the first tiles need them (a camera "
                    "that delivers rows) instead of holding it whole; the firmware asks a row "
                    "source for them (tp_set_row_source)")
+    p.add_argument("--grad", default=DEFAULT_GRAD, choices=list(GRAD_FORMATS),
+                   help="the gradient maps' format: int16 or int8 values with one power-of-two "
+                   f"scale per map, or float32 (docs/training.md); default {DEFAULT_GRAD}")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer memory table and each op's kernel")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         target = load_profile(args.board).kernels
     tb = build(args.model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
                momentum=args.momentum, target=target, patch=args.patch,
-               input_rows=args.input_rows)
+               input_rows=args.input_rows, grad=args.grad)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:

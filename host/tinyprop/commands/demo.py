@@ -14,7 +14,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("demo", help="adapt the VWW person detector to a new camera, on device")
     p.add_argument("--board", default="qemu-m4", help=f"{BOARD_HELP} (default qemu-m4)")
-    p.add_argument("--shift", default="haze", help="camera shift: haze (default), night, blur")
+    p.add_argument("--shift", default="haze",
+                   help="camera shift: haze (default), night, sodium, blur")
     p.add_argument("--budget", default="256KB")
     p.add_argument("--scheme", default="auto", help="auto (default) or any convert --scheme")
     p.add_argument("--epochs", type=int, default=3)

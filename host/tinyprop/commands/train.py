@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-qas", action="store_true", help="ablation: no quantization-aware scaling")
     p.add_argument("--shift", default="none", help="sensor shift applied to the data (none, "
-                   "night, blur)")
+                   "haze, night, sodium, blur)")
     p.add_argument("--model", type=Path, help="source .tflite if it moved since convert")
     p.add_argument("--log", type=Path, help="JSONL run log (one line a step)")
     p.add_argument("--out", type=Path, help="write the fine-tuned .tflite here")

@@ -17,7 +17,7 @@ import numpy as np
 from ..frontend.graph import Graph
 from .budget import DEFAULT_RESERVE, Room, over_budget
 from .scheme import LayerUpdate, SparseScheme, out_channels, pick_channels, with_classifier
-from .train_plan import TrainProgram, build_program
+from .train_plan import DEFAULT_GRAD, TrainProgram, build_program
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
 # Calibration samples: spread evenly over the train split. 16 reference backward passes take a
@@ -31,16 +31,17 @@ def calibration_samples(xs: np.ndarray, ys: np.ndarray,
     return [(xs[i], int(ys[i])) for i in range(0, len(xs), max(1, len(xs) // n))][:n]
 
 
-def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) -> dict:
+def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]],
+                           grad: str = DEFAULT_GRAD) -> dict:
     """Per weighted op: (sum of squared bias gradients, per-channel squared weight gradients),
-    from a full-backward reference pass with a zero learning rate."""
+    from a full-backward reference pass with a zero learning rate, in gradient format `grad`."""
     from ..reference.backward import ReferenceTrainer  # here: only auto needs the reference
 
     weighted = [op.index for op in graph.weighted_ops()]
     full = SparseScheme("probe", {i: LayerUpdate(i, True, None) for i in weighted})
     for i in weighted:
         full.layers[i].channels = list(range(out_channels(graph, i)))
-    prog = build_program(graph, with_classifier(graph, full))
+    prog = build_program(graph, with_classifier(graph, full), grad=grad)
     trainer = ReferenceTrainer(prog, lr=0.0)
     norms: dict[int, list] = {i: [0.0, None] for i in weighted}
     trainer.probe = norms
@@ -51,15 +52,17 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]]) 
 
 def auto_scheme(graph: Graph, budget: int | Room, samples=None, reserve: int = DEFAULT_RESERVE,
                 max_layers: int = 12, momentum: bool = False, patch: str = "auto",
-                input_rows: bool = False) -> tuple[SparseScheme, TrainProgram]:
+                input_rows: bool = False,
+                grad: str = DEFAULT_GRAD) -> tuple[SparseScheme, TrainProgram]:
     """The greedy scheme under `budget` (bytes, less `reserve`; or a Room, a board's); with
     `momentum` every trained parameter also costs its float32 velocity. Unless `patch` is
     "none", candidates are costed with the smallest arena a tiled stage allows (chosen once,
     for the classifier alone, and kept while it stays frozen); the blob then takes the
-    cheapest stage that fits (make_blob)."""
+    cheapest stage that fits (make_blob). Memory is planned with gradient maps in format
+    `grad`."""
     room = budget if isinstance(budget, Room) else Room(budget, reserve)
     weighted = [op.index for op in graph.weighted_ops()]
-    norms = calibration_grad_norms(graph, samples) if samples else None
+    norms = calibration_grad_norms(graph, samples, grad) if samples else None
     scheme = with_classifier(graph, SparseScheme(f"auto@{room.budget // 1024}KB"))
     costing = "none" if patch == "none" else "min"
     stages: dict[int, object] = {}  # earliest trained op -> the smallest arena's stage
@@ -67,10 +70,10 @@ def auto_scheme(graph: Graph, budget: int | Room, samples=None, reserve: int = D
     def program(trial: SparseScheme) -> TrainProgram:
         e = trial.earliest()
         if e not in stages:
-            p = build_program(graph, trial, momentum, costing, input_rows)
+            p = build_program(graph, trial, momentum, costing, input_rows, grad=grad)
             stages[e] = p.layout.stage if p.layout.stage is not None else "none"
             return p
-        return build_program(graph, trial, momentum, stages[e], input_rows)
+        return build_program(graph, trial, momentum, stages[e], input_rows, grad=grad)
 
     prog = program(scheme)
     if not room.fits(prog):  # even the classifier alone does not fit

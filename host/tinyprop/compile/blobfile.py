@@ -19,7 +19,7 @@ from ..frontend.tflite_reader import read_tflite
 from .blob import inference_for, pack_blob, read_blob
 from .kernels import DEFAULT_TARGET, ScratchPlan, plan_scratch
 from .scheme import SparseScheme, scheme_from_dict
-from .train_plan import TrainProgram, build_program
+from .train_plan import DEFAULT_GRAD, TrainProgram, build_program
 
 
 @dataclass
@@ -45,16 +45,17 @@ class TrainingBlob:
 
 def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
               target: str = DEFAULT_TARGET, limit: int | None = None, patch: str = "auto",
-              input_rows: bool = False) -> TrainingBlob:
+              input_rows: bool = False, grad: str = DEFAULT_GRAD) -> TrainingBlob:
     """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state;
     `target` names the kernels it plans scratch for (tinyprop.compile.kernels), within `limit`
     bytes of device memory (arena + params region) when given; `patch` and `input_rows` how
-    the frozen first ops may run tile by tile (train_plan.build_program)."""
+    the frozen first ops may run tile by tile (train_plan.build_program); `grad` is the
+    gradient maps' format (train_plan.GRAD_FORMATS)."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
     program = build_program(graph, scheme, momentum, patch, input_rows,
-                            _arena_limit(graph, scheme, momentum, limit))
-    meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json()}
+                            _arena_limit(graph, scheme, momentum, limit, grad), grad)
+    meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json(), "grad": grad}
     if momentum:  # only then: a blob without optimizer state stays as it always was
         meta["momentum"] = True
     if patch != "auto":  # likewise for the layout options
@@ -74,11 +75,11 @@ def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
 
 
 def _arena_limit(graph: Graph, scheme: SparseScheme, momentum: bool,
-                 limit: int | None) -> int | None:
+                 limit: int | None, grad: str = DEFAULT_GRAD) -> int | None:
     """What a device `limit` (arena + params region) leaves the arena for this scheme."""
     if limit is None:
         return None
-    region = build_program(graph, scheme, momentum, "none").region_bytes
+    region = build_program(graph, scheme, momentum, "none", grad=grad).region_bytes
     return limit - region
 
 
@@ -100,7 +101,8 @@ def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
                             "original with --model or re-run tinyprop convert")
     tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")),
                    meta.get("target", "ref"), meta.get("scratch_limit"),
-                   meta.get("patch", "auto"), bool(meta.get("input_rows")))
+                   meta.get("patch", "auto"), bool(meta.get("input_rows")),
+                   meta.get("grad", "float32"))
     if tb.blob != raw:
         raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "
                             "another tinyprop version?); re-run tinyprop convert")

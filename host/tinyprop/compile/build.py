@@ -16,7 +16,7 @@ from .blobfile import TrainingBlob, make_blob
 from .budget import DEFAULT_RESERVE, Room, over_budget, parse_budget
 from .kernels import DEFAULT_TARGET, check_target
 from .scheme import parse_scheme
-from .train_plan import build_program
+from .train_plan import DEFAULT_GRAD, build_program
 
 PATCH_MODES = ("auto", "min", "none")
 
@@ -24,14 +24,15 @@ PATCH_MODES = ("auto", "min", "none")
 def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
           momentum: bool = False, target: str = DEFAULT_TARGET, patch: str = "auto",
-          input_rows: bool = False) -> TrainingBlob:
+          input_rows: bool = False, grad: str = DEFAULT_GRAD) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given (a size less `reserve`, or a board's Room); `auto`
     calibrates on the train split of `calib` seen through `calib_shift`. `momentum` plans the
     optimizer state (one float32 velocity per trained parameter); `target` the scratch of its
     kernels (tinyprop.compile.kernels), within the budget: the scheme is chosen first, without
     it. `patch` (auto, min, none) and `input_rows`: how the frozen first ops may run tile by
-    tile (memory.choose_layout)."""
+    tile (memory.choose_layout); `grad` the gradient maps' format (train_plan.GRAD_FORMATS),
+    which the scheme search plans with."""
     if patch not in PATCH_MODES:
         raise TinypropError(f"--patch {patch}: unknown; use one of {', '.join(PATCH_MODES)}")
     check_target(target)
@@ -52,13 +53,13 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
                                    shift=calib_shift)
             samples = calibration_samples(xs, ys)
         sch, prog = auto_scheme(graph, room, samples, momentum=momentum, patch=patch,
-                                input_rows=input_rows)
+                                input_rows=input_rows, grad=grad)
     else:
         sch = parse_scheme(graph, scheme)
-        prog = build_program(graph, sch, momentum, "none")
+        prog = build_program(graph, sch, momentum, "none", grad=grad)
         if room is not None:
             prog = build_program(graph, sch, momentum, patch, input_rows,
-                                 room.scratch_limit(prog) - prog.region_bytes)
+                                 room.scratch_limit(prog) - prog.region_bytes, grad)
             if not room.fits(prog):
                 err = over_budget(prog, room)
                 if patch == "none":  # the first ops in tiles might have fitted
@@ -66,6 +67,6 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
                 raise err
     limit = room.scratch_limit(prog) if room is not None else None
     try:
-        return make_blob(model, sch, momentum, target, limit, patch, input_rows)
+        return make_blob(model, sch, momentum, target, limit, patch, input_rows, grad)
     except ValueError as exc:  # --input-rows on a model whose first ops cannot be tiled
         raise TinypropError(f"--input-rows: {exc}; convert without it") from exc

@@ -7,6 +7,9 @@ Schedule of a step over ops 0..L (L produces the logits; a trailing SOFTMAX is n
   step L+1     loss: softmax cross-entropy on the dequantized logits -> logits gradient
   step L+2+j   backward of op L-j, down to the earliest op the scheme updates (E); each op's
                bias and weights are updated right there, so no gradient outlives its layer.
+
+Gradient maps are float32, or int16 / int8 with one power-of-two exponent per map
+(tinyprop.reference.gradmap): a per-blob choice (`convert --grad`), recorded in TRAN.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TinypropError
-from ..frontend.graph import Graph
+from ..frontend.graph import Graph, Op
+from ..reference.gradmap import GRAD_FORMATS
 from .memory import (
     Layout,
     choose_layout,
@@ -35,8 +39,18 @@ NONE32 = 0xFFFFFFFF
 F_BIAS, F_WEIGHT, F_MASK, F_GRAD_IN0, F_GRAD_IN1, F_ACTIVE = 1, 2, 4, 8, 16, 32
 # set on the first op (in backward order) that writes a gradient buffer: it zeroes it first
 F_ZERO_IN0, F_ZERO_IN1 = 64, 128
+# TRAN's second flags byte. With integer maps, an op that trains only its bias and needs no
+# input gradient (a "sink": op E, typically) reads nothing of its output's gradient but the
+# per-channel sums; when one op writes that gradient, it adds its rows straight into those sums
+# (masked by the sink's RELU mask) and no map of it is ever stored.
+F2_REDUCED = 1  # the sink: its output's gradient buffer holds per-channel sums
+F2_REDUCE_IN0, F2_REDUCE_IN1 = 2, 4  # the writer: input 0's (1's) gradient goes into such sums
 TRAN_HEADER = struct.Struct("<HHHHII")
 TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
+DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (README, bench --only grads)
+# an integer map's buffer: its exponent (int32) and 4 bytes of padding, then the values
+MAP_HEADER = 8
+ELEM_BYTES = {"float32": 4, "int16": 2, "int8": 1}
 
 # Dead channels (all-zero weights) get tiny scales; QAS divides by the scale, so floor it at
 # this fraction of the layer's median channel scale.
@@ -58,6 +72,7 @@ class TrainOp:
     # momentum: index of the op's first float32 velocity (its biases', then its held rows' in
     # row order); velocities follow the params layout, op by op in ascending order
     velocity: int = 0
+    flags2: int = 0  # F2_*
 
 
 @dataclass
@@ -80,6 +95,7 @@ class TrainProgram:
     # momentum: one float32 velocity per trained parameter, after the params in their region
     optimizer_bytes: int = 0
     layout: Layout | None = None  # the arena plan: tiled stage, in-place ops (memory.py)
+    grad: str = DEFAULT_GRAD  # the gradient maps' format (GRAD_FORMATS)
 
     @property
     def region_bytes(self) -> int:
@@ -105,12 +121,13 @@ class TrainProgram:
     def pack(self) -> bytes:
         """The TRAN section. Held weight rows are described in the OPS records (held_map)."""
         n_t = len(self.graph.tensors)
-        out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops), 0, n_t, 0))
+        out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops),
+                                         GRAD_FORMATS[self.grad], n_t, 0))
         out += struct.pack(f"<{n_t}I", *(self.act_offset.get(i, NONE32) for i in range(n_t)))
         out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
         for k in sorted(self.ops):
             t = self.ops[k]
-            out += TRAN_OP.pack(t.op, t.flags, 0, t.mask_offset, t.scratch_offset,
+            out += TRAN_OP.pack(t.op, t.flags, t.flags2, t.mask_offset, t.scratch_offset,
                                 len(t.channels), t.scale_floor, t.bias_params)
         return bytes(out)
 
@@ -168,16 +185,56 @@ def _align4(n: int) -> int:
     return (n + 3) // 4 * 4
 
 
+def grad_buffer_bytes(fmt: str, elems: int) -> int:
+    """Bytes of a gradient buffer of `elems` values in format `fmt` (an integer map's values
+    padded to a multiple of 8)."""
+    return 4 * elems if fmt == "float32" else MAP_HEADER + (ELEM_BYTES[fmt] * elems + 7) // 8 * 8
+
+
+def sums_buffer_bytes(channels: int) -> int:
+    """A sink's gradient buffer: the exponent (and padding), then one int64 sum a channel."""
+    return MAP_HEADER + 8 * channels
+
+
+def map_rows(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, values a row) of a map written by a gradient kernel: an NHWC tensor's image rows,
+    anything else one row."""
+    n = int(np.prod(shape))
+    return (shape[1], n // shape[1]) if len(shape) == 4 else (1, n)
+
+
+def backward_scratch(graph: Graph, op: Op, flags: int, fmt: str, row_len: int) -> int:
+    """Scratch bytes of op's backward step (firmware tp_backward_scratch_bytes): one float32
+    row of weight gradient when it trains weights; with integer maps, also each input
+    gradient's row shifts (a byte a row) and, for a weighted op, one row of int32
+    accumulators."""
+    need = 4 * row_len if flags & F_WEIGHT else 0
+    if fmt == "float32":
+        return need
+    if flags & (F_GRAD_IN0 | F_GRAD_IN1):
+        rows, row_elems = map_rows(graph.tensors[op.inputs[0]].shape)
+        grad = _align4(rows)
+        if op.kind in ("CONV_2D", "FULLY_CONNECTED"):
+            n_out = graph.tensors[op.outputs[0]].shape[-1]
+            grad += 4 * row_elems + 2 * n_out
+        elif op.kind == "DEPTHWISE_CONV_2D":
+            grad += 4 * row_elems
+        need = max(need, grad)
+    return (need + 7) // 8 * 8
+
+
 def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
                   patch: str | PatchStage = "auto", input_rows: bool = False,
-                  limit: int | None = None) -> TrainProgram:
+                  limit: int | None = None, grad: str = DEFAULT_GRAD) -> TrainProgram:
     """The program of `scheme` on `graph`; `momentum` plans a float32 velocity per trained
     parameter (the optimizer state, after the params in their region). `patch` (memory.py's
     choose_layout): "auto" runs the ops before the earliest trained one tile by tile when that
     is what fits `limit` bytes of arena with the fewest recomputed MACs (no stage without a
     limit), "min" for the smallest arena, "none" never, or a given stage (when it is still
     frozen under this scheme, then without in-place ops: auto's cheap costing); `input_rows`
-    reads the input in row bands."""
+    reads the input in row bands; `grad` is the gradient maps' format (GRAD_FORMATS)."""
+    if grad not in GRAD_FORMATS:
+        raise TinypropError(f"--grad {grad}: unknown; use one of {', '.join(GRAD_FORMATS)}")
     tens = graph.tensors
     L = graph.logits_op().index
     E = scheme.earliest()
@@ -244,16 +301,28 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
         ops[op.index] = t
 
     created = {root(graph.ops[L].outputs[0])}
+    writers: dict[int, list[tuple[int, int]]] = {}  # gradient buffer -> (op, input position)
     for k in sorted(ops, reverse=True):
         for pos, (need, zero) in enumerate(((F_GRAD_IN0, F_ZERO_IN0), (F_GRAD_IN1, F_ZERO_IN1))):
             if ops[k].flags & need:
                 r = root(act_inputs(graph.ops[k])[pos])
+                writers.setdefault(r, []).append((k, pos))
                 if r not in created:
                     ops[k].flags |= zero
                     created.add(r)
+    sums: dict[int, int] = {}  # gradient buffers holding a sink's channel sums -> channels
+    if grad != "float32":
+        for k, t in ops.items():
+            out = graph.ops[k].outputs[0]
+            w = writers.get(out, [])
+            if (t.flags & (F_BIAS | F_WEIGHT | F_GRAD_IN0 | F_GRAD_IN1) == F_BIAS and len(w) == 1
+                    and act_inputs(graph.ops[w[0][0]])[w[0][1]] == out):
+                t.flags2 |= F2_REDUCED
+                ops[w[0][0]].flags2 |= F2_REDUCE_IN0 if w[0][1] == 0 else F2_REDUCE_IN1
+                sums[out] = tens[out].shape[-1]
 
     def build(stage: PatchStage | None, inplace: frozenset[int]) -> Layout:
-        return train_layout(graph, ops, alias, L, stage, inplace)
+        return train_layout(graph, ops, alias, L, stage, inplace, grad, sums)
 
     if isinstance(patch, PatchStage):  # auto's trials: a stage chosen before (if still frozen)
         layout = build(patch if patch.n_ops <= E else None, frozenset())
@@ -269,15 +338,23 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
         t.scratch_offset = where.get(f"s{k}", NONE32)
     return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, layout.buffers,
                         layout.offsets, layout.arena, params_off, trainable, alias, held,
-                        4 * n_velocity if momentum else 0, layout)
+                        4 * n_velocity if momentum else 0, layout, grad)
 
 
 def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L: int,
-                 stage: PatchStage | None, inplace: frozenset[int]) -> Layout:
+                 stage: PatchStage | None, inplace: frozenset[int], grad: str = DEFAULT_GRAD,
+                 sums: dict[int, int] | None = None) -> Layout:
     """The training step's arena: activations (saved ones until their op's backward), masks,
-    float32 gradients and weight-gradient rows, with lifetimes in schedule steps; a tiled
-    stage's buffers and in-place ops' channel buffers as in the inference plan (memory.py)."""
+    gradients in format `grad` (`sums`: the buffers holding a sink's channel sums) and the
+    backward scratch, with lifetimes in schedule steps; a tiled stage's buffers and in-place
+    ops' channel buffers as in the inference plan (memory.py)."""
     tens = graph.tensors
+    sums = sums or {}
+
+    def grad_bytes(r: int) -> int:
+        if r in sums:
+            return sums_buffer_bytes(sums[r])
+        return grad_buffer_bytes(grad, tens[r].size)
 
     def bstep(k: int) -> int:
         return L + 2 + (L - k)
@@ -314,15 +391,16 @@ def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L
             n = tens[op.outputs[0]].size
             use(f"m{k}", (n + 7) // 8, k)
             use(f"m{k}", (n + 7) // 8, bstep(k))
-        if t.flags & F_WEIGHT:
-            use(f"s{k}", 4 * t.row_len, bstep(k))
+        scratch = backward_scratch(graph, op, t.flags, grad, t.row_len)
+        if scratch:
+            use(f"s{k}", scratch, bstep(k))
         # gradient of the output: written by the loss or by consumers, read here
         out = root(op.outputs[0])
-        use(f"g{out}", 4 * tens[out].size, bstep(k))
+        use(f"g{out}", grad_bytes(out), bstep(k))
         for pos, ti in enumerate(act_inputs(graph, op)):
             if t.flags & (F_GRAD_IN0 if pos == 0 else F_GRAD_IN1):
-                use(f"g{root(ti)}", 4 * tens[root(ti)].size, bstep(k))
-    use(f"g{root(graph.ops[L].outputs[0])}", 4 * tens[graph.ops[L].outputs[0]].size, L + 1)
+                use(f"g{root(ti)}", grad_bytes(root(ti)), bstep(k))
+    use(f"g{root(graph.ops[L].outputs[0])}", grad_bytes(root(graph.ops[L].outputs[0])), L + 1)
     spans = {int(n[1:]): v for n, v in life.items() if n[0] == "a"}
     extend_for_stage(spans, stage, act)
     in_name = f"a{act.get(graph.inputs[0], graph.inputs[0])}"

@@ -10,6 +10,11 @@ Bit-exactness across NumPy and C rests on three rules:
 - random numbers for stochastic rounding are a hash of (seed, step, parameter offset), so
   they do not depend on loop order.
 
+Integer gradient maps (a blob converted with --grad int16 or int8): every gradient tensor is
+integers times one power-of-two exponent (tinyprop.reference.gradmap); sums are exact int64, so
+their order does not matter, and the weight and bias gradients become float32 only for the
+update, which is the same as with float32 maps.
+
 Momentum (a blob converted with --momentum holds one float32 velocity per trained parameter
 after the params): v = m * v + g on the real-valued gradient g, two float32 roundings, then the
 update scales v exactly as plain SGD scales g (QAS, stochastic rounding). QAS converts a
@@ -24,11 +29,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compile.train_plan import (
+    F2_REDUCE_IN0,
+    F2_REDUCE_IN1,
+    F2_REDUCED,
     F_BIAS,
     F_GRAD_IN0,
     F_GRAD_IN1,
     F_MASK,
     F_WEIGHT,
+    F_ZERO_IN0,
+    F_ZERO_IN1,
     TrainProgram,
     weight_rows,
 )
@@ -36,9 +46,22 @@ from ..frontend.graph import Graph
 from ..frontend.opparams import all_op_params
 from .fmath import exp_neg, floor_f32, log_pos
 from .forward import _padded, patches, pool_windows, run_op
+from .gradmap import GradMap, fold, loss_map, produce, rdiv, to_f32
 
 f32 = np.float32
 M32 = 0xFFFFFFFF
+# average pooling and MEAN divide each dY by its window's size in units of 2^-POOL_FRAC
+POOL_FRAC = 16
+WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+@dataclass
+class ChannelSums:
+    """A sink's output gradient (train_plan.F2_REDUCED): per-channel sums of the exact masked
+    values its one writer produced, times 2^e."""
+
+    s: np.ndarray
+    e: int
 
 
 @dataclass
@@ -124,6 +147,7 @@ class ReferenceTrainer:
                          if program.optimizer_bytes else None)
         self.step = 0
         self.probe: dict | None = None  # auto.calibration_grad_norms: record, do not update
+        self._producer = {op.outputs[0]: op.index for op in self.graph.ops}
         self.values = {}  # tensor index -> current trainable array
         for k, t in program.ops.items():
             op = self.graph.ops[k]
@@ -185,9 +209,15 @@ class ReferenceTrainer:
         def root(t: int) -> int:
             return prog.alias.get(t, t)
 
-        grads = {root(zt.index): dz.reshape(zt.shape)}
+        if prog.grad == "float32":
+            grads = {root(zt.index): dz.reshape(zt.shape)}
+            backward_op = self._backward_op
+        else:
+            grads = {root(zt.index): loss_map(dz, prog.grad)}
+            grads[root(zt.index)].q = grads[root(zt.index)].q.reshape(zt.shape)
+            backward_op = self._backward_op_int
         for k in prog.backward_order():
-            self._backward_op(k, vals, grads, root)
+            backward_op(k, vals, grads, root)
         self.step += 1
         return StepResult(float(loss), pred, label, False, zq)
 
@@ -206,18 +236,12 @@ class ReferenceTrainer:
         op, p = g.ops[k], self.params[k]
         dy = grads[root(op.outputs[0])]
         if t.flags & F_MASK:
-            y = vals[op.outputs[0]]
-            keep = y > p.act_min
-            if op.activation == "RELU6":
-                keep &= y < p.act_max
-            dy = np.where(keep, dy, f32(0)).astype(f32)
+            dy = np.where(self._keep(k, vals), dy, f32(0)).astype(f32)
             grads[root(op.outputs[0])] = dy
         kind = op.kind
-        if kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        if kind in WEIGHTED:
             w = self._const(op.inputs[1])
-            wt = g.tensors[op.inputs[1]]
-            n_out = t.n_out or (wt.shape[3] if kind == "DEPTHWISE_CONV_2D" else wt.shape[0])
-            s_w = np.broadcast_to(wt.scale.astype(f32), (n_out,))
+            s_w = self._scales(op)
             if t.flags & F_GRAD_IN0:
                 dx = self._grad_buf(grads, root, op.inputs[0])
                 grads[root(op.inputs[0])] = self._input_grad(op, p, w, s_w, dy, dx)
@@ -237,6 +261,101 @@ class ReferenceTrainer:
             h, w_ = buf.shape[1:3]
             grads[root(op.inputs[0])] = (buf + dy[:, ph : ph + h, pw : pw + w_]).astype(f32)
         # RESHAPE: input and output share one gradient buffer; nothing to do
+
+    def _backward_op_int(self, k, vals, grads, root) -> None:
+        """_backward_op with integer maps: dX is exact int64 values, written as a map."""
+        g, t, fmt = self.graph, self.prog.ops[k], self.prog.grad
+        op, p = g.ops[k], self.params[k]
+        dy = grads[root(op.outputs[0])]
+        if t.flags2 & F2_REDUCED:  # the writer applied the mask and summed: only the bias trains
+            self._update(k, op, p, t, None, self._scales(op), dy, vals)
+            return
+        dy = GradMap(dy.q.reshape(g.tensors[op.outputs[0]].shape), dy.e)  # a RESHAPE's view
+        if t.flags & F_MASK:
+            dy = GradMap(np.where(self._keep(k, vals), dy.q, 0), dy.e)
+            grads[root(op.outputs[0])] = dy
+
+        def write(pos: int, v: np.ndarray, e_v: int) -> None:
+            """The map of input pos, its rows as this op sees the tensor (or, for a sink's
+            output, the sums of its masked channels)."""
+            r = root(op.inputs[pos])
+            if t.flags2 & (F2_REDUCE_IN0 if pos == 0 else F2_REDUCE_IN1):
+                keep = self._keep(self._producer[op.inputs[pos]], vals)
+                v = np.where(keep, v.reshape(keep.shape), 0)
+                grads[r] = ChannelSums(v.reshape(-1, v.shape[-1]).sum(axis=0), e_v)
+                return
+            first = t.flags & (F_ZERO_IN0 if pos == 0 else F_ZERO_IN1)
+            old = None if first else GradMap(grads[r].q.reshape(v.shape), grads[r].e)
+            grads[r] = produce(v.reshape(g.tensors[op.inputs[pos]].shape), e_v, fmt, old)
+
+        kind = op.kind
+        if kind in WEIGHTED:
+            w = self._const(op.inputs[1])
+            s_w = self._scales(op)
+            if t.flags & F_GRAD_IN0:
+                dyf = fold(dy, s_w, fold_terms(op, g.tensors[op.inputs[1]].shape))
+                write(0, self._input_grad_int(op, p, w, dyf.q), dyf.e)
+            if t.flags & (F_BIAS | F_WEIGHT):
+                self._update(k, op, p, t, w, s_w, dy, vals)
+        elif kind == "ADD":
+            for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
+                if t.flags & flag:
+                    write(pos, dy.q, dy.e)
+        elif kind == "AVERAGE_POOL_2D" and t.flags & F_GRAD_IN0:
+            h, w_ = g.tensors[op.inputs[0]].shape[1:3]
+            v = np.zeros(g.tensors[op.inputs[0]].shape, np.int64)
+            for oy, ox, ys, xs in pool_windows(p.geometry, h, w_):
+                n = (ys.stop - ys.start) * (xs.stop - xs.start)
+                v[0, ys, xs] += rdiv(dy.q[0, oy, ox] << POOL_FRAC, n)
+            write(0, v, dy.e - POOL_FRAC)
+        elif kind == "MEAN" and t.flags & F_GRAD_IN0:
+            shape = g.tensors[op.inputs[0]].shape
+            v = rdiv(dy.q.reshape(1, 1, 1, -1) << POOL_FRAC, shape[1] * shape[2])
+            write(0, np.broadcast_to(v, shape), dy.e - POOL_FRAC)
+        elif kind == "PAD" and t.flags & F_GRAD_IN0:
+            (ph, _), (pw, _) = op.options["pads"]
+            h, w_ = g.tensors[op.inputs[0]].shape[1:3]
+            write(0, dy.q[:, ph : ph + h, pw : pw + w_], dy.e)
+        # RESHAPE: input and output share one gradient buffer; nothing to do
+
+    def _keep(self, k: int, vals) -> np.ndarray:
+        """Where op k's output passes a gradient: inside its RELU's clamp (all of it without a
+        mask)."""
+        op, p = self.graph.ops[k], self.params[k]
+        y = vals[op.outputs[0]]
+        if not self.prog.ops[k].flags & F_MASK:
+            return np.ones(y.shape, bool)
+        keep = y > p.act_min
+        if op.activation == "RELU6":
+            keep &= y < p.act_max
+        return keep
+
+    def _scales(self, op) -> np.ndarray:
+        wt = self.graph.tensors[op.inputs[1]]
+        n_out = wt.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else wt.shape[0]
+        return np.broadcast_to(wt.scale.astype(f32), (n_out,))
+
+    def _input_grad_int(self, op, p, w, dyf) -> np.ndarray:
+        """W^T dY' as exact int64 values, in the shape of the op's input."""
+        shape = self.graph.tensors[op.inputs[0]].shape
+        w = w.astype(np.int64)
+        if op.kind == "FULLY_CONNECTED":
+            return (dyf.reshape(-1) @ w).reshape(shape)
+        geo = p.geometry
+        (kh, kw), (sh, sw), (oh, ow), (ph, pw) = geo["k"], geo["stride"], geo["out_hw"], geo["pad"]
+        h, wd, c = shape[1:]
+        acc = np.zeros((max((oh - 1) * sh + kh, h + ph), max((ow - 1) * sw + kw, wd + pw), c),
+                       np.int64)
+        d = dyf[0]
+        for i in range(kh):
+            for j in range(kw):
+                sl = (slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw))
+                if op.kind == "CONV_2D":
+                    acc[sl] += d @ w[:, i, j, :]
+                else:
+                    mult = op.options["depth_multiplier"]
+                    acc[sl] += (d * w[0, i, j]).reshape(oh, ow, c, mult).sum(axis=-1)
+        return acc[ph : ph + h, pw : pw + wd][None]
 
     def _pool_grad(self, op, p, dy, buf) -> np.ndarray:
         buf = buf.copy()
@@ -298,13 +417,43 @@ class ReferenceTrainer:
         prod = d[:, None, t.channels] * cols[:, :, t.channels]  # (P, KH*KW, n_sel)
         return seqsum(prod, 0).T  # (n_sel, KH*KW): one row a channel, its taps
 
+    def _weight_grad_rows_int(self, op, p, t, dy: GradMap, vals) -> np.ndarray:
+        """_weight_grad_rows with an integer dY: exact int64 sums of dY x (x - zp), then
+        float32 (to_f32, with s_x x 2^e)."""
+        xt = self.graph.tensors[op.inputs[0]]
+        xc = vals[op.inputs[0]].astype(np.int64) - xt.zp
+        d = dy.q.reshape(-1, t.n_out)
+        if op.kind == "FULLY_CONNECTED":
+            s = d[0, t.channels][:, None] * xc.reshape(1, -1)
+        else:
+            cols = patches(_padded(xc, p.geometry, 0), p.geometry)  # OH,OW,KH,KW,C
+            cols = cols.reshape(d.shape[0], -1, cols.shape[-1])
+            if op.kind == "CONV_2D":
+                s = d[:, t.channels].T @ cols.reshape(d.shape[0], -1)
+            else:
+                cols = np.repeat(cols, op.options["depth_multiplier"], axis=-1)
+                s = np.einsum("po,pko->ok", d[:, t.channels], cols[:, :, t.channels])
+        return to_f32(s, dy.e, f32(xt.s))
+
+    def _bias_grad(self, t, dy) -> np.ndarray:
+        if isinstance(dy, ChannelSums):
+            return to_f32(dy.s, dy.e)
+        if isinstance(dy, GradMap):
+            return to_f32(dy.q.reshape(-1, t.n_out).sum(axis=0), dy.e)
+        return seqsum(dy.reshape(-1, t.n_out), 0)
+
+    def _weight_grad(self, op, p, t, dy, vals) -> np.ndarray:
+        if isinstance(dy, GradMap):
+            return self._weight_grad_rows_int(op, p, t, dy, vals)
+        return self._weight_grad_rows(op, p, t, dy, vals)
+
     def _record(self, k, op, p, t, dy, vals) -> None:
         entry = self.probe[k]
         if t.flags & F_BIAS:
-            db = seqsum(dy.reshape(-1, t.n_out), 0).astype(np.float64)
+            db = self._bias_grad(t, dy).astype(np.float64)
             entry[0] += float(np.sum(db * db))
         if t.flags & F_WEIGHT:
-            rows = self._weight_grad_rows(op, p, t, dy, vals).astype(np.float64)
+            rows = self._weight_grad(op, p, t, dy, vals).astype(np.float64)
             sq = np.zeros(t.n_out)
             sq[np.array(t.channels)] = np.sum(rows * rows, axis=1)
             entry[1] = sq if entry[1] is None else entry[1] + sq
@@ -345,7 +494,7 @@ class ReferenceTrainer:
         floor = f32(t.scale_floor)
         s_eff = np.maximum(s_w, floor).astype(f32)
         if t.flags & F_BIAS:
-            db = seqsum(dy.reshape(-1, t.n_out), 0)
+            db = self._bias_grad(t, dy)
             s_x = f32(g.tensors[op.inputs[0]].s)
             step = (self.lr * self._momentum(t.velocity, db)).astype(f32)
             if self.qas:
@@ -357,7 +506,7 @@ class ReferenceTrainer:
             b = self.values[op.inputs[2]].astype(np.int64) + d
             self.values[op.inputs[2]] = np.clip(b, -(1 << 31), (1 << 31) - 1).astype(np.int32)
         if t.flags & F_WEIGHT:
-            rows = self._weight_grad_rows(op, p, t, dy, vals)
+            rows = self._weight_grad(op, p, t, dy, vals)
             sel = np.array(t.channels)
             first = t.velocity + (t.n_out if t.flags & F_BIAS else 0)
             step = (self.lr * self._momentum(first, rows)).astype(f32)
@@ -375,6 +524,15 @@ class ReferenceTrainer:
             self.values[op.inputs[1]] = wv
 
 
+def fold_terms(op, w_shape) -> int:
+    """How many products W^T dY' sums for one input element at most (gradmap.fold_bits)."""
+    if op.kind == "FULLY_CONNECTED":
+        return w_shape[0]
+    if op.kind == "CONV_2D":
+        return w_shape[0] * w_shape[1] * w_shape[2]
+    return w_shape[1] * w_shape[2] * op.options["depth_multiplier"]
+
+
 def step_gradients(program: TrainProgram, x: np.ndarray,
                    label: int) -> dict[int, tuple[np.ndarray | None, np.ndarray | None]]:
     """The float32 gradients one reference training step computes, without updating: for each
@@ -385,8 +543,8 @@ def step_gradients(program: TrainProgram, x: np.ndarray,
 
     class Recorder(ReferenceTrainer):
         def _update(self, k, op, p, t, w, s_w, dy, vals) -> None:
-            db = seqsum(dy.reshape(-1, t.n_out), 0) if t.flags & F_BIAS else None
-            dw = self._weight_grad_rows(op, p, t, dy, vals) if t.flags & F_WEIGHT else None
+            db = self._bias_grad(t, dy) if t.flags & F_BIAS else None
+            dw = self._weight_grad(op, p, t, dy, vals) if t.flags & F_WEIGHT else None
             grads[k] = (db, dw)
 
     Recorder(program).train_step(x, label)

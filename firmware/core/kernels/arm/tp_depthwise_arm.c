@@ -60,23 +60,6 @@ uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p,
 
 #if TP_KERNELS_DSP
 
-#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
-#define tp_smlabt(a, b, acc) ((int32_t)__smlabt((int32_t)(a), (int32_t)(b), (acc)))
-#define tp_smlatb(a, b, acc) ((int32_t)__smlatb((int32_t)(a), (int32_t)(b), (acc)))
-#else
-static inline int32_t tp_smlabt(uint32_t a, uint32_t b, int32_t acc)
-{
-    uint32_t s = (uint32_t)acc + (uint32_t)(tp_lane_lo(a) * tp_lane_hi(b));
-    return s <= 0x7FFFFFFFu ? (int32_t)s : -(int32_t)(~s) - 1;
-}
-
-static inline int32_t tp_smlatb(uint32_t a, uint32_t b, int32_t acc)
-{
-    uint32_t s = (uint32_t)acc + (uint32_t)(tp_lane_hi(a) * tp_lane_lo(b));
-    return s <= 0x7FFFFFFFu ? (int32_t)s : -(int32_t)(~s) - 1;
-}
-#endif
-
 /* Two int16 lanes (lo, hi) in a word. */
 static uint32_t pack16(int32_t lo, int32_t hi)
 {

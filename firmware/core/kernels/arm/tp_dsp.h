@@ -27,6 +27,11 @@
 #define tp_sxtab16(a, x) ((uint32_t)__sxtab16((int32_t)(a), (int32_t)(x)))
 #define tp_ssat8(x) __ssat((x), 8)
 #define tp_usada8(a, b, acc) __usada8((a), (b), (acc))
+/* acc + one halfword of a times one of b (B: bottom, T: top) */
+#define tp_smlabb(a, b, acc) ((int32_t)__smlabb((int32_t)(a), (int32_t)(b), (acc)))
+#define tp_smlabt(a, b, acc) ((int32_t)__smlabt((int32_t)(a), (int32_t)(b), (acc)))
+#define tp_smlatb(a, b, acc) ((int32_t)__smlatb((int32_t)(a), (int32_t)(b), (acc)))
+#define tp_smlatt(a, b, acc) ((int32_t)__smlatt((int32_t)(a), (int32_t)(b), (acc)))
 #else
 /* The ACLE intrinsics' definitions (Arm ACLE, section 9.5), in portable C. */
 static inline int32_t tp_lane_lo(uint32_t x)
@@ -45,6 +50,17 @@ static inline int32_t tp_smlad(uint32_t a, uint32_t b, int32_t acc)
                  (uint32_t)(tp_lane_hi(a) * tp_lane_hi(b));
     return s <= 0x7FFFFFFFu ? (int32_t)s : -(int32_t)(~s) - 1; /* wraps, as SMLAD does */
 }
+
+/* SMLABB and kin: acc + one lane of a times one lane of b (wrapping, as they do) */
+static inline int32_t tp_smla_lanes(int32_t x, int32_t y, int32_t acc)
+{
+    uint32_t s = (uint32_t)acc + (uint32_t)(x * y);
+    return s <= 0x7FFFFFFFu ? (int32_t)s : -(int32_t)(~s) - 1;
+}
+#define tp_smlabb(a, b, acc) tp_smla_lanes(tp_lane_lo(a), tp_lane_lo(b), (acc))
+#define tp_smlabt(a, b, acc) tp_smla_lanes(tp_lane_lo(a), tp_lane_hi(b), (acc))
+#define tp_smlatb(a, b, acc) tp_smla_lanes(tp_lane_hi(a), tp_lane_lo(b), (acc))
+#define tp_smlatt(a, b, acc) tp_smla_lanes(tp_lane_hi(a), tp_lane_hi(b), (acc))
 
 static inline uint32_t tp_sxtab16(uint32_t a, uint32_t x)
 {

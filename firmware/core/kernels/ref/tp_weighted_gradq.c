@@ -1,0 +1,224 @@
+/* tp_weighted_gradq.c - reference gradients of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED
+ * with integer gradient maps (reference/backward.py _backward_op_int, gradmap.py).
+ *
+ * Input gradient: dX = W^T dY', dY' the op's fold of dY (tp_gm_fold), summed exactly in int32
+ * (the fold's bits keep every sum below 2^31), one dX row at a time, handed to the map writer.
+ * Weight and bias gradients: exact int64 sums of dY (x - zp) and of dY, then float32. */
+#include "tp_ref.h"
+
+/* Output channel o's fold parameters: its weight scale's parts. */
+static void channel_scale(const tp_weights *w, uint32_t o, uint32_t *m, int32_t *k)
+{
+    tp_gm_scale_parts(tp_weights_scale(w, o), m, k);
+}
+
+void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
+                   uint32_t n_terms)
+{
+    uint32_t o, p, m, live = 0;
+    int32_t k, c = 0;
+    for (o = 0; o < w->n_out; o++) {
+        uint32_t top = 0;
+        for (p = 0; p < positions; p++) {
+            int32_t v = tp_gm_get(dy, p * w->n_out + o);
+            uint32_t a = (uint32_t)(v < 0 ? -v : v);
+            top = a > top ? a : top;
+        }
+        channel_scale(w, o, &m, &k);
+        if (top != 0u && m != 0u) {
+            int32_t cls = tp_gm_channel_class(top, m, k);
+            c = live && c > cls ? c : cls;
+            live = 1u;
+        }
+    }
+    tp_gm_fold_init(f, dy->e, n_terms, c, live);
+}
+
+/* Pixel (oy, ox)'s dY' values, n_out of them, into fy. */
+static void fold_pixel(const tp_gm_fold *f, const tp_gmap *dy, const tp_weights *w, uint32_t at,
+                       int16_t *fy)
+{
+    uint32_t o, m;
+    int32_t k;
+    for (o = 0; o < w->n_out; o++) {
+        channel_scale(w, o, &m, &k);
+        fy[o] = (int16_t)tp_gm_fold_one(f, tp_gm_get(dy, at + o), m, k);
+    }
+}
+
+/* The output rows and columns a dX row / column meets through tap t: o = (i + pad - t) / stride
+ * when that divides and lies in [0, n_out); -1 otherwise. */
+static int32_t tap_source(int32_t i, uint32_t pad, uint32_t t, uint32_t stride, int32_t n_out)
+{
+    int32_t num = i + (int32_t)pad - (int32_t)t;
+    if (num < 0 || num % (int32_t)stride != 0 || num / (int32_t)stride >= n_out) {
+        return -1;
+    }
+    return num / (int32_t)stride;
+}
+
+void tp_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                            const tp_shape *out_shape, const tp_weights *w, const tp_gm_fold *f,
+                            const tp_gmap *dy, tp_gm_writer *dx, void *scratch)
+{
+    uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
+    int32_t *acc = (int32_t *)scratch;
+    int16_t *fy = (int16_t *)(void *)(acc + iw * ic);
+    int32_t y;
+    uint32_t kh, kw, o, ch, step;
+    for (y = 0; y < in_shape->h; y++) {
+        for (ch = 0; ch < iw * ic; ch++) {
+            acc[ch] = 0;
+        }
+        for (kh = 0; kh < p->k[0] && f->live; kh++) {
+            int32_t oy = tap_source(y, p->pad[0], kh, p->stride[0], out_shape->h), ox;
+            if (oy < 0) {
+                continue;
+            }
+            for (ox = 0; ox < out_shape->w; ox++) {
+                fold_pixel(f, dy, w, ((uint32_t)oy * (uint32_t)out_shape->w + (uint32_t)ox) * oc,
+                           fy);
+                for (kw = 0; kw < p->k[1]; kw++) {
+                    int32_t x = ox * p->stride[1] + (int32_t)kw - p->pad[1];
+                    int32_t *a = acc + (uint32_t)x * ic;
+                    if (x < 0 || x >= in_shape->w) {
+                        continue;
+                    }
+                    for (o = 0; o < oc; o++) {
+                        const int8_t *row = tp_weights_row(w, o, &step) + (kh * p->k[1] + kw) * ic;
+                        int32_t g = fy[o];
+                        for (ch = 0; ch < ic; ch++) {
+                            a[ch] += row[ch] * g;
+                        }
+                    }
+                }
+            }
+        }
+        tp_gm_row_i32(dx, (uint32_t)y, acc);
+    }
+}
+
+void tp_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                      const tp_shape *out_shape, const tp_weights *w,
+                                      const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
+                                      void *scratch)
+{
+    uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
+    uint32_t mult = (uint32_t)p->depth_multiplier, kh, kw, o, i, step, m;
+    int32_t *acc = (int32_t *)scratch, y, k;
+    for (y = 0; y < in_shape->h; y++) {
+        for (i = 0; i < iw * ic; i++) {
+            acc[i] = 0;
+        }
+        for (kh = 0; kh < p->k[0] && f->live; kh++) {
+            int32_t oy = tap_source(y, p->pad[0], kh, p->stride[0], out_shape->h), x;
+            if (oy < 0) {
+                continue;
+            }
+            for (x = 0; x < in_shape->w; x++) {
+                for (kw = 0; kw < p->k[1]; kw++) {
+                    int32_t ox = tap_source(x, p->pad[1], kw, p->stride[1], out_shape->w);
+                    if (ox < 0) {
+                        continue;
+                    }
+                    for (o = 0; o < oc; o++) {
+                        uint32_t at = ((uint32_t)oy * (uint32_t)out_shape->w + (uint32_t)ox) * oc + o;
+                        const int8_t *wo = tp_weights_row(w, o, &step);
+                        channel_scale(w, o, &m, &k);
+                        acc[(uint32_t)x * ic + o / mult] +=
+                            wo[(kh * p->k[1] + kw) * step] * tp_gm_fold_one(f, tp_gm_get(dy, at), m, k);
+                    }
+                }
+            }
+        }
+        tp_gm_row_i32(dx, (uint32_t)y, acc);
+    }
+}
+
+void tp_fully_connected_input_grad_q(const tp_weights *w, const tp_gm_fold *f, const tp_gmap *dy,
+                                     tp_gm_writer *dx, void *scratch)
+{
+    int32_t *acc = (int32_t *)scratch;
+    int16_t *fy = (int16_t *)(void *)(acc + w->row_len);
+    uint32_t i, o, step;
+    for (i = 0; i < w->row_len; i++) {
+        acc[i] = 0;
+    }
+    if (f->live) {
+        fold_pixel(f, dy, w, 0u, fy);
+        for (o = 0; o < w->n_out; o++) {
+            const int8_t *row = tp_weights_row(w, o, &step);
+            for (i = 0; i < w->row_len; i++) {
+                acc[i] += row[i] * fy[o];
+            }
+        }
+    }
+    tp_gm_row_i32(dx, 0u, acc);
+}
+
+/* sum over output positions of dY(o) (x - zp) through tap (kh, kw) of channel ch */
+static int64_t tap_sum(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
+                       int32_t zp, const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
+                       uint32_t kh, uint32_t kw, uint32_t ch)
+{
+    uint32_t ow = (uint32_t)out_shape->w, oc = (uint32_t)out_shape->c;
+    uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oy, ox, y0, y1, x0, x1;
+    int64_t s = 0;
+    tp_tap_range(kh, p->stride[0], p->pad[0], (uint32_t)in_shape->h, (uint32_t)out_shape->h, &y0,
+                 &y1);
+    tp_tap_range(kw, p->stride[1], p->pad[1], iw, ow, &x0, &x1);
+    for (oy = y0; oy < y1; oy++) {
+        const int8_t *xp = x + ((oy * p->stride[0] + kh - p->pad[0]) * iw + x0 * p->stride[1] + kw -
+                                p->pad[1]) * ic + ch;
+        for (ox = x0; ox < x1; ox++) {
+            s += (int64_t)tp_gm_get(dy, (oy * ow + ox) * oc + o) * ((int32_t)*xp - zp);
+            xp += p->stride[1] * ic;
+        }
+    }
+    return s;
+}
+
+void tp_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
+                             int32_t x_zp, float x_scale, const tp_shape *out_shape,
+                             const tp_gmap *dy, uint32_t o, float *row)
+{
+    uint32_t ic = (uint32_t)in_shape->c, n = p->k[0] * p->k[1] * ic, k;
+    for (k = 0; k < n; k++) { /* (kh, kw, ch) raster, the row's layout */
+        row[k] = tp_gm_to_f32(tap_sum(p, in_shape, x, x_zp, out_shape, dy, o, k / ic / p->k[1],
+                                      (k / ic) % p->k[1], k % ic),
+                              dy->e, x_scale);
+    }
+}
+
+void tp_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                       const int8_t *x, int32_t x_zp, float x_scale,
+                                       const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
+                                       float *row)
+{
+    uint32_t n = p->k[0] * p->k[1], k, ch = o / (uint32_t)p->depth_multiplier;
+    for (k = 0; k < n; k++) {
+        row[k] = tp_gm_to_f32(tap_sum(p, in_shape, x, x_zp, out_shape, dy, o, k / p->k[1],
+                                      k % p->k[1], ch),
+                              dy->e, x_scale);
+    }
+}
+
+void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_zp,
+                                      float x_scale, const tp_gmap *dy, uint32_t o, float *row)
+{
+    uint32_t k;
+    int64_t g = tp_gm_get(dy, o);
+    for (k = 0; k < n_in; k++) {
+        row[k] = tp_gm_to_f32(g * ((int32_t)x[k] - x_zp), dy->e, x_scale);
+    }
+}
+
+float tp_bias_grad_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o)
+{
+    int64_t s = 0;
+    uint32_t i;
+    for (i = 0; i < positions; i++) {
+        s += tp_gm_get(dy, i * n_out + o);
+    }
+    return tp_gm_to_f32(s, dy->e, 1.0f);
+}

@@ -1,0 +1,282 @@
+/* tp_gradmap.c - integer gradient maps (tp_gradmap.h; host/tinyprop/reference/gradmap.py). */
+#include "tp_gradmap.h"
+
+#include <string.h>
+
+tp_gmap tp_gm_at(uint8_t *buf, uint32_t format)
+{
+    tp_gmap m;
+    memcpy(&m.e, buf, 4u);
+    m.q = buf + TP_GM_HEADER;
+    m.bytes = tp_gm_bytes(format);
+    return m;
+}
+
+uint32_t tp_gm_bitlen(uint64_t m)
+{
+    uint32_t n = 0;
+    if (m >> 32) {
+        n = 32u;
+        m >>= 32;
+    }
+    while (m != 0u) {
+        n++;
+        m >>= 1;
+    }
+    return n;
+}
+
+/* floor(v / 2^s), 0 <= s <= 62, without relying on >> of a negative value */
+static int64_t floor_shift(int64_t v, uint32_t s)
+{
+    return v >= 0 ? v >> s : -(int64_t)((uint64_t)(-(v + 1)) >> s) - 1;
+}
+
+int64_t tp_gm_rshift(int64_t v, int32_t s)
+{
+    int64_t q;
+    uint64_t r, half;
+    if (s <= 0) {
+        uint32_t l = s < -62 ? 62u : (uint32_t)-s;
+        return (int64_t)((uint64_t)v << l);
+    }
+    if (s > 62) {
+        s = 62;
+    }
+    q = floor_shift(v, (uint32_t)s);
+    r = (uint64_t)v - ((uint64_t)q << (uint32_t)s);
+    half = (uint64_t)1 << (uint32_t)(s - 1);
+    return q + ((r > half || (r == half && (q & 1))) ? 1 : 0);
+}
+
+int64_t tp_gm_rdiv(int64_t a, int64_t n)
+{
+    int64_t q = a / n, r;
+    if (a % n != 0 && a < 0) { /* C truncates: make it the floor */
+        q--;
+    }
+    r = 2 * (a - q * n);
+    return q + ((r > n || (r == n && (q & 1))) ? 1 : 0);
+}
+
+static float f32_of_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4u);
+    return f;
+}
+
+void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k)
+{
+    uint32_t u, exp;
+    memcpy(&u, &s, 4u);
+    exp = (u >> 23) & 0xFFu;
+    *m = exp > 0u ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
+    *k = exp > 0u ? (int32_t)exp - 150 : -149;
+}
+
+float tp_gm_pow2(int32_t e)
+{
+    if (e < -149) {
+        return 0.0f;
+    }
+    if (e > 127) {
+        return f32_of_bits(0x7F800000u);
+    }
+    return f32_of_bits(e >= -126 ? (uint32_t)(e + 127) << 23 : (uint32_t)1 << (uint32_t)(e + 149));
+}
+
+/* int64 to float32, rounded to nearest even (as NumPy's astype and the FPU's conversion) */
+static float i64_to_f32(int64_t s)
+{
+    uint64_t a = s < 0 ? 0u - (uint64_t)s : (uint64_t)s;
+    uint32_t n = tp_gm_bitlen(a);
+    float f;
+    if (n <= 24u) {
+        f = (float)(int32_t)a;
+    } else {
+        uint32_t sh = n - 24u;
+        uint64_t q = a >> sh, r = a & (((uint64_t)1 << sh) - 1u), half = (uint64_t)1 << (sh - 1u);
+        q += (r > half || (r == half && (q & 1u))) ? 1u : 0u;
+        f = (float)(int32_t)q * tp_gm_pow2((int32_t)sh); /* q <= 2^24: both exact */
+    }
+    return s < 0 ? -f : f;
+}
+
+float tp_gm_to_f32(int64_t s, int32_t e, float scale)
+{
+    float c = scale * tp_gm_pow2(e);
+    return i64_to_f32(s) * c;
+}
+
+int64_t tp_gm_round_f32(float x)
+{
+    float t = (float)(int32_t)x, fl, frac;
+    int64_t q;
+    fl = x < t ? t - 1.0f : t;
+    frac = x - fl;
+    q = (int64_t)fl;
+    return q + ((frac > 0.5f || (frac == 0.5f && (q & 1))) ? 1 : 0);
+}
+
+/* ---- writing a map ---- */
+
+void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows,
+                 uint32_t row_elems, uint32_t accumulate, uint8_t *shifts, int32_t e_v)
+{
+    w->map = tp_gm_at(buf, format);
+    w->header = buf;
+    w->shifts = shifts;
+    w->sums = 0;
+    w->mask = 0;
+    w->channels = 0;
+    w->rows = rows;
+    w->row_elems = row_elems;
+    w->bits = tp_gm_bits(format);
+    w->accumulate = accumulate;
+    w->e_c = e_v;
+    w->sv = 0;
+    w->so = 0;
+    w->shift = 0;
+    if (accumulate) { /* gradmap.combine */
+        int32_t e_old = w->map.e, lo = e_v < e_old ? e_v : e_old, hi = e_v < e_old ? e_old : e_v;
+        w->e_c = lo > hi - TP_GM_ALIGN_SPAN ? lo : hi - TP_GM_ALIGN_SPAN;
+        w->sv = w->e_c - e_v;
+        w->so = w->e_c - e_old;
+    }
+}
+
+void tp_gm_begin_sums(tp_gm_writer *w, uint8_t *buf, uint32_t rows, uint32_t row_elems,
+                      uint32_t channels, const uint8_t *mask, int32_t e_v)
+{
+    uint32_t c;
+    tp_gm_begin(w, buf, TP_GRAD_INT16, rows, row_elems, 0u, 0, e_v);
+    w->sums = (int64_t *)(void *)(buf + TP_GM_HEADER);
+    w->mask = mask;
+    w->channels = channels;
+    for (c = 0; c < channels; c++) {
+        w->sums[c] = 0;
+    }
+    memcpy(buf, &e_v, 4u);
+}
+
+void tp_gm_row_begin(tp_gm_writer *w, uint32_t r, uint64_t max_abs)
+{
+    if (w->sums != 0) {
+        return;
+    }
+    uint32_t n = tp_gm_bitlen(max_abs);
+    w->shift = n > w->bits ? n - w->bits : 0u;
+    w->shifts[r] = (uint8_t)w->shift;
+}
+
+/* x / 2^s rounded half to even, 1 <= s <= 31, for |x| < 2^31: the floor through offset binary
+ * (no right shift of a negative value), then the tie rule. */
+static inline int32_t rshift32(int32_t x, uint32_t s)
+{
+    uint32_t u = (uint32_t)x + 0x80000000u, mask = (1u << s) - 1u, half = 1u << (s - 1u);
+    uint32_t rem = u & mask;
+    int32_t q = (int32_t)((u >> s) - (0x80000000u >> s));
+    return q + ((rem > half || (rem == half && (q & 1))) ? 1 : 0);
+}
+
+/* The row's values rounded by `shift` (0: as they are) and saturated to +-lim, stored. */
+static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, uint32_t shift)
+{
+    int32_t lim = ((int32_t)1 << w->bits) - 1;
+    uint32_t j, n = w->row_elems;
+    if (w->map.bytes == 2u) {
+        int16_t *q = (int16_t *)w->map.q + base;
+        for (j = 0; j < n; j++) {
+            int32_t x = shift != 0u ? rshift32(v[j], shift) : v[j];
+            q[j] = (int16_t)(x > lim ? lim : x < -lim ? -lim : x);
+        }
+    } else {
+        int8_t *q = (int8_t *)w->map.q + base;
+        for (j = 0; j < n; j++) {
+            int32_t x = shift != 0u ? rshift32(v[j], shift) : v[j];
+            q[j] = (int8_t)(x > lim ? lim : x < -lim ? -lim : x);
+        }
+    }
+}
+
+void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
+{
+    uint32_t j, base = r * w->row_elems;
+    uint64_t top = 0;
+    if (w->sums != 0) {
+        for (j = 0; j < w->row_elems; j++) {
+            tp_gm_put(w, base + j, v[j]);
+        }
+        return;
+    }
+    if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
+        uint32_t bits = 0u;
+        for (j = 0; j < w->row_elems; j++) {
+            bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
+        }
+        tp_gm_row_begin(w, r, bits);
+        store_row(w, base, v, w->shift);
+        return;
+    }
+    for (j = 0; j < w->row_elems; j++) {
+        int64_t x = tp_gm_value(w, base + j, v[j]);
+        uint64_t a = x < 0 ? 0u - (uint64_t)x : (uint64_t)x;
+        top = a > top ? a : top;
+    }
+    tp_gm_row_begin(w, r, top);
+    for (j = 0; j < w->row_elems; j++) {
+        tp_gm_put(w, base + j, tp_gm_value(w, base + j, v[j]));
+    }
+}
+
+void tp_gm_end(tp_gm_writer *w)
+{
+    uint32_t r, j, top = 0;
+    int32_t e;
+    if (w->sums != 0) {
+        return;
+    }
+    for (r = 0; r < w->rows; r++) {
+        top = w->shifts[r] > top ? w->shifts[r] : top;
+    }
+    for (r = 0; r < w->rows; r++) {
+        uint32_t s = top - w->shifts[r], base = r * w->row_elems;
+        if (s == 0u) {
+            continue;
+        }
+        if (s > 16u) { /* every value of the row rounds to 0 */
+            s = 16u;
+        }
+        if (w->map.bytes == 2u) {
+            int16_t *q = (int16_t *)w->map.q + base;
+            for (j = 0; j < w->row_elems; j++) {
+                q[j] = (int16_t)rshift32(q[j], s);
+            }
+        } else {
+            int8_t *q = (int8_t *)w->map.q + base;
+            for (j = 0; j < w->row_elems; j++) {
+                q[j] = (int8_t)rshift32(q[j], s);
+            }
+        }
+    }
+    e = w->e_c + (int32_t)top;
+    memcpy(w->header, &e, 4u);
+    w->map.e = e;
+}
+
+/* ---- the fold ---- */
+
+uint32_t tp_gm_fold_bits(uint32_t n_terms)
+{
+    uint32_t n = tp_gm_bitlen(n_terms), b = n < TP_GM_ACC_BITS - 8u ? TP_GM_ACC_BITS - 7u - n : 1u;
+    return b < TP_GM_FOLD_BITS ? b : TP_GM_FOLD_BITS;
+}
+
+void tp_gm_fold_init(tp_gm_fold *f, int32_t e_y, uint32_t n_terms, int32_t c, uint32_t live)
+{
+    f->bits = tp_gm_fold_bits(n_terms);
+    f->live = live;
+    f->top = c - (int32_t)f->bits;
+    f->e = live ? e_y + f->top : 0;
+}

@@ -1,0 +1,153 @@
+"""Integer gradient maps: the C core's primitives (firmware/core/tp_gradmap.c, called through
+the host library) equal tinyprop.reference.gradmap's on random and corner cases, and the rules
+keep their promises: the exponent of a map is the one its exact maximum asks for, rounding is
+to nearest (half to even) within one unit of the map's last place, a fold's products fit int32.
+
+Whole training steps with integer maps (C == NumPy, bit for bit) are tests/test_kernels.py's and
+tests/test_training.py's."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from tinyprop.engines.native import load_library
+from tinyprop.reference import gradmap as gm
+
+i64, i32, u32, u64, f32c = (ctypes.c_int64, ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint64,
+                            ctypes.c_float)
+
+
+@pytest.fixture(scope="module")
+def lib():
+    lib = load_library()
+    for name, args, res in (
+            ("tp_gm_rshift", [i64, i32], i64), ("tp_gm_rdiv", [i64, i64], i64),
+            ("tp_gm_to_f32", [i64, i32, f32c], f32c), ("tp_gm_round_f32", [f32c], i64),
+            ("tp_gm_bitlen", [u64], u32), ("tp_gm_fold_bits", [u32], u32),
+            ("tp_gm_scale_parts", [f32c, ctypes.POINTER(u32), ctypes.POINTER(i32)], None),
+            ("tp_gm_begin", [ctypes.c_void_p, ctypes.c_void_p, u32, u32, u32, u32,
+                             ctypes.c_void_p, i32], None),
+            ("tp_gm_row_i32", [ctypes.c_void_p, u32, ctypes.c_void_p], None),
+            ("tp_gm_end", [ctypes.c_void_p], None)):
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    return lib
+
+
+def _ints(rng, n: int, bits: int) -> np.ndarray:
+    mags = rng.integers(0, bits + 1, n)
+    return np.array([int(rng.integers(-(1 << int(b)), (1 << int(b)) + 1)) for b in mags], np.int64)
+
+
+def test_rounding_shifts_and_divisions_equal_numpy(lib):
+    rng = np.random.default_rng(1)
+    v = np.concatenate([_ints(rng, 3000, 61), [0, 1, -1, 2, -2, 3, -3, 5, -5, 6, -6, 7, -7]])
+    s = rng.integers(-20, 70, v.size)
+    s = np.where(np.abs(v) >= (1 << 40), np.maximum(s, 0), s)  # left shifts stay exact
+    want = gm.rshift(v, s)
+    got = [lib.tp_gm_rshift(int(a), int(b)) for a, b in zip(v, s, strict=True)]
+    assert np.array_equal(want, got)
+    # ties go to the even neighbour, both signs
+    assert list(gm.rshift(np.array([1, 3, -1, -3, 5, -5]), 1)) == [0, 2, 0, -2, 2, -2]
+    n = rng.integers(1, 50, v.size)
+    a = v >> 8
+    assert np.array_equal(gm.rdiv(a, n), [lib.tp_gm_rdiv(int(x), int(d))
+                                          for x, d in zip(a, n, strict=True)])
+    assert list(gm.rdiv(np.array([9, -9, 27, -27, 4]), 18)) == [0, 0, 2, -2, 0]
+
+
+def test_float_conversions_equal_numpy(lib):
+    rng = np.random.default_rng(2)
+    s = np.concatenate([_ints(rng, 3000, 62), (1 << 24) + np.arange(-4, 5),
+                        [(1 << 25) + 1, (1 << 25) + 3, -((1 << 25) + 1), 0, 1 << 62]])
+    e = rng.integers(-160, 10, s.size)
+    scale = (np.float32(10.0) ** rng.uniform(-6, 2, s.size)).astype(np.float32)
+    for si, ei, sc in zip(s, e, scale, strict=True):
+        want = gm.to_f32(np.array([si]), int(ei), sc)[0]
+        got = np.float32(lib.tp_gm_to_f32(int(si), int(ei), float(sc)))
+        assert want.tobytes() == got.tobytes(), (si, ei, sc, want, got)
+    x = np.concatenate([rng.uniform(-2**30, 2**30, 2000).astype(np.float32),
+                        np.arange(-8, 8, 0.5, dtype=np.float32)])
+    assert np.array_equal(gm.round_f32(x), [lib.tp_gm_round_f32(float(v)) for v in x])
+    bits = np.concatenate([rng.integers(0, 0x7F800000, 2000), [0, 1, 0x7FFFFF, 0x800000]])
+    m, k = gm.scale_parts(bits.astype(np.uint32).view(np.float32))
+    for b, mm, kk in zip(bits, m, k, strict=True):
+        cm, ck = u32(), i32()
+        lib.tp_gm_scale_parts(float(np.uint32(b).view(np.float32)), ctypes.byref(cm),
+                              ctypes.byref(ck))
+        assert (cm.value, ck.value) == (mm, kk)
+        assert np.float64(mm) * 2.0 ** int(kk) == np.float64(np.uint32(b).view(np.float32))
+
+
+def test_fold_bits_keep_int32_sums_exact(lib):
+    for n in (1, 2, 9, 127, 128, 255, 256, 1000, 2304, 9 * 1024, 1 << 20, 1 << 30):
+        bits = gm.fold_bits(n)
+        assert lib.tp_gm_fold_bits(n) == bits
+        if bits > 1:
+            assert n * 127 * ((1 << bits) - 1) < 1 << 31, n
+    assert gm.fold_bits(256) == 15  # VWW's widest pointwise layer keeps all of int16
+
+
+def _c_produce(lib, fmt: str, v: np.ndarray, e_v: int, old: gm.GradMap | None) -> gm.GradMap:
+    rows = v.shape[1] if v.ndim == 4 else 1
+    n = v.size
+    dtype = gm.MAP_DTYPE[fmt]
+    buf = np.zeros(8 + n * np.dtype(dtype).itemsize, np.uint8)
+    if old is not None:
+        buf[:4] = np.frombuffer(np.int32(old.e).tobytes(), np.uint8)
+        buf[8:] = np.frombuffer(old.q.astype(dtype).tobytes(), np.uint8)
+    writer, shifts = ctypes.create_string_buffer(256), ctypes.create_string_buffer(rows)
+    lib.tp_gm_begin(writer, buf.ctypes.data, gm.GRAD_FORMATS[fmt], rows, n // rows,
+                    int(old is not None), shifts, e_v)
+    acc = np.ascontiguousarray(v.reshape(rows, -1), np.int32)
+    for r in range(rows):
+        lib.tp_gm_row_i32(writer, r, acc[r].ctypes.data)
+    lib.tp_gm_end(writer)
+    q = np.frombuffer(buf[8:].tobytes(), dtype).astype(np.int64).reshape(v.shape)
+    return gm.GradMap(q, int(np.frombuffer(buf[:4].tobytes(), np.int32)[0]))
+
+
+@pytest.mark.parametrize("fmt", ["int16", "int8"])
+def test_writing_a_map_equals_numpy_and_rounds_to_the_exact_maximum(lib, fmt):
+    rng = np.random.default_rng(3)
+    bits = gm.MAP_BITS[fmt]
+    for case in range(60):
+        shape = (1, int(rng.integers(1, 7)), int(rng.integers(1, 6)), int(rng.integers(1, 5)))
+        # rows of very different magnitudes: each row's own shift, then the map's
+        v = np.concatenate([_ints(rng, int(np.prod(shape[2:])), int(b)) for b in
+                            rng.integers(0, 31, shape[1])]).reshape(shape)
+        e_v = int(rng.integers(-40, 5))
+        old = None
+        if case % 3 == 0:  # accumulating onto a map already there, sometimes far apart
+            old = gm.GradMap(rng.integers(-(1 << bits) + 1, 1 << bits, shape),
+                             e_v + int(rng.integers(-40, 40)))
+        want = gm.produce(v, e_v, fmt, old)
+        got = _c_produce(lib, fmt, v, e_v, old)
+        assert got.e == want.e and np.array_equal(got.q, want.q), case
+        exact, e_c = gm.combine(v, e_v, old)
+        top = int(np.abs(exact).max())
+        if top:
+            # the map's exponent is the smallest that fits the exact maximum in `bits`
+            assert want.e == e_c + max(gm.bitlen(top) - bits, 0)
+            # each value within one unit of the last place of the exact one (two roundings)
+            err = np.abs(want.q.astype(np.float64) * 2.0 ** (want.e - e_c) - exact)
+            assert err.max() <= 2.0 ** (want.e - e_c), case
+
+
+def test_fold_scales_by_the_channel_and_fits(lib):
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        q = rng.integers(-32767, 32768, (1, 3, 4, 6))
+        q[..., 2] = 0  # a channel with no gradient
+        s_w = (np.float32(10.0) ** rng.uniform(-4, -1, 6)).astype(np.float32)
+        s_w[4] = np.float32(1e-30)  # a dead channel's scale
+        dy = gm.GradMap(q, int(rng.integers(-30, -10)))
+        n_terms = int(rng.integers(1, 3000))
+        f = gm.fold(dy, s_w, n_terms)
+        lim = (1 << gm.fold_bits(n_terms)) - 1
+        assert np.abs(f.q).max() <= lim and np.abs(f.q).max() > lim // 4
+        real = dy.real() * s_w.astype(np.float64)
+        err = np.abs(f.real() - real)
+        assert err.max() <= 2.0 ** f.e  # within one unit of dY''s last place
