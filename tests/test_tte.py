@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 from tinyprop.bench.models import build_model
-from tinyprop.bench.tte import SCHEMES, _limit, convolutions, on_board, tte_scheme
+from tinyprop.bench.tte import SCHEMES, SMALL, _limit, convolutions, on_board, tte_scheme
 from tinyprop.compile.blobfile import make_blob
 from tinyprop.compile.patch import op_macs
 from tinyprop.compile.planner import check_plan
@@ -79,7 +79,9 @@ def test_mbv2_trains_on_qemu_m4_bit_exact_within_256kb(mbv2):
     fig = on_board(tb, "qemu-m4", 2)
     assert fig["bit_exact"]
     mem = fig["memory"]
-    assert mem["arena_peak"] == prog.arena_bytes and mem["trainable"] == prog.params_bytes
+    # the plan's arena, or the kernels' scratch plan's where their scratch grew it
+    assert mem["arena_peak"] == max(prog.arena_bytes, tb.scratch.train_arena)
+    assert mem["trainable"] == prog.params_bytes
     assert fig["total_sram"] < mem["sram"] == 262144
     assert fig["per_step"] > fig["per_inference"] > 0
 
@@ -95,3 +97,23 @@ def test_script_prints_and_writes_the_figures(mbv2, tmp_path):
     assert fig["training_patch"]["total"] < fig["training_whole"]["total"]
     assert np.isclose(fig["macs"], 16.65e6, rtol=1e-3)
     assert f"| mbv2-w0.35 | 16.65 M | {fig['inference']['whole']:,} /" in r.stdout
+
+
+def test_ttes_scheme_within_128kb_with_the_input_in_row_bands(mbv2):
+    """Below TTE's reported 141 KB: with int8 gradient maps (the default) and the input read in
+    row bands, convert fits TTE's scheme in 128 KB of arena + trainable (the kernels' scratch
+    included), and two steps on qemu-m4 equal the reference with the arena the blob holds.
+    With the input held whole the same limit is not met: the row bands are what gets it under."""
+    path, g = mbv2
+    scheme = tte_scheme(g)
+    whole = make_blob(path, scheme, limit=SMALL)
+    assert whole.program.memory_bytes > SMALL
+    tb = make_blob(path, scheme, limit=SMALL, input_rows=True)
+    prog = tb.program
+    assert prog.layout.stage is not None and prog.layout.stage.input_rows
+    arena = max(prog.arena_bytes, tb.scratch.train_arena)
+    assert arena + prog.params_bytes <= SMALL == 131072
+    fig = on_board(tb, "qemu-m4", 2)
+    assert fig["bit_exact"]
+    assert fig["memory"]["arena_peak"] == arena
+    assert fig["memory"]["arena_peak"] + fig["memory"]["trainable"] <= SMALL
