@@ -95,6 +95,7 @@ def test_finite_loss_near_float_max_is_handled_alike(vww_model_path, train_xs, t
     assert rr.skipped == rc.skipped and ref.params() == c.params()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("board", ["host", "reference"])
 def test_cli_train_logs_skipped_steps_and_exports_the_model_unchanged(board, huge_logits,
                                                                      vww_data_dir, tmp_path,

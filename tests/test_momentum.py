@@ -125,6 +125,7 @@ def test_optimizer_state_is_4_bytes_per_trained_parameter(spec, vww_model_path, 
         k: v for k, v in b.sections.items() if k != "META"}
 
 
+@pytest.mark.slow
 def test_convert_reports_and_budgets_the_optimizer_state(vww_model_path, tmp_path, capsys):
     figs = {}
     for flag in ([], ["--momentum"]):
@@ -162,6 +163,7 @@ def test_auto_under_a_budget_counts_the_optimizer_state(vww_graph):
     assert prog.params_bytes < plain.params_bytes
 
 
+@pytest.mark.slow
 def test_momentum_zero_on_a_momentum_blob_is_plain_sgd(vww_model_path, vww_graph, haze_train):
     sch = parse_scheme(vww_graph, "last:2")
     mom, plain = make_blob(vww_model_path, sch, momentum=True), make_blob(vww_model_path, sch)
@@ -177,6 +179,7 @@ def test_momentum_zero_on_a_momentum_blob_is_plain_sgd(vww_model_path, vww_graph
         ReferenceEngine(plain, HParams(LR, SEED)).trainer.values)
 
 
+@pytest.mark.slow
 def test_a_blob_without_optimizer_state_refuses_momentum(vww_model_path, vww_graph, haze_train,
                                                          vww_data_dir, tmp_path, capsys):
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))

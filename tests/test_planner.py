@@ -98,6 +98,7 @@ def test_row_only_storage_holds_a_fraction_of_the_tensor(vww_graph):
     assert full.params_bytes - quarter.params_bytes == 192 * 256
 
 
+@pytest.mark.slow
 def test_64kb_budget_refusal_names_the_parts_and_reserve_makes_it_fit(vww_model_path, tmp_path):
     """Whole tensors (--patch none): the classifier alone does not fit 64 KB with the default
     reserve, and the error says by how much and what to change; a smaller reserve fits."""
@@ -120,6 +121,7 @@ def test_64kb_budget_refusal_names_the_parts_and_reserve_makes_it_fit(vww_model_
     assert "saved" in r.stdout and "totals: arena_peak" in r.stdout
 
 
+@pytest.mark.slow
 def test_64kb_budget_fits_with_the_first_ops_tiled(vww_model_path, tmp_path):
     """By default (--patch auto) the 64 KB budget that whole tensors miss is met by running the
     first ops tile by tile: the inference arena falls below the whole-tensor 55,296 B."""

@@ -167,6 +167,7 @@ def build_host_board(tmp_path: Path, blob: bytes, extra: list[str]) -> Path:
     return exe
 
 
+@pytest.mark.slow
 @needs_pio
 def test_arduino_autosave_flag_survives_a_killed_board(tmp_path):
     """[arduino] build_flags (autosave every N steps) on the host board: killed after N + 1

@@ -101,19 +101,10 @@ def test_measured_figures_match_the_linked_firmware(board):
 
 
 @pytest.mark.slow
-def test_qemu_m4_profile_reproduces_the_demo_blob(vww_model_path, vww_data_dir, tmp_path):
-    """`convert --board qemu-m4 --scheme auto` equals the demo's convert (256 KB, 24 KB
-    reserve) byte for byte: with the demo's calibration in the slow lane, without here."""
-    demo = build(vww_model_path, "auto", "256KB")
-    out = tmp_path / "q.tpb"
-    assert main(["convert", str(vww_model_path), "-o", str(out), "--scheme", "auto",
-                 "--board", "qemu-m4"]) == 0
-    assert out.read_bytes() == demo.blob
-
-
-@pytest.mark.slow
 def test_qemu_m4_profile_reproduces_the_calibrated_demo_blob(vww_model_path, vww_data_dir,
                                                              tmp_path):
+    """`convert --board qemu-m4 --scheme auto` with the demo's calibration equals the demo's
+    convert (256 KB, 24 KB reserve) byte for byte."""
     demo = build(vww_model_path, "auto", "256KB", vww_data_dir, calib_shift="haze")
     out = tmp_path / "q.tpb"
     assert main(["convert", str(vww_model_path), "-o", str(out), "--scheme", "auto", "--board",
@@ -194,6 +185,7 @@ def test_host_board_standing_for_a_smaller_board_refuses_the_blob(monkeypatch, t
     assert "(its READY): the blob does not fit" in msg and "--board host" in msg
 
 
+@pytest.mark.slow
 def test_qemu_m4_reporting_less_free_ram_than_the_blob_needs_is_refused(
         capsys, big_blob, vww_data_dir, tmp_path):
     """A qemu-m4 flashed with a small blob reports its free RAM in READY; `tinyprop train` with
