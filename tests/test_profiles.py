@@ -101,14 +101,14 @@ def test_measured_figures_match_the_linked_firmware(board):
 
 
 @pytest.mark.slow
-def test_qemu_m4_profile_reproduces_the_calibrated_demo_blob(vww_model_path, vww_data_dir,
-                                                             tmp_path):
-    """`convert --board qemu-m4 --scheme auto` with the demo's calibration equals the demo's
-    convert (256 KB, 24 KB reserve) byte for byte."""
-    demo = build(vww_model_path, "auto", "256KB", vww_data_dir, calib_shift="haze")
+def test_qemu_m4_profile_reproduces_the_demo_blob(vww_model_path, tmp_path):
+    """`convert --board qemu-m4 --scheme auto` equals the demo's convert (256 KB, 24 KB
+    reserve) byte for byte. Without the demo's calibration: it only feeds auto's benefit
+    estimates, the same with or without a board (two calibrations would cost a minute)."""
+    demo = build(vww_model_path, "auto", "256KB")
     out = tmp_path / "q.tpb"
-    assert main(["convert", str(vww_model_path), "-o", str(out), "--scheme", "auto", "--board",
-                 "qemu-m4", "--calib", str(vww_data_dir), "--calib-shift", "haze"]) == 0
+    assert main(["convert", str(vww_model_path), "-o", str(out), "--scheme", "auto",
+                 "--board", "qemu-m4"]) == 0
     assert out.read_bytes() == demo.blob
 
 
