@@ -32,6 +32,28 @@ void tp_conv_params_of(const tp_op *op, tp_conv_params *p)
     p->act_max = op->act_max;
 }
 
+void tp_pool_params_of(const tp_op *op, tp_pool_params *p)
+{
+    uint32_t j;
+    for (j = 0; j < 2; j++) {
+        p->stride[j] = op->stride[j];
+        p->pad[j] = op->pad[j];
+        p->k[j] = op->k[j];
+    }
+    p->act_min = op->act_min;
+    p->act_max = op->act_max;
+}
+
+void tp_pad_params_of(const tp_op *op, tp_pad_params *p)
+{
+    uint32_t j;
+    for (j = 0; j < 2; j++) {
+        p->before[j] = op->pad[j];
+        p->after[j] = op->pad_after[j];
+    }
+    p->value = op->out_zp;
+}
+
 /* Little-endian int32 element i of the op's multiplier (j = 0) or shift (j = 1) array. */
 static int32_t op_quant(const tp_session *s, const tp_op *op, uint32_t j, uint32_t i)
 {
@@ -151,14 +173,7 @@ void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in,
     }
     case TP_OP_AVERAGE_POOL_2D: {
         tp_pool_params p;
-        uint32_t j;
-        for (j = 0; j < 2; j++) {
-            p.stride[j] = op->stride[j];
-            p.pad[j] = op->pad[j];
-            p.k[j] = op->k[j];
-        }
-        p.act_min = op->act_min;
-        p.act_max = op->act_max;
+        tp_pool_params_of(op, &p);
         k->avg_pool2d(&p, &in->shape, in->data, &out->shape, out->data);
         break;
     }
@@ -173,11 +188,7 @@ void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in,
     }
     case TP_OP_PAD: {
         tp_pad_params p;
-        p.before[0] = op->pad[0];
-        p.before[1] = op->pad[1];
-        p.after[0] = op->pad_after[0];
-        p.after[1] = op->pad_after[1];
-        p.value = op->out_zp;
+        tp_pad_params_of(op, &p);
         k->pad(&p, &in->shape, in->data, &out->shape, out->data);
         break;
     }

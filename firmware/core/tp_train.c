@@ -122,10 +122,7 @@ static void input_grads_q(const backward_ctx *c)
             break;
         }
         case TP_OP_AVERAGE_POOL_2D: {
-            tp_pool_params p;
-            memcpy(p.stride, c->conv.stride, 2);
-            memcpy(p.pad, c->conv.pad, 2);
-            memcpy(p.k, c->conv.k, 2);
+            tp_pool_params p;            tp_pool_params_of(&c->op, &p);
             (void)begin_input(c, &w, 0u, c->dyq.e - TP_GM_POOL_FRAC);
             tp_avg_pool2d_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, &w);
             break;
@@ -135,9 +132,7 @@ static void input_grads_q(const backward_ctx *c)
             tp_mean_hw_input_grad_q(&c->in_shape, &c->dyq, &w);
             break;
         case TP_OP_PAD: {
-            tp_pad_params p;
-            memcpy(p.before, c->op.pad, 2);
-            memcpy(p.after, c->op.pad_after, 2);
+            tp_pad_params p;            tp_pad_params_of(&c->op, &p);
             (void)begin_input(c, &w, 0u, c->dyq.e);
             tp_pad_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, &w);
             break;
@@ -185,10 +180,7 @@ static void input_grads(const backward_ctx *c)
             c->k->add_input(nin, c->dy, dx);
             break;
         case TP_OP_AVERAGE_POOL_2D: {
-            tp_pool_params p;
-            memcpy(p.stride, c->conv.stride, 2);
-            memcpy(p.pad, c->conv.pad, 2);
-            memcpy(p.k, c->conv.k, 2);
+            tp_pool_params p;            tp_pool_params_of(&c->op, &p);
             c->k->avg_pool2d_input(&p, &c->in_shape, &c->out_shape, c->dy, dx);
             break;
         }
@@ -196,9 +188,7 @@ static void input_grads(const backward_ctx *c)
             c->k->mean_hw_input(&c->in_shape, c->dy, dx);
             break;
         case TP_OP_PAD: {
-            tp_pad_params p;
-            memcpy(p.before, c->op.pad, 2);
-            memcpy(p.after, c->op.pad_after, 2);
+            tp_pad_params p;            tp_pad_params_of(&c->op, &p);
             c->k->pad_input(&p, &c->in_shape, &c->out_shape, c->dy, dx);
             break;
         }
