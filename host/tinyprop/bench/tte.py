@@ -104,17 +104,17 @@ def measure(name: str, path: Path | None = None, board: str | None = None,
         fig[f"training_{label}"] = {"arena_peak": prog.arena_bytes,
                                     "trainable_bytes": prog.params_bytes,
                                     "total": prog.memory_bytes, **_stage(prog.layout)}
-    blobs = {"tte": _blob(path, scheme),
+    # key -> (blob, the arena + trainable it must fit)
+    blobs = {"tte_256KB": (_blob(path, scheme), _limit()),
              # TTE's scheme within TTE's own figure's size: the input in row bands
-             "tte_128KB": _blob(path, scheme, SMALL, input_rows=True)}
+             "tte_128KB": (_blob(path, scheme, SMALL, input_rows=True), SMALL)}
     if name == "keras-mbv2-w0.35":
         tb = build(path, "auto", f"{BUDGET}B")
-        blobs["auto"] = tb
+        blobs["auto_256KB"] = (tb, _limit())
         fig["auto_256KB"] = {"scheme": tb.program.scheme.describe()}
-    for key, tb in blobs.items():
+    for key, (tb, limit) in blobs.items():
         prog = tb.program
-        limit = SMALL if key.endswith("128KB") else _limit()
-        entry = fig.setdefault(key if key.endswith("KB") else f"{key}_256KB", {})
+        entry = fig.setdefault(key, {})
         # the arena the device holds: the plan's, grown where the kernels' scratch did not
         # fit its gaps (within the limit)
         arena = max(prog.arena_bytes, tb.scratch.train_arena if tb.scratch else 0)
