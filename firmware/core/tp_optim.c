@@ -75,17 +75,63 @@ void tp_optim_update_bias(const tp_update *u, uint32_t bias_params, uint32_t o, 
     tp_wr_i32(b, v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : (int32_t)v));
 }
 
+/* One weight's update (tp_optim_update_row), the flags constant in each caller below so each
+ * loop is straight code: QAS or not, with momentum (velocity vel) or not. neg is -seff (QAS)
+ * or -sw: -(a / b) = a / -b and -(a * b) = a * -b exactly. h is the weight's hash input
+ * (uniform01's). In the usual case |delta| < 256 (NaN fails the test): floor(delta) by
+ * truncation and one correction, as floor_f32; else stochastic_round's clamp. */
+static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, float neg,
+                               uint32_t h, int qas, int mom)
+{
+    float v = g, step, delta, r, t;
+    int32_t fl;
+    if (mom) {
+        float mv;
+        memcpy(&v, vel, 4u);
+        mv = mom_f * v;
+        v = mv + g;
+        memcpy(vel, &v, 4u);
+    }
+    step = lr * v;
+    delta = qas ? step / neg : step * neg;
+    r = (float)(fmix32(h) >> 8) * (1.0f / 16777216.0f);
+    if (!(delta > -256.0f && delta < 256.0f)) {
+        return stochastic_round(delta, r, 256.0f);
+    }
+    fl = (int32_t)delta;
+    t = (float)fl;
+    if (delta < t) {
+        fl--;
+        t -= 1.0f;
+    }
+    return fl + (r < delta - t ? 1 : 0);
+}
+
+static inline void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
+                              const float *grad, uint32_t n, float neg, int qas, int mom)
+{
+    uint32_t k, h = row_params * 0x9E3779B1u + u->key;
+    int8_t *w = (int8_t *)(u->params + row_params);
+    uint8_t *vel = mom ? u->velocity + 4u * v0 : NULL;
+    float lr = u->lr, mom_f = u->momentum;
+    for (k = 0; k < n; k++, h += 0x9E3779B1u) {
+        int32_t nv = (int32_t)w[k] + row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg,
+                                              h, qas, mom);
+        w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
+    }
+}
+
 void tp_optim_update_row(const tp_update *u, uint32_t row_params, uint32_t v0, const float *grad,
                          uint32_t n, float sw)
 {
     float seff = sw > u->scale_floor ? sw : u->scale_floor;
-    uint32_t k;
-    for (k = 0; k < n; k++) {
-        uint32_t off = row_params + k;
-        int8_t *w = (int8_t *)(u->params + off);
-        float step = u->lr * momentum_step(u, v0 + k, grad[k]);
-        float delta = u->qas ? -(step / seff) : -(step * sw);
-        int32_t nv = (int32_t)*w + stochastic_round(delta, uniform01(u->key, off), 256.0f);
-        *w = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
+    if (u->qas && u->velocity != NULL) {
+        update_row(u, row_params, v0, grad, n, -seff, 1, 1);
+    } else if (u->qas) {
+        update_row(u, row_params, v0, grad, n, -seff, 1, 0);
+    } else if (u->velocity != NULL) {
+        update_row(u, row_params, v0, grad, n, -sw, 0, 1);
+    } else {
+        update_row(u, row_params, v0, grad, n, -sw, 0, 0);
     }
 }

@@ -5,9 +5,9 @@
  *
  * Every input-gradient sum is exact in int32 (the fold's bits bound W^T dY' below 2^31,
  * tp_gm_fold_bits), so the order of the multiply-accumulates is free and SMLAD takes two at a
- * time. A weight gradient's int32 sums are exact when its bound, sum |dY| * 128, is below 2^31
- * (checked per row; else the reference's int64 sums); the result is the same int64, so the same
- * float32.
+ * time. A weight gradient's int32 sums (and their difference with zp sum dY) are exact when
+ * sum |dY| * 255 is below 2^31 (checked per row; else the reference's int64 sums); the result is
+ * the same integer, so the same float32.
  *
  * - 1x1 input gradient, dX[p, i] = sum_o W[o, i] dY'[p, o]: output channels in blocks of
  *   TP_PW_BLOCK, each block's weight rows (held apart or not) and fold parameters (the weight
@@ -424,6 +424,9 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 
 /* Positions per block of packed dY pairs on the stack (even). */
 #define TP_WG_BLOCK 64u
+/* The bound on sum |dY| below which the int32 path is exact: sum |dY| * 255 < 2^31 (then the
+ * sums, |x| <= 128, and the difference, |x - zp| <= 255, fit int32). */
+#define TP_WG_BOUND 8421505u
 
 /* dY[p, o] of positions [p0, p0 + np) packed in pairs (dY[p], dY[p + 1]) into gp (a last odd
  * one with 0); returns sum dY and adds sum |dY| to *bound. */
@@ -500,18 +503,18 @@ static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, c
 }
 
 /* dW[o, i] = sum_p dY[p, o] x[p, i] - zp sum_p dY[p, o] as float32: its int32 sums, made in the
- * row itself (int32 words, then each replaced by its float32), are exact when sum |dY| * 128 <
- * 2^31 (else the reference's int64 sums); the difference fits int32 when sum |dY| * 255 < 2^31
- * (|x - zp| <= 255), then one int32 -> float32 conversion (round to nearest even, as
- * tp_gm_to_f32) and one product with scale * 2^e. The row's int32 sums are bounded as a whole,
- * so positions go in blocks (TP_WG_BLOCK) whatever their number. */
+ * row itself (int32 words, then each replaced by its float32), exact while sum |dY| is below
+ * TP_WG_BOUND (else the reference's int64 sums, the same value), then one int32 -> float32
+ * conversion (round to nearest even, as tp_gm_to_f32's) and one product with scale * 2^e (the
+ * same float32 product). The row's sums are bounded as a whole, so positions go in blocks
+ * (TP_WG_BLOCK) whatever their number. */
 void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                  const int8_t *x, int32_t x_zp, float x_scale,
                                  const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
                                  float *row)
 {
     uint32_t ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c, n, q, i, np, bound = 0u;
-    int32_t *acc = (int32_t *)(void *)row, g_sum = 0;
+    int32_t *acc = (int32_t *)(void *)row, g_sum = 0, off;
     uint32_t gp[TP_WG_BLOCK / 2u];
     float c;
     n = (uint32_t)in_shape->h * (uint32_t)in_shape->w;
@@ -519,32 +522,24 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
         tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
         return;
     }
-    /* sum |dY| < 2^31 / 128 is checked before any block's sums can exceed it: |dY| < 2^15 and
-     * a block's bound is below 2^21, so `bound` (uint32) cannot wrap before the check */
+    /* the bound is checked before a block's sums can pass it: |dY| < 2^15, a block's sum of
+     * |dY| below 2^21, so `bound` (uint32) cannot wrap before the check */
     for (q = 0; q < n; q += np) {
         np = n - q < TP_WG_BLOCK ? n - q : TP_WG_BLOCK;
         g_sum += dy->bytes == 2u ? wg_gather16(dy->q, q * oc + o, oc, np, gp, &bound)
                                  : wg_gather8(dy->q, q * oc + o, oc, np, gp, &bound);
-        if (bound >= (1u << 24)) { /* sum |dY| * 128 >= 2^31 */
+        if (bound >= TP_WG_BOUND) {
             tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
             return;
         }
         wg_block(acc, x + q * ic, ic, gp, np, q != 0u);
     }
     c = x_scale * tp_gm_pow2(dy->e);
-    if ((uint64_t)bound * 255u < ((uint64_t)1 << 31)) { /* every difference fits int32 */
-        int32_t off = -x_zp * g_sum;
-        for (i = 0; i < ic; i++) {
-            int32_t a;
-            __builtin_memcpy(&a, acc + i, 4);
-            row[i] = (float)(a + off) * c;
-        }
-    } else {
-        for (i = 0; i < ic; i++) {
-            int32_t a;
-            __builtin_memcpy(&a, acc + i, 4);
-            row[i] = tp_gm_to_f32((int64_t)a - (int64_t)x_zp * g_sum, dy->e, x_scale);
-        }
+    off = -x_zp * g_sum;
+    for (i = 0; i < ic; i++) {
+        int32_t a;
+        __builtin_memcpy(&a, acc + i, 4);
+        row[i] = (float)(a + off) * c;
     }
 }
 
