@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from opgen import _Builder
+from test_kernels_dsp import needs_qemu
 from tinyprop.bench.kernels import FLAG_OUTPUTS, FLAG_REF, FLAG_TRAIN, Case, run_cases, train_inputs
 from tinyprop.compile.blob import inference_for, pack_blob
 from tinyprop.compile.kernels import plan_scratch
 from tinyprop.compile.scheme import LayerUpdate, SparseScheme
 from tinyprop.compile.train_plan import build_program
-from test_kernels_dsp import needs_qemu
 
 
 def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str):
