@@ -10,6 +10,12 @@
   with the intrinsics emulated in C, under ASan and UBSan, with every arena exactly the size the
   blob asks (a kernel stepping outside its planned scratch is caught).
 - Whole models, on qemu-m4: the 26 generated models, and VWW over all 397 vww-mini images.
+- Gradients, op level: small graphs around a 3x3 DEPTHWISE_CONV_2D (every stride pair, SAME and
+  VALID padding, maps wider than the DSP kernel's planes or than its weight-gradient planes,
+  weight scales whose folds can fall halfway or saturate, an op whose output gradient is all
+  zero, a depth multiplier), int16 and int8 maps: training steps with the DSP gradient kernels
+  leave the parameters the reference kernels and the NumPy trainer leave, on qemu-m4 and
+  emulated under the sanitizers.
 - The host's mirror of the kernels (tinyprop.compile.kernels): scratch sizes equal the C functions',
   and its prediction of which ops the DSP kernels take matches what the board does.
 """
@@ -27,13 +33,19 @@ from opgen import _Builder, forward_case, random_input
 from tinyprop.bench.kernels import (
     FLAG_OPT_ONLY,
     FLAG_OUTPUTS,
+    FLAG_REF,
+    FLAG_TRAIN,
     Case,
+    Run,
     read_records,
     run_cases,
+    train_inputs,
     write_cases,
 )
 from tinyprop.compile.blob import pack_blob
 from tinyprop.compile.kernels import plan_scratch, scratch_bytes
+from tinyprop.compile.scheme import LayerUpdate, SparseScheme
+from tinyprop.compile.train_plan import build_program as build_train_program
 from tinyprop.device.firmware import build_program
 from tinyprop.engines.native import load_library
 from tinyprop.frontend.graph import Graph
@@ -194,6 +206,120 @@ def test_dsp_kernels_emulated_under_sanitizers_equal_reference(tmp_path):
             return out
 
     check_run(cases, read_records(Stream(), cases), expect)
+
+
+def _tie_scales(g: Graph) -> None:
+    """Depthwise weight scales whose mantissas end in 4 to 19 zero bits: q m can fall halfway
+    between two folded values (the fold's exact int32 path, not its SMMULR one)."""
+    w = g.tensors[g.ops[1].inputs[1]]
+    w.scale = np.array([(1.0 + 2.0 ** -(23 - 4 - i % 16)) * 2.0 ** -(6 + i % 3)
+                        for i in range(w.scale.size)], np.float32)
+
+
+def _full_mantissas(g: Graph) -> None:
+    """Depthwise weight scales of mantissa 2^24 - 1: the top channel's fold of q = -128 would
+    saturate (the fold's saturating path)."""
+    w = g.tensors[g.ops[1].inputs[1]]
+    w.scale = np.array([(2.0 - 2.0 ** -23) * 2.0 ** -(7 + i % 2) for i in range(w.scale.size)],
+                       np.float32)
+
+
+def _dead_output(g: Graph) -> None:
+    """Every depthwise output below its RELU: its output gradient is zero (a dead fold)."""
+    g.tensors[g.ops[1].inputs[2]].data[:] = -(1 << 30)
+
+
+def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
+    """x -> 1x1 conv (trained) -> 3x3 depthwise (bias and some rows trained) -> 1x1 head."""
+    spec = [("s1", (6, 6, 16), {}, None), ("s2-odd-pad", (7, 9, 5), {"stride": (2, 2)}, None),
+            ("s2-even", (8, 8, 4), {"stride": (2, 2)}, None),
+            ("s1-valid", (9, 11, 6), {"padding": "VALID"}, None),
+            ("s2-valid", (10, 13, 3), {"stride": (2, 2), "padding": "VALID"}, None),
+            ("s12", (7, 12, 5), {"stride": (1, 2)}, None),
+            ("s21", (9, 7, 4), {"stride": (2, 1)}, None),
+            ("s12-valid", (6, 11, 3), {"stride": (1, 2), "padding": "VALID"}, None),
+            ("wider-than-planes", (3, 130, 4), {}, None),
+            ("weight-planes-full", (12, 12, 8), {}, _tie_scales),
+            ("weight-planes-over", (13, 13, 4), {"stride": (2, 2)}, None),
+            ("saturating", (5, 40, 6), {}, _full_mantissas),
+            ("ties-s2", (11, 9, 12), {"stride": (2, 2)}, _tie_scales),
+            ("tiny", (3, 3, 32), {}, None), ("odd-width", (5, 1, 3), {}, None),
+            ("mult2", (6, 6, 3), {"mult": 2}, None),
+            ("dead", (6, 6, 8), {"act": "RELU"}, _dead_output)]
+    out = []
+    for i, (name, shape, conv, tweak) in enumerate(spec):
+        r = np.random.default_rng(1000 + i)
+        b = _Builder(r)
+        x = b.act("x", (1, *shape))
+        a = b.conv(x, "CONV_2D", k=(1, 1), cout=shape[2], act="RELU")
+        y = b.conv(a, "DEPTHWISE_CONV_2D", **conv)
+        logits = b.conv(y, "CONV_2D", k=(1, 1), cout=3)
+        g = b.graph(x, logits, f"dw-grad-{name}")
+        if tweak is not None:
+            tweak(g)
+        n_dw = b.tensors[y].shape[3]
+        rows = sorted(r.choice(n_dw, size=max(1, n_dw // 2), replace=False).tolist())
+        layers = {0: LayerUpdate(0, True, [0]), 1: LayerUpdate(1, True, rows),
+                  2: LayerUpdate(2, True, [0, 1, 2])}
+        out.append((f"dw-grad-{name} {shape} {conv}", g, SparseScheme("test", layers)))
+    return out
+
+
+def dw_training_blobs(grad: str) -> list[Case]:
+    """Each case's blob (planned for the Cortex-M4) and three training samples."""
+    cases = []
+    for i, (name, g, scheme) in enumerate(dw_training_cases()):
+        prog = build_train_program(g, scheme, grad=grad)
+        blob = pack_blob(g, 0, train=prog)
+        rng = np.random.default_rng(i)
+        xs = np.stack([random_input(g, rng) for _ in range(3)])
+        cases.append(Case(blob, train_inputs(xs, rng.integers(0, 3, 3)), FLAG_TRAIN,
+                          f"{name} {grad}"))
+    return cases
+
+
+def check_train_run(cases, run, ref_run=None) -> None:
+    """Every step's parameters alike with the DSP and the reference gradient kernels (the
+    reference kernels equal the NumPy trainer: test_kernels.py), and changed by each step."""
+    assert len(run.results) == sum(len(c.inputs) for c in cases)
+    bad = []
+    for k, r in enumerate(run.results):
+        ref = ref_run.results[k].crc_opt if ref_run is not None else r.crc_ref
+        if r.status != 0 or r.crc_opt != ref:
+            bad.append(f"{cases[r.case].name} step {r.input}: status {r.status}, crc "
+                       f"{r.crc_opt:08x}, with the reference kernels {ref:08x}")
+    assert not bad, "\n".join(bad)
+    assert len({r.crc_opt for r in run.results}) == len(run.results)
+
+
+@needs_qemu
+@pytest.mark.parametrize("grad", ["int16", "int8"])
+def test_depthwise_gradients_on_qemu_m4_equal_reference(grad, tmp_path):
+    cases = dw_training_blobs(grad)
+    ref_cases = [Case(c.blob, c.inputs, c.flags | FLAG_REF, c.name) for c in cases]
+    run = run_cases(cases + ref_cases, workdir=tmp_path)
+    n = sum(len(c.inputs) for c in cases)
+    check_train_run(cases, Run(run.results[:n]), Run(run.results[n:]))
+
+
+@pytest.mark.parametrize("grad", ["int16", "int8"])
+def test_depthwise_gradients_emulated_under_sanitizers_equal_reference(grad, tmp_path):
+    cases = dw_training_blobs(grad)
+    write_cases(tmp_path / "cases.bin", cases)
+    exe = build_program(DRIVER, sanitize=True, dsp_emulation=True)
+    proc = subprocess.run([str(exe), str(tmp_path / "cases.bin")], capture_output=True,
+                          check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+
+    class Stream:
+        data, at = proc.stdout, 0
+
+        def read(self, n: int) -> bytes:
+            out = self.data[self.at : self.at + n]
+            self.at += len(out)
+            return out
+
+    check_train_run(cases, read_records(Stream(), cases))
 
 
 class ConvParams(ctypes.Structure):

@@ -6,7 +6,11 @@
  *
  *   test_kernels_dsp CASES > RECORDS
  *
- * Writes kerneltest's "TPKR" records (costs 0, outputs always sent), then "TPKE".
+ * Writes kerneltest's "TPKR" records (costs 0, outputs always sent), then "TPKE". A training
+ * case (flag 8) runs its inputs as consecutive steps (kerneltest's learning rate and seed)
+ * once with the reference kernels and once with the DSP ones, each session in an arena and a
+ * params block of exactly the sizes asked; its records carry the params' CRC32 after each
+ * step (crc_ref, crc_opt) and no outputs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,44 @@ static void put_u32(uint32_t v)
 static uint32_t get_u32(const uint8_t *file, long size, long at)
 {
     return at + 4 <= size ? tp_rd_u32(file + at) : 0u;
+}
+
+#define FLAG_TRAIN 8u
+
+/* n_in training steps from the blob's parameters; crcs[i]: the params' CRC32 after step i. */
+static tp_status train_steps(const uint8_t *blob, uint32_t blob_len, const tp_requirements *req,
+                             const uint8_t *inputs, uint32_t n_in, uint32_t in_bytes, int ref,
+                             uint32_t *crcs)
+{
+    uint32_t arena_bytes = req->arena_infer > req->arena_train ? req->arena_infer
+                                                                : req->arena_train;
+    uint8_t *arena = malloc(arena_bytes ? arena_bytes : 1u);
+    uint8_t *params = malloc(req->params ? req->params : 1u);
+    tp_session s;
+    tp_hparams hp;
+    tp_status st = in_bytes == 4u + req->input_bytes
+                       ? tp_session_init(&s, blob, blob_len, arena, arena_bytes, params,
+                                         req->params)
+                       : TP_ERR_BAD_INPUT;
+    uint32_t i;
+    hp.lr = 0.005f;
+    hp.momentum = 0.0f;
+    hp.seed = 0u;
+    hp.flags = 0u;
+    if (st == TP_OK) {
+        tp_set_hparams(&s, &hp);
+        tp_use_reference_kernels(&s, ref);
+    }
+    for (i = 0; i < n_in && st == TP_OK; i++) {
+        tp_result r;
+        memcpy(tp_input(&s), inputs + (size_t)i * in_bytes + 4u, req->input_bytes);
+        st = tp_train_step(&s, (int32_t)tp_rd_u32(inputs + (size_t)i * in_bytes), &r);
+        st = st == TP_ERR_NONFINITE ? TP_OK : st;
+        crcs[i] = tp_crc32(0u, params, req->params);
+    }
+    free(arena);
+    free(params);
+    return st;
 }
 
 int main(int argc, char **argv)
@@ -54,6 +96,31 @@ int main(int argc, char **argv)
         tp_status st;
         memcpy(blob, file + at + 16, blob_len);
         st = tp_blob_requirements(blob, blob_len, &req);
+        if (get_u32(file, size, at) & FLAG_TRAIN) {
+            uint32_t *crc_ref = calloc(n_in + 1u, 4u), *crc_opt = calloc(n_in + 1u, 4u);
+            if (st == TP_OK) {
+                st = train_steps(blob, blob_len, &req, inputs, n_in, in_bytes, 1, crc_ref);
+            }
+            if (st == TP_OK) {
+                st = train_steps(blob, blob_len, &req, inputs, n_in, in_bytes, 0, crc_opt);
+            }
+            for (i = 0; i < n_in; i++) {
+                fwrite("TPKR", 1, 4, stdout);
+                put_u32(c);
+                put_u32(i);
+                put_u32((uint32_t)st);
+                put_u32(0u);
+                put_u32(0u);
+                put_u32(0u);
+                put_u32(crc_ref[i]);
+                put_u32(crc_opt[i]);
+            }
+            free(crc_ref);
+            free(crc_opt);
+            free(blob);
+            at = (long)(inputs - file) + (long)n_in * in_bytes;
+            continue;
+        }
         if (st == TP_OK) {
             arena = malloc(req.arena_infer ? req.arena_infer : 1u);
             st = tp_session_init(&s, blob, blob_len, arena, req.arena_infer, NULL, 0);

@@ -357,64 +357,291 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
 
 /* ---- 3x3 depthwise input gradient ---- */
 
+/* How a channel's dY values fold (dw_fold_of). */
+enum { DW_ZERO, DW_I8, DW_I8_SAT, DW_I16, DW_ANY };
+
+typedef struct {
+    int32_t m, sh, hm1, lim;
+    uint32_t how;
+} dw_fold;
+
+/* tp_gm_scale_parts, inline: a float32 scale as m * 2^k. */
+static inline void dw_scale_parts(float s, uint32_t *m, int32_t *k)
+{
+    uint32_t u, e;
+    __builtin_memcpy(&u, &s, 4);
+    e = (u >> 23) & 0xFFu;
+    *m = e > 0u ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
+    *k = e > 0u ? (int32_t)e - 150 : -149;
+}
+
+/* v / 2^sh rounded half to even, 1 <= sh <= 31, v + 2^(sh - 1) within int32: the floor of
+ * (v + 2^(sh - 1) - 1 + the floor's lowest bit) / 2^sh. */
+static inline int32_t dw_round(int32_t v, int32_t sh, int32_t hm1)
+{
+    return (v + hm1 + ((v >> sh) & 1)) >> sh;
+}
+
+/* The fold of a channel with scale parts m (below 2^24) and shift sh = top - k from a map of
+ * `bytes` bytes a value: all zero (every |q m| below half of 2^sh); from an int8 map, in int32
+ * (|q m| + 2^(sh - 1) below 2^31), saturated only when q = -128 can reach the limit; from an
+ * int16 map, in int64; else fold_fast. */
+static void dw_fold_of(dw_fold *d, uint32_t bytes, uint32_t m, int32_t sh, int32_t lim)
+{
+    d->m = (int32_t)m;
+    d->sh = sh;
+    d->lim = lim;
+    d->hm1 = sh >= 1 && sh <= 32 ? (int32_t)((1u << (sh - 1)) - 1u) : 0;
+    if (m == 0u || (bytes == 1u && sh >= 32) || sh > 40) {
+        d->how = DW_ZERO; /* |q m| < 2^31 (int8) or 2^39 (int16): below one half */
+    } else if (sh <= 0) {
+        d->how = DW_ANY;
+    } else if (bytes == 2u) {
+        d->how = DW_I16;
+    } else if (127u * m + (1u << (sh - 1)) <= 0x7FFFFFFFu) {
+        d->how = dw_round(-128 * (int32_t)m, sh, d->hm1) < -lim ? DW_I8_SAT : DW_I8;
+    } else {
+        d->how = DW_ANY;
+    }
+}
+
+TP_DSP_INLINE void dw_fold8(int16_t *dst, const int8_t *s, uint32_t c, uint32_t n, int32_t m,
+                            int32_t sh, int32_t hm1, int sat, int32_t lim)
+{
+    uint32_t j;
+    for (j = 0; j < n; j++, s += c) {
+        int32_t r = dw_round(*s * m, sh, hm1);
+        if (sat) {
+            r = r > lim ? lim : r < -lim ? -lim : r;
+        }
+        dst[j] = (int16_t)r;
+    }
+}
+
+/* n dY' of a channel (not DW_ZERO) into dst: src its first dY value (bytes wide), c apart. */
+static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t bytes,
+                                        uint32_t c, uint32_t n, const dw_fold *d)
+{
+    uint32_t j;
+    if (d->how == DW_I8) {
+        dw_fold8(dst, (const int8_t *)src, c, n, d->m, d->sh, d->hm1, 0, 0);
+    } else if (d->how == DW_I8_SAT) {
+        dw_fold8(dst, (const int8_t *)src, c, n, d->m, d->sh, d->hm1, 1, d->lim);
+    } else if (d->how == DW_I16) {
+        const int16_t *s = (const int16_t *)src;
+        int64_t hm1 = ((int64_t)1 << (d->sh - 1)) - 1;
+        for (j = 0; j < n; j++, s += c) {
+            int64_t v = (int64_t)*s * d->m;
+            int64_t r = (v + hm1 + ((v >> d->sh) & 1)) >> d->sh;
+            dst[j] = (int16_t)(r > d->lim ? d->lim : r < -d->lim ? -d->lim : r);
+        }
+    } else {
+        for (j = 0; j < n; j++) {
+            int32_t q = bytes == 2u ? ((const int16_t *)src)[j * c] : ((const int8_t *)src)[j * c];
+            dst[j] = (int16_t)fold_fast(q, (uint32_t)d->m, d->sh, d->lim);
+        }
+    }
+}
+
+/* Stride-1 columns: a channel's dX row (c apart in a) from n planes (rows of pl, TP_GRAD_DW_PLANE
+ * apart, pl[x] the first of output x's three dY': plane F[j] = dY'[j - 2] advanced by the left
+ * padding). Per plane, wa = (w2, w1) and wb = (w1, w0), its kernel row's weights. Two outputs
+ * share two words a plane: A = (F[b], F[b + 1]), B = (F[b + 2], F[b + 3]);
+ * out(b) = A.(w2, w1) + w0 B.lo, out(b + 1) = w2 A.hi + B.(w1, w0). */
+TP_DSP_INLINE void dw_out_s1(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
+                             const uint32_t *wb, uint32_t n, uint32_t iw)
+{
+    uint32_t x, r, wa0 = wa[0], wb0 = wb[0], wa1 = n > 1u ? wa[1] : 0u;
+    uint32_t wb1 = n > 1u ? wb[1] : 0u, wa2 = n > 2u ? wa[2] : 0u, wb2 = n > 2u ? wb[2] : 0u;
+    for (x = 0; x + 1u < iw; x += 2u, pl += 2, a += 2u * c) {
+        int32_t a0 = 0, a1 = 0;
+        for (r = 0; r < n; r++) {
+            const int16_t *q = pl + r * TP_GRAD_DW_PLANE;
+            uint32_t A = rd_pair(q), B = rd_pair(q + 2), u = r == 0u ? wa0 : r == 1u ? wa1 : wa2;
+            uint32_t v = r == 0u ? wb0 : r == 1u ? wb1 : wb2;
+            a0 = tp_smlatb(v, B, tp_smlad(A, u, a0));
+            a1 = tp_smlad(B, v, tp_smlabt(u, A, a1));
+        }
+        a[0] = a0;
+        a[c] = a1;
+    }
+    if (x < iw) {
+        int32_t a0 = 0;
+        for (r = 0; r < n; r++) {
+            const int16_t *q = pl + r * TP_GRAD_DW_PLANE;
+            uint32_t u = r == 0u ? wa0 : r == 1u ? wa1 : wa2;
+            uint32_t v = r == 0u ? wb0 : r == 1u ? wb1 : wb2;
+            a0 = tp_smlatb(v, rd_pair(q + 2), tp_smlad(rd_pair(q), u, a0));
+        }
+        a[0] = a0;
+    }
+}
+
+/* Stride-2 columns: plane F[j] = dY'[j - 1]; output x at b = x + pad (pl = F) takes
+ * F[b / 2].w2 + F[b / 2 + 1].w0 when b is even, F[(b + 1) / 2].w1 when odd: one word a plane
+ * for two outputs. wa = (w2, w0), wb = (w1, 0). */
+TP_DSP_INLINE void dw_out_s2(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
+                             const uint32_t *wb, uint32_t n, uint32_t iw, uint32_t pad)
+{
+    uint32_t b = pad, end = pad + iw, r, wa0 = wa[0], wb0 = wb[0], wa1 = n > 1u ? wa[1] : 0u;
+    uint32_t wb1 = n > 1u ? wb[1] : 0u, wa2 = n > 2u ? wa[2] : 0u, wb2 = n > 2u ? wb[2] : 0u;
+    if (b & 1u) {
+        int32_t a0 = 0;
+        for (r = 0; r < n; r++) {
+            uint32_t v = r == 0u ? wb0 : r == 1u ? wb1 : wb2;
+            a0 = tp_smlabb(v, (uint32_t)pl[r * TP_GRAD_DW_PLANE + (b + 1u) / 2u], a0);
+        }
+        a[0] = a0;
+        a += c;
+        b++;
+    }
+    for (; b + 1u < end; b += 2u, a += 2u * c) {
+        int32_t a0 = 0, a1 = 0;
+        for (r = 0; r < n; r++) {
+            uint32_t P = rd_pair(pl + r * TP_GRAD_DW_PLANE + b / 2u);
+            uint32_t u = r == 0u ? wa0 : r == 1u ? wa1 : wa2;
+            uint32_t v = r == 0u ? wb0 : r == 1u ? wb1 : wb2;
+            a0 = tp_smlad(P, u, a0);
+            a1 = tp_smlabt(v, P, a1);
+        }
+        a[0] = a0;
+        a[c] = a1;
+    }
+    if (b < end) {
+        int32_t a0 = 0;
+        for (r = 0; r < n; r++) {
+            uint32_t u = r == 0u ? wa0 : r == 1u ? wa1 : wa2;
+            a0 = tp_smlad(rd_pair(pl + r * TP_GRAD_DW_PLANE + b / 2u), u, a0);
+        }
+        a[0] = a0;
+    }
+}
+
+/* One channel's dX row from n (1 to 3) live planes. */
+static TP_DSP_NOINLINE void dw_out(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
+                                   const uint32_t *wb, uint32_t n, uint32_t iw, uint32_t s1,
+                                   uint32_t pad)
+{
+    if (s1 == 1u) {
+        pl += pad;
+        if (n == 3u) {
+            dw_out_s1(a, c, pl, wa, wb, 3u, iw);
+        } else if (n == 2u) {
+            dw_out_s1(a, c, pl, wa, wb, 2u, iw);
+        } else {
+            dw_out_s1(a, c, pl, wa, wb, 1u, iw);
+        }
+    } else if (n == 2u) {
+        dw_out_s2(a, c, pl, wa, wb, 2u, iw, pad);
+    } else if (n == 1u) {
+        dw_out_s2(a, c, pl, wa, wb, 1u, iw, pad);
+    } else {
+        dw_out_s2(a, c, pl, wa, wb, 3u, iw, pad);
+    }
+}
+
+/* (a b + 2^31) / 2^32, floored: SMMULR. */
+static inline int32_t dw_smmulr(int32_t a, int32_t b)
+{
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    int32_t r;
+    __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    int64_t v = (int64_t)a * b + 0x80000000LL;
+    return (int32_t)(v >= 0 ? v / 0x100000000LL : -((-v + 0xFFFFFFFFLL) / 0x100000000LL));
+#endif
+}
+
+/* The common fold, from an int8 map (1 <= sh <= 31): dY' = (q 2^sa * m 2^sb + 2^31) / 2^32
+ * floored with sa + sb = 32 - sh, one SMMULR: q m / 2^sh rounded half up, which is half to
+ * even when no q m lies halfway (d = sh - 1 - tz(m) outside 0..7: q m has tz(q) + tz(m)
+ * trailing zeros, tz(q) <= 7), and needs no saturation when q = -128's does not. Returns 0
+ * when the channel does not qualify. */
+static inline int dw_smm_of(uint32_t m, int32_t sh, int32_t lim, int32_t *qs, int32_t *b)
+{
+    uint32_t sa, sb;
+    int32_t d;
+    if (m == 0u || sh < 1 || sh > 31) {
+        return 0;
+    }
+    d = sh - 1 - (int32_t)__builtin_ctz(m);
+    sa = sh <= 8 ? 24u : 32u - (uint32_t)sh;
+    sb = 32u - (uint32_t)sh - sa;
+    *qs = (int32_t)(1u << sa);
+    *b = (int32_t)(m << sb);
+    return (d < 0 || d > 7) && dw_smmulr(-128 * *qs, *b) >= -lim;
+}
+
+/* Per dX row: the dY rows it meets (through kernel rows kh[0..n)); per channel, its dY' of
+ * each of those rows folded once into a zero-padded plane (compact: stride-2 columns take one
+ * dY' a plane per two outputs), then its dX values. */
 void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                           const tp_shape *out_shape, const tp_weights *w,
                                           const tp_gm_fold *f, const tp_gmap *dy,
                                           tp_gm_writer *dx, void *scratch)
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
-    uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, kh, x, ox, m, step;
+    uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
+    uint32_t off = s1 == 1u ? 2u : 1u, kh[3];
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
-    int32_t src[3];
+    const uint8_t *src[3];
     int16_t plane[3][TP_GRAD_DW_PLANE];
     if (!dw_covered(p, in_shape, out_shape) || !f->live) {
         tp_depthwise_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
     }
-    for (kh = 0; kh < 3u; kh++) {
-        for (x = 0; x < TP_GRAD_DW_PLANE; x++) {
-            plane[kh][x] = 0;
+    for (r = 0; r < 3u; r++) {
+        for (x = 0; x < iw + 6u; x++) {
+            plane[r][x] = 0;
         }
     }
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
-        for (kh = 0; kh < 3u; kh++) { /* the dY row this dX row meets through kernel row kh */
-            int32_t num = (int32_t)y + (int32_t)p->pad[0] - (int32_t)kh;
-            src[kh] = num < 0 || num % (int32_t)s0 != 0 ||
-                              (uint32_t)num / s0 >= (uint32_t)out_shape->h
-                          ? -1
-                          : num / (int32_t)s0;
+        for (n = 0, r = 0; r < 3u; r++) { /* the dY rows this dX row meets, kernel row r's */
+            int32_t num = (int32_t)y + (int32_t)p->pad[0] - (int32_t)r;
+            if (num >= 0 && num % (int32_t)s0 == 0 && (uint32_t)num / s0 < (uint32_t)out_shape->h) {
+                kh[n] = r;
+                src[n++] = (const uint8_t *)dy->q + (uint32_t)num / s0 * ow * c * bytes;
+            }
         }
         for (ch = 0; ch < c; ch++) {
             const int8_t *wo = tp_weights_row(w, ch, &step);
-            uint32_t w21[3], w0[3], live[3];
-            int32_t sh;
-            tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
+            uint32_t wa[3], wb[3];
+            int32_t qs, b, sh;
+            dw_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
-            for (kh = 0; kh < 3u; kh++) {
-                /* dX[x] takes W[kh, kw] from plane index 2 + x + pad - kw: (w2, w1) at x + pad,
-                 * (w0, 0) at x + pad + 2 */
-                w21[kh] = pack16(wo[(3u * kh + 2u) * step], wo[(3u * kh + 1u) * step]);
-                w0[kh] = pack16(wo[3u * kh * step], 0);
-                live[kh] = src[kh] >= 0;
-                if (live[kh]) {
-                    uint32_t at = (uint32_t)src[kh] * ow * c + ch;
-                    for (ox = 0; ox < ow; ox++) {
-                        plane[kh][2u + s1 * ox] =
-                            (int16_t)fold_fast(tp_gm_get(dy, at + ox * c), m, sh, lim);
+            if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40) {
+                for (x = 0; x < iw; x++) { /* every dY' is zero (dw_fold_of) */
+                    acc[x * c + ch] = 0;
+                }
+                continue;
+            }
+            if (bytes == 1u && dw_smm_of(m, sh, lim, &qs, &b)) {
+                for (r = 0; r < n; r++) {
+                    const int8_t *q = (const int8_t *)src[r] + ch;
+                    int16_t *d = &plane[r][off];
+                    for (x = 0; x + 1u < ow; x += 2u, q += 2u * c) {
+                        d[x] = (int16_t)dw_smmulr(q[0] * qs, b);
+                        d[x + 1u] = (int16_t)dw_smmulr(q[c] * qs, b);
+                    }
+                    if (x < ow) {
+                        d[x] = (int16_t)dw_smmulr(q[0] * qs, b);
                     }
                 }
-            }
-            for (x = 0; x < iw; x++) {
-                uint32_t b = x + p->pad[1];
-                int32_t a = 0;
-                for (kh = 0; kh < 3u; kh++) {
-                    if (live[kh]) {
-                        a = tp_smlad(rd_pair(&plane[kh][b]), w21[kh], a);
-                        a = tp_smlad(rd_pair(&plane[kh][b + 2u]), w0[kh], a);
-                    }
+            } else {
+                dw_fold d;
+                dw_fold_of(&d, bytes, m, sh, lim);
+                for (r = 0; r < n; r++) {
+                    dw_fold_row(&plane[r][off], src[r] + ch * bytes, bytes, c, ow, &d);
                 }
-                acc[x * c + ch] = a;
             }
+            for (r = 0; r < n; r++) {
+                const int8_t *t = wo + 3u * kh[r] * step;
+                int32_t w0 = t[0], w1 = t[step], w2 = t[2u * step];
+                wa[r] = s1 == 1u ? pack16(w2, w1) : pack16(w2, w0);
+                wb[r] = s1 == 1u ? pack16(w1, w0) : pack16(w1, 0);
+            }
+            dw_out(acc + ch, c, plane[0], wa, wb, n, iw, s1, p->pad[1]);
         }
         tp_gm_row_i32(dx, y, acc);
     }
@@ -540,6 +767,103 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
         int32_t a;
         __builtin_memcpy(&a, acc + i, 4);
         row[i] = (float)(a + off) * c;
+    }
+}
+
+/* ---- depthwise weight gradient ----
+ * Row o (its kh x kw taps, up to 3 x 3, strides 1 and 2): channel o's dY gathered into an int16
+ * plane (rows padded to an even width with zeros) and its input channel's x - zp into a
+ * zero-padded int16 plane (each row's columns split by phase mod the stride, so that a tap
+ * reads consecutive values), both on the stack; a tap's sum is then the plane's dot product
+ * with a window of the input plane, two products an SMLAD. Padding contributes zeros, as the
+ * reference's tap ranges leave those positions out. Exact in int32 when sum |dY| * 255 is
+ * below 2^31 (|x - zp| <= 255); larger planes or sums: the reference. */
+#define TP_GRAD_DWW_D 144u /* dY values of a row held (12 x 12) */
+#define TP_GRAD_DWW_X 208u /* input values held (14 x 14 with stride 1) */
+
+void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                           const int8_t *x, int32_t x_zp, float x_scale,
+                                           const tp_shape *out_shape, const tp_gmap *dy,
+                                           uint32_t o, float *row)
+{
+    uint32_t s0 = p->stride[0], s1 = p->stride[1], k0 = p->k[0], k1 = p->k[1];
+    uint32_t oh = (uint32_t)out_shape->h, ow = (uint32_t)out_shape->w, oc = (uint32_t)out_shape->c;
+    uint32_t ih = (uint32_t)in_shape->h, iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c;
+    uint32_t dw = (ow + 1u) & ~1u, pw = dw + (k1 - 1u) / (s1 ? s1 : 1u), rs = s1 * pw;
+    uint32_t xh = (oh - 1u) * s0 + k0, ch = o / (uint32_t)p->depth_multiplier;
+    uint32_t i, j, r, ph, kh, kw, bound = 0;
+    float cf;
+    int16_t d[TP_GRAD_DWW_D], xp[TP_GRAD_DWW_X];
+    if (k0 < 1u || k0 > 3u || k1 < 1u || k1 > 3u || s0 < 1u || s0 > 2u || s1 < 1u || s1 > 2u ||
+        oh == 0u || ow == 0u || oh * dw > TP_GRAD_DWW_D || xh * rs > TP_GRAD_DWW_X) {
+        tp_depthwise_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
+        return;
+    }
+    for (i = 0; i < oh; i++) {
+        int16_t *dr = d + i * dw;
+        if (dy->bytes == 1u) {
+            const int8_t *q = (const int8_t *)dy->q + i * ow * oc + o;
+            for (j = 0; j < ow; j++, q += oc) {
+                int32_t g = *q;
+                dr[j] = (int16_t)g;
+                bound += (uint32_t)(g < 0 ? -g : g);
+            }
+        } else {
+            const int16_t *q = (const int16_t *)dy->q + i * ow * oc + o;
+            for (j = 0; j < ow; j++, q += oc) {
+                int32_t g = *q;
+                dr[j] = (int16_t)g;
+                bound += (uint32_t)(g < 0 ? -g : g);
+            }
+        }
+        if (ow < dw) {
+            dr[ow] = 0;
+        }
+    }
+    if (bound >= (1u << 31) / 255u) { /* below 2^23 per value: no overflow on the way */
+        tp_depthwise_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
+        return;
+    }
+    for (r = 0; r < xh; r++) { /* padded row r is input row r - pad[0] */
+        int32_t iy = (int32_t)r - (int32_t)p->pad[0];
+        for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
+            int16_t *xr = xp + r * rs + ph * pw;
+            uint32_t j0 = 0, j1 = 0;
+            if (iy >= 0 && (uint32_t)iy < ih) {
+                /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
+                j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
+                j1 = (iw + p->pad[1] - ph + s1 - 1u) / s1;
+                j1 = j1 < pw ? j1 : pw;
+                j0 = j0 < j1 ? j0 : j1;
+            }
+            for (j = 0; j < j0; j++) {
+                xr[j] = 0;
+            }
+            if (j0 < j1) {
+                const int8_t *xs = x + ((uint32_t)iy * iw + j0 * s1 + ph - p->pad[1]) * ic + ch;
+                for (; j < j1; j++, xs += s1 * ic) {
+                    xr[j] = (int16_t)(*xs - x_zp);
+                }
+            }
+            for (; j < pw; j++) {
+                xr[j] = 0;
+            }
+        }
+    }
+    /* tp_gm_to_f32 of an int32 sum: its float32 (rounded to nearest even, as i64_to_f32 does)
+     * times the same float32 factor */
+    cf = x_scale * tp_gm_pow2(dy->e);
+    for (kh = 0; kh < k0; kh++) {
+        for (kw = 0; kw < k1; kw++) {
+            const int16_t *xr = xp + kh * rs + (kw % s1) * pw + kw / s1, *g = d;
+            int32_t a = 0;
+            for (i = 0; i < oh; i++, xr += s0 * rs, g += dw) {
+                for (j = 0; j < dw; j += 2u) {
+                    a = tp_smlad(rd_pair(g + j), rd_pair(xr + j), a);
+                }
+            }
+            row[kh * k1 + kw] = (float)a * cf;
+        }
     }
 }
 
