@@ -360,26 +360,40 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     }
 }
 
-/* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0). */
+/* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0): kept when
+ * act_min < y (and, RELU6, y < act_max), i.e. y - (act_min + 1) in [0, span) unsigned; each
+ * byte built in a register. */
 static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
 {
     tp_train_op t;
     tp_op op;
     tp_tensor to;
-    uint32_t i, n;
+    uint32_t i, n, span;
+    int32_t lo, hi;
     uint8_t *mask;
     tp_decode_train_op(rec, &t);
     tp_decode_op(s->b.ops, t.op, &op);
     tp_decode_tensor(s->b.tensors, op.output, &to);
     n = to.size;
     mask = tp_arena_at(s, t.mask_offset, (n + 7u) / 8u);
-    memset(mask, 0, (n + 7u) / 8u);
-    for (i = 0; i < n; i++) {
-        int keep = y[i] > op.act_min && (op.activation != 2u || y[i] < op.act_max);
-        if (keep) {
-            mask[i >> 3] = (uint8_t)(mask[i >> 3] | (1u << (i & 7u)));
-        }
+    lo = (int32_t)op.act_min + 1;
+    hi = op.activation == 2u ? (int32_t)op.act_max : 128; /* int8 y: always below 128 */
+    span = hi > lo ? (uint32_t)(hi - lo) : 0u;
+#define TP_KEEP(v, bit) (((uint32_t)((int32_t)(v) - lo) < span ? 1u : 0u) << (bit))
+    for (i = 0; i + 8u <= n; i += 8u) {
+        const int8_t *p = y + i;
+        mask[i >> 3] = (uint8_t)(TP_KEEP(p[0], 0) | TP_KEEP(p[1], 1) | TP_KEEP(p[2], 2) |
+                                 TP_KEEP(p[3], 3) | TP_KEEP(p[4], 4) | TP_KEEP(p[5], 5) |
+                                 TP_KEEP(p[6], 6) | TP_KEEP(p[7], 7));
     }
+    if (i < n) {
+        uint32_t b = 0;
+        for (; i < n; i++) {
+            b |= TP_KEEP(y[i], i & 7u);
+        }
+        mask[n >> 3] = (uint8_t)b;
+    }
+#undef TP_KEEP
 }
 
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
