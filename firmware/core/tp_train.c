@@ -295,10 +295,63 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     }
 }
 
+/* The bytes of 4 int8 values that bits 0-3 of a mask byte keep (0xFF) or clear (0x00), in
+ * memory order whatever the byte order of a word. */
+static const uint8_t keep4[16][4] = {
+    {0, 0, 0, 0},       {255, 0, 0, 0},       {0, 255, 0, 0},       {255, 255, 0, 0},
+    {0, 0, 255, 0},     {255, 0, 255, 0},     {0, 255, 255, 0},     {255, 255, 255, 0},
+    {0, 0, 0, 255},     {255, 0, 0, 255},     {0, 255, 0, 255},     {255, 255, 0, 255},
+    {0, 0, 255, 255},   {255, 0, 255, 255},   {0, 255, 255, 255},   {255, 255, 255, 255}};
+
+/* dY's values whose mask bit is 0 set to 0, a mask byte (8 values) at a time: 0xFF bytes keep
+ * all; int8 maps AND two words with the bytes kept. */
+static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
+{
+    uint32_t b, j, nb = n / 8u;
+    if (c->format != TP_GRAD_FLOAT32 && c->dyq.bytes == 1u) {
+        uint8_t *q = (uint8_t *)c->dyq.q;
+        for (b = 0; b < nb; b++, q += 8) {
+            uint32_t m = mask[b], w0, w1, k0, k1;
+            if (m == 0xFFu) {
+                continue;
+            }
+            memcpy(&w0, q, 4u);
+            memcpy(&w1, q + 4, 4u);
+            memcpy(&k0, keep4[m & 15u], 4u);
+            memcpy(&k1, keep4[m >> 4], 4u);
+            w0 &= k0;
+            w1 &= k1;
+            memcpy(q, &w0, 4u);
+            memcpy(q + 4, &w1, 4u);
+        }
+        if (8u * nb == n) {
+            return;
+        }
+        b = nb; /* the last byte's values */
+    } else {
+        b = 0;
+    }
+    for (; b < (n + 7u) / 8u; b++) { /* other formats: the cleared bits of each byte */
+        uint32_t m = mask[b], cnt = n - 8u * b < 8u ? n - 8u * b : 8u;
+        if (m == 0xFFu) {
+            continue;
+        }
+        for (j = 0; j < cnt; j++) {
+            if (!(m & (1u << j))) {
+                if (c->format == TP_GRAD_FLOAT32) {
+                    c->dy[8u * b + j] = 0.0f;
+                } else {
+                    tp_gm_set(&c->dyq, 8u * b + j, 0);
+                }
+            }
+        }
+    }
+}
+
 static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_t *v_end)
 {
     backward_ctx c;
-    uint32_t i, n;
+    uint32_t n;
     memset(&c, 0, sizeof c);
     part(s, TP_PART_BACKWARD, tp_rd_u16(rec));
     c.s = s;
@@ -334,16 +387,7 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
                                                                                  c.t.flags));
     }
     if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
-        const uint8_t *mask = tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u);
-        for (i = 0; i < n; i++) {
-            if (!(mask[i >> 3] & (1u << (i & 7u)))) {
-                if (c.format == TP_GRAD_FLOAT32) {
-                    c.dy[i] = 0.0f;
-                } else {
-                    tp_gm_set(&c.dyq, i, 0);
-                }
-            }
-        }
+        apply_mask(&c, tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u), n);
     }
     if (c.op.kind <= TP_OP_FULLY_CONNECTED) {
         tp_tensor tw;
