@@ -12,20 +12,6 @@ tp_gmap tp_gm_at(uint8_t *buf, uint32_t format)
     return m;
 }
 
-uint32_t tp_gm_bitlen(uint64_t m)
-{
-    uint32_t n = 0;
-    if (m >> 32) {
-        n = 32u;
-        m >>= 32;
-    }
-    while (m != 0u) {
-        n++;
-        m >>= 1;
-    }
-    return n;
-}
-
 /* floor(v / 2^s), 0 <= s <= 62, without relying on >> of a negative value */
 static int64_t floor_shift(int64_t v, uint32_t s)
 {
@@ -64,15 +50,6 @@ static float f32_of_bits(uint32_t u)
     float f;
     memcpy(&f, &u, 4u);
     return f;
-}
-
-void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k)
-{
-    uint32_t u, exp;
-    memcpy(&u, &s, 4u);
-    exp = (u >> 23) & 0xFFu;
-    *m = exp > 0u ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
-    *k = exp > 0u ? (int32_t)exp - 150 : -149;
 }
 
 float tp_gm_pow2(int32_t e)

@@ -10,6 +10,7 @@
 #define TP_GRADMAP_H
 
 #include <stdint.h>
+#include <string.h>
 
 /* TRAN's gradient formats (train_plan.GRAD_FORMATS) */
 #define TP_GRAD_FLOAT32 0u
@@ -68,7 +69,37 @@ static inline void tp_gm_set(const tp_gmap *m, uint32_t i, int32_t v)
 }
 
 /* Bits of m (m < 2^bitlen, 0 for 0). */
-uint32_t tp_gm_bitlen(uint64_t m);
+static inline uint32_t tp_gm_bitlen32(uint32_t m)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return m != 0u ? 32u - (uint32_t)__builtin_clz(m) : 0u;
+#else
+    uint32_t n = 0;
+    if (m >> 16) {
+        n = 16u;
+        m >>= 16;
+    }
+    if (m >> 8) {
+        n += 8u;
+        m >>= 8;
+    }
+    if (m >> 4) {
+        n += 4u;
+        m >>= 4;
+    }
+    while (m != 0u) {
+        n++;
+        m >>= 1;
+    }
+    return n;
+#endif
+}
+
+static inline uint32_t tp_gm_bitlen(uint64_t m)
+{
+    uint32_t hi = (uint32_t)(m >> 32);
+    return hi != 0u ? 32u + tp_gm_bitlen32(hi) : tp_gm_bitlen32((uint32_t)m);
+}
 
 /* v / 2^s rounded half to even; s <= 0 shifts left (exactly, for |v| < 2^(62 + s)). */
 int64_t tp_gm_rshift(int64_t v, int32_t s);
@@ -84,7 +115,14 @@ static inline int64_t tp_gm_saturate(int64_t v, uint32_t bits)
 }
 
 /* A float32 scale s as m * 2^k exactly, m < 2^24 (gradmap.scale_parts). */
-void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k);
+static inline void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k)
+{
+    uint32_t u, exp;
+    memcpy(&u, &s, 4u);
+    exp = (u >> 23) & 0xFFu;
+    *m = exp > 0u ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
+    *k = exp > 0u ? (int32_t)exp - 150 : -149;
+}
 
 /* 2^e as a float32 (0 below the subnormals, infinity above the range). */
 float tp_gm_pow2(int32_t e);
