@@ -95,11 +95,15 @@ static inline uint32_t tp_gm_bitlen32(uint32_t m)
 #endif
 }
 
-static inline uint32_t tp_gm_bitlen(uint64_t m)
+static inline uint32_t tp_gm_bitlen_inline(uint64_t m)
 {
     uint32_t hi = (uint32_t)(m >> 32);
     return hi != 0u ? 32u + tp_gm_bitlen32(hi) : tp_gm_bitlen32((uint32_t)m);
 }
+
+/* The functions (the host library's symbols), and the inline versions callers get. */
+uint32_t tp_gm_bitlen(uint64_t m);
+#define tp_gm_bitlen(m) tp_gm_bitlen_inline(m)
 
 /* v / 2^s rounded half to even; s <= 0 shifts left (exactly, for |v| < 2^(62 + s)). */
 int64_t tp_gm_rshift(int64_t v, int32_t s);
@@ -115,7 +119,7 @@ static inline int64_t tp_gm_saturate(int64_t v, uint32_t bits)
 }
 
 /* A float32 scale s as m * 2^k exactly, m < 2^24 (gradmap.scale_parts). */
-static inline void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k)
+static inline void tp_gm_scale_parts_inline(float s, uint32_t *m, int32_t *k)
 {
     uint32_t u, exp;
     memcpy(&u, &s, 4u);
@@ -123,6 +127,9 @@ static inline void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k)
     *m = exp > 0u ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
     *k = exp > 0u ? (int32_t)exp - 150 : -149;
 }
+
+void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k);
+#define tp_gm_scale_parts(s, m, k) tp_gm_scale_parts_inline((s), (m), (k))
 
 /* 2^e as a float32 (0 below the subnormals, infinity above the range). */
 float tp_gm_pow2(int32_t e);
