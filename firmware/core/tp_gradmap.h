@@ -185,6 +185,25 @@ static inline void tp_gm_put(const tp_gm_writer *w, uint32_t i, int64_t value)
     }
     tp_gm_set(&w->map, i, (int32_t)tp_gm_saturate(tp_gm_rshift(value, (int32_t)w->shift), w->bits));
 }
+/* x / 2^s rounded half to even, 1 <= s <= 30, when x + 2^31 + 2^(s-1) < 2^32: the floor of
+ * (x + 2^(s-1) - 1 + parity) / 2^s, parity that of floor(x / 2^s) (that of (x + 2^31) >> s,
+ * 2^(31-s) being even), through offset binary (no right shift of a negative value). */
+static inline int32_t tp_gm_rshift32_fast(int32_t x, uint32_t s)
+{
+    uint32_t u = (uint32_t)x + 0x80000000u;
+    return (int32_t)(((u + ((1u << (s - 1u)) - 1u) + ((u >> s) & 1u)) >> s) - (0x80000000u >> s));
+}
+/* tp_gm_put of an int32 value on a writer that neither accumulates nor sums, its row's largest
+ * magnitude below 2^31 (the shift then below 31 - bits): clamped to +-lim 2^shift first (which
+ * rounds to +-lim as all beyond do), then rounded. */
+static inline void tp_gm_put_i32(const tp_gm_writer *w, uint32_t i, int32_t v)
+{
+    if (w->shift != 0u) {
+        int32_t top = (((int32_t)1 << w->bits) - 1) << w->shift;
+        v = tp_gm_rshift32_fast(v > top ? top : v < -top ? -top : v, w->shift);
+    }
+    tp_gm_set(&w->map, i, v);
+}
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v);
 void tp_gm_end(tp_gm_writer *w);
 
