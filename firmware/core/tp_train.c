@@ -297,7 +297,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
 
 /* The bytes of 4 int8 values that bits 0-3 of a mask byte keep (0xFF) or clear (0x00), in
  * memory order whatever the byte order of a word. */
-static const uint8_t keep4[16][4] = {
+static const uint8_t kept4[16][4] = {
     {0, 0, 0, 0},       {255, 0, 0, 0},       {0, 255, 0, 0},       {255, 255, 0, 0},
     {0, 0, 255, 0},     {255, 0, 255, 0},     {0, 255, 255, 0},     {255, 255, 255, 0},
     {0, 0, 0, 255},     {255, 0, 0, 255},     {0, 255, 0, 255},     {255, 255, 0, 255},
@@ -317,8 +317,8 @@ static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
             }
             memcpy(&w0, q, 4u);
             memcpy(&w1, q + 4, 4u);
-            memcpy(&k0, keep4[m & 15u], 4u);
-            memcpy(&k1, keep4[m >> 4], 4u);
+            memcpy(&k0, kept4[m & 15u], 4u);
+            memcpy(&k1, kept4[m >> 4], 4u);
             w0 &= k0;
             w1 &= k1;
             memcpy(q, &w0, 4u);
@@ -404,40 +404,77 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     }
 }
 
+/* SWAR over the 4 int8 values of a word: 0x80 in the bytes where (y - lo) mod 256 >= span, lo
+ * and span < 128 constants: c1 = lo's low 7 bits, c2 = ~lo's high bit, s1 = span, in every byte.
+ * d, the bytewise difference, borrows nothing across bytes (each byte's low 7 bits come off
+ * 0x80 + its own, the high bit fixed after); d >= span likewise, d's high bit or the low 7 bits'
+ * compare. */
+static inline uint32_t at_least4(uint32_t y, uint32_t c1, uint32_t c2, uint32_t s1)
+{
+    uint32_t d = ((y | 0x80808080u) - c1) ^ ((y & 0x80808080u) ^ c2);
+    return (d | ((d | 0x80808080u) - s1)) & 0x80808080u;
+}
+
+/* The 8 bits of a mask byte from two words' flags (value j's at bit 8j + 7 on a little-endian
+ * target): shifted to bits 8j and 8j + 4, gathered to bits 21 + j by one product with
+ * 2^0 + 2^7 + 2^14 + 2^21 (the partial products' bits never meet). */
+static inline uint32_t gather8(uint32_t k0, uint32_t k1)
+{
+    return (((k0 >> 7) | (k1 >> 3)) * 0x00204081u) >> 21 & 0xFFu;
+}
+
+/* Mask bytes of `groups` groups of 8 values, SWAR (little-endian targets): bit set where
+ * (y - lo) mod 256 >= span, xor flip. */
+static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, uint32_t span,
+                       uint32_t flip)
+{
+    uint32_t g, lob = (uint32_t)lo & 0xFFu, c1 = (lob & 0x7Fu) * 0x01010101u;
+    uint32_t c2 = (~lob & 0x80u) * 0x01010101u, s1 = span * 0x01010101u;
+    for (g = 0; g < groups; g++, y += 8) {
+        uint32_t w0, w1;
+        memcpy(&w0, y, 4u);
+        memcpy(&w1, y + 4, 4u);
+        mask[g] = (uint8_t)(gather8(at_least4(w0, c1, c2, s1), at_least4(w1, c1, c2, s1)) ^ flip);
+    }
+}
+
 /* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0): kept when
- * act_min < y (and, RELU6, y < act_max), i.e. y - (act_min + 1) in [0, span) unsigned; each
- * byte built in a register. */
+ * act_min < y (and, RELU6, y < act_max), i.e. y - (act_min + 1) in [0, span) unsigned. */
 static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
 {
     tp_train_op t;
     tp_op op;
     tp_tensor to;
-    uint32_t i, n, span;
+    uint32_t i = 0, n, span, one = 1u;
     int32_t lo, hi;
-    uint8_t *mask;
+    uint8_t *mask, little;
     tp_decode_train_op(rec, &t);
     tp_decode_op(s->b.ops, t.op, &op);
     tp_decode_tensor(s->b.tensors, op.output, &to);
     n = to.size;
     mask = tp_arena_at(s, t.mask_offset, (n + 7u) / 8u);
     lo = (int32_t)op.act_min + 1;
+    lo = lo < -128 ? -128 : lo;
     hi = op.activation == 2u ? (int32_t)op.act_max : 128; /* int8 y: always below 128 */
-    span = hi > lo ? (uint32_t)(hi - lo) : 0u;
-#define TP_KEEP(v, bit) (((uint32_t)((int32_t)(v) - lo) < span ? 1u : 0u) << (bit))
-    for (i = 0; i + 8u <= n; i += 8u) {
-        const int8_t *p = y + i;
-        mask[i >> 3] = (uint8_t)(TP_KEEP(p[0], 0) | TP_KEEP(p[1], 1) | TP_KEEP(p[2], 2) |
-                                 TP_KEEP(p[3], 3) | TP_KEEP(p[4], 4) | TP_KEEP(p[5], 5) |
-                                 TP_KEEP(p[6], 6) | TP_KEEP(p[7], 7));
-    }
-    if (i < n) {
-        uint32_t b = 0;
-        for (; i < n; i++) {
-            b |= TP_KEEP(y[i], i & 7u);
+    hi = hi > 128 ? 128 : hi;
+    span = hi > lo ? (uint32_t)(hi - lo) : 0u; /* at most 256 */
+    memcpy(&little, &one, 1u);
+    if (little && span != 128u) {
+        /* kept: (y - lo) mod 256 < span; for span > 128, not (y - hi) mod 256 < 256 - span */
+        i = n & ~7u;
+        if (span < 128u) {
+            mask_bytes(y, mask, n / 8u, lo, span, 0xFFu);
+        } else {
+            mask_bytes(y, mask, n / 8u, hi, 256u - span, 0u);
         }
-        mask[n >> 3] = (uint8_t)b;
     }
-#undef TP_KEEP
+    for (; i < n; i += 8u) { /* byte by byte: the rest, other targets */
+        uint32_t b = 0, j;
+        for (j = 0; j < 8u && i + j < n; j++) {
+            b |= ((uint32_t)((int32_t)y[i + j] - lo) < span ? 1u : 0u) << j;
+        }
+        mask[i >> 3] = (uint8_t)b;
+    }
 }
 
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
