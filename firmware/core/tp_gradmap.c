@@ -196,6 +196,30 @@ static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, ui
                 q[j] = (int8_t)v[j];
             }
         }
+    } else if (n <= 30u) {
+        /* x + 2^31 + 2^(shift-1) < 2^31 + 2^30 + 2^29: rounded as it is; only +-2^bits can
+         * come out beyond +-lim */
+        uint32_t half_m1 = (1u << (shift - 1u)) - 1u, bias = 0x80000000u >> shift;
+        uint32_t span = 2u * (uint32_t)lim;
+        if (w->map.bytes == 2u) {
+            int16_t *q = (int16_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
+                if ((uint32_t)(x + lim) > span) {
+                    x = x < 0 ? -lim : lim;
+                }
+                q[j] = (int16_t)x;
+            }
+        } else {
+            int8_t *q = (int8_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
+                if ((uint32_t)(x + lim) > span) {
+                    x = x < 0 ? -lim : lim;
+                }
+                q[j] = (int8_t)x;
+            }
+        }
     } else if (n <= 31u) {
         /* clamped first to +-lim 2^shift (< 2^n), which rounds to +-lim as every value beyond
          * does: no saturation after, and x + 2^31 + 2^(shift-1) < 2^31 + 2^n <= 2^32 */
@@ -243,7 +267,13 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
     }
     if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
         uint32_t bits = 0u;
-        for (j = 0; j < cnt; j++) {
+        for (j = 0; j + 4u <= cnt; j += 4u) {
+            bits |= (v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j]) |
+                    (v[j + 1u] < 0 ? 0u - (uint32_t)v[j + 1u] : (uint32_t)v[j + 1u]) |
+                    (v[j + 2u] < 0 ? 0u - (uint32_t)v[j + 2u] : (uint32_t)v[j + 2u]) |
+                    (v[j + 3u] < 0 ? 0u - (uint32_t)v[j + 3u] : (uint32_t)v[j + 3u]);
+        }
+        for (; j < cnt; j++) {
             bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
         }
         tp_gm_row_begin(w, r, bits);
