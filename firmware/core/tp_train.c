@@ -303,8 +303,8 @@ static const uint8_t kept4[16][4] = {
     {0, 0, 0, 255},     {255, 0, 0, 255},     {0, 255, 0, 255},     {255, 255, 0, 255},
     {0, 0, 255, 255},   {255, 0, 255, 255},   {0, 255, 255, 255},   {255, 255, 255, 255}};
 
-/* dY's values whose mask bit is 0 set to 0, a mask byte (8 values) at a time: 0xFF bytes keep
- * all; int8 maps AND two words with the bytes kept. */
+/* dY's values whose mask bit is 0 set to 0, a mask byte (8 values) at a time: 0xFF bytes (all
+ * kept) are skipped; int8 maps AND their two words with the bytes kept (0x00: all cleared). */
 static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
 {
     uint32_t b, j, nb = n / 8u;
@@ -331,7 +331,7 @@ static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
     } else {
         b = 0;
     }
-    for (; b < (n + 7u) / 8u; b++) { /* other formats: the cleared bits of each byte */
+    for (; b < (n + 7u) / 8u; b++) { /* other formats, int8's last 1-7 values: bit by bit */
         uint32_t m = mask[b], cnt = n - 8u * b < 8u ? n - 8u * b : 8u;
         if (m == 0xFFu) {
             continue;
