@@ -136,6 +136,30 @@ def test_writing_a_map_equals_numpy_and_rounds_to_the_exact_maximum(lib, fmt):
             assert err.max() <= 2.0 ** (want.e - e_c), case
 
 
+@pytest.mark.parametrize("fmt", ["int16", "int8"])
+def test_writing_long_rows_and_extreme_values_equals_numpy(lib, fmt):
+    """The writer's fast paths: rows stored as they are (shift 0), rounded in 32 bits after a
+    clamp (values up to +-(2^31 - 1)), the slow path a -2^31 takes; the end re-rounding rows by
+    every shift, int8 rows 4 values a word with a tail, and rows rounding to all zeros."""
+    rng = np.random.default_rng(5)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    for case in range(80):
+        rows, w = int(rng.integers(2, 12)), int(rng.integers(1, 40))
+        v = np.concatenate([np.clip(_ints(rng, w, int(b)), lo, hi) for b in
+                            rng.integers(0, 32, rows)]).reshape(1, rows, w, 1)
+        if case % 4 == 0:  # the largest magnitudes and ties to even at every row shift
+            v[0, 0, : min(w, 3), 0] = [hi, lo + 1, hi - 1][: min(w, 3)]
+        if case % 8 == 1:
+            v[0, -1, 0, 0] = lo
+        if case % 8 == 2:  # one row far above the others: they round to zero
+            v[0, 0] = hi
+            v[0, 1:] = np.clip(v[0, 1:], -(1 << 12), 1 << 12)
+        e_v = int(rng.integers(-40, 5))
+        want = gm.produce(v, e_v, fmt, None)
+        got = _c_produce(lib, fmt, v, e_v, None)
+        assert got.e == want.e and np.array_equal(got.q, want.q), case
+
+
 def test_fold_scales_by_the_channel_and_fits(lib):
     rng = np.random.default_rng(4)
     for _ in range(30):

@@ -12,18 +12,15 @@ tp_gmap tp_gm_at(uint8_t *buf, uint32_t format)
     return m;
 }
 
-uint32_t tp_gm_bitlen(uint64_t m)
+/* The names in parentheses: the functions, not tp_gradmap.h's macros to the inline versions. */
+uint32_t (tp_gm_bitlen)(uint64_t m)
 {
-    uint32_t n = 0;
-    if (m >> 32) {
-        n = 32u;
-        m >>= 32;
-    }
-    while (m != 0u) {
-        n++;
-        m >>= 1;
-    }
-    return n;
+    return tp_gm_bitlen_inline(m);
+}
+
+void (tp_gm_scale_parts)(float s, uint32_t *m, int32_t *k)
+{
+    tp_gm_scale_parts_inline(s, m, k);
 }
 
 /* floor(v / 2^s), 0 <= s <= 62, without relying on >> of a negative value */
@@ -64,15 +61,6 @@ static float f32_of_bits(uint32_t u)
     float f;
     memcpy(&f, &u, 4u);
     return f;
-}
-
-void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k)
-{
-    uint32_t u, exp;
-    memcpy(&u, &s, 4u);
-    exp = (u >> 23) & 0xFFu;
-    *m = exp > 0u ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
-    *k = exp > 0u ? (int32_t)exp - 150 : -149;
 }
 
 float tp_gm_pow2(int32_t e)
@@ -180,83 +168,187 @@ static inline int32_t rshift32(int32_t x, uint32_t s)
     return q + ((rem > half || (rem == half && (q & 1))) ? 1 : 0);
 }
 
-/* The row's values rounded by `shift` (0: as they are) and saturated to +-lim, stored. */
-static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, uint32_t shift)
+/* The same for 1 <= s <= 30 when x + 2^31 + 2^(s-1) < 2^32 (no wrap below): half to even is
+ * floor((x + 2^(s-1) - 1 + parity) / 2^s), parity that of floor(x / 2^s) (that of
+ * (x + 2^31) >> s, 2^(31-s) being even). */
+static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uint32_t bias)
+{
+    uint32_t u = (uint32_t)x + 0x80000000u;
+    return (int32_t)(((u + half_m1 + ((u >> s) & 1u)) >> s) - bias);
+}
+
+/* The row's values rounded by `shift` (0: as they are) and saturated to +-lim, stored; n the
+ * bit length of the row's largest magnitude. */
+static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, uint32_t shift,
+                      uint32_t n)
 {
     int32_t lim = ((int32_t)1 << w->bits) - 1;
-    uint32_t j, n = w->row_elems;
-    if (w->map.bytes == 2u) {
-        int16_t *q = (int16_t *)w->map.q + base;
-        for (j = 0; j < n; j++) {
-            int32_t x = shift != 0u ? rshift32(v[j], shift) : v[j];
-            q[j] = (int16_t)(x > lim ? lim : x < -lim ? -lim : x);
+    uint32_t j, cnt = w->row_elems;
+    if (shift == 0u) { /* every |v| < 2^bits: as it is */
+        if (w->map.bytes == 2u) {
+            int16_t *q = (int16_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                q[j] = (int16_t)v[j];
+            }
+        } else {
+            int8_t *q = (int8_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                q[j] = (int8_t)v[j];
+            }
         }
-    } else {
-        int8_t *q = (int8_t *)w->map.q + base;
-        for (j = 0; j < n; j++) {
-            int32_t x = shift != 0u ? rshift32(v[j], shift) : v[j];
-            q[j] = (int8_t)(x > lim ? lim : x < -lim ? -lim : x);
+    } else if (n <= 30u) {
+        /* x + 2^31 + 2^(shift-1) < 2^31 + 2^30 + 2^29: rounded as it is; only +-2^bits can
+         * come out beyond +-lim */
+        uint32_t half_m1 = (1u << (shift - 1u)) - 1u, bias = 0x80000000u >> shift;
+        uint32_t span = 2u * (uint32_t)lim;
+        if (w->map.bytes == 2u) {
+            int16_t *q = (int16_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
+                if ((uint32_t)(x + lim) > span) {
+                    x = x < 0 ? -lim : lim;
+                }
+                q[j] = (int16_t)x;
+            }
+        } else {
+            int8_t *q = (int8_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
+                if ((uint32_t)(x + lim) > span) {
+                    x = x < 0 ? -lim : lim;
+                }
+                q[j] = (int8_t)x;
+            }
+        }
+    } else if (n <= 31u) {
+        /* clamped first to +-lim 2^shift (< 2^n), which rounds to +-lim as every value beyond
+         * does: no saturation after, and x + 2^31 + 2^(shift-1) < 2^31 + 2^n <= 2^32 */
+        int32_t top = lim << shift;
+        uint32_t half_m1 = (1u << (shift - 1u)) - 1u, bias = 0x80000000u >> shift;
+        if (w->map.bytes == 2u) {
+            int16_t *q = (int16_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                int32_t x = v[j] > top ? top : v[j] < -top ? -top : v[j];
+                q[j] = (int16_t)rshift32_fast(x, shift, half_m1, bias);
+            }
+        } else {
+            int8_t *q = (int8_t *)w->map.q + base;
+            for (j = 0; j < cnt; j++) {
+                int32_t x = v[j] > top ? top : v[j] < -top ? -top : v[j];
+                q[j] = (int8_t)rshift32_fast(x, shift, half_m1, bias);
+            }
+        }
+    } else { /* a value -2^31 */
+        for (j = 0; j < cnt; j++) {
+            int32_t x = rshift32(v[j], shift);
+            tp_gm_set(&w->map, base + j, x > lim ? lim : x < -lim ? -lim : x);
         }
     }
 }
 
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
-    uint32_t j, base = r * w->row_elems;
+    uint32_t j, cnt = w->row_elems, base = r * cnt;
     uint64_t top = 0;
-    if (w->sums != 0) {
-        for (j = 0; j < w->row_elems; j++) {
-            tp_gm_put(w, base + j, v[j]);
+    if (w->sums != 0) { /* a sink's channel sums: the channel iterated, not divided out */
+        int64_t *sums = w->sums;
+        const uint8_t *mask = w->mask;
+        uint32_t ch = base % w->channels, channels = w->channels;
+        for (j = 0; j < cnt; j++) {
+            uint32_t i = base + j;
+            if (mask == 0 || (mask[i >> 3] & (1u << (i & 7u)))) {
+                sums[ch] += v[j];
+            }
+            if (++ch == channels) {
+                ch = 0;
+            }
         }
         return;
     }
     if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
         uint32_t bits = 0u;
-        for (j = 0; j < w->row_elems; j++) {
+        for (j = 0; j + 4u <= cnt; j += 4u) {
+            bits |= (v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j]) |
+                    (v[j + 1u] < 0 ? 0u - (uint32_t)v[j + 1u] : (uint32_t)v[j + 1u]) |
+                    (v[j + 2u] < 0 ? 0u - (uint32_t)v[j + 2u] : (uint32_t)v[j + 2u]) |
+                    (v[j + 3u] < 0 ? 0u - (uint32_t)v[j + 3u] : (uint32_t)v[j + 3u]);
+        }
+        for (; j < cnt; j++) {
             bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
         }
         tp_gm_row_begin(w, r, bits);
-        store_row(w, base, v, w->shift);
+        store_row(w, base, v, w->shift, tp_gm_bitlen32(bits));
         return;
     }
-    for (j = 0; j < w->row_elems; j++) {
+    for (j = 0; j < cnt; j++) {
         int64_t x = tp_gm_value(w, base + j, v[j]);
         uint64_t a = x < 0 ? 0u - (uint64_t)x : (uint64_t)x;
         top = a > top ? a : top;
     }
     tp_gm_row_begin(w, r, top);
-    for (j = 0; j < w->row_elems; j++) {
+    for (j = 0; j < cnt; j++) {
         tp_gm_put(w, base + j, tp_gm_value(w, base + j, v[j]));
     }
 }
 
+/* rshift32_fast of the 4 int8 values of a word, 1 <= s <= 7, in two words of two 16-bit
+ * lanes (even and odd bytes; either byte order): q + 256 in a lane (129..384), plus
+ * 2^(s-1) - 1 and the parity stays below 2^9 and shifted right leaves the lane's 9 low bits
+ * clear of the lane above's (16 - s >= 9); minus 2^(8-s) mod 256 added as 256 - 2^(8-s).
+ * h2, a2: 2^(s-1) - 1 and 256 - 2^(8-s) in both lanes. */
+static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t h2, uint32_t a2)
+{
+    uint32_t e = v & 0x00FF00FFu, o = (v >> 8) & 0x00FF00FFu;
+    e += (~e & 0x00800080u) << 1; /* + 256 where the byte is non-negative: q + 256 */
+    o += (~o & 0x00800080u) << 1;
+    e = (((e + h2 + ((e >> s) & 0x00010001u)) >> s) & 0x01FF01FFu) + a2;
+    o = (((o + h2 + ((o >> s) & 0x00010001u)) >> s) & 0x01FF01FFu) + a2;
+    return (e & 0x00FF00FFu) | ((o & 0x00FF00FFu) << 8);
+}
+
 void tp_gm_end(tp_gm_writer *w)
 {
-    uint32_t r, j, top = 0;
+    uint32_t r, j, top = 0, rows = w->rows, cnt = w->row_elems;
+    const uint8_t *shifts = w->shifts;
     int32_t e;
     if (w->sums != 0) {
         return;
     }
-    for (r = 0; r < w->rows; r++) {
-        top = w->shifts[r] > top ? w->shifts[r] : top;
+    for (r = 0; r < rows; r++) {
+        top = shifts[r] > top ? shifts[r] : top;
     }
-    for (r = 0; r < w->rows; r++) {
-        uint32_t s = top - w->shifts[r], base = r * w->row_elems;
+    for (r = 0; r < rows; r++) {
+        uint32_t s = top - shifts[r], base = r * cnt;
         if (s == 0u) {
             continue;
         }
-        if (s > 16u) { /* every value of the row rounds to 0 */
-            s = 16u;
-        }
-        if (w->map.bytes == 2u) {
-            int16_t *q = (int16_t *)w->map.q + base;
-            for (j = 0; j < w->row_elems; j++) {
-                q[j] = (int16_t)rshift32(q[j], s);
+        if (s > w->bits) { /* |q| <= lim < 2^(s-1): every value rounds to 0 */
+            if (w->map.bytes == 2u) {
+                memset((int16_t *)w->map.q + base, 0, 2u * cnt);
+            } else {
+                memset((int8_t *)w->map.q + base, 0, cnt);
             }
-        } else {
-            int8_t *q = (int8_t *)w->map.q + base;
-            for (j = 0; j < w->row_elems; j++) {
-                q[j] = (int8_t)rshift32(q[j], s);
+            continue;
+        }
+        {
+            uint32_t half_m1 = (1u << (s - 1u)) - 1u, bias = 0x80000000u >> s;
+            if (w->map.bytes == 2u) {
+                int16_t *q = (int16_t *)w->map.q + base;
+                for (j = 0; j < cnt; j++) {
+                    q[j] = (int16_t)rshift32_fast(q[j], s, half_m1, bias);
+                }
+            } else {
+                int8_t *q = (int8_t *)w->map.q + base;
+                uint32_t h2 = half_m1 * 0x00010001u, a2 = (256u - (256u >> s)) * 0x00010001u;
+                for (j = 0; j + 4u <= cnt; j += 4u) {
+                    uint32_t v;
+                    memcpy(&v, q + j, 4u);
+                    v = rshift4_i8(v, s, h2, a2);
+                    memcpy(q + j, &v, 4u);
+                }
+                for (; j < cnt; j++) {
+                    q[j] = (int8_t)rshift32_fast(q[j], s, half_m1, bias);
+                }
             }
         }
     }

@@ -10,6 +10,7 @@
 #define TP_GRADMAP_H
 
 #include <stdint.h>
+#include <string.h>
 
 /* TRAN's gradient formats (train_plan.GRAD_FORMATS) */
 #define TP_GRAD_FLOAT32 0u
@@ -68,7 +69,41 @@ static inline void tp_gm_set(const tp_gmap *m, uint32_t i, int32_t v)
 }
 
 /* Bits of m (m < 2^bitlen, 0 for 0). */
+static inline uint32_t tp_gm_bitlen32(uint32_t m)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return m != 0u ? 32u - (uint32_t)__builtin_clz(m) : 0u;
+#else
+    uint32_t n = 0;
+    if (m >> 16) {
+        n = 16u;
+        m >>= 16;
+    }
+    if (m >> 8) {
+        n += 8u;
+        m >>= 8;
+    }
+    if (m >> 4) {
+        n += 4u;
+        m >>= 4;
+    }
+    while (m != 0u) {
+        n++;
+        m >>= 1;
+    }
+    return n;
+#endif
+}
+
+static inline uint32_t tp_gm_bitlen_inline(uint64_t m)
+{
+    uint32_t hi = (uint32_t)(m >> 32);
+    return hi != 0u ? 32u + tp_gm_bitlen32(hi) : tp_gm_bitlen32((uint32_t)m);
+}
+
+/* The functions (the host library's symbols), and the inline versions callers get. */
 uint32_t tp_gm_bitlen(uint64_t m);
+#define tp_gm_bitlen(m) tp_gm_bitlen_inline(m)
 
 /* v / 2^s rounded half to even; s <= 0 shifts left (exactly, for |v| < 2^(62 + s)). */
 int64_t tp_gm_rshift(int64_t v, int32_t s);
@@ -84,7 +119,17 @@ static inline int64_t tp_gm_saturate(int64_t v, uint32_t bits)
 }
 
 /* A float32 scale s as m * 2^k exactly, m < 2^24 (gradmap.scale_parts). */
+static inline void tp_gm_scale_parts_inline(float s, uint32_t *m, int32_t *k)
+{
+    uint32_t u, exp;
+    memcpy(&u, &s, 4u);
+    exp = (u >> 23) & 0xFFu;
+    *m = exp > 0u ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
+    *k = exp > 0u ? (int32_t)exp - 150 : -149;
+}
+
 void tp_gm_scale_parts(float s, uint32_t *m, int32_t *k);
+#define tp_gm_scale_parts(s, m, k) tp_gm_scale_parts_inline((s), (m), (k))
 
 /* 2^e as a float32 (0 below the subnormals, infinity above the range). */
 float tp_gm_pow2(int32_t e);
@@ -139,6 +184,25 @@ static inline void tp_gm_put(const tp_gm_writer *w, uint32_t i, int64_t value)
         return;
     }
     tp_gm_set(&w->map, i, (int32_t)tp_gm_saturate(tp_gm_rshift(value, (int32_t)w->shift), w->bits));
+}
+/* x / 2^s rounded half to even, 1 <= s <= 30, when x + 2^31 + 2^(s-1) < 2^32: the floor of
+ * (x + 2^(s-1) - 1 + parity) / 2^s, parity that of floor(x / 2^s) (that of (x + 2^31) >> s,
+ * 2^(31-s) being even), through offset binary (no right shift of a negative value). */
+static inline int32_t tp_gm_rshift32_fast(int32_t x, uint32_t s)
+{
+    uint32_t u = (uint32_t)x + 0x80000000u;
+    return (int32_t)(((u + ((1u << (s - 1u)) - 1u) + ((u >> s) & 1u)) >> s) - (0x80000000u >> s));
+}
+/* tp_gm_put of an int32 value on a writer that neither accumulates nor sums, its row's largest
+ * magnitude below 2^31 (the shift then below 31 - bits): clamped to +-lim 2^shift first (which
+ * rounds to +-lim as all beyond do), then rounded. */
+static inline void tp_gm_put_i32(const tp_gm_writer *w, uint32_t i, int32_t v)
+{
+    if (w->shift != 0u) {
+        int32_t top = (((int32_t)1 << w->bits) - 1) << w->shift;
+        v = tp_gm_rshift32_fast(v > top ? top : v < -top ? -top : v, w->shift);
+    }
+    tp_gm_set(&w->map, i, v);
 }
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v);
 void tp_gm_end(tp_gm_writer *w);

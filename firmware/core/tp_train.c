@@ -295,10 +295,63 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     }
 }
 
+/* The bytes of 4 int8 values that bits 0-3 of a mask byte keep (0xFF) or clear (0x00), in
+ * memory order whatever the byte order of a word. */
+static const uint8_t kept4[16][4] = {
+    {0, 0, 0, 0},       {255, 0, 0, 0},       {0, 255, 0, 0},       {255, 255, 0, 0},
+    {0, 0, 255, 0},     {255, 0, 255, 0},     {0, 255, 255, 0},     {255, 255, 255, 0},
+    {0, 0, 0, 255},     {255, 0, 0, 255},     {0, 255, 0, 255},     {255, 255, 0, 255},
+    {0, 0, 255, 255},   {255, 0, 255, 255},   {0, 255, 255, 255},   {255, 255, 255, 255}};
+
+/* dY's values whose mask bit is 0 set to 0, a mask byte (8 values) at a time: 0xFF bytes (all
+ * kept) are skipped; int8 maps AND their two words with the bytes kept (0x00: all cleared). */
+static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
+{
+    uint32_t b, j, nb = n / 8u;
+    if (c->format != TP_GRAD_FLOAT32 && c->dyq.bytes == 1u) {
+        uint8_t *q = (uint8_t *)c->dyq.q;
+        for (b = 0; b < nb; b++, q += 8) {
+            uint32_t m = mask[b], w0, w1, k0, k1;
+            if (m == 0xFFu) {
+                continue;
+            }
+            memcpy(&w0, q, 4u);
+            memcpy(&w1, q + 4, 4u);
+            memcpy(&k0, kept4[m & 15u], 4u);
+            memcpy(&k1, kept4[m >> 4], 4u);
+            w0 &= k0;
+            w1 &= k1;
+            memcpy(q, &w0, 4u);
+            memcpy(q + 4, &w1, 4u);
+        }
+        if (8u * nb == n) {
+            return;
+        }
+        b = nb; /* the last byte's values */
+    } else {
+        b = 0;
+    }
+    for (; b < (n + 7u) / 8u; b++) { /* other formats, int8's last 1-7 values: bit by bit */
+        uint32_t m = mask[b], cnt = n - 8u * b < 8u ? n - 8u * b : 8u;
+        if (m == 0xFFu) {
+            continue;
+        }
+        for (j = 0; j < cnt; j++) {
+            if (!(m & (1u << j))) {
+                if (c->format == TP_GRAD_FLOAT32) {
+                    c->dy[8u * b + j] = 0.0f;
+                } else {
+                    tp_gm_set(&c->dyq, 8u * b + j, 0);
+                }
+            }
+        }
+    }
+}
+
 static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_t *v_end)
 {
     backward_ctx c;
-    uint32_t i, n;
+    uint32_t n;
     memset(&c, 0, sizeof c);
     part(s, TP_PART_BACKWARD, tp_rd_u16(rec));
     c.s = s;
@@ -334,16 +387,7 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
                                                                                  c.t.flags));
     }
     if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
-        const uint8_t *mask = tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u);
-        for (i = 0; i < n; i++) {
-            if (!(mask[i >> 3] & (1u << (i & 7u)))) {
-                if (c.format == TP_GRAD_FLOAT32) {
-                    c.dy[i] = 0.0f;
-                } else {
-                    tp_gm_set(&c.dyq, i, 0);
-                }
-            }
-        }
+        apply_mask(&c, tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u), n);
     }
     if (c.op.kind <= TP_OP_FULLY_CONNECTED) {
         tp_tensor tw;
@@ -360,25 +404,76 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     }
 }
 
-/* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0). */
+/* SWAR over the 4 int8 values of a word: 0x80 in the bytes where (y - lo) mod 256 >= span, lo
+ * and span < 128 constants: c1 = lo's low 7 bits, c2 = ~lo's high bit, s1 = span, in every byte.
+ * d, the bytewise difference, borrows nothing across bytes (each byte's low 7 bits come off
+ * 0x80 + its own, the high bit fixed after); d >= span likewise, d's high bit or the low 7 bits'
+ * compare. */
+static inline uint32_t at_least4(uint32_t y, uint32_t c1, uint32_t c2, uint32_t s1)
+{
+    uint32_t d = ((y | 0x80808080u) - c1) ^ ((y & 0x80808080u) ^ c2);
+    return (d | ((d | 0x80808080u) - s1)) & 0x80808080u;
+}
+
+/* The 8 bits of a mask byte from two words' flags (value j's at bit 8j + 7 on a little-endian
+ * target): shifted to bits 8j and 8j + 4, gathered to bits 21 + j by one product with
+ * 2^0 + 2^7 + 2^14 + 2^21 (the partial products' bits never meet). */
+static inline uint32_t gather8(uint32_t k0, uint32_t k1)
+{
+    return (((k0 >> 7) | (k1 >> 3)) * 0x00204081u) >> 21 & 0xFFu;
+}
+
+/* Mask bytes of `groups` groups of 8 values, SWAR (little-endian targets): bit set where
+ * (y - lo) mod 256 >= span, xor flip. */
+static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, uint32_t span,
+                       uint32_t flip)
+{
+    uint32_t g, lob = (uint32_t)lo & 0xFFu, c1 = (lob & 0x7Fu) * 0x01010101u;
+    uint32_t c2 = (~lob & 0x80u) * 0x01010101u, s1 = span * 0x01010101u;
+    for (g = 0; g < groups; g++, y += 8) {
+        uint32_t w0, w1;
+        memcpy(&w0, y, 4u);
+        memcpy(&w1, y + 4, 4u);
+        mask[g] = (uint8_t)(gather8(at_least4(w0, c1, c2, s1), at_least4(w1, c1, c2, s1)) ^ flip);
+    }
+}
+
+/* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0): kept when
+ * act_min < y (and, RELU6, y < act_max), i.e. y - (act_min + 1) in [0, span) unsigned. */
 static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
 {
     tp_train_op t;
     tp_op op;
     tp_tensor to;
-    uint32_t i, n;
-    uint8_t *mask;
+    uint32_t i = 0, n, span, one = 1u;
+    int32_t lo, hi;
+    uint8_t *mask, little;
     tp_decode_train_op(rec, &t);
     tp_decode_op(s->b.ops, t.op, &op);
     tp_decode_tensor(s->b.tensors, op.output, &to);
     n = to.size;
     mask = tp_arena_at(s, t.mask_offset, (n + 7u) / 8u);
-    memset(mask, 0, (n + 7u) / 8u);
-    for (i = 0; i < n; i++) {
-        int keep = y[i] > op.act_min && (op.activation != 2u || y[i] < op.act_max);
-        if (keep) {
-            mask[i >> 3] = (uint8_t)(mask[i >> 3] | (1u << (i & 7u)));
+    lo = (int32_t)op.act_min + 1;
+    lo = lo < -128 ? -128 : lo;
+    hi = op.activation == 2u ? (int32_t)op.act_max : 128; /* int8 y: always below 128 */
+    hi = hi > 128 ? 128 : hi;
+    span = hi > lo ? (uint32_t)(hi - lo) : 0u; /* at most 256 */
+    memcpy(&little, &one, 1u);
+    if (little && span != 128u) {
+        /* kept: (y - lo) mod 256 < span; for span > 128, not (y - hi) mod 256 < 256 - span */
+        i = n & ~7u;
+        if (span < 128u) {
+            mask_bytes(y, mask, n / 8u, lo, span, 0xFFu);
+        } else {
+            mask_bytes(y, mask, n / 8u, hi, 256u - span, 0u);
         }
+    }
+    for (; i < n; i += 8u) { /* byte by byte: the rest, other targets */
+        uint32_t b = 0, j;
+        for (j = 0; j < 8u && i + j < n; j++) {
+            b |= ((uint32_t)((int32_t)y[i + j] - lo) < span ? 1u : 0u) << j;
+        }
+        mask[i >> 3] = (uint8_t)b;
     }
 }
 

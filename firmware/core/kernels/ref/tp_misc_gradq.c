@@ -1,7 +1,10 @@
 /* tp_misc_gradq.c - reference input gradients of average pooling, MEAN, PAD and ADD with
  * integer gradient maps (reference/backward.py _backward_op_int). Each dX value is computed
  * exactly where it is needed, twice per row: once for the row's largest magnitude, once to
- * write it (the map writer, tp_gradmap.h; the caller ends it). */
+ * write it (the map writer, tp_gradmap.h; the caller ends it). PAD and ADD rows that dY's
+ * values fit as they are (no accumulating, no sums) are copied. */
+#include <string.h>
+
 #include "tp_ref.h"
 
 typedef struct {
@@ -11,31 +14,82 @@ typedef struct {
     const tp_pad_params *pad;
 } misc_ctx;
 
-typedef int64_t (*value_fn)(const misc_ctx *c, uint32_t i);
+/* Where a row's values go: mode MAX takes their largest magnitude, PUT writes them (a plain
+ * map: no accumulating, no sums, the row's largest magnitude below 2^31); SLOW does either
+ * through tp_gm_value and tp_gm_put (accumulating, a sink's sums, rows beyond 2^31). */
+enum { MAX, PUT, SLOW_MAX, SLOW_PUT };
 
-/* Write every row of dx from value(i), i the element's index in dX. */
-static void write_rows(tp_gm_writer *dx, const misc_ctx *c, value_fn value)
+typedef struct {
+    tp_gm_writer *w;
+    uint64_t top;
+    uint32_t mode;
+} emitter;
+
+static void emit_slow(emitter *e, uint32_t i, int64_t v)
 {
-    uint32_t r, j;
-    for (r = 0; r < dx->rows; r++) {
-        uint32_t base = r * dx->row_elems;
-        uint64_t top = 0;
-        for (j = 0; j < dx->row_elems; j++) {
-            int64_t v = tp_gm_value(dx, base + j, value(c, base + j));
-            uint64_t a = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
-            top = a > top ? a : top;
-        }
-        tp_gm_row_begin(dx, r, top);
-        for (j = 0; j < dx->row_elems; j++) {
-            tp_gm_put(dx, base + j, tp_gm_value(dx, base + j, value(c, base + j)));
-        }
+    if (e->mode == SLOW_MAX) {
+        int64_t x = tp_gm_value(e->w, i, v);
+        uint64_t a = x < 0 ? 0u - (uint64_t)x : (uint64_t)x;
+        e->top = a > e->top ? a : e->top;
+    } else {
+        tp_gm_put(e->w, i, tp_gm_value(e->w, i, v));
     }
 }
 
-/* dY / n in units of 2^-TP_GM_POOL_FRAC */
-static int64_t share(int32_t q, int64_t n)
+static inline void emit(emitter *e, uint32_t i, int64_t v)
 {
-    return tp_gm_rdiv((int64_t)q * ((int64_t)1 << TP_GM_POOL_FRAC), n);
+    if (e->mode == MAX) {
+        uint64_t a = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
+        e->top = a > e->top ? a : e->top;
+    } else if (e->mode == PUT) {
+        tp_gm_put_i32(e->w, i, (int32_t)v);
+    } else {
+        emit_slow(e, i, v);
+    }
+}
+
+/* Hands row r's values (element indices r * row_elems + j) to e. */
+typedef void (*row_fn)(const misc_ctx *c, uint32_t r, emitter *e);
+
+/* Write row r of dx, its values made twice by row(). */
+static void write_row(tp_gm_writer *dx, const misc_ctx *c, row_fn row, uint32_t r)
+{
+    emitter e;
+    uint32_t plain = dx->sums == 0 && !dx->accumulate;
+    e.w = dx;
+    e.top = 0;
+    e.mode = plain ? MAX : SLOW_MAX;
+    row(c, r, &e);
+    tp_gm_row_begin(dx, r, e.top);
+    e.mode = plain && e.top < ((uint64_t)1 << 31) ? PUT : SLOW_PUT;
+    row(c, r, &e);
+}
+
+static void write_rows(tp_gm_writer *dx, const misc_ctx *c, row_fn row)
+{
+    uint32_t r;
+    for (r = 0; r < dx->rows; r++) {
+        write_row(dx, c, row, r);
+    }
+}
+
+/* a / n rounded half to even (tp_gm_rdiv) in 32 bits, 0 < n < 2^30: C's quotient truncates
+ * toward zero; a negative remainder makes it the floor. */
+static inline int32_t rdiv32(int32_t a, int32_t n)
+{
+    int32_t q = a / n, r = a - q * n;
+    if (r < 0) {
+        q--;
+        r += n;
+    }
+    r *= 2;
+    return q + ((r > n || (r == n && (q & 1))) ? 1 : 0);
+}
+
+/* dY / n in units of 2^-TP_GM_POOL_FRAC: q an int16 or int8, q 2^16 fits int32 */
+static inline int32_t share(int32_t q, int32_t n)
+{
+    return rdiv32(q * ((int32_t)1 << TP_GM_POOL_FRAC), n);
 }
 
 /* The windows (o in [*lo, *hi]) of a pooling with stride st, window k and padding pad that
@@ -55,66 +109,132 @@ static int32_t clipped(int32_t o, int32_t st, int32_t pad, int32_t k, int32_t n)
     return (b > n ? n : b) - (a < 0 ? 0 : a);
 }
 
-static int64_t pool_value(const misc_ctx *c, uint32_t i)
+/* Row y of dX: per pixel, its windows; a pixel in one window (strides at least the window)
+ * takes one share a channel, others the sum of their windows' shares. */
+static void pool_row(const misc_ctx *c, uint32_t y, emitter *e)
 {
     const tp_pool_params *p = c->pool;
-    int32_t ch = c->in_shape->c, w = c->in_shape->w, h = c->in_shape->h;
-    int32_t cc = (int32_t)(i % (uint32_t)ch), x = (int32_t)(i / (uint32_t)ch) % w;
-    int32_t y = (int32_t)(i / (uint32_t)ch) / w, y0, y1, x0, x1, oy, ox;
-    int64_t v = 0;
-    windows_of(y, p->k[0], p->stride[0], p->pad[0], c->out_shape->h, &y0, &y1);
-    windows_of(x, p->k[1], p->stride[1], p->pad[1], c->out_shape->w, &x0, &x1);
-    for (oy = y0; oy <= y1; oy++) {
-        int32_t ny = clipped(oy, p->stride[0], p->pad[0], p->k[0], h);
-        for (ox = x0; ox <= x1; ox++) {
-            int32_t n = ny * clipped(ox, p->stride[1], p->pad[1], p->k[1], w);
-            v += share(tp_gm_get(c->dy, (uint32_t)((oy * c->out_shape->w + ox) * ch + cc)), n);
+    int32_t ch = c->in_shape->c, w = c->in_shape->w, h = c->in_shape->h, ow = c->out_shape->w;
+    int32_t y0, y1, x, cc;
+    uint32_t i = y * (uint32_t)w * (uint32_t)ch;
+    windows_of((int32_t)y, p->k[0], p->stride[0], p->pad[0], c->out_shape->h, &y0, &y1);
+    for (x = 0; x < w; x++) {
+        int32_t x0, x1, oy, ox;
+        windows_of(x, p->k[1], p->stride[1], p->pad[1], ow, &x0, &x1);
+        if (y0 == y1 && x0 == x1) {
+            int32_t n = clipped(y0, p->stride[0], p->pad[0], p->k[0], h) *
+                        clipped(x0, p->stride[1], p->pad[1], p->k[1], w);
+            uint32_t at = (uint32_t)((y0 * ow + x0) * ch);
+            for (cc = 0; cc < ch; cc++, i++) {
+                emit(e, i, share(tp_gm_get(c->dy, at + (uint32_t)cc), n));
+            }
+            continue;
+        }
+        for (cc = 0; cc < ch; cc++, i++) {
+            int64_t v = 0;
+            for (oy = y0; oy <= y1; oy++) {
+                int32_t ny = clipped(oy, p->stride[0], p->pad[0], p->k[0], h);
+                for (ox = x0; ox <= x1; ox++) {
+                    int32_t n = ny * clipped(ox, p->stride[1], p->pad[1], p->k[1], w);
+                    v += share(tp_gm_get(c->dy, (uint32_t)((oy * ow + ox) * ch + cc)), n);
+                }
+            }
+            emit(e, i, v);
         }
     }
-    return v;
 }
 
 void tp_avg_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape,
                                 const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx)
 {
     misc_ctx c = {dy, in_shape, out_shape, p, 0};
-    write_rows(dx, &c, pool_value);
+    write_rows(dx, &c, pool_row);
 }
 
-static int64_t mean_value(const misc_ctx *c, uint32_t i)
+static void mean_row(const misc_ctx *c, uint32_t y, emitter *e)
 {
-    return share(tp_gm_get(c->dy, i % (uint32_t)c->in_shape->c),
-                 (int64_t)c->in_shape->h * c->in_shape->w);
+    uint32_t ch = (uint32_t)c->in_shape->c, w = (uint32_t)c->in_shape->w, x, cc, i = y * w * ch;
+    int32_t n = c->in_shape->h * c->in_shape->w;
+    for (x = 0; x < w; x++) {
+        for (cc = 0; cc < ch; cc++, i++) {
+            emit(e, i, share(tp_gm_get(c->dy, cc), n));
+        }
+    }
 }
 
 void tp_mean_hw_input_grad_q(const tp_shape *in_shape, const tp_gmap *dy, tp_gm_writer *dx)
 {
     misc_ctx c = {dy, in_shape, 0, 0, 0};
-    write_rows(dx, &c, mean_value);
+    write_rows(dx, &c, mean_row);
 }
 
-static int64_t pad_value(const misc_ctx *c, uint32_t i)
+/* Row r of dX as dY's row_elems values from index `from`: copied when they fit the map as they
+ * are (largest magnitude below 2^bits, a plain map: the row's shift 0); returns 0 otherwise. */
+static uint32_t copy_row(tp_gm_writer *dx, uint32_t r, const tp_gmap *dy, uint32_t from)
 {
-    uint32_t ch = (uint32_t)c->in_shape->c, w = (uint32_t)c->in_shape->w;
-    uint32_t cc = i % ch, x = (i / ch) % w, y = (i / ch) / w;
-    return tp_gm_get(c->dy, ((y + c->pad->before[0]) * (uint32_t)c->out_shape->w + x +
-                             c->pad->before[1]) * ch + cc);
+    uint32_t j, n = dx->row_elems, top = 0;
+    uint8_t *to = (uint8_t *)dx->map.q + (size_t)r * n * dx->map.bytes;
+    const uint8_t *src;
+    if (dx->sums != 0 || dx->accumulate || dy->bytes != dx->map.bytes) {
+        return 0u;
+    }
+    if (dy->bytes == 2u) {
+        const int16_t *q = (const int16_t *)dy->q + from;
+        for (j = 0; j < n; j++) {
+            top |= (uint32_t)(q[j] < 0 ? -q[j] : q[j]);
+        }
+    } else {
+        const int8_t *q = (const int8_t *)dy->q + from;
+        for (j = 0; j < n; j++) {
+            top |= (uint32_t)(q[j] < 0 ? -q[j] : q[j]);
+        }
+    }
+    if (top >> dx->bits) {
+        return 0u;
+    }
+    tp_gm_row_begin(dx, r, top); /* shift 0: the OR's bit length is the maximum's */
+    src = (const uint8_t *)dy->q + (size_t)from * dy->bytes;
+    memcpy(to, src, (size_t)n * dy->bytes);
+    return 1u;
+}
+
+static void pad_row(const misc_ctx *c, uint32_t y, emitter *e)
+{
+    uint32_t ch = (uint32_t)c->in_shape->c, w = (uint32_t)c->in_shape->w, j, i = y * w * ch;
+    uint32_t from = ((y + c->pad->before[0]) * (uint32_t)c->out_shape->w + c->pad->before[1]) * ch;
+    for (j = 0; j < w * ch; j++) {
+        emit(e, i + j, tp_gm_get(c->dy, from + j));
+    }
 }
 
 void tp_pad_input_grad_q(const tp_pad_params *p, const tp_shape *in_shape,
                          const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx)
 {
     misc_ctx c = {dy, in_shape, out_shape, 0, p};
-    write_rows(dx, &c, pad_value);
+    uint32_t y, ch = (uint32_t)in_shape->c;
+    for (y = 0; y < dx->rows; y++) {
+        uint32_t from = ((y + p->before[0]) * (uint32_t)out_shape->w + p->before[1]) * ch;
+        if (!copy_row(dx, y, dy, from)) {
+            write_row(dx, &c, pad_row, y);
+        }
+    }
 }
 
-static int64_t add_value(const misc_ctx *c, uint32_t i)
+static void add_row(const misc_ctx *c, uint32_t r, emitter *e)
 {
-    return tp_gm_get(c->dy, i);
+    uint32_t n = e->w->row_elems, j, i = r * n;
+    for (j = 0; j < n; j++) {
+        emit(e, i + j, tp_gm_get(c->dy, i + j));
+    }
 }
 
 void tp_add_input_grad_q(const tp_gmap *dy, tp_gm_writer *dx)
 {
     misc_ctx c = {dy, 0, 0, 0, 0};
-    write_rows(dx, &c, add_value);
+    uint32_t r;
+    for (r = 0; r < dx->rows; r++) {
+        if (!copy_row(dx, r, dy, r * dx->row_elems)) {
+            write_row(dx, &c, add_row, r);
+        }
+    }
 }

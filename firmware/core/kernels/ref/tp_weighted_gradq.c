@@ -4,6 +4,8 @@
  * Input gradient: dX = W^T dY', dY' the op's fold of dY (tp_gm_fold), summed exactly in int32
  * (the fold's bits keep every sum below 2^31), one dX row at a time, handed to the map writer.
  * Weight and bias gradients: exact int64 sums of dY (x - zp) and of dY, then float32. */
+#include <string.h>
+
 #include "tp_ref.h"
 
 /* Output channel o's fold parameters: its weight scale's parts. */
@@ -12,18 +14,83 @@ static void channel_scale(const tp_weights *w, uint32_t o, uint32_t *m, int32_t 
     tp_gm_scale_parts(tp_weights_scale(w, o), m, k);
 }
 
+/* SWAR on the 4 int8 values of a word: their magnitudes, bytewise (no carries: a byte's
+ * magnitude is at most 128, the high bit set only for -128's). */
+static inline uint32_t abs4(uint32_t v)
+{
+    uint32_t s = (v >> 7) & 0x01010101u; /* 1 in each negative byte */
+    return (v ^ ((s << 8) - s)) + s;     /* ~v + 1 there */
+}
+
+/* Bytewise max of two words of 7-bit values: 0x80 + a - m has its byte's high bit set where
+ * a >= m, and never borrows across bytes. */
+static inline uint32_t max4(uint32_t m, uint32_t a)
+{
+    uint32_t ge = (((a | 0x80808080u) - m) >> 7) & 0x01010101u;
+    return m ^ ((a ^ m) & ((ge << 8) - ge));
+}
+
+/* The largest |dY| of the 8 int8 channels at q (o .. o + 7) over the positions, into top;
+ * returns 0 when a value is -128 (magnitude 128, not 7 bits: the caller takes the values one
+ * by one). */
+static uint32_t channel_max8(const int8_t *q, uint32_t positions, uint32_t stride, uint32_t *top)
+{
+    uint32_t p, m0 = 0, m1 = 0, wide = 0, j;
+    uint8_t b[8];
+    for (p = 0; p < positions; p++, q += stride) {
+        uint32_t w0, w1;
+        memcpy(&w0, q, 4u);
+        memcpy(&w1, q + 4, 4u);
+        w0 = abs4(w0);
+        w1 = abs4(w1);
+        wide |= w0 | w1;
+        m0 = max4(m0, w0);
+        m1 = max4(m1, w1);
+    }
+    if (wide & 0x80808080u) {
+        return 0u;
+    }
+    memcpy(b, &m0, 4u); /* back in memory order: channel o + j is byte j */
+    memcpy(b + 4, &m1, 4u);
+    for (j = 0; j < 8u; j++) {
+        top[j] = b[j];
+    }
+    return 1u;
+}
+
+/* The largest |dY| of channel o over `positions` pixels of `stride` values. */
+static uint32_t channel_max(const tp_gmap *dy, uint32_t o, uint32_t positions, uint32_t stride)
+{
+    uint32_t p;
+    int32_t hi = 0, lo = 0; /* the largest and the smallest value */
+    if (dy->bytes == 2u) {
+        const int16_t *q = (const int16_t *)dy->q + o;
+        for (p = 0; p < positions; p++, q += stride) {
+            hi = *q > hi ? *q : hi;
+            lo = *q < lo ? *q : lo;
+        }
+    } else {
+        const int8_t *q = (const int8_t *)dy->q + o;
+        for (p = 0; p < positions; p++, q += stride) {
+            hi = *q > hi ? *q : hi;
+            lo = *q < lo ? *q : lo;
+        }
+    }
+    return (uint32_t)(-lo > hi ? -lo : hi);
+}
+
 void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
                    uint32_t n_terms)
 {
-    uint32_t o, p, m, live = 0;
+    uint32_t o, m, live = 0, tops[8], eight = 0;
     int32_t k, c = 0;
     for (o = 0; o < w->n_out; o++) {
-        uint32_t top = 0;
-        for (p = 0; p < positions; p++) {
-            int32_t v = tp_gm_get(dy, p * w->n_out + o);
-            uint32_t a = (uint32_t)(v < 0 ? -v : v);
-            top = a > top ? a : top;
+        uint32_t top;
+        if ((o & 7u) == 0u) { /* int8 maps: 8 channels a pass, 4 in a word */
+            eight = dy->bytes == 1u && o + 8u <= w->n_out &&
+                    channel_max8((const int8_t *)dy->q + o, positions, w->n_out, tops);
         }
+        top = eight ? tops[o & 7u] : channel_max(dy, o, positions, w->n_out);
         channel_scale(w, o, &m, &k);
         if (top != 0u && m != 0u) {
             int32_t cls = tp_gm_channel_class(top, m, k);
@@ -213,12 +280,43 @@ void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_
     }
 }
 
+/* Sums of n values `stride` apart, n <= 2^15: exact in int32 (|q| <= 2^15); 4 a step. */
+static int32_t strided_sum16(const int16_t *q, uint32_t n, uint32_t stride)
+{
+    uint32_t k = 0, s2 = 2u * stride, s3 = 3u * stride;
+    int32_t t = 0;
+    for (; k + 4u <= n; k += 4u, q += 4u * stride) {
+        t += q[0] + q[stride] + q[s2] + q[s3];
+    }
+    for (; k < n; k++, q += stride) {
+        t += *q;
+    }
+    return t;
+}
+
+static int32_t strided_sum8(const int8_t *q, uint32_t n, uint32_t stride)
+{
+    uint32_t k = 0, s2 = 2u * stride, s3 = 3u * stride;
+    int32_t t = 0;
+    for (; k + 4u <= n; k += 4u, q += 4u * stride) {
+        t += q[0] + q[stride] + q[s2] + q[s3];
+    }
+    for (; k < n; k++, q += stride) {
+        t += *q;
+    }
+    return t;
+}
+
 float tp_bias_grad_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o)
 {
-    int64_t s = 0;
-    uint32_t i;
-    for (i = 0; i < positions; i++) {
-        s += tp_gm_get(dy, i * n_out + o);
+    int64_t s = 0; /* the int32 sums of 2^15 positions at a time */
+    uint32_t i, n;
+    for (i = 0; i < positions; i += n) {
+        size_t at;
+        n = positions - i > 32768u ? 32768u : positions - i;
+        at = (size_t)i * n_out + o;
+        s += dy->bytes == 2u ? strided_sum16((const int16_t *)dy->q + at, n, n_out)
+                             : strided_sum8((const int8_t *)dy->q + at, n, n_out);
     }
     return tp_gm_to_f32(s, dy->e, 1.0f);
 }
