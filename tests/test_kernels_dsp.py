@@ -13,9 +13,12 @@
 - Gradients, op level: small graphs around a 3x3 DEPTHWISE_CONV_2D (every stride pair, SAME and
   VALID padding, maps wider than the DSP kernel's planes or than its weight-gradient planes,
   weight scales whose folds can fall halfway or saturate, an op whose output gradient is all
-  zero, a depth multiplier), int16 and int8 maps: training steps with the DSP gradient kernels
-  leave the parameters the reference kernels and the NumPy trainer leave, on qemu-m4 and
-  emulated under the sanitizers.
+  zero, a depth multiplier), int16 and int8 maps, each blob without a scratch plan and planned
+  for the Cortex-M4 (the forward's DSP kernels and their scratch in the training arena, as
+  `tinyprop convert` packs it): training steps with the DSP kernels leave the params region
+  (parameters and padding alike) the reference kernels and the NumPy trainer leave, on qemu-m4
+  and emulated under the sanitizers, each run's memory filled with its own pattern first (a
+  byte left over from an earlier case or run shows).
 - The host's mirror of the kernels (tinyprop.compile.kernels): scratch sizes equal the C functions',
   and its prediction of which ops the DSP kernels take matches what the board does.
 """
@@ -35,6 +38,8 @@ from tinyprop.bench.kernels import (
     FLAG_OUTPUTS,
     FLAG_REF,
     FLAG_TRAIN,
+    TRAIN_LR,
+    TRAIN_SEED,
     Case,
     Run,
     read_records,
@@ -42,7 +47,7 @@ from tinyprop.bench.kernels import (
     train_inputs,
     write_cases,
 )
-from tinyprop.compile.blob import pack_blob
+from tinyprop.compile.blob import inference_for, pack_blob
 from tinyprop.compile.kernels import plan_scratch, scratch_bytes
 from tinyprop.compile.scheme import LayerUpdate, SparseScheme
 from tinyprop.compile.train_plan import build_program as build_train_program
@@ -51,6 +56,7 @@ from tinyprop.engines.native import load_library
 from tinyprop.frontend.graph import Graph
 from tinyprop.frontend.opparams import op_params
 from tinyprop.paths import REPO_ROOT as REPO
+from tinyprop.reference.backward import ReferenceTrainer
 from tinyprop.reference.forward import Forward
 
 needs_qemu = pytest.mark.skipif(
@@ -265,22 +271,39 @@ def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
     return out
 
 
-def dw_training_blobs(grad: str) -> list[Case]:
-    """Each case's blob (planned for the Cortex-M4) and three training samples."""
-    cases = []
+def dw_training_blobs(grad: str, target: str | None = None) -> tuple[list[Case], list[list[int]]]:
+    """Each case's blob, without a scratch plan (target None: the forward runs the reference
+    kernels) or planned for `target`'s kernels as `tinyprop convert` plans it (the Cortex-M4's:
+    the forward's DSP kernels, their scratch in the training arena), three training samples,
+    and the NumPy trainer's params CRC32 after each step."""
+    cases, want = [], []
     for i, (name, g, scheme) in enumerate(dw_training_cases()):
         prog = build_train_program(g, scheme, grad=grad)
-        blob = pack_blob(g, 0, train=prog)
+        if target is None:
+            blob = pack_blob(g, 0, train=prog)
+        else:
+            infer = inference_for(g, prog)
+            plan = plan_scratch(g, target, prog, prog.region_bytes, infer=infer)
+            assert plan.ops[0].runs("train") != "reference", name  # the forward's DSP kernels
+            blob = pack_blob(g, 0, train=prog, infer=infer, scratch=plan)
         rng = np.random.default_rng(i)
         xs = np.stack([random_input(g, rng) for _ in range(3)])
-        cases.append(Case(blob, train_inputs(xs, rng.integers(0, 3, 3)), FLAG_TRAIN,
-                          f"{name} {grad}"))
-    return cases
+        ys = rng.integers(0, 3, 3)
+        cases.append(Case(blob, train_inputs(xs, ys), FLAG_TRAIN,
+                          f"{name} {grad} {target or 'unplanned'}"))
+        trainer = ReferenceTrainer(prog, lr=TRAIN_LR, seed=TRAIN_SEED)
+        crcs = []
+        for x, y in zip(xs, ys, strict=True):
+            trainer.train_step(x, int(y))
+            crcs.append(zlib.crc32(trainer.params_bytes()))
+        want.append(crcs)
+    return cases, want
 
 
-def check_train_run(cases, run, ref_run=None) -> None:
-    """Every step's parameters alike with the DSP and the reference gradient kernels (the
-    reference kernels equal the NumPy trainer: test_kernels.py), and changed by each step."""
+def check_train_run(cases, run, ref_run=None, want=None) -> None:
+    """Every step's params region (parameters and the padding after held rows) alike with the
+    DSP and the reference kernels, and with the NumPy trainer's (`want`, per case and step), and
+    changed by each step."""
     assert len(run.results) == sum(len(c.inputs) for c in cases)
     bad = []
     for k, r in enumerate(run.results):
@@ -288,23 +311,30 @@ def check_train_run(cases, run, ref_run=None) -> None:
         if r.status != 0 or r.crc_opt != ref:
             bad.append(f"{cases[r.case].name} step {r.input}: status {r.status}, crc "
                        f"{r.crc_opt:08x}, with the reference kernels {ref:08x}")
+        if want is not None and ref != want[r.case][r.input]:
+            bad.append(f"{cases[r.case].name} step {r.input}: crc with the reference kernels "
+                       f"{ref:08x}, the NumPy trainer's {want[r.case][r.input]:08x}")
     assert not bad, "\n".join(bad)
     assert len({r.crc_opt for r in run.results}) == len(run.results)
 
 
 @needs_qemu
+@pytest.mark.parametrize("target", [None, "cortex-m4"])
 @pytest.mark.parametrize("grad", ["int16", "int8"])
-def test_depthwise_gradients_on_qemu_m4_equal_reference(grad, tmp_path):
-    cases = dw_training_blobs(grad)
+def test_depthwise_gradients_on_qemu_m4_equal_reference(grad, target, tmp_path):
+    """The DSP run of case i and the reference run of case n + i share nothing but the blob
+    (the harness fills each case's memory with its own pattern first)."""
+    cases, want = dw_training_blobs(grad, target)
     ref_cases = [Case(c.blob, c.inputs, c.flags | FLAG_REF, c.name) for c in cases]
     run = run_cases(cases + ref_cases, workdir=tmp_path)
     n = sum(len(c.inputs) for c in cases)
-    check_train_run(cases, Run(run.results[:n]), Run(run.results[n:]))
+    check_train_run(cases, Run(run.results[:n]), Run(run.results[n:]), want)
 
 
+@pytest.mark.parametrize("target", [None, "cortex-m4"])
 @pytest.mark.parametrize("grad", ["int16", "int8"])
-def test_depthwise_gradients_emulated_under_sanitizers_equal_reference(grad, tmp_path):
-    cases = dw_training_blobs(grad)
+def test_depthwise_gradients_emulated_under_sanitizers_equal_reference(grad, target, tmp_path):
+    cases, want = dw_training_blobs(grad, target)
     write_cases(tmp_path / "cases.bin", cases)
     exe = build_program(DRIVER, sanitize=True, dsp_emulation=True)
     proc = subprocess.run([str(exe), str(tmp_path / "cases.bin")], capture_output=True,
@@ -319,7 +349,7 @@ def test_depthwise_gradients_emulated_under_sanitizers_equal_reference(grad, tmp
             self.at += len(out)
             return out
 
-    check_train_run(cases, read_records(Stream(), cases))
+    check_train_run(cases, read_records(Stream(), cases), want=want)
 
 
 class ConvParams(ctypes.Structure):

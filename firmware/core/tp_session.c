@@ -72,7 +72,9 @@ void tp_copy_params(tp_session *s)
 {
     const tp_blob_view *b = &s->b;
     uint32_t i, o, k;
-    memset(s->params + tp_param_bytes(b), 0, b->req.optimizer); /* momentum starts at rest */
+    /* momentum starts at rest, and the padding after a tensor's held rows (each aligned to 4
+     * bytes) is zero, as in the host's region: nothing is left of the memory's earlier use */
+    memset(s->params, 0, b->req.params);
     for (i = 0; i < b->n_tensors; i++) { /* biases, held whole */
         tp_tensor t;
         tp_decode_tensor(b->tensors, i, &t);
