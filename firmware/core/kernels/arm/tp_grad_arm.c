@@ -556,8 +556,9 @@ static inline int32_t dw_smmulr(int32_t a, int32_t b)
 /* The common fold, from an int8 map (1 <= sh <= 31): dY' = (q 2^sa * m 2^sb + 2^31) / 2^32
  * floored with sa + sb = 32 - sh, one SMMULR: q m / 2^sh rounded half up, which is half to
  * even when no q m lies halfway (d = sh - 1 - tz(m) outside 0..7: q m has tz(q) + tz(m)
- * trailing zeros, tz(q) <= 7), and needs no saturation when q = -128's does not. Returns 0
- * when the channel does not qualify. */
+ * trailing zeros, tz(q) <= 7), then clamped to +-lim when q = -128's reaches beyond (the
+ * SMMULR's 64-bit product holds any q m). Returns 0 when the channel does not qualify, 1 when
+ * no dY' needs the clamp, 2 when some may. */
 static inline int dw_smm_of(uint32_t m, int32_t sh, int32_t lim, int32_t *qs, int32_t *b)
 {
     uint32_t sa, sb;
@@ -566,11 +567,38 @@ static inline int dw_smm_of(uint32_t m, int32_t sh, int32_t lim, int32_t *qs, in
         return 0;
     }
     d = sh - 1 - (int32_t)__builtin_ctz(m);
+    if (d >= 0 && d <= 7) {
+        return 0;
+    }
     sa = sh <= 8 ? 24u : 32u - (uint32_t)sh;
     sb = 32u - (uint32_t)sh - sa;
     *qs = (int32_t)(1u << sa);
     *b = (int32_t)(m << sb);
-    return (d < 0 || d > 7) && dw_smmulr(-128 * *qs, *b) >= -lim;
+    return dw_smmulr(-128 * *qs, *b) >= -lim ? 1 : 2;
+}
+
+/* n dY' of an int8 row (c apart from q) into d by SMMULR (dw_smm_of), clamped to +-lim when
+ * sat. */
+TP_DSP_INLINE void dw_fold_smm(int16_t *d, const int8_t *q, uint32_t c, uint32_t n, int32_t qs,
+                               int32_t b, int sat, int32_t lim)
+{
+    uint32_t x;
+    for (x = 0; x + 1u < n; x += 2u, q += 2u * c) {
+        int32_t r0 = dw_smmulr(q[0] * qs, b), r1 = dw_smmulr(q[c] * qs, b);
+        if (sat) {
+            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
+            r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
+        }
+        d[x] = (int16_t)r0;
+        d[x + 1u] = (int16_t)r1;
+    }
+    if (x < n) {
+        int32_t r0 = dw_smmulr(q[0] * qs, b);
+        if (sat) {
+            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
+        }
+        d[x] = (int16_t)r0;
+    }
 }
 
 /* Per dX row: the dY rows it meets (through kernel rows kh[0..n)); per channel, its dY' of
@@ -607,7 +635,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
         for (ch = 0; ch < c; ch++) {
             const int8_t *wo = tp_weights_row(w, ch, &step);
             uint32_t wa[3], wb[3];
-            int32_t qs, b, sh;
+            int32_t qs = 0, b = 0, sh;
+            int smm;
             dw_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
             if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40) {
@@ -616,17 +645,14 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 }
                 continue;
             }
-            if (bytes == 1u && dw_smm_of(m, sh, lim, &qs, &b)) {
+            smm = bytes == 1u ? dw_smm_of(m, sh, lim, &qs, &b) : 0;
+            if (smm == 1) {
                 for (r = 0; r < n; r++) {
-                    const int8_t *q = (const int8_t *)src[r] + ch;
-                    int16_t *d = &plane[r][off];
-                    for (x = 0; x + 1u < ow; x += 2u, q += 2u * c) {
-                        d[x] = (int16_t)dw_smmulr(q[0] * qs, b);
-                        d[x + 1u] = (int16_t)dw_smmulr(q[c] * qs, b);
-                    }
-                    if (x < ow) {
-                        d[x] = (int16_t)dw_smmulr(q[0] * qs, b);
-                    }
+                    dw_fold_smm(&plane[r][off], (const int8_t *)src[r] + ch, c, ow, qs, b, 0, 0);
+                }
+            } else if (smm == 2) {
+                for (r = 0; r < n; r++) {
+                    dw_fold_smm(&plane[r][off], (const int8_t *)src[r] + ch, c, ow, qs, b, 1, lim);
                 }
             } else {
                 dw_fold d;
