@@ -601,6 +601,27 @@ TP_DSP_INLINE void dw_fold_smm(int16_t *d, const int8_t *q, uint32_t c, uint32_t
     }
 }
 
+/* dw_fold_smm of three rows at once (q0, q1, q2 into planes d, d + TP_GRAD_DW_PLANE and
+ * d + 2 TP_GRAD_DW_PLANE): one loop for the three. */
+TP_DSP_INLINE void dw_fold_smm3(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
+                                uint32_t c, uint32_t n, int32_t qs, int32_t b, int sat,
+                                int32_t lim)
+{
+    uint32_t x;
+    for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c) {
+        int32_t r0 = dw_smmulr(*q0 * qs, b), r1 = dw_smmulr(*q1 * qs, b);
+        int32_t r2 = dw_smmulr(*q2 * qs, b);
+        if (sat) {
+            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
+            r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
+            r2 = r2 > lim ? lim : r2 < -lim ? -lim : r2;
+        }
+        d[x] = (int16_t)r0;
+        d[x + TP_GRAD_DW_PLANE] = (int16_t)r1;
+        d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)r2;
+    }
+}
+
 /* Per dX row: the dY rows it meets (through kernel rows kh[0..n)); per channel, its dY' of
  * each of those rows folded once into a zero-padded plane (compact: stride-2 columns take one
  * dY' a plane per two outputs), then its dX values. */
@@ -646,6 +667,22 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 continue;
             }
             smm = bytes == 1u ? dw_smm_of(m, sh, lim, &qs, &b) : 0;
+            if (smm != 0 && n == 3u && s1 == 1u) { /* the common case: kh = 0, 1, 2 */
+                const int8_t *q0 = (const int8_t *)src[0] + ch, *q1 = (const int8_t *)src[1] + ch;
+                const int8_t *q2 = (const int8_t *)src[2] + ch;
+                uint32_t s2 = 2u * step;
+                if (smm == 1) {
+                    dw_fold_smm3(&plane[0][2], q0, q1, q2, c, ow, qs, b, 0, 0);
+                } else {
+                    dw_fold_smm3(&plane[0][2], q0, q1, q2, c, ow, qs, b, 1, lim);
+                }
+                for (r = 0; r < 3u; r++, wo += 3u * step) {
+                    wa[r] = pack16(wo[s2], wo[step]);
+                    wb[r] = pack16(wo[step], wo[0]);
+                }
+                dw_out_s1(acc + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);
+                continue;
+            }
             if (smm == 1) {
                 for (r = 0; r < n; r++) {
                     dw_fold_smm(&plane[r][off], (const int8_t *)src[r] + ch, c, ow, qs, b, 0, 0);
