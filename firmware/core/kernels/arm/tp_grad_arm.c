@@ -601,24 +601,58 @@ TP_DSP_INLINE void dw_fold_smm(int16_t *d, const int8_t *q, uint32_t c, uint32_t
     }
 }
 
-/* dw_fold_smm of three rows at once (q0, q1, q2 into planes d, d + TP_GRAD_DW_PLANE and
- * d + 2 TP_GRAD_DW_PLANE): one loop for the three. */
-TP_DSP_INLINE void dw_fold_smm3(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
+/* dw_fold_smm of k (1 to 3, a constant) rows at once (q0, q1, q2 into planes d,
+ * d + TP_GRAD_DW_PLANE and d + 2 TP_GRAD_DW_PLANE): one loop for the k. */
+TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
                                 uint32_t c, uint32_t n, int32_t qs, int32_t b, int sat,
-                                int32_t lim)
+                                int32_t lim, uint32_t k)
 {
     uint32_t x;
     for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c) {
-        int32_t r0 = dw_smmulr(*q0 * qs, b), r1 = dw_smmulr(*q1 * qs, b);
-        int32_t r2 = dw_smmulr(*q2 * qs, b);
+        int32_t r0 = dw_smmulr(*q0 * qs, b);
         if (sat) {
             r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
-            r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
-            r2 = r2 > lim ? lim : r2 < -lim ? -lim : r2;
         }
         d[x] = (int16_t)r0;
-        d[x + TP_GRAD_DW_PLANE] = (int16_t)r1;
-        d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)r2;
+        if (k > 1u) {
+            int32_t r1 = dw_smmulr(*q1 * qs, b);
+            if (sat) {
+                r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
+            }
+            d[x + TP_GRAD_DW_PLANE] = (int16_t)r1;
+        }
+        if (k > 2u) {
+            int32_t r2 = dw_smmulr(*q2 * qs, b);
+            if (sat) {
+                r2 = r2 > lim ? lim : r2 < -lim ? -lim : r2;
+            }
+            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)r2;
+        }
+    }
+}
+
+/* The n (1 to 3) dY rows src[] of channel ch folded by SMMULR (smm: dw_smm_of's 1 or 2) into
+ * planes from d. */
+static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
+                             uint32_t ow, uint32_t n, int smm, int32_t qs, int32_t b, int32_t lim)
+{
+    const int8_t *q0 = (const int8_t *)src[0] + ch;
+    const int8_t *q1 = n > 1u ? (const int8_t *)src[1] + ch : q0;
+    const int8_t *q2 = n > 2u ? (const int8_t *)src[2] + ch : q0;
+    if (smm == 1) {
+        if (n == 3u) {
+            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 3u);
+        } else if (n == 2u) {
+            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 2u);
+        } else {
+            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 1u);
+        }
+    } else if (n == 3u) {
+        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 3u);
+    } else if (n == 2u) {
+        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 2u);
+    } else {
+        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 1u);
     }
 }
 
@@ -657,6 +691,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             const int8_t *wo = tp_weights_row(w, ch, &step);
             uint32_t wa[3], wb[3];
             int32_t qs = 0, b = 0, sh;
+            uint32_t s2;
             int smm;
             dw_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
@@ -670,12 +705,12 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             if (smm != 0 && n == 3u && s1 == 1u) { /* the common case: kh = 0, 1, 2 */
                 const int8_t *q0 = (const int8_t *)src[0] + ch, *q1 = (const int8_t *)src[1] + ch;
                 const int8_t *q2 = (const int8_t *)src[2] + ch;
-                uint32_t s2 = 2u * step;
                 if (smm == 1) {
-                    dw_fold_smm3(&plane[0][2], q0, q1, q2, c, ow, qs, b, 0, 0);
+                    dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 0, 0, 3u);
                 } else {
-                    dw_fold_smm3(&plane[0][2], q0, q1, q2, c, ow, qs, b, 1, lim);
+                    dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 1, lim, 3u);
                 }
+                s2 = 2u * step;
                 for (r = 0; r < 3u; r++, wo += 3u * step) {
                     wa[r] = pack16(wo[s2], wo[step]);
                     wb[r] = pack16(wo[step], wo[0]);
@@ -683,14 +718,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 dw_out_s1(acc + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);
                 continue;
             }
-            if (smm == 1) {
-                for (r = 0; r < n; r++) {
-                    dw_fold_smm(&plane[r][off], (const int8_t *)src[r] + ch, c, ow, qs, b, 0, 0);
-                }
-            } else if (smm == 2) {
-                for (r = 0; r < n; r++) {
-                    dw_fold_smm(&plane[r][off], (const int8_t *)src[r] + ch, c, ow, qs, b, 1, lim);
-                }
+            if (smm != 0) {
+                dw_fold_smm_rows(&plane[0][off], src, ch, c, ow, n, smm, qs, b, lim);
             } else {
                 dw_fold d;
                 dw_fold_of(&d, bytes, m, sh, lim);
