@@ -946,6 +946,23 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
      * times the same float32 factor */
     cf = x_scale * tp_gm_pow2(dy->e);
     for (kh = 0; kh < k0; kh++) {
+        if (k1 == 3u) { /* a kernel row's three taps from one read of each dY pair */
+            const int16_t *x0 = xp + kh * rs, *x1 = x0 + (1u % s1) * pw + 1u / s1;
+            const int16_t *x2 = x0 + (2u % s1) * pw + 2u / s1, *g = d;
+            int32_t a0 = 0, a1 = 0, a2 = 0;
+            for (i = 0; i < oh; i++, x0 += s0 * rs, x1 += s0 * rs, x2 += s0 * rs, g += dw) {
+                for (j = 0; j < dw; j += 2u) {
+                    uint32_t gj = rd_pair(g + j);
+                    a0 = tp_smlad(gj, rd_pair(x0 + j), a0);
+                    a1 = tp_smlad(gj, rd_pair(x1 + j), a1);
+                    a2 = tp_smlad(gj, rd_pair(x2 + j), a2);
+                }
+            }
+            row[kh * 3u] = (float)a0 * cf;
+            row[kh * 3u + 1u] = (float)a1 * cf;
+            row[kh * 3u + 2u] = (float)a2 * cf;
+            continue;
+        }
         for (kw = 0; kw < k1; kw++) {
             const int16_t *xr = xp + kh * rs + (kw % s1) * pw + kw / s1, *g = d;
             int32_t a = 0;
