@@ -928,8 +928,9 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
                 j1 = j1 < pw ? j1 : pw;
                 j0 = j0 < j1 ? j0 : j1;
             }
-            for (j = 0; j < j0; j++) {
+            for (j = 0; j < j0; j++) { /* short runs: no call to the C library's memset */
                 xr[j] = 0;
+                __asm__("" : "+r"(j));
             }
             if (j0 < j1) {
                 const int8_t *xs = x + ((uint32_t)iy * iw + j0 * s1 + ph - p->pad[1]) * ic + ch;
@@ -939,6 +940,7 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
             }
             for (; j < pw; j++) {
                 xr[j] = 0;
+                __asm__("" : "+r"(j));
             }
         }
     }
