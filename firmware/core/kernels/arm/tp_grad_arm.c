@@ -883,7 +883,7 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
     uint32_t ih = (uint32_t)in_shape->h, iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c;
     uint32_t dw = (ow + 1u) & ~1u, pw = dw + (k1 - 1u) / (s1 ? s1 : 1u), rs = s1 * pw;
     uint32_t xh = (oh - 1u) * s0 + k0, ch = o / (uint32_t)p->depth_multiplier;
-    uint32_t i, j, r, ph, kh, kw, bound = 0;
+    uint32_t i, j, r, ph, kh, kw, bound = 0, jr[2][2];
     float cf;
     int16_t d[TP_GRAD_DWW_D], xp[TP_GRAD_DWW_X];
     if (k0 < 1u || k0 > 3u || k1 < 1u || k1 > 3u || s0 < 1u || s0 > 2u || s1 < 1u || s1 > 2u ||
@@ -916,26 +916,33 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
         tp_depthwise_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
         return;
     }
+    for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
+        /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
+        uint32_t j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
+        uint32_t j1 = (iw + p->pad[1] - ph + s1 - 1u) / s1;
+        j1 = j1 < pw ? j1 : pw;
+        jr[ph][0] = j0 < j1 ? j0 : j1;
+        jr[ph][1] = j1;
+    }
     for (r = 0; r < xh; r++) { /* padded row r is input row r - pad[0] */
         int32_t iy = (int32_t)r - (int32_t)p->pad[0];
-        for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
+        int live = iy >= 0 && (uint32_t)iy < ih;
+        for (ph = 0; ph < s1; ph++) {
             int16_t *xr = xp + r * rs + ph * pw;
-            uint32_t j0 = 0, j1 = 0;
-            if (iy >= 0 && (uint32_t)iy < ih) {
-                /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
-                j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
-                j1 = (iw + p->pad[1] - ph + s1 - 1u) / s1;
-                j1 = j1 < pw ? j1 : pw;
-                j0 = j0 < j1 ? j0 : j1;
-            }
+            uint32_t j0 = live ? jr[ph][0] : 0u, j1 = live ? jr[ph][1] : 0u;
             for (j = 0; j < j0; j++) { /* short runs: no call to the C library's memset */
                 xr[j] = 0;
                 __asm__("" : "+r"(j));
             }
             if (j0 < j1) {
                 const int8_t *xs = x + ((uint32_t)iy * iw + j0 * s1 + ph - p->pad[1]) * ic + ch;
-                for (; j < j1; j++, xs += s1 * ic) {
-                    xr[j] = (int16_t)(*xs - x_zp);
+                uint32_t sx = s1 * ic;
+                for (; j + 1u < j1; j += 2u, xs += 2u * sx) {
+                    xr[j] = (int16_t)(xs[0] - x_zp);
+                    xr[j + 1u] = (int16_t)(xs[sx] - x_zp);
+                }
+                if (j < j1) {
+                    xr[j++] = (int16_t)(xs[0] - x_zp);
                 }
             }
             for (; j < pw; j++) {
