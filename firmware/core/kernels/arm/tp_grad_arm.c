@@ -556,8 +556,9 @@ static inline int32_t dw_smmulr(int32_t a, int32_t b)
 /* The common fold, from an int8 map (1 <= sh <= 31): dY' = (q 2^sa * m 2^sb + 2^31) / 2^32
  * floored with sa + sb = 32 - sh, one SMMULR: q m / 2^sh rounded half up, which is half to
  * even when no q m lies halfway (d = sh - 1 - tz(m) outside 0..7: q m has tz(q) + tz(m)
- * trailing zeros, tz(q) <= 7), and needs no saturation when q = -128's does not. Returns 0
- * when the channel does not qualify. */
+ * trailing zeros, tz(q) <= 7), then clamped to +-lim when q = -128's reaches beyond (the
+ * SMMULR's 64-bit product holds any q m). Returns 0 when the channel does not qualify, 1 when
+ * no dY' needs the clamp, 2 when some may. */
 static inline int dw_smm_of(uint32_t m, int32_t sh, int32_t lim, int32_t *qs, int32_t *b)
 {
     uint32_t sa, sb;
@@ -566,11 +567,93 @@ static inline int dw_smm_of(uint32_t m, int32_t sh, int32_t lim, int32_t *qs, in
         return 0;
     }
     d = sh - 1 - (int32_t)__builtin_ctz(m);
+    if (d >= 0 && d <= 7) {
+        return 0;
+    }
     sa = sh <= 8 ? 24u : 32u - (uint32_t)sh;
     sb = 32u - (uint32_t)sh - sa;
     *qs = (int32_t)(1u << sa);
     *b = (int32_t)(m << sb);
-    return (d < 0 || d > 7) && dw_smmulr(-128 * *qs, *b) >= -lim;
+    return dw_smmulr(-128 * *qs, *b) >= -lim ? 1 : 2;
+}
+
+/* n dY' of an int8 row (c apart from q) into d by SMMULR (dw_smm_of), clamped to +-lim when
+ * sat. */
+TP_DSP_INLINE void dw_fold_smm(int16_t *d, const int8_t *q, uint32_t c, uint32_t n, int32_t qs,
+                               int32_t b, int sat, int32_t lim)
+{
+    uint32_t x;
+    for (x = 0; x + 1u < n; x += 2u, q += 2u * c) {
+        int32_t r0 = dw_smmulr(q[0] * qs, b), r1 = dw_smmulr(q[c] * qs, b);
+        if (sat) {
+            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
+            r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
+        }
+        d[x] = (int16_t)r0;
+        d[x + 1u] = (int16_t)r1;
+    }
+    if (x < n) {
+        int32_t r0 = dw_smmulr(q[0] * qs, b);
+        if (sat) {
+            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
+        }
+        d[x] = (int16_t)r0;
+    }
+}
+
+/* dw_fold_smm of k (1 to 3, a constant) rows at once (q0, q1, q2 into planes d,
+ * d + TP_GRAD_DW_PLANE and d + 2 TP_GRAD_DW_PLANE): one loop for the k. */
+TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
+                                uint32_t c, uint32_t n, int32_t qs, int32_t b, int sat,
+                                int32_t lim, uint32_t k)
+{
+    uint32_t x;
+    for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c) {
+        int32_t r0 = dw_smmulr(*q0 * qs, b);
+        if (sat) {
+            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
+        }
+        d[x] = (int16_t)r0;
+        if (k > 1u) {
+            int32_t r1 = dw_smmulr(*q1 * qs, b);
+            if (sat) {
+                r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
+            }
+            d[x + TP_GRAD_DW_PLANE] = (int16_t)r1;
+        }
+        if (k > 2u) {
+            int32_t r2 = dw_smmulr(*q2 * qs, b);
+            if (sat) {
+                r2 = r2 > lim ? lim : r2 < -lim ? -lim : r2;
+            }
+            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)r2;
+        }
+    }
+}
+
+/* The n (1 to 3) dY rows src[] of channel ch folded by SMMULR (smm: dw_smm_of's 1 or 2) into
+ * planes from d. */
+static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
+                             uint32_t ow, uint32_t n, int smm, int32_t qs, int32_t b, int32_t lim)
+{
+    const int8_t *q0 = (const int8_t *)src[0] + ch;
+    const int8_t *q1 = n > 1u ? (const int8_t *)src[1] + ch : q0;
+    const int8_t *q2 = n > 2u ? (const int8_t *)src[2] + ch : q0;
+    if (smm == 1) {
+        if (n == 3u) {
+            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 3u);
+        } else if (n == 2u) {
+            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 2u);
+        } else {
+            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 1u);
+        }
+    } else if (n == 3u) {
+        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 3u);
+    } else if (n == 2u) {
+        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 2u);
+    } else {
+        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 1u);
+    }
 }
 
 /* Per dX row: the dY rows it meets (through kernel rows kh[0..n)); per channel, its dY' of
@@ -607,7 +690,9 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
         for (ch = 0; ch < c; ch++) {
             const int8_t *wo = tp_weights_row(w, ch, &step);
             uint32_t wa[3], wb[3];
-            int32_t qs, b, sh;
+            int32_t qs = 0, b = 0, sh;
+            uint32_t s2;
+            int smm;
             dw_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
             if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40) {
@@ -616,18 +701,25 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 }
                 continue;
             }
-            if (bytes == 1u && dw_smm_of(m, sh, lim, &qs, &b)) {
-                for (r = 0; r < n; r++) {
-                    const int8_t *q = (const int8_t *)src[r] + ch;
-                    int16_t *d = &plane[r][off];
-                    for (x = 0; x + 1u < ow; x += 2u, q += 2u * c) {
-                        d[x] = (int16_t)dw_smmulr(q[0] * qs, b);
-                        d[x + 1u] = (int16_t)dw_smmulr(q[c] * qs, b);
-                    }
-                    if (x < ow) {
-                        d[x] = (int16_t)dw_smmulr(q[0] * qs, b);
-                    }
+            smm = bytes == 1u ? dw_smm_of(m, sh, lim, &qs, &b) : 0;
+            if (smm != 0 && n == 3u && s1 == 1u) { /* the common case: kh = 0, 1, 2 */
+                const int8_t *q0 = (const int8_t *)src[0] + ch, *q1 = (const int8_t *)src[1] + ch;
+                const int8_t *q2 = (const int8_t *)src[2] + ch;
+                if (smm == 1) {
+                    dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 0, 0, 3u);
+                } else {
+                    dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 1, lim, 3u);
                 }
+                s2 = 2u * step;
+                for (r = 0; r < 3u; r++, wo += 3u * step) {
+                    wa[r] = pack16(wo[s2], wo[step]);
+                    wb[r] = pack16(wo[step], wo[0]);
+                }
+                dw_out_s1(acc + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);
+                continue;
+            }
+            if (smm != 0) {
+                dw_fold_smm_rows(&plane[0][off], src, ch, c, ow, n, smm, qs, b, lim);
             } else {
                 dw_fold d;
                 dw_fold_of(&d, bytes, m, sh, lim);
@@ -791,7 +883,7 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
     uint32_t ih = (uint32_t)in_shape->h, iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c;
     uint32_t dw = (ow + 1u) & ~1u, pw = dw + (k1 - 1u) / (s1 ? s1 : 1u), rs = s1 * pw;
     uint32_t xh = (oh - 1u) * s0 + k0, ch = o / (uint32_t)p->depth_multiplier;
-    uint32_t i, j, r, ph, kh, kw, bound = 0;
+    uint32_t i, j, r, ph, kh, kw, bound = 0, jr[2][2];
     float cf;
     int16_t d[TP_GRAD_DWW_D], xp[TP_GRAD_DWW_X];
     if (k0 < 1u || k0 > 3u || k1 < 1u || k1 > 3u || s0 < 1u || s0 > 2u || s1 < 1u || s1 > 2u ||
@@ -824,29 +916,38 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
         tp_depthwise_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
         return;
     }
+    for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
+        /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
+        uint32_t j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
+        uint32_t j1 = (iw + p->pad[1] - ph + s1 - 1u) / s1;
+        j1 = j1 < pw ? j1 : pw;
+        jr[ph][0] = j0 < j1 ? j0 : j1;
+        jr[ph][1] = j1;
+    }
     for (r = 0; r < xh; r++) { /* padded row r is input row r - pad[0] */
         int32_t iy = (int32_t)r - (int32_t)p->pad[0];
-        for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
+        int live = iy >= 0 && (uint32_t)iy < ih;
+        for (ph = 0; ph < s1; ph++) {
             int16_t *xr = xp + r * rs + ph * pw;
-            uint32_t j0 = 0, j1 = 0;
-            if (iy >= 0 && (uint32_t)iy < ih) {
-                /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
-                j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
-                j1 = (iw + p->pad[1] - ph + s1 - 1u) / s1;
-                j1 = j1 < pw ? j1 : pw;
-                j0 = j0 < j1 ? j0 : j1;
-            }
-            for (j = 0; j < j0; j++) {
+            uint32_t j0 = live ? jr[ph][0] : 0u, j1 = live ? jr[ph][1] : 0u;
+            for (j = 0; j < j0; j++) { /* short runs: no call to the C library's memset */
                 xr[j] = 0;
+                __asm__("" : "+r"(j));
             }
             if (j0 < j1) {
                 const int8_t *xs = x + ((uint32_t)iy * iw + j0 * s1 + ph - p->pad[1]) * ic + ch;
-                for (; j < j1; j++, xs += s1 * ic) {
-                    xr[j] = (int16_t)(*xs - x_zp);
+                uint32_t sx = s1 * ic;
+                for (; j + 1u < j1; j += 2u, xs += 2u * sx) {
+                    xr[j] = (int16_t)(xs[0] - x_zp);
+                    xr[j + 1u] = (int16_t)(xs[sx] - x_zp);
+                }
+                if (j < j1) {
+                    xr[j++] = (int16_t)(xs[0] - x_zp);
                 }
             }
             for (; j < pw; j++) {
                 xr[j] = 0;
+                __asm__("" : "+r"(j));
             }
         }
     }
@@ -854,6 +955,23 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
      * times the same float32 factor */
     cf = x_scale * tp_gm_pow2(dy->e);
     for (kh = 0; kh < k0; kh++) {
+        if (k1 == 3u) { /* a kernel row's three taps from one read of each dY pair */
+            const int16_t *x0 = xp + kh * rs, *x1 = x0 + (1u % s1) * pw + 1u / s1;
+            const int16_t *x2 = x0 + (2u % s1) * pw + 2u / s1, *g = d;
+            int32_t a0 = 0, a1 = 0, a2 = 0;
+            for (i = 0; i < oh; i++, x0 += s0 * rs, x1 += s0 * rs, x2 += s0 * rs, g += dw) {
+                for (j = 0; j < dw; j += 2u) {
+                    uint32_t gj = rd_pair(g + j);
+                    a0 = tp_smlad(gj, rd_pair(x0 + j), a0);
+                    a1 = tp_smlad(gj, rd_pair(x1 + j), a1);
+                    a2 = tp_smlad(gj, rd_pair(x2 + j), a2);
+                }
+            }
+            row[kh * 3u] = (float)a0 * cf;
+            row[kh * 3u + 1u] = (float)a1 * cf;
+            row[kh * 3u + 2u] = (float)a2 * cf;
+            continue;
+        }
         for (kw = 0; kw < k1; kw++) {
             const int16_t *xr = xp + kh * rs + (kw % s1) * pw + kw / s1, *g = d;
             int32_t a = 0;
