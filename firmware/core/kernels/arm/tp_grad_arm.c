@@ -12,9 +12,10 @@
  * - 1x1 input gradient, dX[p, i] = sum_o W[o, i] dY'[p, o]: output channels in blocks of
  *   TP_PW_BLOCK, each block's weight rows (held apart or not) and fold parameters (the weight
  *   scale's parts, hoisted out of the pixel loop) in a table on the stack; per pixel pair, the
- *   block's dY' folded (int8 dY: in int32, see pw_round8) into the table as (dY'[p0], dY'[p1]),
- *   then per four inputs of both pixels eight sums in registers over the block, one word of
- *   weights unpacked by two SXTB16 for sixteen SMLAxy.
+ *   block's dY' folded (int8 dY: one SMMULR a value where no tie can happen, see pw_prepare;
+ *   else in int32, see pw_round8) into the table as (dY'[p0], dY'[p1]), then per four inputs
+ *   of both pixels eight sums in registers over the block, one word of weights unpacked by two
+ *   SXTB16 for eight SMLAxy a channel.
  * - 3x3 depthwise input gradient (depth multiplier 1, strides 1 and 2), the correlation with the
  *   kernel turned around: per dX row and channel, the (up to three) dY rows it meets folded into
  *   zero-padded int16 planes on the stack (a stride-2 plane has zeros between its values, so
@@ -103,11 +104,13 @@ typedef struct {
 } pw_ent;
 
 /* A block's fold parameters: m[j] its channel's mantissa and s[j] the shift (top - k) for
- * fold_fast; or, in a block pw_prepare calls fast, s[j] = sh | (2^(sh-1) - 1) << 8 with
- * 1 <= sh <= 25 (m 0 for a channel whose dY' is 0). */
+ * fold_fast; or, in a PW_ROUND8 block, s[j] = sh | (2^(sh-1) - 1) << 8 with 1 <= sh <= 25 (m 0
+ * for a channel whose dY' is 0); or, in a PW_SMM block, m[j] = 2^sa and s[j] = m 2^sb (both 0
+ * for a zero channel). */
 typedef struct {
     int32_t m[TP_PW_BLOCK];
     uint32_t s[TP_PW_BLOCK];
+    uint32_t ties; /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
 } pw_fold_params;
 
 /* SXTB16 of x rotated right by 8 (the odd bytes), one instruction on the target. */
@@ -122,15 +125,37 @@ static inline uint32_t pw_sxtb16_odd(uint32_t x)
 #endif
 }
 
-/* Block [o0, o0 + nb)'s rows and fold parameters; returns 1 when the block may take the int8
- * fold pw_fold8: int8 dY (|q| <= 127, m < 2^24: q m fits int32 with room for the rounding
- * constant while sh <= 25), every shift in [1, 25] or the channel's dY' zero (sh >= 32 with
- * |q m| < 2^31: below one half). */
+/* round(q m / 2^sh) half up as (q 2^sa) (m 2^sb) / 2^32 rounded, sa + sb = 32 - sh, one
+ * SMMULR (floor((a b + 2^31) / 2^32)); without the DSP instructions, the same in int64. */
+static inline int32_t pw_smmulr(int32_t a, int32_t b)
+{
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    int32_t r;
+    __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    return (int32_t)(((int64_t)a * b + 0x80000000LL) >> 32); /* >> of int64: arithmetic */
+#endif
+}
+
+/* The fold modes of a block (pw_prepare). */
+enum { PW_ANY, PW_ROUND8, PW_SMM };
+
+/* Block [o0, o0 + nb)'s rows and fold parameters; returns its mode: PW_ANY (fold_fast);
+ * PW_ROUND8, the int8 fold pw_fold8: int8 dY (|q| <= 127, m < 2^24: q m fits int32 with room
+ * for the rounding constant while sh <= 25), every shift in [1, 25] or the channel's dY' zero
+ * (sh >= 32 with |q m| < 2^31: below one half); PW_SMM, pw_fold_smm, for int8 dY and 15 bits
+ * when every channel is zero (m 0 or sh >= 32) or has 1 <= sh <= 31 and meets no tie: m[j] =
+ * 2^sa, s[j] = m 2^sb for pw_smmulr (both 0 for a zero channel). No tie: q m / 2^sh is halfway
+ * only when q m has sh - 1 trailing zeros, tz(q) + tz(m) with tz(q) <= 7 for a nonzero int8
+ * q, so never when d = sh - 1 - tz(m) is outside 0..7; then half up is half to even (a
+ * channel with d in 0..7 and sh <= 25 takes PW_ROUND8's parameters and its bit in `ties`).
+ * sa = 24 (sh <= 8) or 32 - sh keeps q 2^sa within int32 (|q| <= 128) and m 2^sb below 2^31. */
 static int pw_prepare(pw_ent *t, pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f,
                       uint32_t o0, uint32_t nb, int int8)
 {
-    uint32_t j, m, step;
-    int32_t k, fast = int8;
+    uint32_t j, m, step, ties = 0u;
+    int32_t k, fast = int8, smm = int8 && f->bits == 15u;
     for (j = 0; j < nb; j++) {
         int32_t sh;
         t[j].row = tp_weights_row(w, o0 + j, &step);
@@ -142,19 +167,35 @@ static int pw_prepare(pw_ent *t, pw_fold_params *fp, const tp_weights *w, const 
         if (!(m == 0u || sh >= 32 || (sh >= 1 && sh <= 25))) {
             fast = 0;
         }
+        if (smm && !(m == 0u || sh >= 32)) {
+            int32_t d = sh - 1 - (int32_t)__builtin_ctz(m);
+            if (sh < 1) {
+                smm = 0;
+            } else if (d >= 0 && d <= 7) { /* a tie can happen: pw_fold8's rounding */
+                if (sh > 25) {
+                    smm = 0;
+                }
+                ties |= 1u << j;
+            }
+        }
     }
-    if (fast) {
+    fp->ties = smm ? ties : 0u;
+    if (fast || smm) {
         for (j = 0; j < nb; j++) {
             int32_t sh = (int32_t)fp->s[j];
             if (fp->m[j] == 0 || sh >= 32) {
                 fp->m[j] = 0;
-                fp->s[j] = 1u;
+                fp->s[j] = smm ? 0u : 1u;
+            } else if (smm && !(fp->ties >> j & 1u)) {
+                uint32_t sa = sh <= 8 ? 24u : 32u - (uint32_t)sh;
+                fp->s[j] = (uint32_t)fp->m[j] << (32u - (uint32_t)sh - sa);
+                fp->m[j] = (int32_t)(1u << sa);
             } else {
                 fp->s[j] = (uint32_t)sh | ((1u << (sh - 1)) - 1u) << 8;
             }
         }
     }
-    return fast;
+    return smm ? PW_SMM : fast ? PW_ROUND8 : PW_ANY;
 }
 
 /* round(q m / 2^sh) half to even, sh = s & 0xFF in [1, 25], b = s >> 8 = 2^(sh-1) - 1: adding
@@ -177,34 +218,53 @@ static inline int32_t pw_clamp15(int32_t v)
     return v < -32767 ? -32767 : v;
 }
 
-/* The block's dY' of pixels p0 (d0) and p1 (d1), int8 dY, a fast block; lim 2^15 - 1 when
- * `b15`. */
-TP_DSP_INLINE void pw_fold8_body(pw_ent *t, const pw_fold_params *fp, const int8_t *d0,
-                                 const int8_t *d1, uint32_t nb, int32_t lim, int b15)
+/* The block's dY' of pixels p0 (d0) and p1 (d1), int8 dY, a PW_ROUND8 block (in practice
+ * dY' below 15 bits: with 15, PW_SMM). */
+static TP_DSP_NOINLINE void pw_fold8(pw_ent *t, const pw_fold_params *fp, const int8_t *d0,
+                                     const int8_t *d1, uint32_t nb, int32_t lim)
 {
     uint32_t j;
     for (j = 0; j < nb; j++) {
         int32_t m = fp->m[j];
         uint32_t s = fp->s[j];
         int32_t v0 = pw_round8(d0[j] * m, s), v1 = pw_round8(d1[j] * m, s);
-        if (b15) {
-            v0 = pw_clamp15(v0);
-            v1 = pw_clamp15(v1);
-        } else {
-            v0 = v0 > lim ? lim : v0 < -lim ? -lim : v0;
-            v1 = v1 > lim ? lim : v1 < -lim ? -lim : v1;
-        }
+        v0 = v0 > lim ? lim : v0 < -lim ? -lim : v0;
+        v1 = v1 > lim ? lim : v1 < -lim ? -lim : v1;
         t[j].g = pack16(v0, v1);
     }
 }
 
-static TP_DSP_NOINLINE void pw_fold8(pw_ent *t, const pw_fold_params *fp, const int8_t *d0,
-                                     const int8_t *d1, uint32_t nb, int32_t lim)
+/* (v0, v1) clamped to +-(2^15 - 1) as a word: SSAT to 16 bits, then both halves negated
+ * twice by QSUB16 from 0, which turns -2^15 into -(2^15 - 1) and leaves the rest. */
+static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
 {
-    if (lim == 32767) {
-        pw_fold8_body(t, fp, d0, d1, nb, lim, 1);
-    } else {
-        pw_fold8_body(t, fp, d0, d1, nb, lim, 0);
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    uint32_t g = pack16(__ssat(v0, 16), __ssat(v1, 16)), n, z = 0u;
+    __asm__("qsub16 %0, %1, %2" : "=r"(n) : "r"(z), "r"(g));
+    __asm__("qsub16 %0, %1, %2" : "=r"(g) : "r"(z), "r"(n));
+    return g;
+#else
+    return pack16(pw_clamp15(v0), pw_clamp15(v1));
+#endif
+}
+
+/* The block's dY' of pixels p0 (d0) and p1 (d1), a PW_SMM block: one SMMULR a value. */
+static TP_DSP_NOINLINE void pw_fold_smm(pw_ent *t, const pw_fold_params *fp, const int8_t *d0,
+                                        const int8_t *d1, uint32_t nb)
+{
+    uint32_t j, ties = fp->ties;
+    for (j = 0; j < nb; j++) {
+        int32_t qs = fp->m[j], b = (int32_t)fp->s[j];
+        t[j].g = pw_pack_clamp15(pw_smmulr(d0[j] * qs, b), pw_smmulr(d1[j] * qs, b));
+    }
+    while (ties != 0u) { /* the channels that may meet a tie, again */
+        int32_t m;
+        uint32_t s;
+        j = (uint32_t)__builtin_ctz(ties);
+        ties &= ties - 1u;
+        m = fp->m[j];
+        s = fp->s[j];
+        t[j].g = pw_pack_clamp15(pw_round8(d0[j] * m, s), pw_round8(d1[j] * m, s));
     }
 }
 
@@ -351,7 +411,9 @@ static TP_DSP_NOINLINE void pw_mac1(int32_t *a0, const pw_ent *t, uint32_t nb, u
 static void pw_fold(pw_ent *t, const pw_fold_params *fp, int fast, const tp_gmap *dy, uint32_t a0,
                     uint32_t a1, uint32_t nb, int32_t lim)
 {
-    if (fast) {
+    if (fast == PW_SMM) {
+        pw_fold_smm(t, fp, (const int8_t *)dy->q + a0, (const int8_t *)dy->q + a1, nb);
+    } else if (fast == PW_ROUND8) {
         pw_fold8(t, fp, (const int8_t *)dy->q + a0, (const int8_t *)dy->q + a1, nb, lim);
     } else if (dy->bytes == 2u) {
         pw_fold16(t, fp, dy->q, a0, a1, nb, lim);
