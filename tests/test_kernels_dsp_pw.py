@@ -6,12 +6,16 @@ parameters' CRC after each step equal.
 
 The cases reach every path of the kernels: trained rows held apart (a channel subset) and
 contiguous weights (the op trains its bias only), output channels in one block and in several
-with an odd last one (TP_PW_BLOCK is 32), an odd last pixel of a row, int8 maps (the int32 fold)
-and int16 maps (fold_fast), the weight gradient over one block of positions and over many
-(TP_WG_BLOCK is 64), with int16 maps on a 48x48 map whose sum |dY| passes the int32 bounds.
+with an odd last one (TP_PW_BLOCK is 32), an odd last pixel of a row, int8 maps (the SMMULR fold,
+its channels that can meet ties folded again in int32, and the int32 fold of dY' below 15 bits
+past 511 output channels) and int16 maps (fold_fast), the weight gradient over one block of
+positions and over many (TP_WG_BLOCK is 64), with int16 maps on a 48x48 map whose sum |dY|
+passes the int32 bounds.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,15 +28,31 @@ from tinyprop.compile.scheme import LayerUpdate, SparseScheme
 from tinyprop.compile.train_plan import build_program
 
 
-def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str):
+def _coarse(b: _Builder, op: int) -> None:
+    """Op `op`'s weight scales cut to 1..12 significant bits by channel (the bias scales to
+    match): mantissas with many trailing zeros, whose folds can meet exact halves (ties)."""
+    w, bias = b.ops[op].inputs[1], b.ops[op].inputs[2]
+    m, e = np.frexp(b.tensors[w].scale.astype(np.float64))
+    nbits = np.arange(len(m)) % 12 + 1
+    s = np.ldexp(np.floor(np.ldexp(m, nbits)), e - nbits).astype(np.float32)
+    s_in = np.float32(b.tensors[b.ops[op].inputs[0]].scale[0])
+    b.tensors[w] = replace(b.tensors[w], scale=s)
+    b.tensors[bias] = replace(b.tensors[bias], scale=(s_in * s).astype(np.float32))
+
+
+def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coarse=False,
+          per_channel=True):
     """x (hwc) -> 1x1 conv to `mid` channels (RELU, bias trained) -> 1x1 conv to `cout` (the op
     under test: bias, and weight rows `rows` unless None) -> MEAN -> 1x1 head of 3 (bias
-    trained): every position gets its share of the gradient."""
+    trained): every position gets its share of the gradient. `coarse`: the op's weight scales
+    with few significant bits (_coarse); `per_channel` False: one weight scale."""
     r = np.random.default_rng(seed)
     b = _Builder(r)
     x = b.act("x", (1, *hwc))
     a = b.conv(x, "CONV_2D", k=(1, 1), cout=mid, act="RELU")
-    y = b.conv(a, "CONV_2D", k=(1, 1), cout=cout, act="RELU")
+    y = b.conv(a, "CONV_2D", k=(1, 1), cout=cout, act="RELU", per_channel=per_channel)
+    if coarse:
+        _coarse(b, 1)
     m = b.act("mean", (1, 1, 1, cout))
     b.op("MEAN", [y, b.const_int32("axes", [1, 2])], m, keep_dims=True)
     logits = b.conv(m, "CONV_2D", k=(1, 1), cout=3)
@@ -62,6 +82,13 @@ def cases():
         out.append(_case("held-all", 4, (6, 6, 32), 32, 32, range(32), grad))
         # the weight gradient over many position blocks (int16: past the int32 bounds)
         out.append(_case("positions", 5, (48, 48, 4), 4, 5, [0, 2, 4], grad))
+        # weight scales with few significant bits: int8 folds whose channels can meet ties
+        # (their own rounding within the SMMULR fold), several blocks, an odd last pixel
+        out.append(_case("ties", 6, (4, 5, 16), 16, 43, [1, 2, 33], grad, coarse=True))
+        out.append(_case("ties-all", 7, (3, 4, 8), 8, 24, range(24), grad, coarse=True))
+        # over 511 output channels: dY' of fewer than 15 bits (int8: the int32 fold, not SMMULR;
+        # one weight scale, so that every channel's shift is in its range)
+        out.append(_case("wide", 8, (2, 3, 4), 4, 520, [0, 511], grad, per_channel=False))
     return out
 
 

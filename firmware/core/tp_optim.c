@@ -75,16 +75,31 @@ void tp_optim_update_bias(const tp_update *u, uint32_t bias_params, uint32_t o, 
     tp_wr_i32(b, v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : (int32_t)v));
 }
 
+/* (k / 2^24) as float32, k < 2^24 (exact): one fixed-point VCVT where the FPU has it. */
+static inline float unit24(uint32_t k)
+{
+#if defined(__ARM_FP) && (__ARM_FP & 4) && defined(__thumb2__)
+    float r;
+    __asm__("vmov %0, %1\n\tvcvt.f32.u32 %0, %0, #24" : "=t"(r) : "r"(k));
+    return r;
+#else
+    return (float)k * (1.0f / 16777216.0f);
+#endif
+}
+
 /* One weight's update (tp_optim_update_row), the flags constant in each caller below so each
  * loop is straight code: QAS or not, with momentum (velocity vel) or not. neg is -seff (QAS)
  * or -sw: -(a / b) = a / -b and -(a * b) = a * -b exactly. h is the weight's hash input
- * (uniform01's). In the usual case |delta| < 256 (NaN fails the test): floor(delta) by
- * truncation and one correction, as floor_f32; else stochastic_round's clamp. */
+ * (uniform01's). In the usual case |delta| < 256 (tested on its bits: NaN fails too):
+ * t = trunc(delta), delta - t exact (the fraction's bits of delta), negative when floor(delta)
+ * = t - 1, whose fraction delta - (t - 1) is then (delta - t) + 1 rounded as float32 (the same
+ * real value); else stochastic_round's clamp. */
 static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, float neg,
                                uint32_t h, int qas, int mom)
 {
-    float v = g, step, delta, r, t;
+    float v = g, step, delta, r, t, frac;
     int32_t fl;
+    uint32_t bits;
     if (mom) {
         float mv;
         memcpy(&v, vel, 4u);
@@ -94,17 +109,18 @@ static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, flo
     }
     step = lr * v;
     delta = qas ? step / neg : step * neg;
-    r = (float)(fmix32(h) >> 8) * (1.0f / 16777216.0f);
-    if (!(delta > -256.0f && delta < 256.0f)) {
+    r = unit24(fmix32(h) >> 8);
+    memcpy(&bits, &delta, 4u);
+    if (bits << 1 >= 0x43800000u << 1) {
         return stochastic_round(delta, r, 256.0f);
     }
     fl = (int32_t)delta;
     t = (float)fl;
-    if (delta < t) {
-        fl--;
-        t -= 1.0f;
+    frac = delta - t;
+    if (frac < 0.0f) {
+        return fl - 1 + (r < frac + 1.0f ? 1 : 0);
     }
-    return fl + (r < delta - t ? 1 : 0);
+    return fl + (r < frac ? 1 : 0);
 }
 
 static inline void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,

@@ -10,11 +10,14 @@
  * the same integer, so the same float32.
  *
  * - 1x1 input gradient, dX[p, i] = sum_o W[o, i] dY'[p, o]: output channels in blocks of
- *   TP_PW_BLOCK, each block's weight rows (held apart or not) and fold parameters (the weight
- *   scale's parts, hoisted out of the pixel loop) in a table on the stack; per pixel pair, the
- *   block's dY' folded (int8 dY: in int32, see pw_round8) into the table as (dY'[p0], dY'[p1]),
- *   then per four inputs of both pixels eight sums in registers over the block, one word of
- *   weights unpacked by two SXTB16 for sixteen SMLAxy.
+ *   TP_PW_BLOCK, in pairs (o, o + 1): each pair's weight rows (held apart or not) and the
+ *   block's fold parameters (the weight scale's parts, hoisted out of the pixel loop) in a table
+ *   on the stack; per four pixels of a row (then the last one to three), the block's dY' folded
+ *   (int8 dY: one SMMULR a value where no tie can happen, see pw_prepare; else in int32, see
+ *   pw_round8) into the table as (dY'[p, o], dY'[p, o + 1]) words, then per two inputs of the
+ *   four pixels eight sums in registers over the block: per pair, two halfwords of weights
+ *   made (W[o, i], W[o + 1, i]) and (W[o, i + 1], W[o + 1, i + 1]) by one ORR and two SXTB16,
+ *   eight SMLADs (16 MACs) with the four pixels' words.
  * - 3x3 depthwise input gradient (depth multiplier 1, strides 1 and 2), the correlation with the
  *   kernel turned around: per dX row and channel, the (up to three) dY rows it meets folded into
  *   zero-padded int16 planes on the stack (a stride-2 plane has zeros between its values, so
@@ -88,26 +91,30 @@ static inline int32_t fold_fast(int32_t q, uint32_t m, int32_t sh, int32_t lim)
 
 /* ---- 1x1 input gradient ---- */
 
-/* Output channels per block: a block's table (pw_ent) and fold parameters live on the stack. */
+/* Output channels per block: a block's table (pw_pair) and fold parameters live on the stack. */
 #define TP_PW_BLOCK 32u
 
 /* The fold's right shift below relies on >> of a negative int32 being arithmetic (as the
  * requantization in tp_dsp.h does): GCC and Clang define it so. */
 typedef char tp_pw_asr_check[(-5 >> 1) == -3 ? 1 : -1];
 
-/* One output channel o of a block: its weight row and the folded dY' of the current pixel pair
- * (dY'[p0, o] low, dY'[p1, o] high), read together (LDRD) by the multiply-accumulate loop. */
+/* Output channels o, o + 1 of a block: their weight rows and the folded dY' of up to four
+ * pixels p, g[p] = (dY'[p, o] low, dY'[p, o + 1] high), read in pairs (LDRD) by the
+ * multiply-accumulate loops. A block's odd last channel is paired with itself, its high
+ * halves 0. */
 typedef struct {
-    const int8_t *row;
-    uint32_t g;
-} pw_ent;
+    const int8_t *row0, *row1;
+    uint32_t g[4];
+} pw_pair;
 
 /* A block's fold parameters: m[j] its channel's mantissa and s[j] the shift (top - k) for
- * fold_fast; or, in a block pw_prepare calls fast, s[j] = sh | (2^(sh-1) - 1) << 8 with
- * 1 <= sh <= 25 (m 0 for a channel whose dY' is 0). */
+ * fold_fast; or, in a PW_ROUND8 block, s[j] = sh | (2^(sh-1) - 1) << 8 with 1 <= sh <= 25 (m 0
+ * for a channel whose dY' is 0); or, in a PW_SMM block, m[j] = 2^sa and s[j] = m 2^sb (both 0
+ * for a zero channel). */
 typedef struct {
     int32_t m[TP_PW_BLOCK];
     uint32_t s[TP_PW_BLOCK];
+    uint32_t ties; /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
 } pw_fold_params;
 
 /* SXTB16 of x rotated right by 8 (the odd bytes), one instruction on the target. */
@@ -122,19 +129,44 @@ static inline uint32_t pw_sxtb16_odd(uint32_t x)
 #endif
 }
 
-/* Block [o0, o0 + nb)'s rows and fold parameters; returns 1 when the block may take the int8
- * fold pw_fold8: int8 dY (|q| <= 127, m < 2^24: q m fits int32 with room for the rounding
- * constant while sh <= 25), every shift in [1, 25] or the channel's dY' zero (sh >= 32 with
- * |q m| < 2^31: below one half). */
-static int pw_prepare(pw_ent *t, pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f,
+/* round(q m / 2^sh) half up as (q 2^sa) (m 2^sb) / 2^32 rounded, sa + sb = 32 - sh, one
+ * SMMULR (floor((a b + 2^31) / 2^32)); without the DSP instructions, the same in int64. */
+static inline int32_t pw_smmulr(int32_t a, int32_t b)
+{
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    int32_t r;
+    __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    return (int32_t)(((int64_t)a * b + 0x80000000LL) >> 32); /* >> of int64: arithmetic */
+#endif
+}
+
+/* The fold modes of a block (pw_prepare). */
+enum { PW_ANY, PW_ROUND8, PW_SMM };
+
+/* Block [o0, o0 + nb)'s rows (in pairs) and fold parameters; returns its mode: PW_ANY
+ * (fold_fast); PW_ROUND8, the int8 fold pw_round8: int8 dY (|q| <= 127, m < 2^24: q m fits
+ * int32 with room for the rounding constant while sh <= 25), every shift in [1, 25] or the
+ * channel's dY' zero (sh >= 32 with |q m| < 2^31: below one half); PW_SMM, for int8 dY and 15
+ * bits when every channel is zero (m 0 or sh >= 32) or has 1 <= sh <= 31 and meets no tie:
+ * m[j] = 2^sa, s[j] = m 2^sb for pw_smmulr (both 0 for a zero channel). No tie: q m / 2^sh is
+ * halfway only when q m has sh - 1 trailing zeros, tz(q) + tz(m) with tz(q) <= 7 for a nonzero
+ * int8 q, so never when d = sh - 1 - tz(m) is outside 0..7; then half up is half to even (a
+ * channel with d in 0..7 and sh <= 25 takes PW_ROUND8's parameters and its bit in `ties`).
+ * sa = 24 (sh <= 8) or 32 - sh keeps q 2^sa within int32 (|q| <= 128) and m 2^sb below 2^31. */
+static int pw_prepare(pw_pair *t, pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f,
                       uint32_t o0, uint32_t nb, int int8)
 {
-    uint32_t j, m, step;
-    int32_t k, fast = int8;
+    uint32_t j, m, step, ties = 0u;
+    int32_t k, fast = int8, smm = int8 && f->bits == 15u;
     for (j = 0; j < nb; j++) {
         int32_t sh;
-        t[j].row = tp_weights_row(w, o0 + j, &step);
-        t[j].g = 0u;
+        const int8_t *row = tp_weights_row(w, o0 + j, &step);
+        if ((j & 1u) == 0u) {
+            t[j >> 1].row0 = row;
+        }
+        t[j >> 1].row1 = row;
         tp_gm_scale_parts(tp_weights_scale(w, o0 + j), &m, &k);
         sh = f->top - k;
         fp->m[j] = (int32_t)m;
@@ -142,19 +174,35 @@ static int pw_prepare(pw_ent *t, pw_fold_params *fp, const tp_weights *w, const 
         if (!(m == 0u || sh >= 32 || (sh >= 1 && sh <= 25))) {
             fast = 0;
         }
+        if (smm && !(m == 0u || sh >= 32)) {
+            int32_t d = sh - 1 - (int32_t)__builtin_ctz(m);
+            if (sh < 1) {
+                smm = 0;
+            } else if (d >= 0 && d <= 7) { /* a tie can happen: pw_round8's rounding */
+                if (sh > 25) {
+                    smm = 0;
+                }
+                ties |= 1u << j;
+            }
+        }
     }
-    if (fast) {
+    fp->ties = smm ? ties : 0u;
+    if (fast || smm) {
         for (j = 0; j < nb; j++) {
             int32_t sh = (int32_t)fp->s[j];
             if (fp->m[j] == 0 || sh >= 32) {
                 fp->m[j] = 0;
-                fp->s[j] = 1u;
+                fp->s[j] = smm ? 0u : 1u;
+            } else if (smm && !(fp->ties >> j & 1u)) {
+                uint32_t sa = sh <= 8 ? 24u : 32u - (uint32_t)sh;
+                fp->s[j] = (uint32_t)fp->m[j] << (32u - (uint32_t)sh - sa);
+                fp->m[j] = (int32_t)(1u << sa);
             } else {
                 fp->s[j] = (uint32_t)sh | ((1u << (sh - 1)) - 1u) << 8;
             }
         }
     }
-    return fast;
+    return smm ? PW_SMM : fast ? PW_ROUND8 : PW_ANY;
 }
 
 /* round(q m / 2^sh) half to even, sh = s & 0xFF in [1, 25], b = s >> 8 = 2^(sh-1) - 1: adding
@@ -177,147 +225,400 @@ static inline int32_t pw_clamp15(int32_t v)
     return v < -32767 ? -32767 : v;
 }
 
-/* The block's dY' of pixels p0 (d0) and p1 (d1), int8 dY, a fast block; lim 2^15 - 1 when
- * `b15`. */
-TP_DSP_INLINE void pw_fold8_body(pw_ent *t, const pw_fold_params *fp, const int8_t *d0,
-                                 const int8_t *d1, uint32_t nb, int32_t lim, int b15)
+/* (v0, v1) clamped to +-(2^15 - 1) as a word: SSAT to 16 bits, then both halves negated
+ * twice by QSUB16 from 0, which turns -2^15 into -(2^15 - 1) and leaves the rest. */
+static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
 {
-    uint32_t j;
-    for (j = 0; j < nb; j++) {
-        int32_t m = fp->m[j];
-        uint32_t s = fp->s[j];
-        int32_t v0 = pw_round8(d0[j] * m, s), v1 = pw_round8(d1[j] * m, s);
-        if (b15) {
-            v0 = pw_clamp15(v0);
-            v1 = pw_clamp15(v1);
-        } else {
-            v0 = v0 > lim ? lim : v0 < -lim ? -lim : v0;
-            v1 = v1 > lim ? lim : v1 < -lim ? -lim : v1;
-        }
-        t[j].g = pack16(v0, v1);
-    }
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    uint32_t g = pack16(__ssat(v0, 16), __ssat(v1, 16)), n, z = 0u;
+    __asm__("qsub16 %0, %1, %2" : "=r"(n) : "r"(z), "r"(g));
+    __asm__("qsub16 %0, %1, %2" : "=r"(g) : "r"(z), "r"(n));
+    return g;
+#else
+    return pack16(pw_clamp15(v0), pw_clamp15(v1));
+#endif
 }
 
-static TP_DSP_NOINLINE void pw_fold8(pw_ent *t, const pw_fold_params *fp, const int8_t *d0,
-                                     const int8_t *d1, uint32_t nb, int32_t lim)
+/* Channel j's dY' at dY offset a (a block of `mode`; dY `bytes` wide); PW_SMM: not clamped
+ * (pw_pack_clamp15 does). */
+TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *dq, uint32_t a,
+                             int32_t lim, int mode, uint32_t bytes)
 {
-    if (lim == 32767) {
-        pw_fold8_body(t, fp, d0, d1, nb, lim, 1);
+    if (mode == PW_SMM) {
+        return pw_smmulr(((const int8_t *)dq)[a] * fp->m[j], (int32_t)fp->s[j]);
+    } else if (mode == PW_ROUND8) {
+        int32_t v = pw_round8(((const int8_t *)dq)[a] * fp->m[j], fp->s[j]);
+        return v > lim ? lim : v < -lim ? -lim : v;
     } else {
-        pw_fold8_body(t, fp, d0, d1, nb, lim, 0);
+        int32_t q = bytes == 2u ? ((const int16_t *)dq)[a] : ((const int8_t *)dq)[a];
+        return fold_fast(q, (uint32_t)fp->m[j], (int32_t)fp->s[j], lim);
     }
 }
 
-/* The same for any block: fold_fast, dY int16 (bytes 2) or int8. */
-TP_DSP_INLINE void pw_fold_any(pw_ent *t, const pw_fold_params *fp, const void *dq, uint32_t a0,
-                               uint32_t a1, uint32_t nb, int32_t lim, uint32_t bytes)
+/* The block's dY' of np (1..4) pixels, the first at dY offset `at`, the others oc apart, into
+ * the table's pairs. */
+TP_DSP_INLINE void pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim,
+                                int mode, uint32_t bytes)
 {
-    uint32_t j;
-    for (j = 0; j < nb; j++) {
-        int32_t q0 = bytes == 2u ? ((const int16_t *)dq)[a0 + j] : ((const int8_t *)dq)[a0 + j];
-        int32_t q1 = bytes == 2u ? ((const int16_t *)dq)[a1 + j] : ((const int8_t *)dq)[a1 + j];
-        uint32_t m = (uint32_t)fp->m[j];
-        int32_t sh = (int32_t)fp->s[j];
-        t[j].g = pack16(fold_fast(q0, m, sh, lim), fold_fast(q1, m, sh, lim));
+    uint32_t j, p;
+    for (j = 0; j < nb; j += 2u, t++) {
+        for (p = 0; p < np; p++) {
+            uint32_t a = at + p * oc + j;
+            int32_t v0 = pw_val(fp, j, dq, a, lim, mode, bytes);
+            int32_t v1 = j + 1u < nb ? pw_val(fp, j + 1u, dq, a + 1u, lim, mode, bytes) : 0;
+            t->g[p] = mode == PW_SMM ? pw_pack_clamp15(v0, v1) : pack16(v0, v1);
+        }
     }
 }
 
-static TP_DSP_NOINLINE void pw_fold16(pw_ent *t, const pw_fold_params *fp, const void *dq,
-                                      uint32_t a0, uint32_t a1, uint32_t nb, int32_t lim)
+/* pw_fold_smm's pairs, the parameters in registers over the pixels (an odd last channel's
+ * partner reads the channel again, times 0). */
+TP_DSP_INLINE void pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                     uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
 {
-    pw_fold_any(t, fp, dq, a0, a1, nb, lim, 2u);
+    uint32_t j, p;
+    for (j = 0; j < nb; j += 2u, t++) {
+        const int8_t *d0 = dq + at + j, *d1 = j + 1u < nb ? d0 + 1 : d0;
+        int32_t qs0 = fp->m[j], b0 = (int32_t)fp->s[j], qs1 = 0, b1 = 0;
+        if (j + 1u < nb) {
+            qs1 = fp->m[j + 1u];
+            b1 = (int32_t)fp->s[j + 1u];
+        }
+        for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
+            t->g[p] = pw_pack_clamp15(pw_smmulr(*d0 * qs0, b0), pw_smmulr(*d1 * qs1, b1));
+        }
+    }
 }
 
-static TP_DSP_NOINLINE void pw_fold8_any(pw_ent *t, const pw_fold_params *fp, const void *dq,
-                                         uint32_t a0, uint32_t a1, uint32_t nb, int32_t lim)
+static TP_DSP_NOINLINE void pw_fold_smm(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                        uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
 {
-    pw_fold_any(t, fp, dq, a0, a1, nb, lim, 1u);
+    uint32_t j, p, ties = fp->ties;
+    if (np == 4u) {
+        pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb);
+    } else {
+        pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb);
+    }
+    while (ties != 0u) { /* the channels that may meet a tie, again */
+        uint32_t sh;
+        j = (uint32_t)__builtin_ctz(ties);
+        sh = 16u * (j & 1u);
+        ties &= ties - 1u;
+        for (p = 0; p < np; p++) {
+            int32_t v = pw_val(fp, j, dq, at + p * oc + j, 32767, PW_ROUND8, 1u);
+            uint32_t *g = &t[j >> 1].g[p];
+            *g = (*g & ~(0xFFFFu << sh)) | ((uint32_t)v & 0xFFFFu) << sh;
+        }
+    }
 }
 
-/* dX[p, i..i+3] (+)= sum over the block's channels o of W[o, i..i+3] dY'[p, o] for pixel p0
- * (into a0) and, when `two`, p1 (into a1), every i a multiple of 4 below ic; `add`: add to
- * what a0, a1 hold (a later block). Per channel: one word of weights (four inputs) unpacked by
- * two SXTB16 into (W[i], W[i+2]) and (W[i+1], W[i+3]), times both pixels' dY' (the entry's
- * halves): eight SMLAxy, sixteen with two pixels. */
-TP_DSP_INLINE void pw_mac(int32_t *a0, int32_t *a1, const pw_ent *t, uint32_t nb, uint32_t ic,
-                          int add, int two)
+static TP_DSP_NOINLINE void pw_fold_r8(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                       uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                       int32_t lim)
 {
-    const pw_ent *end = t + nb;
-    uint32_t i;
-    for (i = 0; i < ic; i += 4u) {
-        const pw_ent *e;
-        int32_t x0 = 0, x1 = 0, x2 = 0, x3 = 0, y0 = 0, y1 = 0, y2 = 0, y3 = 0;
-        if (add) {
-            x0 = a0[i];
-            x1 = a0[i + 1u];
-            x2 = a0[i + 2u];
-            x3 = a0[i + 3u];
-            if (two) {
-                y0 = a1[i];
-                y1 = a1[i + 1u];
-                y2 = a1[i + 2u];
-                y3 = a1[i + 3u];
+    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ROUND8, 1u);
+}
+
+static TP_DSP_NOINLINE void pw_fold16(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                      uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                      int32_t lim)
+{
+    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 2u);
+}
+
+static TP_DSP_NOINLINE void pw_fold8_any(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                         uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                         int32_t lim)
+{
+    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 1u);
+}
+
+static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy,
+                    uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
+{
+    if (mode == PW_SMM) {
+        pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
+    } else if (mode == PW_ROUND8) {
+        pw_fold_r8(t, fp, (const int8_t *)dy->q, at, oc, np, nb, lim);
+    } else if (dy->bytes == 2u) {
+        pw_fold16(t, fp, dy->q, at, oc, np, nb, lim);
+    } else {
+        pw_fold8_any(t, fp, dy->q, at, oc, np, nb, lim);
+    }
+}
+
+/* A pair's weights of inputs i, i + 1: (W[o, i], W[o + 1, i]) and (W[o, i + 1], W[o + 1, i + 1]),
+ * from two halfwords. */
+static inline uint32_t pw_w2(const pw_pair *e, uint32_t i, uint32_t *od)
+{
+    uint16_t a, b;
+    uint32_t v;
+    __builtin_memcpy(&a, e->row0 + i, 2);
+    __builtin_memcpy(&b, e->row1 + i, 2);
+    v = (uint32_t)a | (uint32_t)b << 16;
+    *od = pw_sxtb16_odd(v);
+    return tp_sxtb16(v);
+}
+
+/* dX[p, i], dX[p, i + 1] (+)= sum over the block's channel pairs of SMLAD of the pair's
+ * weights and g[p], for the np (1, 2 or 4) pixels p whose sums start at a + p ic, every even i
+ * below ic; `add`: add to what a holds (a later block). */
+TP_DSP_INLINE void pw_mac_c(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic, int add,
+                            uint32_t np)
+{
+    uint32_t i, p;
+    for (i = 0; i < ic; i += 2u) {
+        const pw_pair *e;
+        int32_t s0[4], s1[4];
+        for (p = 0; p < np; p++) {
+            s0[p] = add ? a[p * ic + i] : 0;
+            s1[p] = add ? a[p * ic + i + 1u] : 0;
+        }
+        for (e = t; e != t + npairs; e++) {
+            uint32_t od, ev = pw_w2(e, i, &od);
+            for (p = 0; p < np; p++) {
+                s0[p] = tp_smlad(ev, e->g[p], s0[p]);
+                s1[p] = tp_smlad(od, e->g[p], s1[p]);
             }
         }
-        for (e = t; e != end; e++) {
-            uint32_t v = tp_dsp_rd32(e->row + i), g = e->g;
-            uint32_t ev = tp_sxtb16(v), od = pw_sxtb16_odd(v);
-            x0 = tp_smlabb(ev, g, x0);
-            x2 = tp_smlatb(ev, g, x2);
-            x1 = tp_smlabb(od, g, x1);
-            x3 = tp_smlatb(od, g, x3);
-            if (two) {
-                y0 = tp_smlabt(ev, g, y0);
-                y2 = tp_smlatt(ev, g, y2);
-                y1 = tp_smlabt(od, g, y1);
-                y3 = tp_smlatt(od, g, y3);
-            }
-        }
-        a0[i] = x0;
-        a0[i + 1u] = x1;
-        a0[i + 2u] = x2;
-        a0[i + 3u] = x3;
-        if (two) {
-            a1[i] = y0;
-            a1[i + 1u] = y1;
-            a1[i + 2u] = y2;
-            a1[i + 3u] = y3;
+        for (p = 0; p < np; p++) {
+            a[p * ic + i] = s0[p];
+            a[p * ic + i + 1u] = s1[p];
         }
     }
 }
 
-static TP_DSP_NOINLINE void pw_mac2(int32_t *a0, int32_t *a1, const pw_ent *t, uint32_t nb,
-                                    uint32_t ic, int add)
-{
-    if (add) {
-        pw_mac(a0, a1, t, nb, ic, 1, 1);
-    } else {
-        pw_mac(a0, a1, t, nb, ic, 0, 1);
-    }
-}
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+/* One pair, four pixels: 16 instructions for 16 MACs. */
+#define PW_Q4                                                                                  \
+    "ldrd %[r], %[u], [%[e]], #24\n\t"                                                          \
+    "ldrh %[r], [%[r], %[i]]\n\t"                                                               \
+    "ldrh %[u], [%[u], %[i]]\n\t"                                                               \
+    "orr %[r], %[r], %[u], lsl #16\n\t"                                                         \
+    "sxtb16 %[u], %[r]\n\t"                                                                     \
+    "sxtb16 %[r], %[r], ror #8\n\t"                                                             \
+    "ldrd %[ga], %[gb], [%[e], #-16]\n\t"                                                       \
+    "smlad %[x0], %[u], %[ga], %[x0]\n\t"                                                       \
+    "smlad %[x1], %[r], %[ga], %[x1]\n\t"                                                       \
+    "smlad %[y0], %[u], %[gb], %[y0]\n\t"                                                       \
+    "smlad %[y1], %[r], %[gb], %[y1]\n\t"                                                       \
+    "ldrd %[ga], %[gb], [%[e], #-8]\n\t"                                                        \
+    "smlad %[z0], %[u], %[ga], %[z0]\n\t"                                                       \
+    "smlad %[z1], %[r], %[ga], %[z1]\n\t"                                                       \
+    "smlad %[w0], %[u], %[gb], %[w0]\n\t"                                                       \
+    "smlad %[w1], %[r], %[gb], %[w1]\n\t"
+#define PW_Q4_OUT                                                                              \
+    [x0] "+r"(x0), [x1] "+r"(x1), [y0] "+r"(y0), [y1] "+r"(y1), [z0] "+r"(z0), [z1] "+r"(z1),  \
+        [w0] "+r"(w0), [w1] "+r"(w1), [e] "+r"(e), [r] "=&r"(r), [u] "=&r"(u),                 \
+        [ga] "=&r"(ga), [gb] "=&r"(gb)
+/* One pair, two pixels: 11 instructions for 8 MACs. */
+#define PW_Q2                                                                                  \
+    "ldrd %[r], %[u], [%[e]], #24\n\t"                                                          \
+    "ldrh %[r], [%[r], %[i]]\n\t"                                                               \
+    "ldrh %[u], [%[u], %[i]]\n\t"                                                               \
+    "orr %[r], %[r], %[u], lsl #16\n\t"                                                         \
+    "sxtb16 %[u], %[r]\n\t"                                                                     \
+    "sxtb16 %[r], %[r], ror #8\n\t"                                                             \
+    "ldrd %[ga], %[gb], [%[e], #-16]\n\t"                                                       \
+    "smlad %[x0], %[u], %[ga], %[x0]\n\t"                                                       \
+    "smlad %[x1], %[r], %[ga], %[x1]\n\t"                                                       \
+    "smlad %[y0], %[u], %[gb], %[y0]\n\t"                                                       \
+    "smlad %[y1], %[r], %[gb], %[y1]\n\t"
+#define PW_Q2_OUT                                                                              \
+    [x0] "+r"(x0), [x1] "+r"(x1), [y0] "+r"(y0), [y1] "+r"(y1), [e] "+r"(e), [r] "=&r"(r),     \
+        [u] "=&r"(u), [ga] "=&r"(ga), [gb] "=&r"(gb)
 
-static TP_DSP_NOINLINE void pw_mac1(int32_t *a0, const pw_ent *t, uint32_t nb, uint32_t ic,
+/* pw_mac_c for four pixels: pairs two a step, then an odd last one. */
+static TP_DSP_NOINLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
                                     int add)
 {
-    if (add) {
-        pw_mac(a0, a0, t, nb, ic, 1, 0);
-    } else {
-        pw_mac(a0, a0, t, nb, ic, 0, 0);
+    uint32_t i;
+    for (i = 0; i < ic; i += 2u) {
+        const pw_pair *e = t, *end2 = t + (npairs & ~1u);
+        int32_t x0 = 0, x1 = 0, y0 = 0, y1 = 0, z0 = 0, z1 = 0, w0 = 0, w1 = 0;
+        uint32_t r, u, ga, gb;
+        if (add) {
+            x0 = a[i];
+            x1 = a[i + 1u];
+            y0 = a[ic + i];
+            y1 = a[ic + i + 1u];
+            z0 = a[2u * ic + i];
+            z1 = a[2u * ic + i + 1u];
+            w0 = a[3u * ic + i];
+            w1 = a[3u * ic + i + 1u];
+        }
+        if (e != end2) {
+            __asm__ volatile("1:\n\t" PW_Q4 PW_Q4 "ldr %[r], %[end]\n\t"
+                             "cmp %[e], %[r]\n\t"
+                             "bne 1b"
+                             : PW_Q4_OUT
+                             : [end] "m"(end2), [i] "r"(i)
+                             : "cc", "memory");
+        }
+        if (npairs & 1u) {
+            __asm__ volatile(PW_Q4 : PW_Q4_OUT : [i] "r"(i) : "memory");
+        }
+        a[i] = x0;
+        a[i + 1u] = x1;
+        a[ic + i] = y0;
+        a[ic + i + 1u] = y1;
+        a[2u * ic + i] = z0;
+        a[2u * ic + i + 1u] = z1;
+        a[3u * ic + i] = w0;
+        a[3u * ic + i + 1u] = w1;
     }
 }
 
-/* The block's dY' of pixels at dY offsets a0 and a1 (a1 = a0 for a lone pixel). */
-static void pw_fold(pw_ent *t, const pw_fold_params *fp, int fast, const tp_gmap *dy, uint32_t a0,
-                    uint32_t a1, uint32_t nb, int32_t lim)
+/* pw_mac_c for two pixels: pairs two a step, then an odd last one. */
+static TP_DSP_NOINLINE void pw_mac2(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
 {
-    if (fast) {
-        pw_fold8(t, fp, (const int8_t *)dy->q + a0, (const int8_t *)dy->q + a1, nb, lim);
-    } else if (dy->bytes == 2u) {
-        pw_fold16(t, fp, dy->q, a0, a1, nb, lim);
-    } else {
-        pw_fold8_any(t, fp, dy->q, a0, a1, nb, lim);
+    uint32_t i;
+    for (i = 0; i < ic; i += 2u) {
+        const pw_pair *e = t, *end2 = t + (npairs & ~1u);
+        int32_t x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+        uint32_t r, u, ga, gb;
+        if (add) {
+            x0 = a[i];
+            x1 = a[i + 1u];
+            y0 = a[ic + i];
+            y1 = a[ic + i + 1u];
+        }
+        if (e != end2) {
+            __asm__ volatile("1:\n\t" PW_Q2 PW_Q2 "cmp %[e], %[end]\n\t"
+                             "bne 1b"
+                             : PW_Q2_OUT
+                             : [end] "r"(end2), [i] "r"(i)
+                             : "cc", "memory");
+        }
+        if (npairs & 1u) {
+            __asm__ volatile(PW_Q2 : PW_Q2_OUT : [i] "r"(i) : "memory");
+        }
+        a[i] = x0;
+        a[i + 1u] = x1;
+        a[ic + i] = y0;
+        a[ic + i + 1u] = y1;
     }
 }
+
+/* One pair, three pixels: 14 instructions for 12 MACs. */
+#define PW_Q3                                                                                  \
+    "ldrd %[r], %[u], [%[e]], #24\n\t"                                                          \
+    "ldrh %[r], [%[r], %[i]]\n\t"                                                               \
+    "ldrh %[u], [%[u], %[i]]\n\t"                                                               \
+    "orr %[r], %[r], %[u], lsl #16\n\t"                                                         \
+    "sxtb16 %[u], %[r]\n\t"                                                                     \
+    "sxtb16 %[r], %[r], ror #8\n\t"                                                             \
+    "ldrd %[ga], %[gb], [%[e], #-16]\n\t"                                                       \
+    "smlad %[x0], %[u], %[ga], %[x0]\n\t"                                                       \
+    "smlad %[x1], %[r], %[ga], %[x1]\n\t"                                                       \
+    "smlad %[y0], %[u], %[gb], %[y0]\n\t"                                                       \
+    "smlad %[y1], %[r], %[gb], %[y1]\n\t"                                                       \
+    "ldr %[ga], [%[e], #-8]\n\t"                                                                \
+    "smlad %[z0], %[u], %[ga], %[z0]\n\t"                                                       \
+    "smlad %[z1], %[r], %[ga], %[z1]\n\t"
+#define PW_Q3_OUT                                                                              \
+    [x0] "+r"(x0), [x1] "+r"(x1), [y0] "+r"(y0), [y1] "+r"(y1), [z0] "+r"(z0), [z1] "+r"(z1),  \
+        [e] "+r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga), [gb] "=&r"(gb)
+/* One pair, one pixel: 9 instructions for 4 MACs. */
+#define PW_Q1                                                                                  \
+    "ldrd %[r], %[u], [%[e]], #24\n\t"                                                          \
+    "ldrh %[r], [%[r], %[i]]\n\t"                                                               \
+    "ldrh %[u], [%[u], %[i]]\n\t"                                                               \
+    "orr %[r], %[r], %[u], lsl #16\n\t"                                                         \
+    "sxtb16 %[u], %[r]\n\t"                                                                     \
+    "sxtb16 %[r], %[r], ror #8\n\t"                                                             \
+    "ldr %[ga], [%[e], #-16]\n\t"                                                               \
+    "smlad %[x0], %[u], %[ga], %[x0]\n\t"                                                       \
+    "smlad %[x1], %[r], %[ga], %[x1]\n\t"
+#define PW_Q1_OUT                                                                              \
+    [x0] "+r"(x0), [x1] "+r"(x1), [e] "+r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga)
+
+/* pw_mac_c for three pixels: pairs two a step, then an odd last one. */
+static TP_DSP_NOINLINE void pw_mac3(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
+{
+    uint32_t i;
+    for (i = 0; i < ic; i += 2u) {
+        const pw_pair *e = t, *end2 = t + (npairs & ~1u);
+        int32_t x0 = 0, x1 = 0, y0 = 0, y1 = 0, z0 = 0, z1 = 0;
+        uint32_t r, u, ga, gb;
+        if (add) {
+            x0 = a[i];
+            x1 = a[i + 1u];
+            y0 = a[ic + i];
+            y1 = a[ic + i + 1u];
+            z0 = a[2u * ic + i];
+            z1 = a[2u * ic + i + 1u];
+        }
+        if (e != end2) {
+            __asm__ volatile("1:\n\t" PW_Q3 PW_Q3 "cmp %[e], %[end]\n\t"
+                             "bne 1b"
+                             : PW_Q3_OUT
+                             : [end] "r"(end2), [i] "r"(i)
+                             : "cc", "memory");
+        }
+        if (npairs & 1u) {
+            __asm__ volatile(PW_Q3 : PW_Q3_OUT : [i] "r"(i) : "memory");
+        }
+        a[i] = x0;
+        a[i + 1u] = x1;
+        a[ic + i] = y0;
+        a[ic + i + 1u] = y1;
+        a[2u * ic + i] = z0;
+        a[2u * ic + i + 1u] = z1;
+    }
+}
+
+/* pw_mac_c for one pixel: pairs two a step, then an odd last one. */
+static TP_DSP_NOINLINE void pw_mac1(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
+{
+    uint32_t i;
+    for (i = 0; i < ic; i += 2u) {
+        const pw_pair *e = t, *end2 = t + (npairs & ~1u);
+        int32_t x0 = add ? a[i] : 0, x1 = add ? a[i + 1u] : 0;
+        uint32_t r, u, ga;
+        if (e != end2) {
+            __asm__ volatile("1:\n\t" PW_Q1 PW_Q1 "cmp %[e], %[end]\n\t"
+                             "bne 1b"
+                             : PW_Q1_OUT
+                             : [end] "r"(end2), [i] "r"(i)
+                             : "cc", "memory");
+        }
+        if (npairs & 1u) {
+            __asm__ volatile(PW_Q1 : PW_Q1_OUT : [i] "r"(i) : "memory");
+        }
+        a[i] = x0;
+        a[i + 1u] = x1;
+    }
+}
+#else
+static TP_DSP_NOINLINE void pw_mac3(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
+{
+    pw_mac_c(a, t, npairs, ic, add, 3u);
+}
+
+static TP_DSP_NOINLINE void pw_mac1(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
+{
+    pw_mac_c(a, t, npairs, ic, add, 1u);
+}
+
+static TP_DSP_NOINLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
+{
+    pw_mac_c(a, t, npairs, ic, add, 4u);
+}
+
+static TP_DSP_NOINLINE void pw_mac2(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
+{
+    pw_mac_c(a, t, npairs, ic, add, 2u);
+}
+#endif
 
 void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                 const tp_shape *out_shape, const tp_weights *w,
@@ -327,8 +628,8 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
     uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1;
     uint32_t y, x, o0, nb;
-    int fast = 0;
-    pw_ent t[TP_PW_BLOCK];
+    int mode = PW_ANY;
+    pw_pair t[TP_PW_BLOCK / 2u];
     pw_fold_params fp;
     if (!pw_covered(p, in_shape) || !f->live) {
         tp_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
@@ -336,19 +637,26 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
     }
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
         for (o0 = 0; o0 < oc; o0 += nb) {
-            uint32_t at = y * iw * oc + o0;
+            uint32_t at = y * iw * oc + o0, np;
             int add = o0 != 0u;
             nb = oc - o0 < TP_PW_BLOCK ? oc - o0 : TP_PW_BLOCK;
+            np = (nb + 1u) >> 1;
             if (y == 0u || oc > TP_PW_BLOCK) { /* one block: prepared once */
-                fast = pw_prepare(t, &fp, w, f, o0, nb, dy->bytes == 1u);
+                mode = pw_prepare(t, &fp, w, f, o0, nb, dy->bytes == 1u);
             }
-            for (x = 0; x + 1u < iw; x += 2u, at += 2u * oc) {
-                pw_fold(t, &fp, fast, dy, at, at + oc, nb, lim);
-                pw_mac2(acc + x * ic, acc + (x + 1u) * ic, t, nb, ic, add);
+            for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
+                pw_fold(t, &fp, mode, dy, at, oc, 4u, nb, lim);
+                pw_mac4(acc + x * ic, t, np, ic, add);
             }
-            if (x < iw) { /* an odd last pixel */
-                pw_fold(t, &fp, fast, dy, at, at, nb, lim);
-                pw_mac1(acc + x * ic, t, nb, ic, add);
+            if (x < iw) { /* the last one to three pixels */
+                pw_fold(t, &fp, mode, dy, at, oc, iw - x, nb, lim);
+                if (iw - x == 3u) {
+                    pw_mac3(acc + x * ic, t, np, ic, add);
+                } else if (iw - x == 2u) {
+                    pw_mac2(acc + x * ic, t, np, ic, add);
+                } else {
+                    pw_mac1(acc + x * ic, t, np, ic, add);
+                }
             }
         }
         tp_gm_row_i32(dx, y, acc);
