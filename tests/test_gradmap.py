@@ -160,6 +160,33 @@ def test_writing_long_rows_and_extreme_values_equals_numpy(lib, fmt):
         assert got.e == want.e and np.array_equal(got.q, want.q), case
 
 
+def test_int8_rows_saturate_and_re_round_every_value_as_numpy(lib):
+    """int8 maps' fast paths: rows rounded 4 values a word by every shift 1..23, the values that
+    round to +-128 (ties included) saturated wherever they sit (in a word or in the 1-3 values
+    after), rows with none; then every int8 value re-rounded by every shift 1..7 at the end (4
+    and 8 values a step, the rest one by one)."""
+    for s in range(1, 24):
+        t = 255 << (s - 1)  # 127.5 2^s: the first magnitude that rounds to 128
+        for w in (4, 5, 7, 8, 11):
+            for at in range(w):
+                row = np.zeros(w, np.int64)
+                row[at] = [t, -t, t - 1, -(t - 1), t + 1, -(t + 1)][(at + s) % 6]
+                row[(at + 1) % w] = (1 << (s + 7)) - 1 if w > 1 and at % 2 else 1
+                v = row.reshape(1, 1, w, 1)
+                want = gm.produce(v, 0, "int8")
+                got = _c_produce(lib, "int8", v, 0, None)
+                assert got.e == want.e and np.array_equal(got.q, want.q), (s, w, at)
+    q = np.arange(-127, 128, dtype=np.int64)
+    for s in range(1, 8):
+        for w in (255, 252, 250):
+            v = np.zeros((1, 2, w, 1), np.int64)
+            v[0, 0, :, 0] = q[:w]  # shift 0, then re-rounded by s
+            v[0, 1, 0, 0] = (1 << (7 + s)) - 1  # the map's shift: s
+            want = gm.produce(v, -3, "int8")
+            got = _c_produce(lib, "int8", v, -3, None)
+            assert got.e == want.e and np.array_equal(got.q, want.q), (s, w)
+
+
 def test_fold_scales_by_the_channel_and_fits(lib):
     rng = np.random.default_rng(4)
     for _ in range(30):

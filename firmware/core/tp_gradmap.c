@@ -177,6 +177,51 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
     return (int32_t)(((u + half_m1 + ((u >> s) & 1u)) >> s) - bias);
 }
 
+/* An int8 row rounded by s (1 <= s <= 23: its largest magnitude below 2^(s+7) <= 2^30), four
+ * values a step: t = (v + 2^31 + 2^(s-1) - 1 + parity) >> s, the parity that of bit s of v
+ * (rshift32_fast), is the rounded value plus 2^(31-s), whose low byte is 0: t's low byte is the
+ * value's. The rounded values lie in [-128, 128]; +-128 come out as the byte 0x80, looked for
+ * in the words (a zero byte of x ^ 0x80808080) as they are made and saturated after, in the
+ * rare rows that have one. Words stored whole on little-endian targets, bytes otherwise. */
+static void store_row_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+{
+    uint32_t j, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u, one = 1u;
+    uint8_t little;
+    memcpy(&little, &one, 1u);
+    for (j = 0; j + 4u <= cnt; j += 4u) {
+        uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
+        uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u], x;
+        a = (a + c + ((a >> s) & 1u)) >> s;
+        b = (b + c + ((b >> s) & 1u)) >> s;
+        d = (d + c + ((d >> s) & 1u)) >> s;
+        e = (e + c + ((e >> s) & 1u)) >> s;
+        x = (a & 0xFFu) | (b & 0xFFu) << 8 | (d & 0xFFu) << 16 | e << 24;
+        if (little) {
+            memcpy(q + j, &x, 4u);
+        } else {
+            q[j] = (uint8_t)a;
+            q[j + 1u] = (uint8_t)b;
+            q[j + 2u] = (uint8_t)d;
+            q[j + 3u] = (uint8_t)e;
+        }
+        x ^= 0x80808080u;
+        hit |= (x - 0x01010101u) & ~x;
+    }
+    for (; j < cnt; j++) {
+        uint32_t a = (uint32_t)v[j];
+        q[j] = (uint8_t)((a + c + ((a >> s) & 1u)) >> s);
+        hit |= q[j] == 0x80u ? 0x80u : 0u;
+    }
+    if ((hit & 0x80808080u) == 0u) {
+        return;
+    }
+    for (j = 0; j < cnt; j++) {
+        if (q[j] == 0x80u) {
+            q[j] = v[j] < 0 ? 0x81u : 0x7Fu; /* -127, 127 */
+        }
+    }
+}
+
 /* The row's values rounded by `shift` (0: as they are) and saturated to +-lim, stored; n the
  * bit length of the row's largest magnitude. */
 static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, uint32_t shift,
@@ -196,29 +241,20 @@ static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, ui
                 q[j] = (int8_t)v[j];
             }
         }
+    } else if (n <= 30u && w->map.bytes == 1u) {
+        store_row_i8((uint8_t *)w->map.q + base, v, cnt, shift);
     } else if (n <= 30u) {
-        /* x + 2^31 + 2^(shift-1) < 2^31 + 2^30 + 2^29: rounded as it is; only +-2^bits can
-         * come out beyond +-lim */
+        /* int16: x + 2^31 + 2^(shift-1) < 2^31 + 2^30 + 2^29: rounded as it is; only +-2^bits
+         * can come out beyond +-lim */
         uint32_t half_m1 = (1u << (shift - 1u)) - 1u, bias = 0x80000000u >> shift;
         uint32_t span = 2u * (uint32_t)lim;
-        if (w->map.bytes == 2u) {
-            int16_t *q = (int16_t *)w->map.q + base;
-            for (j = 0; j < cnt; j++) {
-                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
-                if ((uint32_t)(x + lim) > span) {
-                    x = x < 0 ? -lim : lim;
-                }
-                q[j] = (int16_t)x;
+        int16_t *q = (int16_t *)w->map.q + base;
+        for (j = 0; j < cnt; j++) {
+            int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
+            if ((uint32_t)(x + lim) > span) {
+                x = x < 0 ? -lim : lim;
             }
-        } else {
-            int8_t *q = (int8_t *)w->map.q + base;
-            for (j = 0; j < cnt; j++) {
-                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
-                if ((uint32_t)(x + lim) > span) {
-                    x = x < 0 ? -lim : lim;
-                }
-                q[j] = (int8_t)x;
-            }
+            q[j] = (int16_t)x;
         }
     } else if (n <= 31u) {
         /* clamped first to +-lim 2^shift (< 2^n), which rounds to +-lim as every value beyond
@@ -291,19 +327,19 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
     }
 }
 
-/* rshift32_fast of the 4 int8 values of a word, 1 <= s <= 7, in two words of two 16-bit
- * lanes (even and odd bytes; either byte order): q + 256 in a lane (129..384), plus
- * 2^(s-1) - 1 and the parity stays below 2^9 and shifted right leaves the lane's 9 low bits
- * clear of the lane above's (16 - s >= 9); minus 2^(8-s) mod 256 added as 256 - 2^(8-s).
- * h2, a2: 2^(s-1) - 1 and 256 - 2^(8-s) in both lanes. */
-static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t h2, uint32_t a2)
+/* rshift32_fast of the 4 int8 values of a word, 1 <= s <= 7, each in its own byte (either byte
+ * order): u = q + 128 (q ^ 0x80), u = h 2^s + l; half to even adds 1 to h where
+ * l + 2^(s-1) - 1 + parity >= 2^s (below 2^(s+1) <= 256: no carry out of the byte), the parity
+ * that of floor(q / 2^s) = h - 2^(7-s) (flipped for s = 7); h + that 1 (at most 2^(8-s) <= 128)
+ * plus 128 - 2^(7-s) stays below 256 and is the result plus 128: ^ 0x80 gives the result.
+ * mh, ml: 0xFF >> s and 2^s - 1 in every byte; hm: 2^(s-1) - 1; pf: 1 where the parity flips;
+ * b4: 128 - 2^(7-s). */
+static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t mh, uint32_t ml, uint32_t hm,
+                                  uint32_t pf, uint32_t b4)
 {
-    uint32_t e = v & 0x00FF00FFu, o = (v >> 8) & 0x00FF00FFu;
-    e += (~e & 0x00800080u) << 1; /* + 256 where the byte is non-negative: q + 256 */
-    o += (~o & 0x00800080u) << 1;
-    e = (((e + h2 + ((e >> s) & 0x00010001u)) >> s) & 0x01FF01FFu) + a2;
-    o = (((o + h2 + ((o >> s) & 0x00010001u)) >> s) & 0x01FF01FFu) + a2;
-    return (e & 0x00FF00FFu) | ((o & 0x00FF00FFu) << 8);
+    uint32_t u = v ^ 0x80808080u, h = (u >> s) & mh, l = u & ml;
+    uint32_t up = ((l + hm + ((h ^ pf) & 0x01010101u)) >> s) & 0x01010101u;
+    return (h + up + b4) ^ 0x80808080u;
 }
 
 void tp_gm_end(tp_gm_writer *w)
@@ -339,12 +375,24 @@ void tp_gm_end(tp_gm_writer *w)
                 }
             } else {
                 int8_t *q = (int8_t *)w->map.q + base;
-                uint32_t h2 = half_m1 * 0x00010001u, a2 = (256u - (256u >> s)) * 0x00010001u;
-                for (j = 0; j + 4u <= cnt; j += 4u) {
-                    uint32_t v;
-                    memcpy(&v, q + j, 4u);
-                    v = rshift4_i8(v, s, h2, a2);
-                    memcpy(q + j, &v, 4u);
+                uint32_t mh = (0xFFu >> s) * 0x01010101u, ml = ((1u << s) - 1u) * 0x01010101u;
+                uint32_t hm = half_m1 * 0x01010101u, pf = s == 7u ? 0x01010101u : 0u;
+                uint32_t b4 = (128u - (128u >> s)) * 0x01010101u;
+                for (j = 0; j + 8u <= cnt; j += 8u) {
+                    uint32_t v0, v1;
+                    memcpy(&v0, q + j, 4u);
+                    memcpy(&v1, q + j + 4u, 4u);
+                    v0 = rshift4_i8(v0, s, mh, ml, hm, pf, b4);
+                    v1 = rshift4_i8(v1, s, mh, ml, hm, pf, b4);
+                    memcpy(q + j, &v0, 4u);
+                    memcpy(q + j + 4u, &v1, 4u);
+                }
+                if (j + 4u <= cnt) {
+                    uint32_t v0;
+                    memcpy(&v0, q + j, 4u);
+                    v0 = rshift4_i8(v0, s, mh, ml, hm, pf, b4);
+                    memcpy(q + j, &v0, 4u);
+                    j += 4u;
                 }
                 for (; j < cnt; j++) {
                     q[j] = (int8_t)rshift32_fast(q[j], s, half_m1, bias);
