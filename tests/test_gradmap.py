@@ -202,3 +202,63 @@ def test_fold_scales_by_the_channel_and_fits(lib):
         real = dy.real() * s_w.astype(np.float64)
         err = np.abs(f.real() - real)
         assert err.max() <= 2.0 ** f.e  # within one unit of dY''s last place
+
+
+class _Weights(ctypes.Structure):  # tp_weights (firmware/core/kernels/tp_kernels.h)
+    _fields_ = [("data", ctypes.c_void_p), ("held_map", ctypes.c_void_p),
+                ("held", ctypes.c_void_p), ("n_out", u32), ("row_len", u32),
+                ("depthwise", ctypes.c_uint8), ("scales", ctypes.c_void_p), ("n_scales", u32),
+                ("scale", f32c)]
+
+
+class _Map(ctypes.Structure):  # tp_gmap
+    _fields_ = [("q", ctypes.c_void_p), ("bytes", u32), ("e", i32)]
+
+
+class _Fold(ctypes.Structure):  # tp_gm_fold
+    _fields_ = [("top", i32), ("e", i32), ("bits", u32), ("live", u32)]
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int16"])
+def test_fold_exponent_of_many_channels_equals_numpy(lib, fmt):
+    """tp_gm_fold_of's channel classes: int8 maps 8 channels a pass from the OR of the
+    magnitudes (a class known to within one, the exact maximum taken for the channels that
+    could still raise the largest: few, or more than its list holds), the last channels and
+    int16 maps one by one; -128, dead channels and scales, one scale for all."""
+    rng = np.random.default_rng(9)
+    dtype = gm.MAP_DTYPE[fmt]
+    lim = 1 << gm.MAP_BITS[fmt]
+    for case in range(120):
+        n_out = int(rng.choice([1, 7, 8, 13, 16, 40, 64, 128]))
+        positions = int(rng.integers(1, 30))
+        low = case % 8 == 1  # every class the lower of its two: 90 x 1.4 < 128
+        if case % 4 == 1:  # maxima of one bit length: more wait than the list holds
+            tops = rng.integers(lim // 2, lim * 45 // 64 if low else lim, n_out)
+            q = rng.integers(-tops, tops + 1, (positions, n_out))
+        else:
+            q = rng.integers(-lim + 1, lim, (positions, n_out)) >> rng.integers(0, 8, n_out)
+        if case % 3 == 0:
+            q[rng.integers(0, positions), rng.integers(0, n_out)] = -lim  # -128 / -32768
+        q[:, rng.random(n_out) < 0.1] = 0
+        if case % 2:  # scales of few exponents: many channels of the largest class
+            s_w = (2.0 ** rng.integers(-9, -7, n_out) * rng.uniform(1, 1.4 if low else 2, n_out))
+        else:
+            s_w = 10.0 ** rng.uniform(-4, -1, n_out)
+        s_w = s_w.astype(np.float32)
+        s_w[rng.random(n_out) < 0.05] = 0.0
+        if case % 5 == 4:
+            s_w[:] = s_w[0]
+        n_terms = int(rng.integers(1, 3000))
+        dy = gm.GradMap(q.astype(np.int64), int(rng.integers(-30, -10)))
+        want = gm.fold(dy, s_w, n_terms)
+        live = bool(((np.abs(q).max(axis=0, initial=0) * gm.scale_parts(s_w)[0]) > 0).any())
+        qb = np.ascontiguousarray(q, dtype)
+        sc = np.ascontiguousarray(s_w, "<f4")
+        w = _Weights(None, None, None, n_out, 1, 0, sc.ctypes.data,
+                     n_out if case % 5 != 4 else 1, float(s_w[0]))
+        m = _Map(qb.ctypes.data, np.dtype(dtype).itemsize, dy.e)
+        f = _Fold()
+        lib.tp_gm_fold_of(ctypes.byref(f), ctypes.byref(m), positions, ctypes.byref(w), n_terms)
+        assert bool(f.live) == live, case
+        if live:
+            assert f.e == want.e and f.bits == gm.fold_bits(n_terms), case
