@@ -30,6 +30,8 @@ def lib():
             ("tp_gm_begin", [ctypes.c_void_p, ctypes.c_void_p, u32, u32, u32, u32,
                              ctypes.c_void_p, i32], None),
             ("tp_gm_row_i32", [ctypes.c_void_p, u32, ctypes.c_void_p], None),
+            ("tp_gm_begin_sums", [ctypes.c_void_p, ctypes.c_void_p, u32, u32, u32,
+                                  ctypes.c_void_p, i32], None),
             ("tp_gm_end", [ctypes.c_void_p], None)):
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, res
@@ -262,3 +264,34 @@ def test_fold_exponent_of_many_channels_equals_numpy(lib, fmt):
         assert bool(f.live) == live, case
         if live:
             assert f.e == want.e and f.bits == gm.fold_bits(n_terms), case
+
+
+def test_sink_sums_equal_numpy(lib):
+    """A sink's channel sums of the values whose mask bit is set: channels and rows multiples of
+    8 (a channel's mask bits one bit of every few bytes), other counts, rows that begin within
+    a pixel, no mask."""
+    rng = np.random.default_rng(11)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    for case in range(60):
+        channels = int(rng.choice([1, 3, 8, 12, 16, 24]))
+        rows = int(rng.integers(1, 6))
+        row_elems = channels * int(rng.integers(1, 7)) if case % 4 else int(rng.integers(1, 30))
+        n = rows * row_elems
+        v = rng.integers(lo, hi + 1, n) >> rng.integers(0, 31, n)
+        v[rng.integers(0, n)] = lo
+        bits = rng.random(n) < 0.6
+        use_mask = case % 5 != 0
+        mask = np.packbits(bits, bitorder="little") if use_mask else None
+        buf = np.zeros(8 + 8 * channels, np.uint8)
+        writer = ctypes.create_string_buffer(256)
+        lib.tp_gm_begin_sums(writer, buf.ctypes.data, rows, row_elems, channels,
+                             None if mask is None else mask.ctypes.data, -7)
+        acc = np.ascontiguousarray(v.reshape(rows, row_elems), np.int32)
+        for r in range(rows):
+            lib.tp_gm_row_i32(writer, r, acc[r].ctypes.data)
+        got = np.frombuffer(buf[8:].tobytes(), "<i8")
+        keep = bits if use_mask else np.ones(n, bool)
+        want = np.array([int(v[(np.arange(n) % channels == c) & keep].sum())
+                         for c in range(channels)], np.int64)
+        assert np.array_equal(got, want), case
+        assert int(np.frombuffer(buf[:4].tobytes(), np.int32)[0]) == -7

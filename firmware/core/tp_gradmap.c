@@ -195,7 +195,7 @@ static void store_row_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
         b = (b + c + ((b >> s) & 1u)) >> s;
         d = (d + c + ((d >> s) & 1u)) >> s;
         e = (e + c + ((e >> s) & 1u)) >> s;
-        x = (a & 0xFFu) | (b & 0xFFu) << 8 | (d & 0xFFu) << 16 | e << 24;
+        x = (((e << 8 | (d & 0xFFu)) << 8 | (b & 0xFFu)) << 8) | (a & 0xFFu);
         if (little) {
             memcpy(q + j, &x, 4u);
         } else {
@@ -282,23 +282,46 @@ static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, ui
     }
 }
 
+/* A row's values into a sink's channel sums (those whose mask bit is set): channel by channel
+ * (value j is channel (base + j) mod channels'), each sum in a register. When channels and base
+ * are multiples of 8, a channel's mask bits are one bit of every (channels / 8)-th byte. */
+static void sink_row(const tp_gm_writer *w, uint32_t base, const int32_t *v)
+{
+    uint32_t c, j, channels = w->channels, cnt = w->row_elems, ch0 = base % channels;
+    const uint8_t *mask = w->mask;
+    for (c = 0; c < channels && c < cnt; c++) {
+        int64_t t = 0;
+        uint32_t ch = ch0 + c < channels ? ch0 + c : ch0 + c - channels;
+        if (mask == 0) {
+            for (j = c; j < cnt; j += channels) {
+                t += v[j];
+            }
+        } else if (channels % 8u == 0u && base % 8u == 0u) {
+            const uint8_t *m = mask + ((base + c) >> 3);
+            uint32_t bit = 1u << (c & 7u), step = channels >> 3;
+            for (j = c; j < cnt; j += channels, m += step) {
+                if (*m & bit) {
+                    t += v[j];
+                }
+            }
+        } else {
+            for (j = c; j < cnt; j += channels) {
+                uint32_t i = base + j;
+                if (mask[i >> 3] & (1u << (i & 7u))) {
+                    t += v[j];
+                }
+            }
+        }
+        w->sums[ch] += t;
+    }
+}
+
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
     uint32_t j, cnt = w->row_elems, base = r * cnt;
     uint64_t top = 0;
-    if (w->sums != 0) { /* a sink's channel sums: the channel iterated, not divided out */
-        int64_t *sums = w->sums;
-        const uint8_t *mask = w->mask;
-        uint32_t ch = base % w->channels, channels = w->channels;
-        for (j = 0; j < cnt; j++) {
-            uint32_t i = base + j;
-            if (mask == 0 || (mask[i >> 3] & (1u << (i & 7u)))) {
-                sums[ch] += v[j];
-            }
-            if (++ch == channels) {
-                ch = 0;
-            }
-        }
+    if (w->sums != 0) { /* a sink's channel sums: a channel at a time, summed in a register */
+        sink_row(w, base, v);
         return;
     }
     if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
