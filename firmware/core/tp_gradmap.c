@@ -326,11 +326,12 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
     }
     if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
         uint32_t bits = 0u;
-        for (j = 0; j + 4u <= cnt; j += 4u) {
-            bits |= (v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j]) |
-                    (v[j + 1u] < 0 ? 0u - (uint32_t)v[j + 1u] : (uint32_t)v[j + 1u]) |
-                    (v[j + 2u] < 0 ? 0u - (uint32_t)v[j + 2u] : (uint32_t)v[j + 2u]) |
-                    (v[j + 3u] < 0 ? 0u - (uint32_t)v[j + 3u] : (uint32_t)v[j + 3u]);
+        for (j = 0; j + 4u <= cnt; j += 4u) { /* |x| = (x ^ m) - m, m all ones where x < 0 */
+            uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
+            uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u];
+            uint32_t ma = 0u - (a >> 31), mb = 0u - (b >> 31);
+            uint32_t md = 0u - (d >> 31), me = 0u - (e >> 31);
+            bits |= ((a ^ ma) - ma) | ((b ^ mb) - mb) | ((d ^ md) - md) | ((e ^ me) - me);
         }
         for (; j < cnt; j++) {
             bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
