@@ -325,8 +325,12 @@ static int32_t strided_sum16(const int16_t *q, uint32_t n, uint32_t stride)
 
 static int32_t strided_sum8(const int8_t *q, uint32_t n, uint32_t stride)
 {
-    uint32_t k = 0, s2 = 2u * stride, s3 = 3u * stride;
+    uint32_t k = 0, s2 = 2u * stride, s3 = 3u * stride, s4 = 4u * stride;
     int32_t t = 0;
+    for (; k + 8u <= n; k += 8u, q += 8u * stride) { /* 8 a step: two runs of 4 */
+        const int8_t *r = q + s4;
+        t += q[0] + q[stride] + q[s2] + q[s3] + r[0] + r[stride] + r[s2] + r[s3];
+    }
     for (; k + 4u <= n; k += 4u, q += 4u * stride) {
         t += q[0] + q[stride] + q[s2] + q[s3];
     }
