@@ -30,6 +30,8 @@ def lib():
             ("tp_gm_begin", [ctypes.c_void_p, ctypes.c_void_p, u32, u32, u32, u32,
                              ctypes.c_void_p, i32], None),
             ("tp_gm_row_i32", [ctypes.c_void_p, u32, ctypes.c_void_p], None),
+            ("tp_gm_begin_sums", [ctypes.c_void_p, ctypes.c_void_p, u32, u32, u32,
+                                  ctypes.c_void_p, i32], None),
             ("tp_gm_end", [ctypes.c_void_p], None)):
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, res
@@ -160,6 +162,33 @@ def test_writing_long_rows_and_extreme_values_equals_numpy(lib, fmt):
         assert got.e == want.e and np.array_equal(got.q, want.q), case
 
 
+def test_int8_rows_saturate_and_re_round_every_value_as_numpy(lib):
+    """int8 maps' fast paths: rows rounded 4 values a word by every shift 1..23, the values that
+    round to +-128 (ties included) saturated wherever they sit (in a word or in the 1-3 values
+    after), rows with none; then every int8 value re-rounded by every shift 1..7 at the end (4
+    and 8 values a step, the rest one by one)."""
+    for s in range(1, 24):
+        t = 255 << (s - 1)  # 127.5 2^s: the first magnitude that rounds to 128
+        for w in (4, 5, 7, 8, 11):
+            for at in range(w):
+                row = np.zeros(w, np.int64)
+                row[at] = [t, -t, t - 1, -(t - 1), t + 1, -(t + 1)][(at + s) % 6]
+                row[(at + 1) % w] = (1 << (s + 7)) - 1 if w > 1 and at % 2 else 1
+                v = row.reshape(1, 1, w, 1)
+                want = gm.produce(v, 0, "int8")
+                got = _c_produce(lib, "int8", v, 0, None)
+                assert got.e == want.e and np.array_equal(got.q, want.q), (s, w, at)
+    q = np.arange(-127, 128, dtype=np.int64)
+    for s in range(1, 8):
+        for w in (255, 252, 250):
+            v = np.zeros((1, 2, w, 1), np.int64)
+            v[0, 0, :, 0] = q[:w]  # shift 0, then re-rounded by s
+            v[0, 1, 0, 0] = (1 << (7 + s)) - 1  # the map's shift: s
+            want = gm.produce(v, -3, "int8")
+            got = _c_produce(lib, "int8", v, -3, None)
+            assert got.e == want.e and np.array_equal(got.q, want.q), (s, w)
+
+
 def test_fold_scales_by_the_channel_and_fits(lib):
     rng = np.random.default_rng(4)
     for _ in range(30):
@@ -175,3 +204,94 @@ def test_fold_scales_by_the_channel_and_fits(lib):
         real = dy.real() * s_w.astype(np.float64)
         err = np.abs(f.real() - real)
         assert err.max() <= 2.0 ** f.e  # within one unit of dY''s last place
+
+
+class _Weights(ctypes.Structure):  # tp_weights (firmware/core/kernels/tp_kernels.h)
+    _fields_ = [("data", ctypes.c_void_p), ("held_map", ctypes.c_void_p),
+                ("held", ctypes.c_void_p), ("n_out", u32), ("row_len", u32),
+                ("depthwise", ctypes.c_uint8), ("scales", ctypes.c_void_p), ("n_scales", u32),
+                ("scale", f32c)]
+
+
+class _Map(ctypes.Structure):  # tp_gmap
+    _fields_ = [("q", ctypes.c_void_p), ("bytes", u32), ("e", i32)]
+
+
+class _Fold(ctypes.Structure):  # tp_gm_fold
+    _fields_ = [("top", i32), ("e", i32), ("bits", u32), ("live", u32)]
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int16"])
+def test_fold_exponent_of_many_channels_equals_numpy(lib, fmt):
+    """tp_gm_fold_of's channel classes: int8 maps 8 channels a pass from the OR of the
+    magnitudes (a class known to within one, the exact maximum taken for the channels that
+    could still raise the largest: few, or more than its list holds), the last channels and
+    int16 maps one by one; -128, dead channels and scales, one scale for all."""
+    rng = np.random.default_rng(9)
+    dtype = gm.MAP_DTYPE[fmt]
+    lim = 1 << gm.MAP_BITS[fmt]
+    for case in range(120):
+        n_out = int(rng.choice([1, 7, 8, 13, 16, 40, 64, 128]))
+        positions = int(rng.integers(1, 30))
+        low = case % 8 == 1  # every class the lower of its two: 90 x 1.4 < 128
+        if case % 4 == 1:  # maxima of one bit length: more wait than the list holds
+            tops = rng.integers(lim // 2, lim * 45 // 64 if low else lim, n_out)
+            q = rng.integers(-tops, tops + 1, (positions, n_out))
+        else:
+            q = rng.integers(-lim + 1, lim, (positions, n_out)) >> rng.integers(0, 8, n_out)
+        if case % 3 == 0:
+            q[rng.integers(0, positions), rng.integers(0, n_out)] = -lim  # -128 / -32768
+        q[:, rng.random(n_out) < 0.1] = 0
+        if case % 2:  # scales of few exponents: many channels of the largest class
+            s_w = (2.0 ** rng.integers(-9, -7, n_out) * rng.uniform(1, 1.4 if low else 2, n_out))
+        else:
+            s_w = 10.0 ** rng.uniform(-4, -1, n_out)
+        s_w = s_w.astype(np.float32)
+        s_w[rng.random(n_out) < 0.05] = 0.0
+        if case % 5 == 4:
+            s_w[:] = s_w[0]
+        n_terms = int(rng.integers(1, 3000))
+        dy = gm.GradMap(q.astype(np.int64), int(rng.integers(-30, -10)))
+        want = gm.fold(dy, s_w, n_terms)
+        live = bool(((np.abs(q).max(axis=0, initial=0) * gm.scale_parts(s_w)[0]) > 0).any())
+        qb = np.ascontiguousarray(q, dtype)
+        sc = np.ascontiguousarray(s_w, "<f4")
+        w = _Weights(None, None, None, n_out, 1, 0, sc.ctypes.data,
+                     n_out if case % 5 != 4 else 1, float(s_w[0]))
+        m = _Map(qb.ctypes.data, np.dtype(dtype).itemsize, dy.e)
+        f = _Fold()
+        lib.tp_gm_fold_of(ctypes.byref(f), ctypes.byref(m), positions, ctypes.byref(w), n_terms)
+        assert bool(f.live) == live, case
+        if live:
+            assert f.e == want.e and f.bits == gm.fold_bits(n_terms), case
+
+
+def test_sink_sums_equal_numpy(lib):
+    """A sink's channel sums of the values whose mask bit is set: channels and rows multiples of
+    8 (a channel's mask bits one bit of every few bytes), other counts, rows that begin within
+    a pixel, no mask."""
+    rng = np.random.default_rng(11)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    for case in range(60):
+        channels = int(rng.choice([1, 3, 8, 12, 16, 24]))
+        rows = int(rng.integers(1, 6))
+        row_elems = channels * int(rng.integers(1, 7)) if case % 4 else int(rng.integers(1, 30))
+        n = rows * row_elems
+        v = rng.integers(lo, hi + 1, n) >> rng.integers(0, 31, n)
+        v[rng.integers(0, n)] = lo
+        bits = rng.random(n) < 0.6
+        use_mask = case % 5 != 0
+        mask = np.packbits(bits, bitorder="little") if use_mask else None
+        buf = np.zeros(8 + 8 * channels, np.uint8)
+        writer = ctypes.create_string_buffer(256)
+        lib.tp_gm_begin_sums(writer, buf.ctypes.data, rows, row_elems, channels,
+                             None if mask is None else mask.ctypes.data, -7)
+        acc = np.ascontiguousarray(v.reshape(rows, row_elems), np.int32)
+        for r in range(rows):
+            lib.tp_gm_row_i32(writer, r, acc[r].ctypes.data)
+        got = np.frombuffer(buf[8:].tobytes(), "<i8")
+        keep = bits if use_mask else np.ones(n, bool)
+        want = np.array([int(v[(np.arange(n) % channels == c) & keep].sum())
+                         for c in range(channels)], np.int64)
+        assert np.array_equal(got, want), case
+        assert int(np.frombuffer(buf[:4].tobytes(), np.int32)[0]) == -7

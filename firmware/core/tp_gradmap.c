@@ -177,6 +177,51 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
     return (int32_t)(((u + half_m1 + ((u >> s) & 1u)) >> s) - bias);
 }
 
+/* An int8 row rounded by s (1 <= s <= 23: its largest magnitude below 2^(s+7) <= 2^30), four
+ * values a step: t = (v + 2^31 + 2^(s-1) - 1 + parity) >> s, the parity that of bit s of v
+ * (rshift32_fast), is the rounded value plus 2^(31-s), whose low byte is 0: t's low byte is the
+ * value's. The rounded values lie in [-128, 128]; +-128 come out as the byte 0x80, looked for
+ * in the words (a zero byte of x ^ 0x80808080) as they are made and saturated after, in the
+ * rare rows that have one. Words stored whole on little-endian targets, bytes otherwise. */
+static void store_row_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+{
+    uint32_t j, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u, one = 1u;
+    uint8_t little;
+    memcpy(&little, &one, 1u);
+    for (j = 0; j + 4u <= cnt; j += 4u) {
+        uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
+        uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u], x;
+        a = (a + c + ((a >> s) & 1u)) >> s;
+        b = (b + c + ((b >> s) & 1u)) >> s;
+        d = (d + c + ((d >> s) & 1u)) >> s;
+        e = (e + c + ((e >> s) & 1u)) >> s;
+        x = (((e << 8 | (d & 0xFFu)) << 8 | (b & 0xFFu)) << 8) | (a & 0xFFu);
+        if (little) {
+            memcpy(q + j, &x, 4u);
+        } else {
+            q[j] = (uint8_t)a;
+            q[j + 1u] = (uint8_t)b;
+            q[j + 2u] = (uint8_t)d;
+            q[j + 3u] = (uint8_t)e;
+        }
+        x ^= 0x80808080u;
+        hit |= (x - 0x01010101u) & ~x;
+    }
+    for (; j < cnt; j++) {
+        uint32_t a = (uint32_t)v[j];
+        q[j] = (uint8_t)((a + c + ((a >> s) & 1u)) >> s);
+        hit |= q[j] == 0x80u ? 0x80u : 0u;
+    }
+    if ((hit & 0x80808080u) == 0u) {
+        return;
+    }
+    for (j = 0; j < cnt; j++) {
+        if (q[j] == 0x80u) {
+            q[j] = v[j] < 0 ? 0x81u : 0x7Fu; /* -127, 127 */
+        }
+    }
+}
+
 /* The row's values rounded by `shift` (0: as they are) and saturated to +-lim, stored; n the
  * bit length of the row's largest magnitude. */
 static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, uint32_t shift,
@@ -196,29 +241,20 @@ static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, ui
                 q[j] = (int8_t)v[j];
             }
         }
+    } else if (n <= 30u && w->map.bytes == 1u) {
+        store_row_i8((uint8_t *)w->map.q + base, v, cnt, shift);
     } else if (n <= 30u) {
-        /* x + 2^31 + 2^(shift-1) < 2^31 + 2^30 + 2^29: rounded as it is; only +-2^bits can
-         * come out beyond +-lim */
+        /* int16: x + 2^31 + 2^(shift-1) < 2^31 + 2^30 + 2^29: rounded as it is; only +-2^bits
+         * can come out beyond +-lim */
         uint32_t half_m1 = (1u << (shift - 1u)) - 1u, bias = 0x80000000u >> shift;
         uint32_t span = 2u * (uint32_t)lim;
-        if (w->map.bytes == 2u) {
-            int16_t *q = (int16_t *)w->map.q + base;
-            for (j = 0; j < cnt; j++) {
-                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
-                if ((uint32_t)(x + lim) > span) {
-                    x = x < 0 ? -lim : lim;
-                }
-                q[j] = (int16_t)x;
+        int16_t *q = (int16_t *)w->map.q + base;
+        for (j = 0; j < cnt; j++) {
+            int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
+            if ((uint32_t)(x + lim) > span) {
+                x = x < 0 ? -lim : lim;
             }
-        } else {
-            int8_t *q = (int8_t *)w->map.q + base;
-            for (j = 0; j < cnt; j++) {
-                int32_t x = rshift32_fast(v[j], shift, half_m1, bias);
-                if ((uint32_t)(x + lim) > span) {
-                    x = x < 0 ? -lim : lim;
-                }
-                q[j] = (int8_t)x;
-            }
+            q[j] = (int16_t)x;
         }
     } else if (n <= 31u) {
         /* clamped first to +-lim 2^shift (< 2^n), which rounds to +-lim as every value beyond
@@ -246,32 +282,56 @@ static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, ui
     }
 }
 
+/* A row's values into a sink's channel sums (those whose mask bit is set): channel by channel
+ * (value j is channel (base + j) mod channels'), each sum in a register. When channels and base
+ * are multiples of 8, a channel's mask bits are one bit of every (channels / 8)-th byte. */
+static void sink_row(const tp_gm_writer *w, uint32_t base, const int32_t *v)
+{
+    uint32_t c, j, channels = w->channels, cnt = w->row_elems, ch0 = base % channels;
+    const uint8_t *mask = w->mask;
+    for (c = 0; c < channels && c < cnt; c++) {
+        int64_t t = 0;
+        uint32_t ch = ch0 + c < channels ? ch0 + c : ch0 + c - channels;
+        if (mask == 0) {
+            for (j = c; j < cnt; j += channels) {
+                t += v[j];
+            }
+        } else if (channels % 8u == 0u && base % 8u == 0u) {
+            const uint8_t *m = mask + ((base + c) >> 3);
+            uint32_t bit = 1u << (c & 7u), step = channels >> 3;
+            for (j = c; j < cnt; j += channels, m += step) {
+                if (*m & bit) {
+                    t += v[j];
+                }
+            }
+        } else {
+            for (j = c; j < cnt; j += channels) {
+                uint32_t i = base + j;
+                if (mask[i >> 3] & (1u << (i & 7u))) {
+                    t += v[j];
+                }
+            }
+        }
+        w->sums[ch] += t;
+    }
+}
+
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
     uint32_t j, cnt = w->row_elems, base = r * cnt;
     uint64_t top = 0;
-    if (w->sums != 0) { /* a sink's channel sums: the channel iterated, not divided out */
-        int64_t *sums = w->sums;
-        const uint8_t *mask = w->mask;
-        uint32_t ch = base % w->channels, channels = w->channels;
-        for (j = 0; j < cnt; j++) {
-            uint32_t i = base + j;
-            if (mask == 0 || (mask[i >> 3] & (1u << (i & 7u)))) {
-                sums[ch] += v[j];
-            }
-            if (++ch == channels) {
-                ch = 0;
-            }
-        }
+    if (w->sums != 0) { /* a sink's channel sums: a channel at a time, summed in a register */
+        sink_row(w, base, v);
         return;
     }
     if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
         uint32_t bits = 0u;
-        for (j = 0; j + 4u <= cnt; j += 4u) {
-            bits |= (v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j]) |
-                    (v[j + 1u] < 0 ? 0u - (uint32_t)v[j + 1u] : (uint32_t)v[j + 1u]) |
-                    (v[j + 2u] < 0 ? 0u - (uint32_t)v[j + 2u] : (uint32_t)v[j + 2u]) |
-                    (v[j + 3u] < 0 ? 0u - (uint32_t)v[j + 3u] : (uint32_t)v[j + 3u]);
+        for (j = 0; j + 4u <= cnt; j += 4u) { /* |x| = (x ^ m) - m, m all ones where x < 0 */
+            uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
+            uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u];
+            uint32_t ma = 0u - (a >> 31), mb = 0u - (b >> 31);
+            uint32_t md = 0u - (d >> 31), me = 0u - (e >> 31);
+            bits |= ((a ^ ma) - ma) | ((b ^ mb) - mb) | ((d ^ md) - md) | ((e ^ me) - me);
         }
         for (; j < cnt; j++) {
             bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
@@ -291,19 +351,19 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
     }
 }
 
-/* rshift32_fast of the 4 int8 values of a word, 1 <= s <= 7, in two words of two 16-bit
- * lanes (even and odd bytes; either byte order): q + 256 in a lane (129..384), plus
- * 2^(s-1) - 1 and the parity stays below 2^9 and shifted right leaves the lane's 9 low bits
- * clear of the lane above's (16 - s >= 9); minus 2^(8-s) mod 256 added as 256 - 2^(8-s).
- * h2, a2: 2^(s-1) - 1 and 256 - 2^(8-s) in both lanes. */
-static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t h2, uint32_t a2)
+/* rshift32_fast of the 4 int8 values of a word, 1 <= s <= 7, each in its own byte (either byte
+ * order): u = q + 128 (q ^ 0x80), u = h 2^s + l; half to even adds 1 to h where
+ * l + 2^(s-1) - 1 + parity >= 2^s (below 2^(s+1) <= 256: no carry out of the byte), the parity
+ * that of floor(q / 2^s) = h - 2^(7-s) (flipped for s = 7); h + that 1 (at most 2^(8-s) <= 128)
+ * plus 128 - 2^(7-s) stays below 256 and is the result plus 128: ^ 0x80 gives the result.
+ * mh, ml: 0xFF >> s and 2^s - 1 in every byte; hm: 2^(s-1) - 1; pf: 1 where the parity flips;
+ * b4: 128 - 2^(7-s). */
+static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t mh, uint32_t ml, uint32_t hm,
+                                  uint32_t pf, uint32_t b4)
 {
-    uint32_t e = v & 0x00FF00FFu, o = (v >> 8) & 0x00FF00FFu;
-    e += (~e & 0x00800080u) << 1; /* + 256 where the byte is non-negative: q + 256 */
-    o += (~o & 0x00800080u) << 1;
-    e = (((e + h2 + ((e >> s) & 0x00010001u)) >> s) & 0x01FF01FFu) + a2;
-    o = (((o + h2 + ((o >> s) & 0x00010001u)) >> s) & 0x01FF01FFu) + a2;
-    return (e & 0x00FF00FFu) | ((o & 0x00FF00FFu) << 8);
+    uint32_t u = v ^ 0x80808080u, h = (u >> s) & mh, l = u & ml;
+    uint32_t up = ((l + hm + ((h ^ pf) & 0x01010101u)) >> s) & 0x01010101u;
+    return (h + up + b4) ^ 0x80808080u;
 }
 
 void tp_gm_end(tp_gm_writer *w)
@@ -339,12 +399,24 @@ void tp_gm_end(tp_gm_writer *w)
                 }
             } else {
                 int8_t *q = (int8_t *)w->map.q + base;
-                uint32_t h2 = half_m1 * 0x00010001u, a2 = (256u - (256u >> s)) * 0x00010001u;
-                for (j = 0; j + 4u <= cnt; j += 4u) {
-                    uint32_t v;
-                    memcpy(&v, q + j, 4u);
-                    v = rshift4_i8(v, s, h2, a2);
-                    memcpy(q + j, &v, 4u);
+                uint32_t mh = (0xFFu >> s) * 0x01010101u, ml = ((1u << s) - 1u) * 0x01010101u;
+                uint32_t hm = half_m1 * 0x01010101u, pf = s == 7u ? 0x01010101u : 0u;
+                uint32_t b4 = (128u - (128u >> s)) * 0x01010101u;
+                for (j = 0; j + 8u <= cnt; j += 8u) {
+                    uint32_t v0, v1;
+                    memcpy(&v0, q + j, 4u);
+                    memcpy(&v1, q + j + 4u, 4u);
+                    v0 = rshift4_i8(v0, s, mh, ml, hm, pf, b4);
+                    v1 = rshift4_i8(v1, s, mh, ml, hm, pf, b4);
+                    memcpy(q + j, &v0, 4u);
+                    memcpy(q + j + 4u, &v1, 4u);
+                }
+                if (j + 4u <= cnt) {
+                    uint32_t v0;
+                    memcpy(&v0, q + j, 4u);
+                    v0 = rshift4_i8(v0, s, mh, ml, hm, pf, b4);
+                    memcpy(q + j, &v0, 4u);
+                    j += 4u;
                 }
                 for (; j < cnt; j++) {
                     q[j] = (int8_t)rshift32_fast(q[j], s, half_m1, bias);

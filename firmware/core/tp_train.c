@@ -438,6 +438,26 @@ static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t 
     }
 }
 
+/* 0x80 in the bytes of x that are not 0: the low 7 bits plus 0x7F carry into the high bit
+ * (never out of the byte), or the high bit is set already. */
+static inline uint32_t nonzero4(uint32_t x)
+{
+    return (((x & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | x) & 0x80808080u;
+}
+
+/* Mask bytes of `groups` groups of 8 values, SWAR (little-endian targets): bit set where the
+ * byte is not c (a RELU whose act_min is -128: only y = -128 is clamped). */
+static void mask_bytes_ne(const int8_t *y, uint8_t *mask, uint32_t groups, uint32_t c)
+{
+    uint32_t g, c4 = (c & 0xFFu) * 0x01010101u;
+    for (g = 0; g < groups; g++, y += 8) {
+        uint32_t w0, w1;
+        memcpy(&w0, y, 4u);
+        memcpy(&w1, y + 4, 4u);
+        mask[g] = (uint8_t)gather8(nonzero4(w0 ^ c4), nonzero4(w1 ^ c4));
+    }
+}
+
 /* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0): kept when
  * act_min < y (and, RELU6, y < act_max), i.e. y - (act_min + 1) in [0, span) unsigned. */
 static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
@@ -462,7 +482,9 @@ static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
     if (little && span != 128u) {
         /* kept: (y - lo) mod 256 < span; for span > 128, not (y - hi) mod 256 < 256 - span */
         i = n & ~7u;
-        if (span < 128u) {
+        if (span == 255u) { /* kept: y != lo - 1 */
+            mask_bytes_ne(y, mask, n / 8u, (uint32_t)(lo - 1));
+        } else if (span < 128u) {
             mask_bytes(y, mask, n / 8u, lo, span, 0xFFu);
         } else {
             mask_bytes(y, mask, n / 8u, hi, 256u - span, 0u);

@@ -1,7 +1,8 @@
 /* tp_misc_gradq.c - reference input gradients of average pooling, MEAN, PAD and ADD with
  * integer gradient maps (reference/backward.py _backward_op_int). Each dX value is computed
  * exactly where it is needed, twice per row: once for the row's largest magnitude, once to
- * write it (the map writer, tp_gradmap.h; the caller ends it). PAD and ADD rows that dY's
+ * write it (the map writer, tp_gradmap.h; the caller ends it); a pixel whose values are those
+ * of the pixel before (pooled by the same window alone; MEAN) is skipped, then copied. PAD and ADD rows that dY's
  * values fit as they are (no accumulating, no sums) are copied. */
 #include <string.h>
 
@@ -34,6 +35,22 @@ static void emit_slow(emitter *e, uint32_t i, int64_t v)
     } else {
         tp_gm_put(e->w, i, tp_gm_value(e->w, i, v));
     }
+}
+
+/* A pixel's ch values the same as the one before's (index i - ch): nothing more for the
+ * largest magnitude, a copy of its stored values for a plain map; 0 (emit them) otherwise. */
+static uint32_t repeat_pixel(const emitter *e, uint32_t i, uint32_t ch)
+{
+    if (e->mode == MAX) {
+        return 1u;
+    }
+    if (e->mode == PUT) {
+        uint32_t b = e->w->map.bytes;
+        uint8_t *q = (uint8_t *)e->w->map.q + (size_t)i * b;
+        memcpy(q, q - (size_t)ch * b, (size_t)ch * b);
+        return 1u;
+    }
+    return 0u;
 }
 
 static inline void emit(emitter *e, uint32_t i, int64_t v)
@@ -115,7 +132,7 @@ static void pool_row(const misc_ctx *c, uint32_t y, emitter *e)
 {
     const tp_pool_params *p = c->pool;
     int32_t ch = c->in_shape->c, w = c->in_shape->w, h = c->in_shape->h, ow = c->out_shape->w;
-    int32_t y0, y1, x, cc;
+    int32_t y0, y1, x, cc, last = -1; /* the window of the pixel before, if only one */
     uint32_t i = y * (uint32_t)w * (uint32_t)ch;
     windows_of((int32_t)y, p->k[0], p->stride[0], p->pad[0], c->out_shape->h, &y0, &y1);
     for (x = 0; x < w; x++) {
@@ -125,11 +142,17 @@ static void pool_row(const misc_ctx *c, uint32_t y, emitter *e)
             int32_t n = clipped(y0, p->stride[0], p->pad[0], p->k[0], h) *
                         clipped(x0, p->stride[1], p->pad[1], p->k[1], w);
             uint32_t at = (uint32_t)((y0 * ow + x0) * ch);
+            if (x0 == last && repeat_pixel(e, i, (uint32_t)ch)) { /* the same window alone */
+                i += (uint32_t)ch;
+                continue;
+            }
+            last = x0;
             for (cc = 0; cc < ch; cc++, i++) {
                 emit(e, i, share(tp_gm_get(c->dy, at + (uint32_t)cc), n));
             }
             continue;
         }
+        last = -1;
         for (cc = 0; cc < ch; cc++, i++) {
             int64_t v = 0;
             for (oy = y0; oy <= y1; oy++) {
@@ -156,6 +179,10 @@ static void mean_row(const misc_ctx *c, uint32_t y, emitter *e)
     uint32_t ch = (uint32_t)c->in_shape->c, w = (uint32_t)c->in_shape->w, x, cc, i = y * w * ch;
     int32_t n = c->in_shape->h * c->in_shape->w;
     for (x = 0; x < w; x++) {
+        if (x > 0u && repeat_pixel(e, i, ch)) { /* every pixel's values are the same */
+            i += ch;
+            continue;
+        }
         for (cc = 0; cc < ch; cc++, i++) {
             emit(e, i, share(tp_gm_get(c->dy, cc), n));
         }

@@ -22,40 +22,24 @@ static inline uint32_t abs4(uint32_t v)
     return (v ^ ((s << 8) - s)) + s;     /* ~v + 1 there */
 }
 
-/* Bytewise max of two words of 7-bit values: 0x80 + a - m has its byte's high bit set where
- * a >= m, and never borrows across bytes. */
-static inline uint32_t max4(uint32_t m, uint32_t a)
+/* The OR of the magnitudes |dY| of the 8 int8 channels at q (o .. o + 7) over the positions,
+ * into ors: its bit length is that of the largest magnitude (abs4's bytes: at most 128). */
+static void channel_or8(const int8_t *q, uint32_t positions, uint32_t stride, uint32_t *ors)
 {
-    uint32_t ge = (((a | 0x80808080u) - m) >> 7) & 0x01010101u;
-    return m ^ ((a ^ m) & ((ge << 8) - ge));
-}
-
-/* The largest |dY| of the 8 int8 channels at q (o .. o + 7) over the positions, into top;
- * returns 0 when a value is -128 (magnitude 128, not 7 bits: the caller takes the values one
- * by one). */
-static uint32_t channel_max8(const int8_t *q, uint32_t positions, uint32_t stride, uint32_t *top)
-{
-    uint32_t p, m0 = 0, m1 = 0, wide = 0, j;
+    uint32_t p, m0 = 0, m1 = 0, j;
     uint8_t b[8];
     for (p = 0; p < positions; p++, q += stride) {
         uint32_t w0, w1;
         memcpy(&w0, q, 4u);
         memcpy(&w1, q + 4, 4u);
-        w0 = abs4(w0);
-        w1 = abs4(w1);
-        wide |= w0 | w1;
-        m0 = max4(m0, w0);
-        m1 = max4(m1, w1);
-    }
-    if (wide & 0x80808080u) {
-        return 0u;
+        m0 |= abs4(w0);
+        m1 |= abs4(w1);
     }
     memcpy(b, &m0, 4u); /* back in memory order: channel o + j is byte j */
     memcpy(b + 4, &m1, 4u);
     for (j = 0; j < 8u; j++) {
-        top[j] = b[j];
+        ors[j] = b[j];
     }
-    return 1u;
 }
 
 /* The largest |dY| of channel o over `positions` pixels of `stride` values. */
@@ -79,26 +63,71 @@ static uint32_t channel_max(const tp_gmap *dy, uint32_t o, uint32_t positions, u
     return (uint32_t)(-lo > hi ? -lo : hi);
 }
 
+#define FOLD_PENDING 8u
+
+/* The fold's c, the largest channel class bitlen(top_o m_o) + k_o over the live channels.
+ * int8 maps take 8 channels a pass and only the OR of their magnitudes, of the bit length b of
+ * top_o: top_o m_o lies in [2^(b-1) 2^(n-1), 2^b 2^n), n = bitlen(m_o), so the class is
+ * b + n + k_o (hi) or one less. c is at least the largest lower bound or exact class seen (cur);
+ * a channel whose hi exceeds cur waits (up to FOLD_PENDING of them, else its maximum is taken
+ * at once); at the end the waiting ones with hi = cur + 1 take their exact maxima, until one
+ * reaches it. Other maps, and channels past the last 8, take their maxima one by one. */
 void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
                    uint32_t n_terms)
 {
-    uint32_t o, m, live = 0, tops[8], eight = 0;
-    int32_t k, c = 0;
+    uint32_t o, m, live = 0, tops[8], eight = 0, n_wait = 0, i;
+    uint16_t wait[FOLD_PENDING];
+    int32_t k, cur = 0, hi_wait[FOLD_PENDING];
     for (o = 0; o < w->n_out; o++) {
         uint32_t top;
+        int32_t lo, hi;
         if ((o & 7u) == 0u) { /* int8 maps: 8 channels a pass, 4 in a word */
-            eight = dy->bytes == 1u && o + 8u <= w->n_out &&
-                    channel_max8((const int8_t *)dy->q + o, positions, w->n_out, tops);
+            eight = dy->bytes == 1u && o + 8u <= w->n_out;
+            if (eight) {
+                channel_or8((const int8_t *)dy->q + o, positions, w->n_out, tops);
+            }
         }
         top = eight ? tops[o & 7u] : channel_max(dy, o, positions, w->n_out);
         channel_scale(w, o, &m, &k);
-        if (top != 0u && m != 0u) {
-            int32_t cls = tp_gm_channel_class(top, m, k);
-            c = live && c > cls ? c : cls;
-            live = 1u;
+        if (top == 0u || m == 0u) {
+            continue;
+        }
+        if (eight) {
+            hi = (int32_t)(tp_gm_bitlen32(top) + tp_gm_bitlen32(m)) + k;
+            lo = hi - 1;
+            if (n_wait == FOLD_PENDING) { /* no room: exactly now */
+                lo = hi = tp_gm_channel_class(channel_max(dy, o, positions, w->n_out), m, k);
+            }
+        } else {
+            lo = hi = tp_gm_channel_class(top, m, k);
+        }
+        if (!live || lo > cur) {
+            cur = lo;
+            for (i = 0; i < n_wait;) { /* those that can no longer raise it leave */
+                if (hi_wait[i] <= cur) {
+                    n_wait--;
+                    wait[i] = wait[n_wait];
+                    hi_wait[i] = hi_wait[n_wait];
+                } else {
+                    i++;
+                }
+            }
+        }
+        live = 1u;
+        if (hi > cur) {
+            wait[n_wait] = (uint16_t)o;
+            hi_wait[n_wait++] = hi;
         }
     }
-    tp_gm_fold_init(f, dy->e, n_terms, c, live);
+    for (i = 0; i < n_wait; i++) { /* hi = cur + 1: the exact class is cur or that */
+        if (hi_wait[i] > cur) {
+            int32_t cls;
+            channel_scale(w, wait[i], &m, &k);
+            cls = tp_gm_channel_class(channel_max(dy, wait[i], positions, w->n_out), m, k);
+            cur = cls > cur ? cls : cur;
+        }
+    }
+    tp_gm_fold_init(f, dy->e, n_terms, cur, live);
 }
 
 /* Pixel (oy, ox)'s dY' values, n_out of them, into fy. */
@@ -296,8 +325,12 @@ static int32_t strided_sum16(const int16_t *q, uint32_t n, uint32_t stride)
 
 static int32_t strided_sum8(const int8_t *q, uint32_t n, uint32_t stride)
 {
-    uint32_t k = 0, s2 = 2u * stride, s3 = 3u * stride;
+    uint32_t k = 0, s2 = 2u * stride, s3 = 3u * stride, s4 = 4u * stride;
     int32_t t = 0;
+    for (; k + 8u <= n; k += 8u, q += 8u * stride) { /* 8 a step: two runs of 4 */
+        const int8_t *r = q + s4;
+        t += q[0] + q[stride] + q[s2] + q[s3] + r[0] + r[stride] + r[s2] + r[s3];
+    }
     for (; k + 4u <= n; k += 4u, q += 4u * stride) {
         t += q[0] + q[stride] + q[s2] + q[s3];
     }
