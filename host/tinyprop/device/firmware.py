@@ -10,7 +10,6 @@ tinyprop.paths.BUILD_ROOT, never beside the sources.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shlex
 import shutil
@@ -18,6 +17,7 @@ import subprocess
 import tempfile
 import zlib
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from functools import cache
 from pathlib import Path
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from ..compile.blob import blob_id, c_header, read_blob
 from ..errors import TinypropError
-from ..paths import BUILD_ROOT, REPO_ROOT, setup_hint
+from ..paths import BUILD_ROOT, REPO_ROOT, file_lock, setup_hint
 
 FIRMWARE_DIR = REPO_ROOT / "firmware"
 CORE_BUILD = BUILD_ROOT / "firmware"  # BUILD= of firmware/Makefile
@@ -53,11 +53,16 @@ def _need(what: str, *tools: tuple[str, str]) -> None:
                                 f"`sudo apt-get install {package}`{setup_hint()}")
 
 
+def build_lock(directory: Path) -> AbstractContextManager[None]:
+    """`directory`'s build lock (directory/.lock, paths.file_lock): every process that runs make
+    into that directory, or writes a file there that a build reads, holds it, so two processes
+    never compile the same object or write the same header at once."""
+    return file_lock(directory / ".lock")
+
+
 def _make(args: Sequence[str], lock_dir: Path, what: str) -> str:
     """Run make with `args` while holding lock_dir's lock; its standard output."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(lock_dir):
         result = subprocess.run(["make", "--no-print-directory", *args], check=False,
                                 capture_output=True, text=True)
     if result.returncode != 0:
@@ -239,9 +244,12 @@ def write_samples_header(
 
 
 def _write_header(header: Path, text: str) -> Path:
-    if not header.exists() or header.read_text() != text:
-        header.parent.mkdir(parents=True, exist_ok=True)
-        tmp = header.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(header)
+    # Compared and written under the folder's lock: two processes writing the same header at once
+    # write it once (a second write, the same text with a newer time, would make the other's
+    # build recompile), and a build never includes half a header.
+    with build_lock(header.parent):
+        if not header.exists() or header.read_text() != text:
+            tmp = header.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(header)
     return header
