@@ -2,10 +2,10 @@
 binding, libtinyprop.a for C programs such as the test drivers) through firmware/Makefile, and
 board firmware through boards/<name>/Makefile, with a model blob compiled in.
 
-make decides what to rebuild. Builds that share a directory hold a file lock while make runs:
-test workers in parallel processes share build/. The sources are tinyprop.paths.REPO_ROOT's (the
-checkout, or the copy an installed package carries); everything built goes under
-tinyprop.paths.BUILD_ROOT, never beside the sources.
+make decides what to rebuild. Builds that share files hold a file lock while make runs (the
+core's folder; a board firmware's own output): test workers in parallel processes share build/.
+The sources are tinyprop.paths.REPO_ROOT's (the checkout, or the copy an installed package
+carries); everything built goes under tinyprop.paths.BUILD_ROOT, never beside the sources.
 """
 
 from __future__ import annotations
@@ -60,13 +60,14 @@ def build_lock(directory: Path) -> AbstractContextManager[None]:
     return file_lock(directory / ".lock")
 
 
-def _make(args: Sequence[str], lock_dir: Path, what: str) -> str:
-    """Run make with `args` while holding lock_dir's lock; its standard output."""
-    with build_lock(lock_dir):
+def _make(args: Sequence[str], lock_dir: Path, what: str, output: str = "") -> str:
+    """Run make with `args` while holding lock_dir's lock (with `output`, the name of what the
+    run builds, that output's own lock, lock_dir/.<output>.lock); its standard output."""
+    with file_lock(lock_dir / (f".{output}.lock" if output else ".lock")):
         result = subprocess.run(["make", "--no-print-directory", *args], check=False,
                                 capture_output=True, text=True)
     if result.returncode != 0:
-        log = lock_dir / "build-error.log"
+        log = lock_dir / (f"{output}.build-error.log" if output else "build-error.log")
         log.write_text(result.stdout + result.stderr)
         raise TinypropError(f"building {what} failed: {_first_error(result.stderr)}; full output "
                             f"in {log}")
@@ -169,10 +170,14 @@ def build_firmware(
     if app is not None:
         make.append(f"APP={app}")
     make += [f"{name}={value}" for name, value in (variables or {}).items()]
-    # one board's builds share its object directories
-    _make(make, BUILD_ROOT / board, f"{board} firmware (APP={app or 'device'})")
-    return Path(_make([*make, "path"], BUILD_ROOT / board, f"the path of {board}'s firmware")
-                .strip())
+    out = Path(_make([*make, "path"], BUILD_ROOT / board, f"the path of {board}'s firmware")
+               .strip())
+    # Each output (an app, a blob, a samples header) has its own objects, obj-<name>/, and
+    # nothing else of the board's folder is written: a build holds its output's lock only, so
+    # two processes build two blobs' firmware at once, and one waiting for the same output
+    # finds it built.
+    _make(make, out.parent, f"{board} firmware (APP={app or 'device'})", output=out.name)
+    return out
 
 
 def blob_header(blob: bytes) -> str:
