@@ -6,9 +6,9 @@ setup:
 demo: setup
 	$(if $(wildcard ../shared),TINYPROP_ASSETS=$(abspath ../shared)) .venv/bin/tinyprop demo
 test: setup
-	.venv/bin/python -m pytest -q tests
+	.venv/bin/python -m pytest -q -n 2 --dist loadfile tests
 test-fast: setup
-	.venv/bin/python -m pytest -q -m "not slow" tests
+	.venv/bin/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 lint: setup
 	.venv/bin/ruff check host tests datasets
 bench: setup

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from tinyprop.paths import file_lock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REP_SAMPLES = 32  # representative-dataset size: enough for stable ranges, fast to calibrate
@@ -419,17 +420,21 @@ def build_tflite(name: str, cache_dir: Path | None = None) -> Path:
     path = out_dir / f"{name}.tflite"
     if path.exists():
         return path
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if name in FLOAT_MODELS:
-        data = convert(FLOAT_MODELS[name](), quantize=False)
-    else:
-        builder = MODELS.get(name) or REFUSED[name]
-        data = convert(builder(), per_channel_dense=name not in PER_TENSOR_DENSE)
-    data = POSTPROCESS.get(name, bytes)(data)
-    # Write then rename: another pytest process may be building the same model.
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    # Another pytest process (an xdist worker) may be building the same model: it converts, this
+    # one waits and takes its model, instead of converting again and replacing a model in use.
+    with file_lock(path.with_suffix(".lock")):
+        if path.exists():
+            return path
+        if name in FLOAT_MODELS:
+            data = convert(FLOAT_MODELS[name](), quantize=False)
+        else:
+            builder = MODELS.get(name) or REFUSED[name]
+            data = convert(builder(), per_channel_dense=name not in PER_TENSOR_DENSE)
+        data = POSTPROCESS.get(name, bytes)(data)
+        # Write then rename: a reader never sees half a model.
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
     return path
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tinyprop.compile.blob import pack_blob
+from tinyprop.device.firmware import CORE_BUILD, build_lock
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.paths import REPO_ROOT as REPO
 from tinyprop.reference.forward import Forward
 
 FIRMWARE = REPO / "firmware"
-BUILD = REPO / "build" / "firmware"
+BUILD = CORE_BUILD
 
 # The layers, lowest first. An object may use its own layer and the ones below, nothing above.
 LAYERS = [
@@ -45,8 +46,11 @@ needs = {tool: pytest.mark.skipif(shutil.which(tool) is None, reason=f"needs {to
 
 
 def make(*args: str) -> str:
-    proc = subprocess.run(["make", "-s", "-C", str(FIRMWARE), *args], capture_output=True,
-                          text=True, check=False)
+    # under the build folder's lock, as tinyprop's own builds of the core: a test worker in
+    # another process may be compiling the same objects
+    with build_lock(BUILD):
+        proc = subprocess.run(["make", "-s", "-C", str(FIRMWARE), f"BUILD={BUILD}", *args],
+                              capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 

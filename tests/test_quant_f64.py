@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from tinyprop.device.firmware import build_program
+from tinyprop.device.firmware import CORE_BUILD, build_lock, build_program
 from tinyprop.paths import REPO_ROOT as REPO
 
 DRIVER = REPO / "tests" / "c" / "test_quant_f64.c"
@@ -27,10 +27,10 @@ def test_integer_binary64_equals_the_double_computation(seed):
 @pytest.mark.skipif(shutil.which("arm-none-eabi-nm") is None, reason="needs arm-none-eabi-gcc")
 def test_the_m4_core_links_no_soft_double():
     """The M4F has a single-precision FPU: a double operation would be a libgcc call."""
-    subprocess.run(["make", "-s", "-C", str(REPO / "firmware"), "arm"], check=True,
-                   capture_output=True)
-    out = subprocess.run(["arm-none-eabi-nm", "-u",
-                          str(REPO / "build" / "firmware" / "arm" / "libtinyprop.a")],
+    with build_lock(CORE_BUILD):  # as tinyprop's builds of the core: other test workers build there
+        subprocess.run(["make", "-s", "-C", str(REPO / "firmware"), f"BUILD={CORE_BUILD}", "arm"],
+                       check=True, capture_output=True)
+    out = subprocess.run(["arm-none-eabi-nm", "-u", str(CORE_BUILD / "arm" / "libtinyprop.a")],
                          capture_output=True, text=True, check=True).stdout
     doubles = sorted({s for s in out.split() if s.startswith(("__aeabi_d", "__aeabi_f2d",
                                                              "__aeabi_l2d", "__aeabi_i2d",

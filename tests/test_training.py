@@ -3,12 +3,14 @@ high-water mark the core measures equals the plan, and bad input never corrupts 
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from tinyprop.compile.auto import auto_scheme
 from tinyprop.compile.blobfile import make_blob
 from tinyprop.compile.budget import parse_budget
-from tinyprop.compile.scheme import LayerUpdate, bias_only, parse_scheme
+from tinyprop.compile.scheme import LayerUpdate, SparseScheme, bias_only, parse_scheme
 from tinyprop.data.datasets import load_split
 from tinyprop.engines import HParams
 from tinyprop.engines.native import NativeEngine
@@ -30,9 +32,16 @@ def night_train(vww_data_dir, vww_graph):
     return xs, ys
 
 
+_AUTO: dict[tuple[int, str], SparseScheme] = {}
+
+
 def _scheme(graph, spec):
     if spec.startswith("auto:"):
-        return auto_scheme(graph, parse_budget(spec[5:]))[0]
+        # The search (tens of seconds on VWW) depends only on the graph and the budget: one search
+        # serves both gradient-map formats below, each test taking its own copy.
+        if (id(graph), spec) not in _AUTO:
+            _AUTO[id(graph), spec] = auto_scheme(graph, parse_budget(spec[5:]))[0]
+        return copy.deepcopy(_AUTO[id(graph), spec])
     return parse_scheme(graph, spec)
 
 

@@ -13,8 +13,11 @@ version) never mix objects.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
@@ -62,3 +65,14 @@ BUILD_ROOT = _build_root()
 def setup_hint() -> str:
     """What installs the Debian tools besides apt-get: scripts/setup.sh, in a checkout."""
     return " (or scripts/setup.sh)" if IN_CHECKOUT else ""
+
+
+@contextmanager
+def file_lock(lock: Path) -> Iterator[None]:
+    """Hold an exclusive flock on the file `lock` (created, with its folder, if need be) for the
+    block: processes that build into one place (test workers sharing build/) take turns, and one
+    that waited finds what the other built instead of building it again."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield

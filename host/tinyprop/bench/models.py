@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..paths import BUILD_ROOT
+from ..paths import BUILD_ROOT, file_lock
 
 SIZE = 128
 CLASSES = 10
@@ -144,9 +144,13 @@ def build_model(name: str, directory: Path | None = None) -> Path:
     path = Path(directory or cache_dir()) / f"{name}.tflite"
     if path.exists():
         return path
-    raw = convert(keras_model(name))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(raw)
-    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a model
+    # One process converts, another waiting for the lock then takes its model: two conversions
+    # differ in their bytes, so a second one must not replace a model already in use.
+    with file_lock(path.with_suffix(".lock")):
+        if path.exists():
+            return path
+        raw = convert(keras_model(name))
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(raw)
+        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a model
     return path

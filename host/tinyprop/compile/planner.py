@@ -44,18 +44,31 @@ def first_fit(buffers: list[Buffer], offsets: list[int], b: Buffer) -> int:
 
 def _place(buffers: list[Buffer], order: list[int]) -> tuple[list[int], int]:
     offsets = [-1] * len(buffers)
-    placed = [i for i, b in enumerate(buffers) if b.pinned is not None]
-    for i in placed:
-        offsets[i] = buffers[i].pinned
+    # first_fit, inlined: each placed buffer with bytes as (first, last, offset, end), so the
+    # search over a plan's hundreds of buffers, run thousands of times by auto, compares ints
+    placed: list[tuple[int, int, int, int]] = []
+    for i, b in enumerate(buffers):
+        if b.pinned is not None:
+            offsets[i] = b.pinned
+            if b.size:
+                placed.append((b.first, b.last, b.pinned, b.pinned + _align(b.size)))
     for i in order:
-        if buffers[i].pinned is not None:
-            continue
         b = buffers[i]
+        if b.pinned is not None:
+            continue
         if b.size == 0:
             offsets[i] = 0
             continue
-        offsets[i] = first_fit([buffers[j] for j in placed], [offsets[j] for j in placed], b)
-        placed.append(i)
+        first, last, size = b.first, b.last, _align(b.size)
+        at = 0
+        for lo, hi in sorted([(lo, hi) for f, la, lo, hi in placed
+                              if f <= last and first <= la]):
+            if at + size <= lo:
+                break
+            if hi > at:
+                at = hi
+        offsets[i] = at
+        placed.append((first, last, at, at + size))
     total = max((offsets[i] + _align(b.size) for i, b in enumerate(buffers) if b.size), default=0)
     return offsets, total
 

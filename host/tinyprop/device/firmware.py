@@ -2,15 +2,14 @@
 binding, libtinyprop.a for C programs such as the test drivers) through firmware/Makefile, and
 board firmware through boards/<name>/Makefile, with a model blob compiled in.
 
-make decides what to rebuild. Builds that share a directory hold a file lock while make runs:
-test workers in parallel processes share build/. The sources are tinyprop.paths.REPO_ROOT's (the
-checkout, or the copy an installed package carries); everything built goes under
-tinyprop.paths.BUILD_ROOT, never beside the sources.
+make decides what to rebuild. Builds that share files hold a file lock while make runs (the
+core's folder; a board firmware's own output): test workers in parallel processes share build/.
+The sources are tinyprop.paths.REPO_ROOT's (the checkout, or the copy an installed package
+carries); everything built goes under tinyprop.paths.BUILD_ROOT, never beside the sources.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shlex
 import shutil
@@ -18,6 +17,7 @@ import subprocess
 import tempfile
 import zlib
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from functools import cache
 from pathlib import Path
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from ..compile.blob import blob_id, c_header, read_blob
 from ..errors import TinypropError
-from ..paths import BUILD_ROOT, REPO_ROOT, setup_hint
+from ..paths import BUILD_ROOT, REPO_ROOT, file_lock, setup_hint
 
 FIRMWARE_DIR = REPO_ROOT / "firmware"
 CORE_BUILD = BUILD_ROOT / "firmware"  # BUILD= of firmware/Makefile
@@ -53,15 +53,21 @@ def _need(what: str, *tools: tuple[str, str]) -> None:
                                 f"`sudo apt-get install {package}`{setup_hint()}")
 
 
-def _make(args: Sequence[str], lock_dir: Path, what: str) -> str:
-    """Run make with `args` while holding lock_dir's lock; its standard output."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def build_lock(directory: Path) -> AbstractContextManager[None]:
+    """`directory`'s build lock (directory/.lock, paths.file_lock): every process that runs make
+    into that directory, or writes a file there that a build reads, holds it, so two processes
+    never compile the same object or write the same header at once."""
+    return file_lock(directory / ".lock")
+
+
+def _make(args: Sequence[str], lock_dir: Path, what: str, output: str = "") -> str:
+    """Run make with `args` while holding lock_dir's lock (with `output`, the name of what the
+    run builds, that output's own lock, lock_dir/.<output>.lock); its standard output."""
+    with file_lock(lock_dir / (f".{output}.lock" if output else ".lock")):
         result = subprocess.run(["make", "--no-print-directory", *args], check=False,
                                 capture_output=True, text=True)
     if result.returncode != 0:
-        log = lock_dir / "build-error.log"
+        log = lock_dir / (f"{output}.build-error.log" if output else "build-error.log")
         log.write_text(result.stdout + result.stderr)
         raise TinypropError(f"building {what} failed: {_first_error(result.stderr)}; full output "
                             f"in {log}")
@@ -164,10 +170,14 @@ def build_firmware(
     if app is not None:
         make.append(f"APP={app}")
     make += [f"{name}={value}" for name, value in (variables or {}).items()]
-    # one board's builds share its object directories
-    _make(make, BUILD_ROOT / board, f"{board} firmware (APP={app or 'device'})")
-    return Path(_make([*make, "path"], BUILD_ROOT / board, f"the path of {board}'s firmware")
-                .strip())
+    out = Path(_make([*make, "path"], BUILD_ROOT / board, f"the path of {board}'s firmware")
+               .strip())
+    # Each output (an app, a blob, a samples header) has its own objects, obj-<name>/, and
+    # nothing else of the board's folder is written: a build holds its output's lock only, so
+    # two processes build two blobs' firmware at once, and one waiting for the same output
+    # finds it built.
+    _make(make, out.parent, f"{board} firmware (APP={app or 'device'})", output=out.name)
+    return out
 
 
 def blob_header(blob: bytes) -> str:
@@ -239,9 +249,12 @@ def write_samples_header(
 
 
 def _write_header(header: Path, text: str) -> Path:
-    if not header.exists() or header.read_text() != text:
-        header.parent.mkdir(parents=True, exist_ok=True)
-        tmp = header.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(header)
+    # Compared and written under the folder's lock: two processes writing the same header at once
+    # write it once (a second write, the same text with a newer time, would make the other's
+    # build recompile), and a build never includes half a header.
+    with build_lock(header.parent):
+        if not header.exists() or header.read_text() != text:
+            tmp = header.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(header)
     return header

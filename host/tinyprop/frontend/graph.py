@@ -6,6 +6,7 @@ packer need, and nothing of the flatbuffer it came from.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +42,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape)) if self.shape else 1
+        return int(math.prod(self.shape))  # 1 for a scalar's ()
 
     @property
     def is_const(self) -> bool:
