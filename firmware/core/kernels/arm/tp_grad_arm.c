@@ -553,10 +553,13 @@ static TP_DSP_NOINLINE void pw_mac3(int32_t *a, const pw_pair *t, uint32_t npair
             z1 = a[2u * ic + i + 1u];
         }
         if (e != end2) {
-            __asm__ volatile("1:\n\t" PW_Q3 PW_Q3 "cmp %[e], %[end]\n\t"
+            /* the end in memory, as pw_mac4's: at -Os (the nRF and MicroPython builds) GCC
+             * has no register left for it */
+            __asm__ volatile("1:\n\t" PW_Q3 PW_Q3 "ldr %[r], %[end]\n\t"
+                             "cmp %[e], %[r]\n\t"
                              "bne 1b"
                              : PW_Q3_OUT
-                             : [end] "r"(end2), [i] "r"(i)
+                             : [end] "m"(end2), [i] "r"(i)
                              : "cc", "memory");
         }
         if (npairs & 1u) {
