@@ -26,9 +26,11 @@
 from __future__ import annotations
 
 import ctypes
+import io
 import shutil
 import subprocess
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,23 +197,19 @@ def test_the_host_predicts_which_ops_fall_back(tmp_path):
             assert ratio < 0.6, (cases[r.case][0], ratio)
 
 
-def test_dsp_kernels_emulated_under_sanitizers_equal_reference(tmp_path):
-    cases, expect = harness_cases(all_cases(), exact_only=False)
+def run_sanitized(cases: list[Case], tmp_path: Path) -> Run:
+    """The cases' records from the driver with the intrinsics emulated, under ASan and UBSan."""
     write_cases(tmp_path / "cases.bin", cases)
     exe = build_program(DRIVER, sanitize=True, dsp_emulation=True)
     proc = subprocess.run([str(exe), str(tmp_path / "cases.bin")], capture_output=True,
                           check=False, timeout=600)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    return read_records(io.BytesIO(proc.stdout), cases)
 
-    class Stream:
-        data, at = proc.stdout, 0
 
-        def read(self, n: int) -> bytes:
-            out = self.data[self.at : self.at + n]
-            self.at += len(out)
-            return out
-
-    check_run(cases, read_records(Stream(), cases), expect)
+def test_dsp_kernels_emulated_under_sanitizers_equal_reference(tmp_path):
+    cases, expect = harness_cases(all_cases(), exact_only=False)
+    check_run(cases, run_sanitized(cases, tmp_path), expect)
 
 
 def _tie_scales(g: Graph) -> None:
@@ -335,21 +333,7 @@ def test_depthwise_gradients_on_qemu_m4_equal_reference(grad, target, tmp_path):
 @pytest.mark.parametrize("grad", ["int16", "int8"])
 def test_depthwise_gradients_emulated_under_sanitizers_equal_reference(grad, target, tmp_path):
     cases, want = dw_training_blobs(grad, target)
-    write_cases(tmp_path / "cases.bin", cases)
-    exe = build_program(DRIVER, sanitize=True, dsp_emulation=True)
-    proc = subprocess.run([str(exe), str(tmp_path / "cases.bin")], capture_output=True,
-                          check=False, timeout=600)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
-
-    class Stream:
-        data, at = proc.stdout, 0
-
-        def read(self, n: int) -> bytes:
-            out = self.data[self.at : self.at + n]
-            self.at += len(out)
-            return out
-
-    check_train_run(cases, read_records(Stream(), cases), want=want)
+    check_train_run(cases, run_sanitized(cases, tmp_path), want=want)
 
 
 class ConvParams(ctypes.Structure):
