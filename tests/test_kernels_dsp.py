@@ -67,6 +67,7 @@ needs_qemu = pytest.mark.skipif(
 
 RANDOM = 60  # opgen cases per kind (each a few milliseconds on the board)
 DRIVER = REPO / "tests" / "c" / "test_kernels_dsp.c"
+FOLD_DRIVER = REPO / "tests" / "c" / "test_fold_dsp.c"
 
 
 def _conv_case(name: str, shape, kind: str, seed: int, tweak=None, **conv) -> tuple[str, Graph]:
@@ -212,12 +213,39 @@ def test_dsp_kernels_emulated_under_sanitizers_equal_reference(tmp_path):
     check_run(cases, run_sanitized(cases, tmp_path), expect)
 
 
+def test_dsp_folds_equal_the_definition_value_by_value():
+    """Every dY' the DSP input-gradient kernels fold (1x1 and 3x3 depthwise, both strides, int8
+    and int16 dY, every path of the folds) equals the reference kernels' and round half to
+    even of q m / 2^sh, seen through dX = dY' in an int16 map (tests/c/test_fold_dsp.c): a tie
+    rounded the other way is one unit off, which a training step's int8 map may round away."""
+    exe = build_program(FOLD_DRIVER, sanitize=True, dsp_emulation=True)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.strip() == "fold cases 1656, values 6782976, mismatches 0"
+
+
 def _tie_scales(g: Graph) -> None:
     """Depthwise weight scales whose mantissas end in 4 to 19 zero bits: q m can fall halfway
     between two folded values (the fold's exact int32 path, not its SMMULR one)."""
     w = g.tensors[g.ops[1].inputs[1]]
     w.scale = np.array([(1.0 + 2.0 ** -(23 - 4 - i % 16)) * 2.0 ** -(6 + i % 3)
                         for i in range(w.scale.size)], np.float32)
+
+
+def _exact_ties(g: Graph) -> None:
+    """Depthwise channel 0 with a large scale and zero weights (it sets the fold's top), the
+    others 1.5 * 2^-(11..18) of it with one weight, the centre tap's +-1: dY' = q times 0.75,
+    0.375, ... (depending on max |q| of channel 0, which bounds the fold's top), so that a
+    quarter to a half of the q of some channels fold to exact halves, and dX, a dY' a
+    position, fits an int8 map with at most a one-bit shift. A tie the DSP fold rounds
+    otherwise than the reference then changes dX, so the bias gradient of the trained 1x1 conv
+    below, its velocity and the params' CRC."""
+    w = g.tensors[g.ops[1].inputs[1]]
+    c = w.scale.size
+    w.scale = np.array([2.0 ** -2] + [1.5 * 2.0 ** -(11 + i % 8) for i in range(1, c)],
+                       np.float32)
+    w.data[:] = 0
+    w.data[0, 1, 1, 1:] = np.where(np.arange(1, c) % 2 == 1, 1, -1)
 
 
 def _full_mantissas(g: Graph) -> None:
@@ -249,7 +277,9 @@ def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
             ("ties-s2", (11, 9, 12), {"stride": (2, 2)}, _tie_scales),
             ("tiny", (3, 3, 32), {}, None), ("odd-width", (5, 1, 3), {}, None),
             ("mult2", (6, 6, 3), {"mult": 2}, None),
-            ("dead", (6, 6, 8), {"act": "RELU"}, _dead_output)]
+            ("dead", (6, 6, 8), {"act": "RELU"}, _dead_output),
+            ("exact-ties", (6, 6, 16), {}, _exact_ties),
+            ("exact-ties-s2", (9, 8, 16), {"stride": (2, 2)}, _exact_ties)]
     out = []
     for i, (name, shape, conv, tweak) in enumerate(spec):
         r = np.random.default_rng(1000 + i)
@@ -273,10 +303,11 @@ def dw_training_blobs(grad: str, target: str | None = None) -> tuple[list[Case],
     """Each case's blob, without a scratch plan (target None: the forward runs the reference
     kernels) or planned for `target`'s kernels as `tinyprop convert` plans it (the Cortex-M4's:
     the forward's DSP kernels, their scratch in the training arena), three training samples,
-    and the NumPy trainer's params CRC32 after each step."""
+    and the NumPy trainer's params CRC32 after each step. With a velocity per trained
+    parameter (momentum 0: the step's float32 gradient), so that the CRC sees every gradient."""
     cases, want = [], []
     for i, (name, g, scheme) in enumerate(dw_training_cases()):
-        prog = build_train_program(g, scheme, grad=grad)
+        prog = build_train_program(g, scheme, momentum=True, grad=grad)
         if target is None:
             blob = pack_blob(g, 0, train=prog)
         else:
@@ -441,12 +472,13 @@ def test_vww_costs_per_layer_type(vww_model_path, vww_data_dir):
 
 def _deep_scheme(path):
     """Biases of every weighted op (gradient maps down to 48x48, through every depthwise stride)
-    and weights of 1x1 convolutions at 48x48, 6x6 and 3x3 and of a depthwise layer."""
+    and weights of 1x1 convolutions at 48x48, 6x6 and 3x3 and of a depthwise layer (few rows
+    of the wide ones: with a velocity each, params and arena fit the harness on qemu-m4)."""
     import json
 
     path.write_text(json.dumps({"bias_last": 29, "weights": [
-        {"op": 2, "fraction": 0.25}, {"op": 20, "fraction": 0.5}, {"op": 25, "fraction": 0.25},
-        {"op": 26, "fraction": 0.25}]}))
+        {"op": 2, "fraction": 0.25}, {"op": 20, "fraction": 0.125}, {"op": 25, "fraction": 0.125},
+        {"op": 26, "fraction": 0.125}]}))
     return str(path)
 
 
@@ -456,7 +488,8 @@ def test_gradient_kernels_train_bit_exact_on_qemu_m4(grad, vww_model_path, vww_d
                                                      tmp_path):
     """Training steps on qemu-m4 with the DSP gradient kernels (integer maps) leave the same
     parameters, step by step, as with the reference kernels, and the profile's parts add up to
-    the step (tinyprop bench --only step reads them)."""
+    the step (tinyprop bench --only step reads them). The velocities (momentum 0: each the
+    step's gradient) are in the CRC: every gradient is compared, not only the int8 parameters."""
     from tinyprop.bench.kernels import FLAG_BUILTIN, FLAG_REF, FLAG_TRAIN, StepProfile, train_inputs
     from tinyprop.compile.build import build
     from tinyprop.data.datasets import load_split
@@ -464,7 +497,8 @@ def test_gradient_kernels_train_bit_exact_on_qemu_m4(grad, vww_model_path, vww_d
 
     g = read_tflite(vww_model_path)
     xs, ys, _ = load_split(vww_data_dir, "train", g.input.s, g.input.zp, shift="haze")
-    tb = build(vww_model_path, _deep_scheme(tmp_path / "deep.json"), None, grad=grad)
+    tb = build(vww_model_path, _deep_scheme(tmp_path / "deep.json"), None, momentum=True,
+               grad=grad)
     inputs = train_inputs(xs[:3], ys[:3])
     cases = [Case(None, inputs, FLAG_TRAIN | FLAG_OUTPUTS | FLAG_BUILTIN, "dsp"),
              Case(None, inputs, FLAG_TRAIN | FLAG_OUTPUTS | FLAG_BUILTIN | FLAG_REF, "ref")]

@@ -2,7 +2,10 @@
 the reference kernels bit for bit, op by op, on qemu-m4: small graphs x -> 1x1 conv (bias
 trained: the op under test must hand it an input gradient) -> the 1x1 conv under test -> MEAN
 -> a 1x1 head, three training steps with the DSP kernels and three with the reference kernels, the
-parameters' CRC after each step equal.
+parameters' CRC after each step equal. The blobs hold a float32 velocity per trained parameter
+(convert --momentum; the harness trains with momentum 0, so each velocity is the step's gradient):
+the CRC covers every gradient bit for bit, not only the int8 parameters, whose stochastic
+rounding would hide a gradient one unit off.
 
 The cases reach every path of the kernels: trained rows held apart (a channel subset) and
 contiguous weights (the op trains its bias only), output channels in one block and in several
@@ -60,7 +63,7 @@ def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coars
     under = LayerUpdate(1, True, list(rows)) if rows is not None else LayerUpdate(1, True, [])
     scheme = SparseScheme(name, {0: LayerUpdate(0, True, []), 1: under,
                                  3: LayerUpdate(3, True, [])})
-    prog = build_program(g, scheme, grad=grad)
+    prog = build_program(g, scheme, momentum=True, grad=grad)
     infer = inference_for(g, prog)
     scratch = plan_scratch(g, "cortex-m4", prog, prog.region_bytes, infer=infer)
     blob = pack_blob(g, seed, train=prog, scratch=scratch, infer=infer)

@@ -1,0 +1,172 @@
+/* test_fold_dsp.c - the fold dY' = round(q m / 2^sh) (half to even, clamped to +-(2^bits - 1))
+ * of the Cortex-M DSP input-gradient kernels, value by value, for tests/test_kernels_dsp.py:
+ * built with TP_KERNELS_DSP_EMULATION under ASan and UBSan, it runs the 1x1 and the 3x3
+ * depthwise input gradients (kernels/arm/tp_grad_arm.c) and the reference ones on maps whose dX
+ * is dY' itself: the 1x1 weights the identity, the depthwise ones only the centre tap, 1. dX is
+ * written to an int16 map, whose 15 bits hold every dY' without a shift, so each value of
+ * the fold is seen, not only what survives the rounding of a map.
+ *
+ *   test_fold_dsp        (prints one summary line; exit 1 and the first mismatches on stderr)
+ *
+ * The cases: dY int8 (every q of -128..127 at every channel, stride 1) and int16 (q = odd 2^s, s up to
+ * 14, both signs: every count of trailing zeros, hence every kind of tie); fold bits 15 (the
+ * only ones SMMULR's int8 fold takes) and 11; for each shift sh from -3 to 42 the weight scales
+ * of 16 channels m 2^-sh, m of the mantissas with 0..15 or 8..23 trailing zeros, or one
+ * channel's scale 0: every path of the folds (SMMULR where no q m can be halfway, the int32
+ * re-fold of channels that may meet a tie, the int64 and the general one, saturation, all
+ * zero). Each dX equals the reference kernel's and the value computed here from its definition.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/tp_kernels.h"
+#include "tp_gradmap.h"
+#include "tp_le.h"
+
+#define H 16
+#define W 16
+#define C 16
+#define N (H * W * C)
+
+static uint8_t dy_buf[TP_GM_HEADER + 2 * N], dx_ref[TP_GM_HEADER + 2 * N],
+    dx_dsp[TP_GM_HEADER + 2 * N];
+static int32_t scratch[H * W * C];
+static uint8_t shifts[H];
+
+/* round(q m / 2^sh) half to even, clamped to +-(2^bits - 1), from the definition. */
+static int32_t fold_def(int32_t q, uint32_t m, int32_t sh, uint32_t bits)
+{
+    int64_t v = (int64_t)q * (int64_t)m, lim = ((int64_t)1 << bits) - 1, r;
+    if (sh <= 0) {
+        r = v * ((int64_t)1 << -sh);
+    } else if (sh >= 62) {
+        r = 0;
+    } else {
+        int64_t d = (int64_t)1 << sh, fl = v >= 0 ? v / d : -((-v + d - 1) / d), rem = v - fl * d;
+        r = fl + ((2 * rem > d || (2 * rem == d && (fl & 1))) ? 1 : 0);
+    }
+    return (int32_t)(r > lim ? lim : r < -lim ? -lim : r);
+}
+
+static int32_t q_at(uint32_t bytes, uint32_t p, uint32_t c)
+{
+    uint32_t k = (p + 37u * c) % (H * W), s = k % 15u, odd = 2u * (k / 15u) + 1u;
+    int32_t v;
+    if (bytes == 1u) {
+        return (int32_t)((p + 37u * c) & 0xFFu) - 128;
+    }
+    v = (int32_t)((odd << s) < 32768u ? odd << s : (odd % (1u << (15u - s))) << s);
+    return (k / 15u) & 1u ? -v : v;
+}
+
+typedef void (*grad_fn)(const tp_conv_params *, const tp_shape *, const tp_shape *,
+                        const tp_weights *, const tp_gm_fold *, const tp_gmap *, tp_gm_writer *,
+                        void *);
+
+static void run(grad_fn fn, const tp_conv_params *p, const tp_shape *in, const tp_shape *out,
+                const tp_weights *w, const tp_gm_fold *f, const tp_gmap *dy, uint8_t *buf)
+{
+    tp_gm_writer wr;
+    memset(buf, 0x5A, TP_GM_HEADER + 2 * N);
+    memset(scratch, 0xA5, sizeof scratch);
+    tp_gm_begin(&wr, buf, TP_GRAD_INT16, H, W * C, 0u, shifts, f->e);
+    fn(p, in, out, w, f, dy, &wr, scratch);
+    tp_gm_end(&wr);
+}
+
+/* The mismatches of a case's two dX maps (dx_ref, dx_dsp) with each other and with the fold's
+ * definition; the first few (bad_before: those already reported) on stderr. */
+static uint32_t compare(uint32_t bytes, uint32_t bits, uint32_t kind, int32_t sh, const uint32_t *m,
+                        uint32_t bad_before)
+{
+    tp_gmap a = tp_gm_at(dx_ref, TP_GRAD_INT16), b = tp_gm_at(dx_dsp, TP_GRAD_INT16);
+    static const char *const names[3] = {"1x1", "depthwise s1", "depthwise s2"};
+    uint32_t i, bad = 0;
+    for (i = 0; i < N; i++) {
+        uint32_t px = i / C, y = px / W, x = px % W, ch = i % C;
+        int32_t want = 0, got = tp_gm_get(&b, i);
+        if (kind != 2u) {
+            want = fold_def(q_at(bytes, px, ch), m[ch], sh, bits);
+        } else if (y % 2u == 0u && x % 2u == 0u) { /* stride 2: dY 8 x 8 */
+            want = fold_def(q_at(bytes, y / 2u * (W / 2u) + x / 2u, ch), m[ch], sh, bits);
+        }
+        if (got != tp_gm_get(&a, i) || got != want || a.e != 0 || b.e != 0) {
+            if (bad_before + bad++ < 8u) {
+                fprintf(stderr,
+                        "dY %s, bits %u, %s, sh %d, m 0x%06x, y %u x %u channel %u: DSP %d "
+                        "(e %d), reference %d (e %d), by definition %d\n",
+                        bytes == 1u ? "int8" : "int16", bits, names[kind], sh, m[ch], y, x, ch,
+                        got, b.e, tp_gm_get(&a, i), a.e, want);
+            }
+        }
+    }
+    return bad;
+}
+
+int main(void)
+{
+    static int8_t pw_w[C * C], dw_w[9 * C];
+    uint8_t scales[4 * C];
+    uint32_t cases = 0, bad = 0, bytes, bits, group, kind, i, c, m[C];
+    int32_t sh;
+    for (i = 0; i < C; i++) {
+        pw_w[i * C + i] = 1;
+        dw_w[4 * C + i] = 1;
+    }
+    for (bytes = 1u; bytes <= 2u; bytes++) {
+        tp_gmap dy = tp_gm_at(dy_buf, bytes == 1u ? TP_GRAD_INT8 : TP_GRAD_INT16);
+        for (i = 0; i < H * W; i++) {
+            for (c = 0; c < C; c++) {
+                tp_gm_set(&dy, i * C + c, q_at(bytes, i, c));
+            }
+        }
+        for (bits = 11u; bits <= 15u; bits += 4u) {
+            for (group = 0; group < 3u; group++) {
+                for (c = 0; c < C; c++) { /* trailing zeros c (+ 8), group 2: channel 5 zero */
+                    uint32_t tz = c + (group == 1u ? 8u : 0u);
+                    m[c] = tz >= 23u ? 1u << 23 : (1u << 23) | (1u << tz);
+                    m[c] = group == 2u && c == 5u ? 0u : m[c];
+                }
+                for (sh = -3; sh <= 42; sh++) {
+                    tp_gm_fold f;
+                    f.top = 0;
+                    f.e = 0;
+                    f.bits = bits;
+                    f.live = 1u;
+                    for (c = 0; c < C; c++) {
+                        tp_wr_f32(scales + 4u * c, (float)m[c] * tp_gm_pow2(-sh));
+                    }
+                    for (kind = 0; kind < 3u; kind++) { /* 1x1; depthwise stride 1, 2 */
+                        tp_conv_params p;
+                        tp_weights w;
+                        grad_fn ref = kind ? tp_depthwise_conv2d_input_grad_q
+                                           : tp_conv2d_input_grad_q;
+                        grad_fn dsp = kind ? tp_arm_depthwise_conv2d_input_grad_q
+                                           : tp_arm_conv2d_input_grad_q;
+                        tp_shape in = {H, W, C}, out = {H, W, C};
+                        uint32_t s = kind == 2u ? 2u : 1u, k = kind ? 3u : 1u;
+                        memset(&p, 0, sizeof p);
+                        memset(&w, 0, sizeof w);
+                        p.stride[0] = p.stride[1] = (uint8_t)s;
+                        p.k[0] = p.k[1] = (uint8_t)k;
+                        p.pad[0] = p.pad[1] = kind ? 1u : 0u;
+                        p.depth_multiplier = 1;
+                        w.data = kind ? dw_w : pw_w;
+                        w.n_out = C;
+                        w.row_len = kind ? 9u : C;
+                        w.depthwise = kind ? 1u : 0u;
+                        w.scales = scales;
+                        w.n_scales = C;
+                        out.h = out.w = (int32_t)(H / s); /* stride 2: dY 8 x 8 */
+                        run(ref, &p, &in, &out, &w, &f, &dy, dx_ref);
+                        run(dsp, &p, &in, &out, &w, &f, &dy, dx_dsp);
+                        bad += compare(bytes, bits, kind, sh, m, bad);
+                        cases++;
+                    }
+                }
+            }
+        }
+    }
+    printf("fold cases %u, values %u, mismatches %u\n", cases, cases * N, bad);
+    return bad != 0u;
+}
