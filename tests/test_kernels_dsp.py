@@ -224,6 +224,25 @@ def test_dsp_folds_equal_the_definition_value_by_value():
     assert proc.stdout.strip() == "fold cases 1656, values 6782976, mismatches 0"
 
 
+@needs_qemu
+def test_dsp_folds_on_qemu_m4_equal_the_definition_value_by_value(tmp_path):
+    """The same driver as a qemu-m4 application: the folds with the Cortex-M4's own SMMULR,
+    SMLAD, SSAT and QSUB16, not their C emulation."""
+    from tinyprop.device.firmware import build_firmware
+    from tinyprop.device.runners import start_qemu
+
+    elf = build_firmware("qemu-m4", str(FOLD_DRIVER), {"APP_ENTRY": "fold_test_main"})
+    with start_qemu(elf, workdir=tmp_path, timeout=300) as run, run.connect(240) as link:
+        lines = []  # line by line: a read past the last byte would meet the closed link
+        while not lines or not lines[-1].startswith(b"fold cases"):
+            line = link.read_until(b"\n")
+            assert line.endswith(b"\n"), f"qemu-m4 stopped after {lines[-3:]}: {run.log()[-500:]}"
+            lines.append(line)
+        status = run.wait(60)
+    assert lines[-1] == b"fold cases 1656, values 6782976, mismatches 0\n", lines[-9:]
+    assert status == 0
+
+
 def _tie_scales(g: Graph) -> None:
     """Depthwise weight scales whose mantissas end in 4 to 19 zero bits: q m can fall halfway
     between two folded values (the fold's exact int32 path, not its SMMULR one)."""

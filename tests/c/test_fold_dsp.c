@@ -6,7 +6,12 @@
  * written to an int16 map, whose 15 bits hold every dY' without a shift, so each value of
  * the fold is seen, not only what survives the rounding of a map.
  *
- *   test_fold_dsp        (prints one summary line; exit 1 and the first mismatches on stderr)
+ *   test_fold_dsp     (this machine: the build_program driver, the intrinsics emulated)
+ *   make -C boards/qemu-m4 APP=$PWD/tests/c/test_fold_dsp.c APP_ENTRY=fold_test_main
+ *                     (the Cortex-M4's own instructions: SMMULR, SMLAD, SSAT, QSUB16)
+ *
+ * Writes one summary line (on a board, on its link; here on stdout), the first mismatches
+ * before it, and exits 1 when there are any.
  *
  * The cases: dY int8 (every q of -128..127 at every channel, stride 1) and int16 (q = odd 2^s, s up to
  * 14, both signs: every count of trailing zeros, hence every kind of tie); fold bits 15 (the
@@ -16,12 +21,19 @@
  * re-fold of channels that may meet a tie, the int64 and the general one, saturation, all
  * zero). Each dX equals the reference kernel's and the value computed here from its definition.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "kernels/tp_kernels.h"
 #include "tp_gradmap.h"
 #include "tp_le.h"
+
+#ifdef APP_ENTRY /* a board application (boards/<board>/Makefile APP=) */
+#include "tp_board.h"
+#define put_text(s) (void)tp_board_write((const uint8_t *)(s), strlen(s))
+#else
+#include <stdio.h>
+#define put_text(s) (void)fputs((s), stdout)
+#endif
 
 #define H 16
 #define W 16
@@ -32,6 +44,22 @@ static uint8_t dy_buf[TP_GM_HEADER + 2 * N], dx_ref[TP_GM_HEADER + 2 * N],
     dx_dsp[TP_GM_HEADER + 2 * N];
 static int32_t scratch[H * W * C];
 static uint8_t shifts[H];
+
+static void put_int(int32_t v)
+{
+    char digits[12];
+    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+    int n = 11;
+    digits[n] = '\0';
+    do {
+        digits[--n] = (char)('0' + u % 10u);
+        u /= 10u;
+    } while (u != 0u);
+    if (v < 0) {
+        digits[--n] = '-';
+    }
+    put_text(digits + n);
+}
 
 /* round(q m / 2^sh) half to even, clamped to +-(2^bits - 1), from the definition. */
 static int32_t fold_def(int32_t q, uint32_t m, int32_t sh, uint32_t bits)
@@ -75,7 +103,7 @@ static void run(grad_fn fn, const tp_conv_params *p, const tp_shape *in, const t
 }
 
 /* The mismatches of a case's two dX maps (dx_ref, dx_dsp) with each other and with the fold's
- * definition; the first few (bad_before: those already reported) on stderr. */
+ * definition; the first few (bad_before: those already reported) written out. */
 static uint32_t compare(uint32_t bytes, uint32_t bits, uint32_t kind, int32_t sh, const uint32_t *m,
                         uint32_t bad_before)
 {
@@ -92,23 +120,48 @@ static uint32_t compare(uint32_t bytes, uint32_t bits, uint32_t kind, int32_t sh
         }
         if (got != tp_gm_get(&a, i) || got != want || a.e != 0 || b.e != 0) {
             if (bad_before + bad++ < 8u) {
-                fprintf(stderr,
-                        "dY %s, bits %u, %s, sh %d, m 0x%06x, y %u x %u channel %u: DSP %d "
-                        "(e %d), reference %d (e %d), by definition %d\n",
-                        bytes == 1u ? "int8" : "int16", bits, names[kind], sh, m[ch], y, x, ch,
-                        got, b.e, tp_gm_get(&a, i), a.e, want);
+                put_text(bytes == 1u ? "dY int8, bits " : "dY int16, bits ");
+                put_int((int32_t)bits);
+                put_text(", ");
+                put_text(names[kind]);
+                put_text(", sh ");
+                put_int(sh);
+                put_text(", m ");
+                put_int((int32_t)m[ch]);
+                put_text(", y ");
+                put_int((int32_t)y);
+                put_text(" x ");
+                put_int((int32_t)x);
+                put_text(" channel ");
+                put_int((int32_t)ch);
+                put_text(": DSP ");
+                put_int(got);
+                put_text(" (e ");
+                put_int(b.e);
+                put_text("), reference ");
+                put_int(tp_gm_get(&a, i));
+                put_text(" (e ");
+                put_int(a.e);
+                put_text("), by definition ");
+                put_int(want);
+                put_text("\n");
             }
         }
     }
     return bad;
 }
 
-int main(void)
+int fold_test_main(void);
+
+int fold_test_main(void)
 {
     static int8_t pw_w[C * C], dw_w[9 * C];
     uint8_t scales[4 * C];
     uint32_t cases = 0, bad = 0, bytes, bits, group, kind, i, c, m[C];
     int32_t sh;
+#ifdef APP_ENTRY
+    (void)tp_board_init();
+#endif
     for (i = 0; i < C; i++) {
         pw_w[i * C + i] = 1;
         dw_w[4 * C + i] = 1;
@@ -167,6 +220,19 @@ int main(void)
             }
         }
     }
-    printf("fold cases %u, values %u, mismatches %u\n", cases, cases * N, bad);
+    put_text("fold cases ");
+    put_int((int32_t)cases);
+    put_text(", values ");
+    put_int((int32_t)(cases * N));
+    put_text(", mismatches ");
+    put_int((int32_t)bad);
+    put_text("\n");
     return bad != 0u;
 }
+
+#ifndef APP_ENTRY
+int main(void)
+{
+    return fold_test_main();
+}
+#endif
