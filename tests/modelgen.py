@@ -12,12 +12,11 @@ not exercise what it was written for fails tests/test_forward_reference.py, not 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from tinyprop.paths import file_lock
+from tinyprop.paths import made_once
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REP_SAMPLES = 32  # representative-dataset size: enough for stable ranges, fast to calibrate
@@ -417,25 +416,15 @@ def build_tflite(name: str, cache_dir: Path | None = None) -> Path:
     """The converted .tflite of MODELS[name] (or of REFUSED / FLOAT_MODELS), built on first use
     and cached."""
     out_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = out_dir / f"{name}.tflite"
-    if path.exists():
-        return path
-    # Another pytest process (an xdist worker) may be building the same model: it converts, this
-    # one waits and takes its model, instead of converting again and replacing a model in use.
-    with file_lock(path.with_suffix(".lock")):
-        if path.exists():
-            return path
-        if name in FLOAT_MODELS:
-            data = convert(FLOAT_MODELS[name](), quantize=False)
-        else:
-            builder = MODELS.get(name) or REFUSED[name]
-            data = convert(builder(), per_channel_dense=name not in PER_TENSOR_DENSE)
-        data = POSTPROCESS.get(name, bytes)(data)
-        # Write then rename: a reader never sees half a model.
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    return path
+    return made_once(out_dir / f"{name}.tflite", lambda: _convert_model(name))
+
+
+def _convert_model(name: str) -> bytes:
+    if name in FLOAT_MODELS:
+        return convert(FLOAT_MODELS[name](), quantize=False)
+    builder = MODELS.get(name) or REFUSED[name]
+    data = convert(builder(), per_channel_dense=name not in PER_TENSOR_DENSE)
+    return POSTPROCESS.get(name, bytes)(data)
 
 
 def sample_inputs(path: str | Path, n: int, seed: int) -> np.ndarray:

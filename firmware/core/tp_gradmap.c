@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "tp_le.h"
+
 tp_gmap tp_gm_at(uint8_t *buf, uint32_t format)
 {
     tp_gmap m;
@@ -185,9 +187,8 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
  * rare rows that have one. Words stored whole on little-endian targets, bytes otherwise. */
 static void store_row_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
 {
-    uint32_t j, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u, one = 1u;
-    uint8_t little;
-    memcpy(&little, &one, 1u);
+    uint32_t j, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u;
+    int little = tp_little_endian();
     for (j = 0; j + 4u <= cnt; j += 4u) {
         uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
         uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u], x;

@@ -11,6 +11,7 @@
 
 #include "tp_forward.h"
 #include "tp_loss.h"
+#include "tp_le.h"
 #include "tp_optim.h"
 
 /* Tell a profiling hook, if any, that a part of the step begins (TP_PROFILE builds; in
@@ -465,9 +466,9 @@ static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
     tp_train_op t;
     tp_op op;
     tp_tensor to;
-    uint32_t i = 0, n, span, one = 1u;
+    uint32_t i = 0, n, span;
     int32_t lo, hi;
-    uint8_t *mask, little;
+    uint8_t *mask;
     tp_decode_train_op(rec, &t);
     tp_decode_op(s->b.ops, t.op, &op);
     tp_decode_tensor(s->b.tensors, op.output, &to);
@@ -478,8 +479,7 @@ static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
     hi = op.activation == 2u ? (int32_t)op.act_max : 128; /* int8 y: always below 128 */
     hi = hi > 128 ? 128 : hi;
     span = hi > lo ? (uint32_t)(hi - lo) : 0u; /* at most 256 */
-    memcpy(&little, &one, 1u);
-    if (little && span != 128u) {
+    if (tp_little_endian() && span != 128u) {
         /* kept: (y - lo) mod 256 < span; for span > 128, not (y - hi) mod 256 < 256 - span */
         i = n & ~7u;
         if (span == 255u) { /* kept: y != lo - 1 */

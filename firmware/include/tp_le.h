@@ -9,6 +9,17 @@
 
 #include <stdint.h>
 
+/* 1 on a little-endian target (the byte order of its words in memory): SWAR code that stores
+ * whole words takes it, others their byte by byte path. */
+static inline int tp_little_endian(void)
+{
+    const union {
+        uint32_t u;
+        uint8_t b[4];
+    } one = {1u};
+    return one.b[0] == 1u;
+}
+
 static inline uint16_t tp_rd_u16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));

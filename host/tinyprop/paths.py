@@ -16,7 +16,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -76,3 +76,19 @@ def file_lock(lock: Path) -> Iterator[None]:
     with open(lock, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
+
+
+def made_once(path: Path, make: Callable[[], bytes]) -> Path:
+    """`path`, written from make() by the first process that needs it: others wait on its lock
+    (path.lock) and take that file, instead of making it again and replacing, with other bytes
+    (a TensorFlow conversion is not reproducible), a file another process is reading. Written
+    then renamed: a reader never sees half a file."""
+    if path.exists():
+        return path
+    with file_lock(path.with_suffix(".lock")):
+        if not path.exists():
+            data = make()
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+    return path

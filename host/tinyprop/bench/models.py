@@ -20,12 +20,11 @@ build/tte/<hash of this file and the TensorFlow version>/.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
 
-from ..paths import BUILD_ROOT, file_lock
+from ..paths import BUILD_ROOT, made_once
 
 SIZE = 128
 CLASSES = 10
@@ -142,15 +141,4 @@ def cache_dir() -> Path:
 def build_model(name: str, directory: Path | None = None) -> Path:
     """The int8 .tflite of model `name`, converted on first use (about a minute) and cached."""
     path = Path(directory or cache_dir()) / f"{name}.tflite"
-    if path.exists():
-        return path
-    # One process converts, another waiting for the lock then takes its model: two conversions
-    # differ in their bytes, so a second one must not replace a model already in use.
-    with file_lock(path.with_suffix(".lock")):
-        if path.exists():
-            return path
-        raw = convert(keras_model(name))
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(raw)
-        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a model
-    return path
+    return made_once(path, lambda: convert(keras_model(name)))

@@ -8,6 +8,7 @@ GreedyMemoryPlanner), under several orders, and keep the smallest arena.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 ALIGN = 8
@@ -29,23 +30,28 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def first_fit(buffers: list[Buffer], offsets: list[int], b: Buffer) -> int:
-    """The lowest offset where `b` clears every buffer of a plan (offsets[i] for buffers[i])
-    whose lifetime overlaps its own."""
-    busy = sorted((offsets[j], offsets[j] + _align(p.size))
-                  for j, p in enumerate(buffers) if p.size and p.overlaps(b))
+def _lowest_gap(busy: Iterable[tuple[int, int]], size: int) -> int:
+    """The lowest offset where `size` bytes clear every busy (start, end) range."""
     at = 0
-    for lo, hi in busy:
-        if at + _align(b.size) <= lo:
+    for lo, hi in sorted(busy):
+        if at + size <= lo:
             break
         at = max(at, hi)
     return at
 
 
+def first_fit(buffers: list[Buffer], offsets: list[int], b: Buffer) -> int:
+    """The lowest offset where `b` clears every buffer of a plan (offsets[i] for buffers[i])
+    whose lifetime overlaps its own."""
+    return _lowest_gap(((offsets[j], offsets[j] + _align(p.size))
+                        for j, p in enumerate(buffers) if p.size and p.overlaps(b)),
+                       _align(b.size))
+
+
 def _place(buffers: list[Buffer], order: list[int]) -> tuple[list[int], int]:
     offsets = [-1] * len(buffers)
-    # first_fit, inlined: each placed buffer with bytes as (first, last, offset, end), so the
-    # search over a plan's hundreds of buffers, run thousands of times by auto, compares ints
+    # first_fit over plain tuples, each placed buffer with bytes as (first, last, offset, end):
+    # the search over a plan's hundreds of buffers, run thousands of times by auto, compares ints
     placed: list[tuple[int, int, int, int]] = []
     for i, b in enumerate(buffers):
         if b.pinned is not None:
@@ -60,13 +66,8 @@ def _place(buffers: list[Buffer], order: list[int]) -> tuple[list[int], int]:
             offsets[i] = 0
             continue
         first, last, size = b.first, b.last, _align(b.size)
-        at = 0
-        for lo, hi in sorted([(lo, hi) for f, la, lo, hi in placed
-                              if f <= last and first <= la]):
-            if at + size <= lo:
-                break
-            if hi > at:
-                at = hi
+        at = _lowest_gap([(lo, hi) for f, la, lo, hi in placed if f <= last and first <= la],
+                         size)
         offsets[i] = at
         placed.append((first, last, at, at + size))
     total = max((offsets[i] + _align(b.size) for i, b in enumerate(buffers) if b.size), default=0)

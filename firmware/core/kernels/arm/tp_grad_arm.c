@@ -888,56 +888,27 @@ static inline int dw_smm_of(uint32_t m, int32_t sh, int32_t lim, int32_t *qs, in
     return dw_smmulr(-128 * *qs, *b) >= -lim ? 1 : 2;
 }
 
-/* n dY' of an int8 row (c apart from q) into d by SMMULR (dw_smm_of), clamped to +-lim when
- * sat. */
-TP_DSP_INLINE void dw_fold_smm(int16_t *d, const int8_t *q, uint32_t c, uint32_t n, int32_t qs,
-                               int32_t b, int sat, int32_t lim)
+/* One dY' by SMMULR (dw_smm_of's qs, b), clamped to +-lim when sat. */
+TP_DSP_INLINE int32_t dw_smm_one(int32_t q, int32_t qs, int32_t b, int sat, int32_t lim)
 {
-    uint32_t x;
-    for (x = 0; x + 1u < n; x += 2u, q += 2u * c) {
-        int32_t r0 = dw_smmulr(q[0] * qs, b), r1 = dw_smmulr(q[c] * qs, b);
-        if (sat) {
-            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
-            r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
-        }
-        d[x] = (int16_t)r0;
-        d[x + 1u] = (int16_t)r1;
-    }
-    if (x < n) {
-        int32_t r0 = dw_smmulr(q[0] * qs, b);
-        if (sat) {
-            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
-        }
-        d[x] = (int16_t)r0;
-    }
+    int32_t r = dw_smmulr(q * qs, b);
+    return sat ? (r > lim ? lim : r < -lim ? -lim : r) : r;
 }
 
-/* dw_fold_smm of k (1 to 3, a constant) rows at once (q0, q1, q2 into planes d,
- * d + TP_GRAD_DW_PLANE and d + 2 TP_GRAD_DW_PLANE): one loop for the k. */
+/* n dY' of each of k (1 to 3, a constant) int8 rows (q0, q1, q2, c apart) folded by SMMULR
+ * into planes d, d + TP_GRAD_DW_PLANE and d + 2 TP_GRAD_DW_PLANE: one loop for the k. */
 TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
                                 uint32_t c, uint32_t n, int32_t qs, int32_t b, int sat,
                                 int32_t lim, uint32_t k)
 {
     uint32_t x;
     for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c) {
-        int32_t r0 = dw_smmulr(*q0 * qs, b);
-        if (sat) {
-            r0 = r0 > lim ? lim : r0 < -lim ? -lim : r0;
-        }
-        d[x] = (int16_t)r0;
+        d[x] = (int16_t)dw_smm_one(*q0, qs, b, sat, lim);
         if (k > 1u) {
-            int32_t r1 = dw_smmulr(*q1 * qs, b);
-            if (sat) {
-                r1 = r1 > lim ? lim : r1 < -lim ? -lim : r1;
-            }
-            d[x + TP_GRAD_DW_PLANE] = (int16_t)r1;
+            d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q1, qs, b, sat, lim);
         }
         if (k > 2u) {
-            int32_t r2 = dw_smmulr(*q2 * qs, b);
-            if (sat) {
-                r2 = r2 > lim ? lim : r2 < -lim ? -lim : r2;
-            }
-            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)r2;
+            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q2, qs, b, sat, lim);
         }
     }
 }
@@ -1016,7 +987,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             if (smm != 0 && n == 3u && s1 == 1u) { /* the common case: kh = 0, 1, 2 */
                 const int8_t *q0 = (const int8_t *)src[0] + ch, *q1 = (const int8_t *)src[1] + ch;
                 const int8_t *q2 = (const int8_t *)src[2] + ch;
-                if (smm == 1) {
+                if (smm == 1) { /* here, not by dw_fold_smm_rows: 0.27 M a step less */
                     dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 0, 0, 3u);
                 } else {
                     dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 1, lim, 3u);
