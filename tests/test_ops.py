@@ -100,19 +100,29 @@ def test_an_op_registered_here_runs_forward_tiled_and_backward(negate):
 
 
 def test_the_negation_flips_the_gradient_it_passes(negate):
-    """dX = -dY through the test op: the first conv's bias gradient with the op's gradient
-    entry negated back (an identity) is the opposite of the real one."""
+    """dX = -dY through the test op: the first conv's bias gradient is the opposite of the one
+    through an op with the same forward whose gradient passes dY unchanged."""
     graph, k = _graph(2)
     x = random_input(graph, np.random.default_rng(3))
     scheme = with_classifier(graph, SparseScheme("t", {0: LayerUpdate(0, True, None)}))
     prog = build_program(graph, scheme, grad="float32")
     db, _ = step_gradients(prog, x, 0)[0]
-    ops.unregister(negate.kind)
-    ops.register(ops.OpSpec("TEST_NEGATE", 200, forward=_negate,
-                            grad=lambda g, op, p, pos, dy, buf: (buf + dy).astype(np.float32),
-                            window="same"))
-    db_pass, _ = step_gradients(prog, x, 0)[0]
+    passing = ops.register(ops.OpSpec(
+        "TEST_PASS", 201, forward=_negate, window="same",
+        grad=lambda g, op, p, pos, dy, buf: (buf + dy).astype(np.float32)))
+    try:
+        graph.ops[k].kind = passing.kind
+        db_pass, _ = step_gradients(prog, x, 0)[0]
+    finally:
+        ops.unregister(passing.kind)
     assert np.any(db != 0) and np.array_equal(db, -db_pass)
+
+
+def test_a_taken_kind_or_code_is_refused(negate):
+    with pytest.raises(ValueError, match="code 200.*already registered by TEST_NEGATE"):
+        ops.register(ops.OpSpec("TEST_OTHER", 200))
+    with pytest.raises(ValueError, match="op ADD .code 202.: kind or code already registered"):
+        ops.register(ops.OpSpec("ADD", 202))
 
 
 def _imports(path: Path) -> set[str]:

@@ -5,9 +5,9 @@ which kinds it reads and which inputs are parameters, opparams how to prepare on
 reference how to run one forward and backward, the planner what may alias, tile or run in place.
 Adding an op is its entry here (`register`) and the functions the entry names.
 
-An entry names the functions of layers above this one ("module:function", resolved on first
-use, as entry points are) so that the graph IR, which everything imports, imports none of them;
-an entry made elsewhere (a test's) may pass the functions themselves.
+A built-in entry names its functions ("module:function", resolved on first use, as entry
+points are): they live in modules that import the graph IR, which imports this one, so naming
+them breaks the cycle. An entry made elsewhere (a test's) may pass the functions themselves.
 """
 
 from __future__ import annotations
@@ -90,10 +90,6 @@ def spec(kind: str) -> OpSpec:
 def kinds() -> tuple[str, ...]:
     """Every registered kind, in blob code order."""
     return tuple(sorted(_REGISTRY, key=lambda k: _REGISTRY[k].code))
-
-
-def is_weighted(kind: str) -> bool:
-    return kind in _REGISTRY and _REGISTRY[kind].weighted
 
 
 _P = "tinyprop.frontend.opparams:"
