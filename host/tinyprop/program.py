@@ -39,7 +39,6 @@ GRAD_FORMATS = {"float32": 0, "int16": 1, "int8": 2}
 DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (README, bench --only grads)
 
 
-
 @dataclass
 class TrainOp:
     op: int
