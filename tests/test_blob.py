@@ -14,8 +14,8 @@ import pytest
 from tinyprop.compile.blob import HEADER, OP, SECTION, TENSOR, VERSION, pack_blob, read_blob
 from tinyprop.device.firmware import build_program
 from tinyprop.engines.native import blob_status, status_code
-from tinyprop.frontend.graph import OP_CODES
 from tinyprop.frontend.opparams import all_op_params
+from tinyprop.frontend.ops import spec
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.paths import REPO_ROOT as REPO
 
@@ -68,7 +68,7 @@ def test_round_trip_matches_graph(vww):
                 assert np.array_equal(blob.data(bt.scales_offset, bt.n_scales, np.float32),
                                       t.scale.astype(np.float32))
     for op, bop, p in zip(graph.ops, blob.ops, all_op_params(graph), strict=True):
-        assert bop.kind == OP_CODES[op.kind] and bop.output == op.outputs[0]
+        assert bop.kind == spec(op.kind).code and bop.output == op.outputs[0]
         assert [i for i in bop.inputs if i != 0xFFFF] == [i for i in op.inputs if i >= 0]
         assert (bop.in_zp, bop.out_zp, bop.act_min, bop.act_max) == (
             p.in_zp, p.out_zp, p.act_min, p.act_max)
@@ -155,19 +155,14 @@ def test_field_corruption_with_valid_crc_never_crashes(vww, san_driver, tmp_path
 
 
 def test_training_program_format_and_sinks_are_checked():
-    """TRAN names the gradient format and marks sinks (train_plan.F2_*): the loader refuses an
+    """TRAN names the gradient format and marks sinks (program.F2_*): the loader refuses an
     unknown format, sinks with float32 maps, a sink without its reducing writer and a reducing
     writer without its sink."""
     from opgen import small_classifier
     from tinyprop.compile.scheme import parse_scheme
-    from tinyprop.compile.train_plan import (
-        F2_REDUCE_IN0,
-        F2_REDUCED,
-        TRAN_HEADER,
-        TRAN_OP,
-        build_program,
-    )
+    from tinyprop.compile.train_plan import build_program
     from tinyprop.engines.native import blob_status
+    from tinyprop.program import F2_REDUCE_IN0, F2_REDUCED, TRAN_HEADER, TRAN_OP
 
     graph = small_classifier()
     prog = build_program(graph, parse_scheme(graph, "bias-only"), grad="int16")

@@ -15,11 +15,12 @@ from modelgen import build_tflite, sample_inputs
 from tinyprop.compile.blob import pack_blob
 from tinyprop.compile.kernels import plan_scratch
 from tinyprop.compile.scheme import parse_scheme
-from tinyprop.compile.train_plan import TrainProgram, build_program
+from tinyprop.compile.train_plan import build_program
 from tinyprop.data.datasets import load_dataset, read_rgb, to_model_input
 from tinyprop.device.boards import open_board
 from tinyprop.device.device import write_bulk_file
 from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.program import TrainProgram
 from tinyprop.reference.backward import ReferenceTrainer
 
 LR, SEED = 0.05, 7

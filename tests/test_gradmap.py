@@ -13,6 +13,7 @@ import ctypes
 import numpy as np
 import pytest
 from tinyprop.engines.native import load_library
+from tinyprop.program import GRAD_FORMATS
 from tinyprop.reference import gradmap as gm
 
 i64, i32, u32, u64, f32c = (ctypes.c_int64, ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint64,
@@ -101,7 +102,7 @@ def _c_produce(lib, fmt: str, v: np.ndarray, e_v: int, old: gm.GradMap | None) -
         buf[:4] = np.frombuffer(np.int32(old.e).tobytes(), np.uint8)
         buf[8:] = np.frombuffer(old.q.astype(dtype).tobytes(), np.uint8)
     writer, shifts = ctypes.create_string_buffer(256), ctypes.create_string_buffer(rows)
-    lib.tp_gm_begin(writer, buf.ctypes.data, gm.GRAD_FORMATS[fmt], rows, n // rows,
+    lib.tp_gm_begin(writer, buf.ctypes.data, GRAD_FORMATS[fmt], rows, n // rows,
                     int(old is not None), shifts, e_v)
     acc = np.ascontiguousarray(v.reshape(rows, -1), np.int32)
     for r in range(rows):

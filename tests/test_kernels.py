@@ -20,9 +20,10 @@ from opgen import FORWARD_KINDS, GRADIENT_KINDS, forward_case, random_input, tra
 from tinyprop.compile.blob import pack_blob
 from tinyprop.compile.blobfile import TrainingBlob
 from tinyprop.compile.scheme import LayerUpdate
-from tinyprop.compile.train_plan import F2_REDUCED, GRAD_FORMATS, build_program
+from tinyprop.compile.train_plan import build_program
 from tinyprop.engines import BlobModel, HParams
 from tinyprop.engines.native import NativeEngine
+from tinyprop.program import F2_REDUCED, GRAD_FORMATS
 from tinyprop.reference.backward import ReferenceTrainer
 from tinyprop.reference.forward import Forward
 

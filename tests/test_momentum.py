@@ -18,7 +18,7 @@ from tinyprop.compile.blob import read_blob
 from tinyprop.compile.blobfile import make_blob
 from tinyprop.compile.budget import parse_budget
 from tinyprop.compile.scheme import parse_scheme
-from tinyprop.compile.train_plan import F_BIAS, F_WEIGHT, build_program
+from tinyprop.compile.train_plan import build_program
 from tinyprop.data.datasets import load_split
 from tinyprop.device.boards import open_board
 from tinyprop.device.device import DeviceError
@@ -27,6 +27,7 @@ from tinyprop.engines.native import NativeEngine, NativeError
 from tinyprop.engines.reference import ReferenceEngine
 from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.program import F_BIAS, F_WEIGHT
 from tinyprop.training.export import export_tflite
 
 # the TF converter's note on the generated models' float calibration; the huge-logits model's

@@ -80,7 +80,7 @@ def test_report_rows_account_for_every_buffer_and_parameter(vww_graph):
     assert rows[29]["trainable_bytes"] == 4 * 2 + 2 * 256
     assert sum(r["trainable_bytes"] for r in rows.values()) == prog.params_bytes
     listed = [b for r in rows.values() for b in r["buffers"]]
-    assert sorted(b["name"] for b in listed) == sorted(b.name for b in prog.buffers)
+    assert sorted(b["name"] for b in listed) == sorted(str(b.name) for b in prog.buffers)
     for b in listed:
         assert b["offset"] + b["bytes"] <= prog.arena_bytes and b["first"] <= b["last"]
     # op 25's input is saved for its weight gradient: it lives into the backward steps

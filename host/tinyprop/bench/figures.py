@@ -125,7 +125,7 @@ class Ctx:
         from ..compile.budget import DEFAULT_RESERVE
         from ..compile.build import build
         from ..compile.report import figures
-        from ..compile.train_plan import DEFAULT_GRAD
+        from ..program import DEFAULT_GRAD
 
         key = (scheme, budget, reserve, shift, grad or DEFAULT_GRAD)
         if key not in self._blobs:
@@ -306,8 +306,8 @@ def kernels(ctx: Ctx) -> dict:
 
 
 def step(ctx: Ctx) -> dict:
-    from ..compile.train_plan import GRAD_FORMATS
     from ..frontend.tflite_reader import read_tflite
+    from ..program import GRAD_FORMATS
     from .kernels import step_costs
 
     graph = read_tflite(ctx.model)
@@ -337,7 +337,7 @@ def _train_score(ctx: Ctx, tb: TrainingBlob, shift: str, tag: str) -> dict:
 
 
 def grads(ctx: Ctx) -> dict:
-    from ..compile.train_plan import GRAD_FORMATS
+    from ..program import GRAD_FORMATS
     from ..training.evaluate import evaluate_tflite
 
     out: dict = {"scheme": "auto 256KB", "epochs": ctx.cfg.epochs, "shifts": {}}

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..compile.blob import pack_blob
 from ..compile.kernels import plan_scratch
+from ..compile.patch import op_macs
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op, Tensor
 
@@ -183,16 +184,6 @@ CMSIS_NN = {"first conv": 3.05e6, "pointwise": 14.57e6, "depthwise": 6.46e6,
 LAYER_TYPES = ("first conv", "pointwise", "depthwise", "pool + FC + softmax")
 
 
-def _macs(graph: Graph, op: Op) -> int:
-    t = graph.tensors
-    if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
-        return 0
-    w = t[op.inputs[1]].shape
-    taps = w[1] if op.kind == "FULLY_CONNECTED" else w[1] * w[2] * (
-        w[3] if op.kind == "CONV_2D" else 1)
-    return t[op.outputs[0]].size * taps
-
-
 def _layer_type(graph: Graph, op: Op) -> str:
     if op.kind == "CONV_2D":
         return "first conv" if op.index == 0 else "pointwise"
@@ -236,13 +227,13 @@ def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
                             f"{[(cases[r.case].name, r.status) for r in run.results]}")
     out: dict = {"board": board, "target": target, "counter": "instructions",
                  "whole": {"ref": res[0].cost_ref, "opt": res[0].cost_opt,
-                           "macs": sum(_macs(graph, op) for op in graph.ops)},
+                           "macs": sum(op_macs(graph, op) for op in graph.ops)},
                  "ops": [], "types": {}}
     for i, (first, last) in enumerate(groups):
         op_r, over = res[1 + 2 * i], res[2 + 2 * i]
         op = graph.ops[first]
         row = {"ops": [first, last], "kind": op.kind, "type": _layer_type(graph, op),
-               "macs": sum(_macs(graph, o) for o in graph.ops[first : last + 1]),
+               "macs": sum(op_macs(graph, o) for o in graph.ops[first : last + 1]),
                "ref": op_r.cost_ref - over.cost_ref, "opt": op_r.cost_opt - over.cost_opt}
         out["ops"].append(row)
         t = out["types"].setdefault(row["type"], {"ref": 0, "opt": 0, "macs": 0})

@@ -11,7 +11,7 @@ from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
-from ..compile.train_plan import DEFAULT_GRAD, GRAD_FORMATS
+from ..program import DEFAULT_GRAD, GRAD_FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

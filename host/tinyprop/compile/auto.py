@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..frontend.graph import Graph
+from ..program import DEFAULT_GRAD, TrainProgram
 from .budget import DEFAULT_RESERVE, Room, over_budget
 from .scheme import LayerUpdate, SparseScheme, out_channels, pick_channels, with_classifier
-from .train_plan import DEFAULT_GRAD, TrainProgram, build_program
+from .train_plan import build_program
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
 # Calibration samples: spread evenly over the train split. 16 reference backward passes take a

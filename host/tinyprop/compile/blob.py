@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TinypropError
-from ..frontend.graph import OP_CODES, Graph
+from ..frontend.graph import Graph
 from ..frontend.opparams import OpParams, all_op_params
 from .memory import Layout, plan_inference, tiled_tensors
 
@@ -143,7 +143,7 @@ def _op_record(graph: Graph, op, p: OpParams, data: _Data, train) -> bytes:
         if not 0 <= v <= 255:
             raise TinypropError(f"operator #{op.index} {op.kind}: kernel/stride/padding {v} > 255")
     return OP.pack(
-        OP_CODES[op.kind], ACT_CODES[op.activation], p.mode,
+        op.spec.code, ACT_CODES[op.activation], p.mode,
         op.options.get("depth_multiplier", 1), ins[0], ins[1], ins[2], op.outputs[0],
         p.in_zp, p.in2_zp, p.out_zp, p.act_min, p.act_max,
         stride[0], stride[1], pad[0], pad[1], k[0], k[1], pad_after[0], pad_after[1],

@@ -16,10 +16,11 @@ from pathlib import Path
 from ..errors import TinypropError
 from ..frontend.graph import Graph
 from ..frontend.tflite_reader import read_tflite
+from ..program import DEFAULT_GRAD, TrainProgram
 from .blob import inference_for, pack_blob, read_blob
 from .kernels import DEFAULT_TARGET, ScratchPlan, plan_scratch
 from .scheme import SparseScheme, scheme_from_dict
-from .train_plan import DEFAULT_GRAD, TrainProgram, build_program
+from .train_plan import build_program
 
 
 @dataclass
@@ -50,7 +51,7 @@ def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
     `target` names the kernels it plans scratch for (tinyprop.compile.kernels), within `limit`
     bytes of device memory (arena + params region) when given; `patch` and `input_rows` how
     the frozen first ops may run tile by tile (train_plan.build_program); `grad` is the
-    gradient maps' format (train_plan.GRAD_FORMATS)."""
+    gradient maps' format (program.GRAD_FORMATS)."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
     program = build_program(graph, scheme, momentum, patch, input_rows,

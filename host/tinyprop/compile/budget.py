@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 
 from ..errors import TinypropError
+from ..program import TrainProgram
 from .report import breakdown
-from .train_plan import TrainProgram
 
 UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "KIB": 1024, "MB": 1 << 20, "MIB": 1 << 20}
 # RAM the firmware needs outside arena and params (measured on qemu-m4: .data + .bss of the

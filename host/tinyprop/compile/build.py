@@ -11,12 +11,13 @@ from pathlib import Path
 
 from ..errors import TinypropError
 from ..frontend.tflite_reader import read_tflite
+from ..program import DEFAULT_GRAD
 from .auto import auto_scheme, calibration_samples
 from .blobfile import TrainingBlob, make_blob
 from .budget import DEFAULT_RESERVE, Room, over_budget, parse_budget
 from .kernels import DEFAULT_TARGET, check_target
 from .scheme import parse_scheme
-from .train_plan import DEFAULT_GRAD, build_program
+from .train_plan import build_program
 
 PATCH_MODES = ("auto", "min", "none")
 
@@ -31,7 +32,7 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
     optimizer state (one float32 velocity per trained parameter); `target` the scratch of its
     kernels (tinyprop.compile.kernels), within the budget: the scheme is chosen first, without
     it. `patch` (auto, min, none) and `input_rows`: how the frozen first ops may run tile by
-    tile (memory.choose_layout); `grad` the gradient maps' format (train_plan.GRAD_FORMATS),
+    tile (memory.choose_layout); `grad` the gradient maps' format (program.GRAD_FORMATS),
     which the scheme search plans with."""
     if patch not in PATCH_MODES:
         raise TinypropError(f"--patch {patch}: unknown; use one of {', '.join(PATCH_MODES)}")

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op
 from ..frontend.opparams import op_params
+from ..program import weight_rows
 from .memory import Layout, plan_inference
 from .patch import input_need, tile_pad
 from .planner import ALIGN, Buffer, first_fit
@@ -123,8 +124,7 @@ def dsp_channels_ok(graph: Graph, op: Op) -> bool:
     """Every output channel of a weighted op passes dsp_channel_ok (its blob weights)."""
     p = op_params(graph, op)
     w = graph.tensors[op.inputs[1]].data.astype(np.int64)
-    rows = w.reshape(-1, w.shape[3]).T if op.kind == "DEPTHWISE_CONV_2D" else \
-        w.reshape(w.shape[0], -1)
+    rows = weight_rows(w, op.spec.channels_last)
     bias = graph.tensors[op.inputs[2]].data if len(op.inputs) > 2 and op.inputs[2] >= 0 else \
         np.zeros(len(rows), np.int64)
     sums = np.abs(rows).sum(axis=1)

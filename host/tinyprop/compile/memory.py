@@ -19,8 +19,10 @@ smallest arena, then, among equal arenas, the fewest multiply-accumulates recomp
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..frontend.graph import Graph, Op
 from .patch import NONE32, PatchStage, act_inputs, grids, plan_stage, stage_splits
@@ -30,14 +32,25 @@ from .planner import Buffer, plan_memory
 STAGE_TRIALS = 6
 
 
+class Buf(NamedTuple):
+    """A buffer's name in an arena plan: its kind and the tensor or op it belongs to.
+
+    Kinds: "a" a whole activation (index: its root tensor; RESHAPE outputs and in-place
+    depthwise outputs share their root's), "p" a stage tensor's tile buffer, "b" the input's
+    row band (tensors), "c" an in-place op's channel buffer (op); the training plan adds "g"
+    gradients (root tensor), "m" masks and "s" backward scratch (ops)."""
+
+    kind: str
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}{self.index}"
+
+
 @dataclass
 class Layout:
-    """One arena plan: every buffer with its lifetime (in op steps) and offset.
-
-    Buffer names: a<root> a whole activation (RESHAPE outputs and in-place depthwise outputs
-    share their root's), p<tensor> a stage tensor's tile buffer, b<tensor> the input's row
-    band, c<op> an in-place op's channel buffer; the training plan adds g (gradients), m
-    (masks) and s (weight-gradient rows)."""
+    """One arena plan: every buffer (named by a `Buf`) with its lifetime (in op steps) and
+    offset."""
 
     buffers: list[Buffer]
     offsets: list[int]
@@ -49,7 +62,7 @@ class Layout:
     def __post_init__(self) -> None:
         self._at = {b.name: off for b, off in zip(self.buffers, self.offsets, strict=True)}
 
-    def offset(self, name: str) -> int | None:
+    def offset(self, name: Buf) -> int | None:
         return self._at.get(name)
 
     def root(self, tensor: int) -> int:
@@ -57,23 +70,23 @@ class Layout:
 
     def tensor_offset(self, tensor: int) -> int | None:
         """The arena offset of an activation held whole (None: tiled or not in this plan)."""
-        return self._at.get(f"a{self.root(tensor)}")
+        return self._at.get(Buf("a", self.root(tensor)))
 
     def tile_offsets(self) -> list[int]:
         """Each stage tensor's tile buffer offset (NONE32: none)."""
         if self.stage is None:
             return []
-        return [self._at.get(f"p{stage_root(self.stage, t)}", NONE32)
+        return [self._at.get(Buf("p", stage_root(self.stage, t)), NONE32)
                 for t in self.stage.tensors]
 
     def band_offset(self) -> int:
-        return self._at.get(f"b{self.stage.tensors[0]}", NONE32) if self.stage else NONE32
+        return self._at.get(Buf("b", self.stage.tensors[0]), NONE32) if self.stage else NONE32
 
     def inplace_ops(self) -> dict[int, int]:
         """Op -> the offset of its channel buffer, for every op run in place (stage ops
         included)."""
-        return {int(b.name[1:]): off for b, off in zip(self.buffers, self.offsets, strict=True)
-                if b.name[0] == "c"}
+        return {b.name.index: off for b, off in zip(self.buffers, self.offsets, strict=True)
+                if b.name.kind == "c"}
 
     def live(self, step: int) -> list[Buffer]:
         return [b for b in self.buffers if b.first <= step <= b.last and b.size]
@@ -112,15 +125,15 @@ def stage_buffers(stage: PatchStage) -> list[Buffer]:
             spans[r] = [min(s[0], lo), max(s[1], hi), max(s[2], stage.buffer_bytes[i])]
         else:
             spans[r] = [lo, hi, stage.buffer_bytes[i]]
-    bufs = [Buffer(f"p{r}", size, lo, hi) for r, (lo, hi, size) in sorted(spans.items())]
+    bufs = [Buffer(Buf("p", r), size, lo, hi) for r, (lo, hi, size) in sorted(spans.items())]
     if stage.input_rows:
         x0 = g.tensors[stage.tensors[0]]
-        bufs.append(Buffer(f"b{x0.index}", stage.band_rows * x0.shape[2] * x0.shape[3], 0,
+        bufs.append(Buffer(Buf("b", x0.index), stage.band_rows * x0.shape[2] * x0.shape[3], 0,
                            stage.n_ops - 1))
     pos = {t: i for i, t in enumerate(stage.tensors)}
     for k in sorted(stage.inplace):
         out = pos[g.ops[k].outputs[0]]
-        bufs.append(Buffer(f"c{k}", max(tile[out].area for tile in stage.windows), k, k))
+        bufs.append(Buffer(Buf("c", k), max(tile[out].area for tile in stage.windows), k, k))
     return bufs
 
 
@@ -129,7 +142,7 @@ def stage_inplace_ok(stage: PatchStage, k: int) -> bool:
     multiplier 1 whose input and output are tile buffers and whose input nothing reads after
     it."""
     op = stage.graph.ops[k]
-    if not _depthwise_m1(op):
+    if not _channelwise(op):
         return False
     pos = {t: i for i, t in enumerate(stage.tensors)}
     i, o = pos[op.inputs[0]], pos[op.outputs[0]]
@@ -137,8 +150,9 @@ def stage_inplace_ok(stage: PatchStage, k: int) -> bool:
         stage.lifetimes()[op.inputs[0]][1] == k
 
 
-def _depthwise_m1(op: Op) -> bool:
-    return op.kind == "DEPTHWISE_CONV_2D" and op.options.get("depth_multiplier", 1) == 1
+def _channelwise(op: Op) -> bool:
+    """Whether output channel c reads only input channel c (a depthwise op of multiplier 1)."""
+    return op.spec.channelwise and op.options.get("depth_multiplier", 1) == 1
 
 
 def stage_live(stage: PatchStage) -> int:
@@ -159,14 +173,12 @@ class StageOption:
     stage: PatchStage
 
 
+@functools.lru_cache(maxsize=16)
 def stage_options(graph: Graph, input_rows: bool = False) -> list[StageOption]:
     """Every feasible stage (split x grid, grids of 1..MAX_GRID tiles a side differing by at
     most one) with its in-place ops (greedy, where they lower what the stage holds), the
     Pareto front in (live bytes, extra MACs) of each split, sorted by live bytes. Computed
-    once a graph."""
-    cache = graph.__dict__.setdefault("_stage_options", {})
-    if input_rows in cache:
-        return cache[input_rows]
+    once a graph (the search asks it for every layout it tries)."""
     front = []
     for n in stage_splits(graph):
         found = []
@@ -191,7 +203,6 @@ def stage_options(graph: Graph, input_rows: bool = False) -> list[StageOption]:
                 front.append(o)
                 best_extra = o.extra_macs
     front.sort(key=lambda o: (o.live, o.extra_macs, o.stage.n_ops))
-    cache[input_rows] = front
     return front
 
 
@@ -221,8 +232,9 @@ def inference_layout(graph: Graph, stage: PatchStage | None = None,
         life[x_in][0] = 0
     life[x_out][1] = n
     extend_for_stage(life, stage, alias)
-    bufs = [Buffer(f"a{r}", sizes[r], *life[r], 0 if r == x_in else None) for r in sorted(life)]
-    bufs += [Buffer(f"c{k}", plane_bytes(graph, k), k, k) for k in sorted(inplace)]
+    bufs = [Buffer(Buf("a", r), sizes[r], *life[r], 0 if r == x_in else None)
+            for r in sorted(life)]
+    bufs += [Buffer(Buf("c", k), plane_bytes(graph, k), k, k) for k in sorted(inplace)]
     if stage is not None:
         bufs += stage_buffers(stage)
     offsets, total = plan_memory(bufs)
@@ -233,7 +245,7 @@ def whole_alias(graph: Graph, ops: list[Op], inplace: frozenset[int]) -> dict[in
     """Tensor -> the root whose buffer it shares: RESHAPE outputs and in-place outputs."""
     alias: dict[int, int] = {}
     for op in ops:
-        if op.kind == "RESHAPE" or op.index in inplace:
+        if op.spec.view or op.index in inplace:
             alias[op.outputs[0]] = alias.get(op.inputs[0], op.inputs[0])
     return alias
 
@@ -269,12 +281,12 @@ def inplace_ok(graph: Graph, layout: Layout, k: int) -> bool:
     multiplier 1 outside the stage whose input buffer (not the model input, pinned at 0) is
     last used at step k and whose output has a buffer of its own."""
     op = graph.ops[k]
-    if not _depthwise_m1(op) or (layout.stage is not None and k < layout.stage.n_ops):
+    if not _channelwise(op) or (layout.stage is not None and k < layout.stage.n_ops):
         return False
     r_in, r_out = layout.root(op.inputs[0]), layout.root(op.outputs[0])
-    b_in = next((b for b in layout.buffers if b.name == f"a{r_in}"), None)
+    b_in = next((b for b in layout.buffers if b.name == Buf("a", r_in)), None)
     return (b_in is not None and b_in.pinned is None and b_in.last == k and r_in != r_out
-            and layout.offset(f"a{r_out}") is not None)
+            and layout.offset(Buf("a", r_out)) is not None)
 
 
 # ---- the search ----
@@ -327,18 +339,21 @@ def whole_floor(graph: Graph, n: int) -> int:
     """A lower bound of any arena whose stage ends before op n: the most bytes an op from n on
     needs at once on whole tensors (its inputs and its output; a depthwise op that may run in
     place, the larger of the two plus one channel's plane; a RESHAPE, its input)."""
-    floors = graph.__dict__.get("_whole_floors")
-    if floors is None:
-        floors = []
-        for op in graph.ops:
-            ins = sum(graph.tensors[i].size for i in set(act_inputs(graph, op)))
-            out = graph.tensors[op.outputs[0]].size
-            need = max(ins, out) if op.kind == "RESHAPE" else ins + out
-            if _depthwise_m1(op):
-                need = min(need, max(ins, out) + plane_bytes(graph, op.index))
-            floors.append(need)
-        graph.__dict__["_whole_floors"] = floors
-    return max(floors[n:], default=0)
+    return max(_op_floors(graph)[n:], default=0)
+
+
+@functools.lru_cache(maxsize=16)
+def _op_floors(graph: Graph) -> tuple[int, ...]:
+    """Each op's whole_floor term, once a graph (the search asks for every candidate)."""
+    floors = []
+    for op in graph.ops:
+        ins = sum(graph.tensors[i].size for i in set(act_inputs(graph, op)))
+        out = graph.tensors[op.outputs[0]].size
+        need = max(ins, out) if op.spec.view else ins + out
+        if _channelwise(op):
+            need = min(need, max(ins, out) + plane_bytes(graph, op.index))
+        floors.append(need)
+    return tuple(floors)
 
 
 def _smallest(build, options: list[StageOption], base: Layout | None) -> Layout | None:
@@ -369,7 +384,7 @@ def with_inplace(graph: Graph, build, layout: Layout, target: int | None) -> Lay
             if k in best.inplace or not inplace_ok(graph, best, k):
                 continue
             op = graph.ops[k]
-            if not {f"a{best.root(op.inputs[0])}", f"a{best.root(op.outputs[0])}"} & live:
+            if not {Buf("a", best.root(op.inputs[0])), Buf("a", best.root(op.outputs[0]))} & live:
                 continue
             trial = build(best.stage, best.inplace | {k})
             if trial.arena < best.arena and (tried is None or trial.arena < tried.arena):

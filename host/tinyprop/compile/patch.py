@@ -28,9 +28,6 @@ import numpy as np
 from ..frontend.graph import Graph, Op
 from ..frontend.opparams import OpParams, op_params
 
-# Ops a stage may hold: windowed ops (an output window reads an input window) and ADD.
-WINDOWED = ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "PAD")
-STAGE_OPS = (*WINDOWED, "ADD")
 MAX_GRID = 8  # tiles per side the planner tries
 
 # n_ops, n_tensors, rows, cols, flags, band bytes, band offset (infer, train), 0
@@ -77,9 +74,9 @@ def _span(lo: int, hi: int, n: int) -> tuple[int, int]:
 def _need(op: Op, p: OpParams, axis: int, lo: int, hi: int, n: int) -> tuple[int, int]:
     """The input span [lo', hi') (clipped to [0, n)) that output span [lo, hi) of the op reads
     along axis 0 (rows) or 1 (columns); the taps outside [0, n) are padding."""
-    if op.kind == "ADD":
+    if op.spec.window == "same":
         return lo, hi
-    if op.kind == "PAD":
+    if op.spec.window == "shift":
         before = op.options["pads"][axis][0]
         return _span(lo - before, hi - before, n)
     k, s_, pad = p.geometry["k"][axis], p.geometry["stride"][axis], p.geometry["pad"][axis]
@@ -96,8 +93,9 @@ def input_need(op: Op, p: OpParams, out: Window, in_hw: tuple[int, int]) -> Wind
 def tile_pad(op: Op, p: OpParams, out: Window, need: Window) -> tuple[int, int]:
     """The padding (top, left) the kernel takes for output window `out` whose input window
     starts at `need`: TFLite's padding where the window touches the image's top or left edge,
-    else 0. PAD: the rows/columns of padding before the input inside the window."""
-    if op.kind == "PAD":
+    else 0. PAD (a "shift" window): the rows/columns of padding before the input inside the
+    window."""
+    if op.spec.window == "shift":
         (top, _), (left, _) = op.options["pads"]
         return need.y0 + top - out.y0, need.x0 + left - out.x0
     (sh, sw), (ph, pw) = p.geometry["stride"], p.geometry["pad"]
@@ -107,22 +105,22 @@ def tile_pad(op: Op, p: OpParams, out: Window, need: Window) -> tuple[int, int]:
 def op_macs(graph: Graph, op: Op, out: Window | None = None) -> int:
     """Multiply-accumulates of a weighted op over output window `out` (None: all of it)."""
     t = graph.tensors[op.outputs[0]]
-    if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+    if not op.spec.weighted:
         return 0
     w = graph.tensors[op.inputs[1]]
-    per_out = w.shape[1] * w.shape[2] if op.kind == "DEPTHWISE_CONV_2D" else w.size // w.shape[0]
+    # a depthwise output reads its taps of one channel; others a whole weight row
+    per_out = w.shape[1] * w.shape[2] if op.spec.channels_last else w.size // w.shape[0]
     positions = t.size // t.shape[-1] if out is None else out.area
     return positions * t.shape[-1] * per_out
 
 
 def act_inputs(graph: Graph, op: Op) -> list[int]:
     """The op's activation inputs (ADD: two)."""
-    n = 2 if op.kind == "ADD" else 1
-    return [i for i in op.inputs[:n] if i >= 0 and not graph.tensors[i].is_const]
+    return [i for i in op.inputs[:op.spec.act_inputs] if i >= 0 and not graph.tensors[i].is_const]
 
 
 def stage_splits(graph: Graph, max_ops: int | None = None) -> list[int]:
-    """Every n such that ops 0..n-1 can run as a tiled stage: rank-4 ops of STAGE_OPS fed by
+    """Every n such that ops 0..n-1 can run as a tiled stage: rank-4 ops with a window fed by
     the model input or each other, and only op n-1's output used after them (n >= 2, and n <=
     max_ops when given: a training step updates nothing before max_ops)."""
     tens = graph.tensors
@@ -132,7 +130,7 @@ def stage_splits(graph: Graph, max_ops: int | None = None) -> list[int]:
     out, inside = [], {x0}
     limit = len(graph.ops) - 1 if max_ops is None else min(max_ops, len(graph.ops) - 1)
     for n, op in enumerate(graph.ops[:limit], start=1):
-        if op.kind not in STAGE_OPS or len(tens[op.outputs[0]].shape) != 4:
+        if op.spec.window is None or len(tens[op.outputs[0]].shape) != 4:
             break
         if any(i not in inside for i in act_inputs(graph, op)):
             break
@@ -253,7 +251,8 @@ def _spans(graph: Graph, ops: list[Op], params: list[OpParams], tensors: list[in
     if axis == 1:
         for op, i, need in needs:
             have = span[i]
-            if op.kind != "ADD" and (need[0] != have[0] or (op.kind == "PAD" and need != have)):
+            window = op.spec.window
+            if window != "same" and (need[0] != have[0] or (window == "shift" and need != have)):
                 return None
     return [span[t] for t in tensors]
 
@@ -338,16 +337,15 @@ def run_stage(stage: PatchStage, x: np.ndarray, values: dict[int, np.ndarray] | 
 
 def tile_op(g: Graph, op: Op, p: OpParams, out: Window, buf: dict, tile: list[Window],
             pos: dict[int, int], values: dict | None = None) -> np.ndarray:
-    """One op of one tile: the reference kernel on its input windows."""
-    from ..reference.forward import run_op
-
+    """One op of one tile: the reference kernel (its kind's `forward`) on its input windows."""
+    forward = op.spec.hook("forward")
     tens = g.tensors
     vals = dict(values or {})
-    if op.kind == "ADD":
+    if op.spec.window == "same":
         for i in act_inputs(g, op):
             win = tile[pos[i]]
             vals[i] = buf[i][:, out.y0 - win.y0:out.y1 - win.y0, out.x0 - win.x0:out.x1 - win.x0]
-        return run_op(g, op, p, vals)
+        return forward(g, op, p, vals)
     i = op.inputs[0]
     win = tile[pos[i]]
     need = input_need(op, p, out, tens[i].shape[1:3])
@@ -356,10 +354,10 @@ def tile_op(g: Graph, op: Op, p: OpParams, out: Window, buf: dict, tile: list[Wi
     vals[i] = buf[i][:, need.y0 - win.y0:need.y1 - win.y0]
     pad = tile_pad(op, p, out, need)
     tp = OpParams(**{**p.__dict__})
-    if op.kind == "PAD":
+    if op.spec.window == "shift":
         sub = Op(op.index, op.kind, op.inputs, op.outputs, {
             **op.options, "pads": ((pad[0], out.h - need.h - pad[0]),
                                    (pad[1], out.w - need.w - pad[1]))})
-        return run_op(g, sub, tp, vals)
+        return forward(g, sub, tp, vals)
     tp.geometry = {**p.geometry, "pad": pad, "out_hw": (out.h, out.w)}
-    return run_op(g, op, tp, vals)
+    return forward(g, op, tp, vals)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
+from ..frontend.ops import spec
+from ..program import F_BIAS, F_WEIGHT, TrainProgram
 from .blob import inference_for, read_blob
 from .kernels import TARGET_KERNELS, TARGETS, plan_scratch
-from .memory import Layout
-from .train_plan import F_BIAS, F_WEIGHT, TrainProgram
+from .memory import Buf, Layout
 
 
 def figures(prog: TrainProgram, blob: bytes) -> dict:
@@ -78,7 +79,7 @@ def kernel_lines(fig: dict) -> list[str]:
              f"{'op':>3} {'kind':<17} {'inference kernel':<22} {'scratch':>7} | "
              f"{'training kernel':<22} {'scratch':>7}"]
     for r in sc["ops"]:
-        if r["kind"] not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        if not spec(r["kind"]).weighted:
             continue
         line = (f"{r['op']:>3} {r['kind']:<17} {r['kernel_infer']:<22} "
                 f"{r['scratch_infer']:>7,} | {r['kernel_train'] or '-':<22} "
@@ -137,21 +138,21 @@ def breakdown(prog: TrainProgram) -> dict:
     return parts
 
 
-def _buffer_owner(prog: TrainProgram, name: str) -> int:
+def _buffer_owner(prog: TrainProgram, name: Buf) -> int:
     """The op whose row lists a buffer: the producer of an activation, gradient or tile
     buffer's tensor (op 0 for the model input and its band), the op of a mask, scratch row or
     in-place channel buffer."""
-    if name[0] in "msc":
-        return int(name[1:])
-    producer = prog.graph.producer(int(name[1:]))
+    if name.kind in "msc":
+        return name.index
+    producer = prog.graph.producer(name.index)
     return producer.index if producer is not None else 0
 
 
 def _buffer_kind(prog: TrainProgram, b) -> str:
-    if b.name[0] == "a":
+    if b.name.kind == "a":
         return "saved" if b.last > prog.logits + 1 else "activation"
     return {"m": "mask", "g": "gradient", "s": "scratch", "p": "tile", "b": "tile",
-            "c": "channel"}[b.name[0]]
+            "c": "channel"}[b.name.kind]
 
 
 def report_rows(prog: TrainProgram) -> list[dict]:
@@ -160,7 +161,7 @@ def report_rows(prog: TrainProgram) -> list[dict]:
     bufs: dict[int, list[dict]] = {}
     for b, off in zip(prog.buffers, prog.buffer_offsets, strict=True):
         bufs.setdefault(_buffer_owner(prog, b.name), []).append({
-            "name": b.name, "kind": _buffer_kind(prog, b), "bytes": b.size, "first": b.first,
+            "name": str(b.name), "kind": _buffer_kind(prog, b), "bytes": b.size, "first": b.first,
             "last": b.last, "offset": off})
     rows = []
     for op in prog.graph.ops[: prog.logits + 1]:

@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TinypropError
+from ..frontend import ops
 from ..frontend.graph import Graph
+from ..program import weight_rows
 
 
 @dataclass
@@ -69,7 +71,7 @@ def scheme_from_dict(d: dict) -> SparseScheme:
 def out_channels(graph: Graph, op_index: int) -> int:
     op = graph.ops[op_index]
     w = graph.tensors[op.inputs[1]]
-    return w.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else w.shape[0]
+    return w.shape[-1] if op.spec.channels_last else w.shape[0]
 
 
 def channel_importance(graph: Graph, op_index: int, grad_norms: np.ndarray | None = None):
@@ -79,11 +81,8 @@ def channel_importance(graph: Graph, op_index: int, grad_norms: np.ndarray | Non
         return np.asarray(grad_norms, np.float64)
     op = graph.ops[op_index]
     w = graph.tensors[op.inputs[1]]
-    wq = w.data.astype(np.float64)
-    if op.kind == "DEPTHWISE_CONV_2D":
-        norms = np.sqrt((wq.reshape(-1, wq.shape[3]) ** 2).sum(0))
-    else:
-        norms = np.sqrt((wq.reshape(wq.shape[0], -1) ** 2).sum(1))
+    rows = weight_rows(w.data.astype(np.float64), op.spec.channels_last)
+    norms = np.sqrt((rows ** 2).sum(1))
     return norms * np.broadcast_to(w.scale.astype(np.float64), norms.shape)
 
 
@@ -97,11 +96,19 @@ def pick_channels(graph: Graph, op_index: int, fraction: float,
     return sorted(int(i) for i in np.argsort(-imp, kind="stable")[:k])
 
 
+def _classifier_kind(kind: str) -> bool:
+    """Whether an op of `kind` may produce the logits: a weighted op each of whose output
+    channels reads the whole input (not a depthwise one)."""
+    s = ops.spec(kind)
+    return s.weighted and not s.channels_last
+
+
 def with_classifier(graph: Graph, scheme: SparseScheme) -> SparseScheme:
     cls = graph.logits_op().index
-    if graph.ops[cls].kind not in ("FULLY_CONNECTED", "CONV_2D"):
+    if not _classifier_kind(graph.ops[cls].kind):
+        heads = " or ".join(k for k in ops.kinds() if _classifier_kind(k))
         raise TinypropError(f"the logits come from op #{cls} {graph.ops[cls].kind}; tinyprop "
-                            "trains models whose logits come from FULLY_CONNECTED or CONV_2D")
+                            f"trains models whose logits come from {heads}")
     scheme.layers[cls] = LayerUpdate(cls, True, list(range(out_channels(graph, cls))))
     return scheme
 

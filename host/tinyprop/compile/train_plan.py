@@ -1,6 +1,6 @@
-"""The training program: what one training step computes, keeps and frees, and where each buffer
-lives in the one arena. Shared by the NumPy reference (which follows the same schedule), the blob
-packer (the TRAN section) and the memory report.
+"""Building the training program (tinyprop.program): what one training step computes, keeps and
+frees, and where each buffer lives in the one arena. The NumPy reference follows the same
+schedule; the blob packer writes it (the TRAN section), the memory report reads it.
 
 Schedule of a step over ops 0..L (L produces the logits; a trailing SOFTMAX is not run):
   step k       forward op k (and, for a trained op with a RELU/RELU6, its 1-bit output mask)
@@ -14,15 +14,30 @@ Gradient maps are float32, or int16 / int8 with one power-of-two exponent per ma
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op
-from ..reference.gradmap import GRAD_FORMATS
+from ..program import (
+    DEFAULT_GRAD,
+    F2_REDUCE_IN0,
+    F2_REDUCE_IN1,
+    F2_REDUCED,
+    F_ACTIVE,
+    F_BIAS,
+    F_GRAD_IN0,
+    F_GRAD_IN1,
+    F_MASK,
+    F_WEIGHT,
+    F_ZERO_IN0,
+    F_ZERO_IN1,
+    GRAD_FORMATS,
+    NONE32,
+    TrainOp,
+    TrainProgram,
+)
 from .memory import (
+    Buf,
     Layout,
     choose_layout,
     extend_for_stage,
@@ -35,19 +50,6 @@ from .patch import PatchStage, act_inputs
 from .planner import Buffer, plan_memory
 from .scheme import SparseScheme
 
-NONE32 = 0xFFFFFFFF
-F_BIAS, F_WEIGHT, F_MASK, F_GRAD_IN0, F_GRAD_IN1, F_ACTIVE = 1, 2, 4, 8, 16, 32
-# set on the first op (in backward order) that writes a gradient buffer: it zeroes it first
-F_ZERO_IN0, F_ZERO_IN1 = 64, 128
-# TRAN's second flags byte. With integer maps, an op that trains only its bias and needs no
-# input gradient (a "sink": op E, typically) reads nothing of its output's gradient but the
-# per-channel sums; when one op writes that gradient, it adds its rows straight into those sums
-# (masked by the sink's RELU mask) and no map of it is ever stored.
-F2_REDUCED = 1  # the sink: its output's gradient buffer holds per-channel sums
-F2_REDUCE_IN0, F2_REDUCE_IN1 = 2, 4  # the writer: input 0's (1's) gradient goes into such sums
-TRAN_HEADER = struct.Struct("<HHHHII")
-TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
-DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (README, bench --only grads)
 # an integer map's buffer: its exponent (int32) and 4 bytes of padding, then the values
 MAP_HEADER = 8
 ELEM_BYTES = {"float32": 4, "int16": 2, "int8": 1}
@@ -55,130 +57,6 @@ ELEM_BYTES = {"float32": 4, "int16": 2, "int8": 1}
 # Dead channels (all-zero weights) get tiny scales; QAS divides by the scale, so floor it at
 # this fraction of the layer's median channel scale.
 SCALE_FLOOR_FRACTION = 0.01
-
-
-@dataclass
-class TrainOp:
-    op: int
-    flags: int
-    mask_offset: int = NONE32
-    scratch_offset: int = NONE32
-    channels: list[int] = field(default_factory=list)
-    scale_floor: float = 0.0
-    bias_params: int = NONE32
-    weight_params: int = NONE32
-    row_len: int = 0
-    n_out: int = 0
-    # momentum: index of the op's first float32 velocity (its biases', then its held rows' in
-    # row order); velocities follow the params layout, op by op in ascending order
-    velocity: int = 0
-    flags2: int = 0  # F2_*
-
-
-@dataclass
-class TrainProgram:
-    graph: Graph
-    scheme: SparseScheme
-    first: int  # E
-    logits: int  # L
-    ops: dict[int, TrainOp]
-    act_offset: dict[int, int]
-    grad_offset: dict[int, int]
-    buffers: list[Buffer]
-    buffer_offsets: list[int]
-    arena_bytes: int
-    params_bytes: int
-    trainable_offsets: dict[int, int]  # tensor index -> params offset (weights: held rows)
-    alias: dict[int, int]
-    # weight tensor index -> (output channels held in RAM, ascending; depthwise?)
-    held_rows: dict[int, tuple[list[int], bool]] = field(default_factory=dict)
-    # momentum: one float32 velocity per trained parameter, after the params in their region
-    optimizer_bytes: int = 0
-    layout: Layout | None = None  # the arena plan: tiled stage, in-place ops (memory.py)
-    grad: str = DEFAULT_GRAD  # the gradient maps' format (GRAD_FORMATS)
-
-    @property
-    def region_bytes(self) -> int:
-        """The params region the device keeps across steps: parameters, then optimizer state."""
-        return self.params_bytes + self.optimizer_bytes
-
-    @property
-    def memory_bytes(self) -> int:
-        """What a budget must hold: the training arena's peak and the params region."""
-        return self.arena_bytes + self.region_bytes
-
-    def check_momentum(self, momentum: float, name: str = "the blob") -> None:
-        """Refuse a momentum outside [0, 1), or a non-zero one without optimizer state."""
-        if not 0.0 <= momentum < 1.0:
-            raise TinypropError(f"--momentum {momentum}: must be in [0, 1), e.g. 0.9")
-        if momentum and not self.optimizer_bytes:
-            raise TinypropError(f"--momentum {momentum}: {name} has no optimizer state; convert "
-                                "it with tinyprop convert --momentum, or train without momentum")
-
-    def backward_order(self) -> list[int]:
-        return [k for k in range(self.logits, self.first - 1, -1) if k in self.ops]
-
-    def pack(self) -> bytes:
-        """The TRAN section. Held weight rows are described in the OPS records (held_map)."""
-        n_t = len(self.graph.tensors)
-        out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops),
-                                         GRAD_FORMATS[self.grad], n_t, 0))
-        out += struct.pack(f"<{n_t}I", *(self.act_offset.get(i, NONE32) for i in range(n_t)))
-        out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
-        for k in sorted(self.ops):
-            t = self.ops[k]
-            out += TRAN_OP.pack(t.op, t.flags, t.flags2, t.mask_offset, t.scratch_offset,
-                                len(t.channels), t.scale_floor, t.bias_params)
-        return bytes(out)
-
-    def held_map(self, k: int) -> np.ndarray | None:
-        """Op k's u16 map from output channel to held row (0xFFFF: read from the blob), or
-        None when op k holds no weights in RAM."""
-        t = self.ops.get(k)
-        if t is None or not t.flags & F_WEIGHT:
-            return None
-        m = np.full(t.n_out, 0xFFFF, np.uint16)
-        m[t.channels] = np.arange(len(t.channels), dtype=np.uint16)
-        return m
-
-    # -- parameters region <-> tensors --
-    def pack_params(self, values: dict[int, np.ndarray]) -> bytes:
-        """Params region bytes from the full bias/weight arrays (tensor index -> array): biases
-        whole, weights as their held rows only."""
-        buf = bytearray(self.params_bytes)
-        for ti, off in self.trainable_offsets.items():
-            arr = values[ti]
-            if ti in self.held_rows:
-                channels, depthwise = self.held_rows[ti]
-                arr = weight_rows(arr, depthwise)[channels]
-            raw = arr.astype("<i4" if self.graph.tensors[ti].dtype == "int32"
-                             else np.int8).tobytes()
-            buf[off : off + len(raw)] = raw
-        return bytes(buf)
-
-    def unpack_params(self, raw: bytes) -> dict[int, np.ndarray]:
-        """Every trainable tensor's full array from a params region (rows not held keep the
-        model's values: they never change)."""
-        out = {}
-        for ti, off in self.trainable_offsets.items():
-            t = self.graph.tensors[ti]
-            if ti in self.held_rows:
-                channels, depthwise = self.held_rows[ti]
-                full = t.data.copy()
-                rows = weight_rows(full, depthwise)
-                held = np.frombuffer(raw, np.int8, len(channels) * rows.shape[1], off)
-                rows[channels] = held.reshape(len(channels), -1)
-                out[ti] = full
-            else:
-                out[ti] = np.frombuffer(raw, "<i4", t.size, off).reshape(t.shape).astype(
-                    t.data.dtype)
-        return out
-
-
-def weight_rows(w: np.ndarray, depthwise: bool) -> np.ndarray:
-    """A view of weights as one row per output channel: (O, KH*KW*I) for CONV_2D and
-    FULLY_CONNECTED, (C, KH*KW) taps for DEPTHWISE_CONV_2D's (1, KH, KW, C)."""
-    return w.reshape(-1, w.shape[3]).T if depthwise else w.reshape(w.shape[0], -1)
 
 
 def _align4(n: int) -> int:
@@ -214,11 +92,9 @@ def backward_scratch(graph: Graph, op: Op, flags: int, fmt: str, row_len: int) -
     if flags & (F_GRAD_IN0 | F_GRAD_IN1):
         rows, row_elems = map_rows(graph.tensors[op.inputs[0]].shape)
         grad = _align4(rows)
-        if op.kind in ("CONV_2D", "FULLY_CONNECTED"):
+        if op.spec.weighted:  # a depthwise op's rows need no per-channel shifts
             n_out = graph.tensors[op.outputs[0]].shape[-1]
-            grad += 4 * row_elems + 2 * n_out
-        elif op.kind == "DEPTHWISE_CONV_2D":
-            grad += 4 * row_elems
+            grad += 4 * row_elems + (0 if op.spec.channels_last else 2 * n_out)
         need = max(need, grad)
     return (need + 7) // 8 * 8
 
@@ -244,21 +120,17 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
 
     alias: dict[int, int] = {}
     for op in graph.ops[: L + 1]:
-        if op.kind == "RESHAPE":
+        if op.spec.view:
             alias[op.outputs[0]] = alias.get(op.inputs[0], op.inputs[0])
 
     def root(t: int) -> int:
         return alias.get(t, t)
 
-    def act_inputs(op) -> list[int]:
-        return [i for i in op.inputs[:2] if i >= 0 and not tens[i].is_const
-                and tens[i].dtype == "int8"] if op.kind == "ADD" else [op.inputs[0]]
-
     # which tensors depend on trained parameters (their gradient is needed)
     depends: dict[int, bool] = {}
     for op in graph.ops[: L + 1]:
         depends[op.outputs[0]] = op.index in scheme.layers or any(
-            depends.get(i, False) for i in act_inputs(op))
+            depends.get(i, False) for i in act_inputs(graph, op))
 
     ops: dict[int, TrainOp] = {}
     params_off = n_velocity = 0
@@ -268,7 +140,7 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
         if not depends.get(op.outputs[0], False):
             continue
         flags = F_ACTIVE
-        for pos, ti in enumerate(act_inputs(op)):
+        for pos, ti in enumerate(act_inputs(graph, op)):
             if depends.get(ti, False):
                 flags |= F_GRAD_IN0 if pos == 0 else F_GRAD_IN1
         if op.activation in ("RELU", "RELU6"):
@@ -277,7 +149,7 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
         lu = scheme.layers.get(op.index)
         if lu is not None:
             w = tens[op.inputs[1]]
-            t.n_out = w.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else w.shape[0]
+            t.n_out = w.shape[-1] if op.spec.channels_last else w.shape[0]
             t.row_len = w.size // t.n_out
             t.velocity = n_velocity
             if lu.bias and len(op.inputs) > 2 and op.inputs[2] >= 0:
@@ -292,7 +164,7 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
                 # RAM holds only the trained rows; the forward reads the others from the blob
                 t.weight_params = params_off
                 trainable[op.inputs[1]] = params_off
-                held[op.inputs[1]] = (t.channels, op.kind == "DEPTHWISE_CONV_2D")
+                held[op.inputs[1]] = (t.channels, op.spec.channels_last)
                 params_off = _align4(params_off + len(t.channels) * t.row_len)
                 n_velocity += len(t.channels) * t.row_len
             if t.flags & (F_BIAS | F_WEIGHT):
@@ -305,7 +177,7 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
     for k in sorted(ops, reverse=True):
         for pos, (need, zero) in enumerate(((F_GRAD_IN0, F_ZERO_IN0), (F_GRAD_IN1, F_ZERO_IN1))):
             if ops[k].flags & need:
-                r = root(act_inputs(graph.ops[k])[pos])
+                r = root(act_inputs(graph, graph.ops[k])[pos])
                 writers.setdefault(r, []).append((k, pos))
                 if r not in created:
                     ops[k].flags |= zero
@@ -316,7 +188,7 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
             out = graph.ops[k].outputs[0]
             w = writers.get(out, [])
             if (t.flags & (F_BIAS | F_WEIGHT | F_GRAD_IN0 | F_GRAD_IN1) == F_BIAS and len(w) == 1
-                    and act_inputs(graph.ops[w[0][0]])[w[0][1]] == out):
+                    and act_inputs(graph, graph.ops[w[0][0]])[w[0][1]] == out):
                 t.flags2 |= F2_REDUCED
                 ops[w[0][0]].flags2 |= F2_REDUCE_IN0 if w[0][1] == 0 else F2_REDUCE_IN1
                 sums[out] = tens[out].shape[-1]
@@ -331,11 +203,11 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
     where = {b.name: off for b, off in zip(layout.buffers, layout.offsets, strict=True)}
     act_offset = {t.index: off for t in tens
                   if (off := layout.tensor_offset(t.index)) is not None}
-    grad_offset = {t.index: where[f"g{root(t.index)}"] for t in tens
-                   if f"g{root(t.index)}" in where}
+    grad_offset = {t.index: where[Buf("g", root(t.index))] for t in tens
+                   if Buf("g", root(t.index)) in where}
     for k, t in ops.items():
-        t.mask_offset = where.get(f"m{k}", NONE32)
-        t.scratch_offset = where.get(f"s{k}", NONE32)
+        t.mask_offset = where.get(Buf("m", k), NONE32)
+        t.scratch_offset = where.get(Buf("s", k), NONE32)
     return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, layout.buffers,
                         layout.offsets, layout.arena, params_off, trainable, alias, held,
                         4 * n_velocity if momentum else 0, layout, grad)
@@ -364,11 +236,11 @@ def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L
     def root(t: int) -> int:  # gradients: RESHAPE shares, an in-place op does not
         return alias.get(t, t)
 
-    life: dict[str, list[int]] = {}
-    sizes: dict[str, int] = {}
+    life: dict[Buf, list[int]] = {}
+    sizes: dict[Buf, int] = {}
     skip = tiled_tensors(stage)
 
-    def use(name: str, size: int, step: int) -> None:
+    def use(name: Buf, size: int, step: int) -> None:
         sizes[name] = max(sizes.get(name, 0), size)
         lo_hi = life.setdefault(name, [step, step])
         lo_hi[0] = min(lo_hi[0], step)
@@ -376,7 +248,7 @@ def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L
 
     def use_act(ti: int, step: int) -> None:
         if ti not in skip:
-            use(f"a{act.get(ti, ti)}", tens[ti].size, step)
+            use(Buf("a", act.get(ti, ti)), tens[ti].size, step)
 
     use_act(graph.inputs[0], 0)
     for op in graph.ops[: L + 1]:
@@ -389,23 +261,27 @@ def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L
             use_act(op.inputs[0], bstep(k))
         if t.flags & F_MASK:
             n = tens[op.outputs[0]].size
-            use(f"m{k}", (n + 7) // 8, k)
-            use(f"m{k}", (n + 7) // 8, bstep(k))
+            use(Buf("m", k), (n + 7) // 8, k)
+            use(Buf("m", k), (n + 7) // 8, bstep(k))
         scratch = backward_scratch(graph, op, t.flags, grad, t.row_len)
         if scratch:
-            use(f"s{k}", scratch, bstep(k))
+            use(Buf("s", k), scratch, bstep(k))
         # gradient of the output: written by the loss or by consumers, read here
         out = root(op.outputs[0])
-        use(f"g{out}", grad_bytes(out), bstep(k))
+        use(Buf("g", out), grad_bytes(out), bstep(k))
         for pos, ti in enumerate(act_inputs(graph, op)):
             if t.flags & (F_GRAD_IN0 if pos == 0 else F_GRAD_IN1):
-                use(f"g{root(ti)}", grad_bytes(root(ti)), bstep(k))
-    use(f"g{root(graph.ops[L].outputs[0])}", grad_bytes(root(graph.ops[L].outputs[0])), L + 1)
-    spans = {int(n[1:]): v for n, v in life.items() if n[0] == "a"}
+                use(Buf("g", root(ti)), grad_bytes(root(ti)), bstep(k))
+    logits = root(graph.ops[L].outputs[0])
+    use(Buf("g", logits), grad_bytes(logits), L + 1)
+    spans = {n.index: v for n, v in life.items() if n.kind == "a"}
     extend_for_stage(spans, stage, act)
-    in_name = f"a{act.get(graph.inputs[0], graph.inputs[0])}"
-    buffers = [Buffer(n, sizes[n], *life[n], 0 if n == in_name else None) for n in sorted(life)]
-    buffers += [Buffer(f"c{k}", plane_bytes(graph, k), k, k) for k in sorted(inplace)]
+    in_name = Buf("a", act.get(graph.inputs[0], graph.inputs[0]))
+    # in the order of the names as text ("a10" before "a2"): the planner breaks ties by the
+    # buffers' order, and the blobs' bytes follow
+    buffers = [Buffer(n, sizes[n], *life[n], 0 if n == in_name else None)
+               for n in sorted(life, key=str)]
+    buffers += [Buffer(Buf("c", k), plane_bytes(graph, k), k, k) for k in sorted(inplace)]
     if stage is not None:
         buffers += stage_buffers(stage)
     offsets, total = plan_memory(buffers)

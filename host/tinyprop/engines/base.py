@@ -22,10 +22,10 @@ from typing_extensions import Self  # a dependency of textual; typing.Self is 3.
 
 from ..compile.blob import pack_blob, read_blob
 from ..compile.kernels import DEFAULT_TARGET, plan_scratch
-from ..compile.train_plan import TrainProgram
 from ..errors import TinypropError
 from ..frontend.graph import Graph
 from ..frontend.tflite_reader import read_tflite
+from ..program import TrainProgram
 
 
 class Model(Protocol):

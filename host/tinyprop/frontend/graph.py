@@ -11,22 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Ops tinyprop runs (forward) and trains through (backward); the blob stores these codes.
-OP_CODES = {
-    "CONV_2D": 1,
-    "DEPTHWISE_CONV_2D": 2,
-    "FULLY_CONNECTED": 3,
-    "ADD": 4,
-    "AVERAGE_POOL_2D": 5,
-    "MEAN": 6,
-    "PAD": 7,
-    "RESHAPE": 8,
-    "SOFTMAX": 9,
-}
-SUPPORTED_OPS = tuple(OP_CODES)
+from .ops import OpSpec, spec
+
 ACTIVATIONS = ("NONE", "RELU", "RELU6")
-# Ops whose weights and bias can be trained.
-WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
 @dataclass
@@ -71,8 +58,14 @@ class Op:
     def activation(self) -> str:
         return self.options.get("activation", "NONE")
 
+    @property
+    def spec(self) -> OpSpec:
+        """What its kind is (ops.py)."""
+        return spec(self.kind)
 
-@dataclass
+
+# one model: equal and hashed by identity, so what is derived from it can be cached per graph
+@dataclass(eq=False)
 class Graph:
     tensors: list[Tensor]
     ops: list[Op]
@@ -92,7 +85,7 @@ class Graph:
         return self.tensors[self.outputs[0]]
 
     def weighted_ops(self) -> list[Op]:
-        return [op for op in self.ops if op.kind in WEIGHTED_OPS]
+        return [op for op in self.ops if op.spec.weighted]
 
     def producer(self, tensor_index: int) -> Op | None:
         for op in self.ops:
@@ -104,10 +97,10 @@ class Graph:
         return [op for op in self.ops if tensor_index in op.inputs]
 
     def logits_op(self) -> Op:
-        """The op whose output the loss is computed on: the input of a final SOFTMAX, else the
-        graph output's producer."""
+        """The op whose output the loss is computed on: the producer of a final loss head's
+        input (a SOFTMAX's), else the graph output's producer."""
         last = self.producer(self.outputs[0])
-        if last is not None and last.kind == "SOFTMAX":
+        if last is not None and last.spec.loss_head:
             prev = self.producer(last.inputs[0])
             if prev is not None:
                 return prev

@@ -13,7 +13,8 @@ import numpy as np
 import tflite
 
 from ..errors import TinypropError
-from .graph import ACTIVATIONS, SUPPORTED_OPS, Graph, Op, Tensor
+from . import ops
+from .graph import ACTIVATIONS, Graph, Op, Tensor
 
 _OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
 _TYPE_NAMES = {v: k.lower() for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
@@ -21,7 +22,6 @@ _ACT_NAMES = {
     v: k for k, v in vars(tflite.ActivationFunctionType).items() if not k.startswith("_")
 }
 _PADDING = {tflite.Padding.SAME: "SAME", tflite.Padding.VALID: "VALID"}
-_SUPPORTED = ", ".join(SUPPORTED_OPS)
 # What the flatbuffer library raises on garbage, truncated or corrupt bytes.
 _CORRUPT = (struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError)
 
@@ -117,14 +117,16 @@ class _Reader:
         kind = _OP_NAMES.get(builtin, f"OP{builtin}")
         if builtin == tflite.BuiltinOperator.CUSTOM:
             kind = "CUSTOM:" + (m_code.CustomCode() or b"?").decode()
-        if kind not in SUPPORTED_OPS:
-            raise self.fail(i, kind, f"not supported; tinyprop supports {_SUPPORTED}: rebuild "
+        read_options = getattr(self, "opt_" + kind.lower(), None)
+        if kind not in ops.kinds() or read_options is None:
+            supported = ", ".join(k for k in ops.kinds() if hasattr(self, "opt_" + k.lower()))
+            raise self.fail(i, kind, f"not supported; tinyprop supports {supported}: rebuild "
                             "the model with those layers and convert it again")
         ins = [int(x) for x in raw.InputsAsNumpy()]
         outs = [int(x) for x in raw.OutputsAsNumpy()]
         op = Op(i, kind, ins, outs)
         self.check_types(op, tensors)
-        getattr(self, "opt_" + kind.lower())(raw, op, tensors)
+        read_options(raw, op, tensors)
         act = op.options.get("activation", "NONE")
         if act not in ACTIVATIONS:
             raise self.fail(i, kind,
@@ -136,12 +138,8 @@ class _Reader:
             if ti < 0:
                 continue
             t = tensors[ti]
-            is_param = op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED") and pos in (
-                1,
-                2,
-            )
-            is_shape = op.kind in ("RESHAPE", "MEAN", "PAD") and pos == 1
-            if is_shape:
+            is_param = op.spec.weighted and pos in (1, 2)
+            if op.spec.const_operand and pos == 1:
                 continue
             if is_param and pos == 2:
                 if t.dtype != "int32":
@@ -168,8 +166,9 @@ class _Reader:
                 raise self.fail(op.index, op.kind, f"weights '{t.name}' are not symmetric (zero "
                                 "point != 0); tinyprop expects symmetric int8 weights")
 
-    def _weights(self, op: Op, tensors: list[Tensor], channel_dim: int) -> None:
+    def _weights(self, op: Op, tensors: list[Tensor]) -> None:
         w = tensors[op.inputs[1]]
+        channel_dim = len(w.shape) - 1 if op.spec.channels_last else 0
         if not w.is_const:
             raise self.fail(op.index, op.kind, "weights are not constant")
         if w.scale.size > 1 and w.quant_dim != channel_dim:
@@ -183,7 +182,7 @@ class _Reader:
         if o.DilationHFactor() not in (0, 1) or o.DilationWFactor() not in (0, 1):
             raise self.fail(op.index, op.kind, f"dilation {o.DilationHFactor()}x"
                             f"{o.DilationWFactor()} not supported; use dilation_rate=1")
-        self._weights(op, tensors, 0)
+        self._weights(op, tensors)
         op.options = dict(stride=(o.StrideH(), o.StrideW()), padding=_PADDING[o.Padding()],
                           activation=_ACT_NAMES.get(o.FusedActivationFunction(), "?"))
 
@@ -192,7 +191,7 @@ class _Reader:
         if o.DilationHFactor() not in (0, 1) or o.DilationWFactor() not in (0, 1):
             raise self.fail(op.index, op.kind, f"dilation {o.DilationHFactor()}x"
                             f"{o.DilationWFactor()} not supported; use dilation_rate=1")
-        self._weights(op, tensors, 3)
+        self._weights(op, tensors)
         cin = tensors[op.inputs[0]].shape[3]
         cout = tensors[op.inputs[1]].shape[3]
         op.options = dict(stride=(o.StrideH(), o.StrideW()), padding=_PADDING[o.Padding()],
@@ -203,7 +202,7 @@ class _Reader:
         o = _options(raw, tflite.FullyConnectedOptions)
         if o.WeightsFormat() != 0:
             raise self.fail(op.index, op.kind, "shuffled weights format not supported")
-        self._weights(op, tensors, 0)
+        self._weights(op, tensors)
         op.options = dict(activation=_ACT_NAMES.get(o.FusedActivationFunction(), "?"))
 
     def opt_add(self, raw, op: Op, tensors: list[Tensor]) -> None:

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compile.train_plan import (
+from ..frontend.graph import Graph, Op
+from ..frontend.opparams import OpParams, all_op_params
+from ..program import (
     F2_REDUCE_IN0,
     F2_REDUCE_IN1,
     F2_REDUCED,
@@ -42,8 +44,6 @@ from ..compile.train_plan import (
     TrainProgram,
     weight_rows,
 )
-from ..frontend.graph import Graph
-from ..frontend.opparams import all_op_params
 from .fmath import exp_neg, floor_f32, log_pos
 from .forward import _padded, patches, pool_windows, run_op
 from .gradmap import GradMap, fold, loss_map, produce, rdiv, to_f32
@@ -52,7 +52,6 @@ f32 = np.float32
 M32 = 0xFFFFFFFF
 # average pooling and MEAN divide each dY by its window's size in units of 2^-POOL_FRAC
 POOL_FRAC = 16
-WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
 @dataclass
@@ -238,8 +237,7 @@ class ReferenceTrainer:
         if t.flags & F_MASK:
             dy = np.where(self._keep(k, vals), dy, f32(0)).astype(f32)
             grads[root(op.outputs[0])] = dy
-        kind = op.kind
-        if kind in WEIGHTED:
+        if op.spec.weighted:
             w = self._const(op.inputs[1])
             s_w = self._scales(op)
             if t.flags & F_GRAD_IN0:
@@ -247,20 +245,12 @@ class ReferenceTrainer:
                 grads[root(op.inputs[0])] = self._input_grad(op, p, w, s_w, dy, dx)
             if t.flags & (F_BIAS | F_WEIGHT):
                 self._update(k, op, p, t, w, s_w, dy, vals)
-        elif kind == "ADD":
-            for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
-                if t.flags & flag:
-                    buf = self._grad_buf(grads, root, op.inputs[pos])
-                    grads[root(op.inputs[pos])] = (buf + dy).astype(f32)
-        elif kind in ("AVERAGE_POOL_2D", "MEAN") and t.flags & F_GRAD_IN0:
-            buf = self._grad_buf(grads, root, op.inputs[0])
-            grads[root(op.inputs[0])] = self._pool_grad(op, p, dy, buf)
-        elif kind == "PAD" and t.flags & F_GRAD_IN0:
-            buf = self._grad_buf(grads, root, op.inputs[0])
-            (ph, _), (pw, _) = op.options["pads"]
-            h, w_ = buf.shape[1:3]
-            grads[root(op.inputs[0])] = (buf + dy[:, ph : ph + h, pw : pw + w_]).astype(f32)
-        # RESHAPE: input and output share one gradient buffer; nothing to do
+            return
+        grad = op.spec.hook("grad")  # None: a view shares its input's gradient buffer
+        for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
+            if grad is not None and t.flags & flag:
+                buf = self._grad_buf(grads, root, op.inputs[pos])
+                grads[root(op.inputs[pos])] = grad(g, op, p, pos, dy, buf)
 
     def _backward_op_int(self, k, vals, grads, root) -> None:
         """_backward_op with integer maps: dX is exact int64 values, written as a map."""
@@ -288,8 +278,7 @@ class ReferenceTrainer:
             old = None if first else GradMap(grads[r].q.reshape(v.shape), grads[r].e)
             grads[r] = produce(v.reshape(g.tensors[op.inputs[pos]].shape), e_v, fmt, old)
 
-        kind = op.kind
-        if kind in WEIGHTED:
+        if op.spec.weighted:
             w = self._const(op.inputs[1])
             s_w = self._scales(op)
             if t.flags & F_GRAD_IN0:
@@ -297,26 +286,11 @@ class ReferenceTrainer:
                 write(0, self._input_grad_int(op, p, w, dyf.q), dyf.e)
             if t.flags & (F_BIAS | F_WEIGHT):
                 self._update(k, op, p, t, w, s_w, dy, vals)
-        elif kind == "ADD":
-            for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
-                if t.flags & flag:
-                    write(pos, dy.q, dy.e)
-        elif kind == "AVERAGE_POOL_2D" and t.flags & F_GRAD_IN0:
-            h, w_ = g.tensors[op.inputs[0]].shape[1:3]
-            v = np.zeros(g.tensors[op.inputs[0]].shape, np.int64)
-            for oy, ox, ys, xs in pool_windows(p.geometry, h, w_):
-                n = (ys.stop - ys.start) * (xs.stop - xs.start)
-                v[0, ys, xs] += rdiv(dy.q[0, oy, ox] << POOL_FRAC, n)
-            write(0, v, dy.e - POOL_FRAC)
-        elif kind == "MEAN" and t.flags & F_GRAD_IN0:
-            shape = g.tensors[op.inputs[0]].shape
-            v = rdiv(dy.q.reshape(1, 1, 1, -1) << POOL_FRAC, shape[1] * shape[2])
-            write(0, np.broadcast_to(v, shape), dy.e - POOL_FRAC)
-        elif kind == "PAD" and t.flags & F_GRAD_IN0:
-            (ph, _), (pw, _) = op.options["pads"]
-            h, w_ = g.tensors[op.inputs[0]].shape[1:3]
-            write(0, dy.q[:, ph : ph + h, pw : pw + w_], dy.e)
-        # RESHAPE: input and output share one gradient buffer; nothing to do
+            return
+        grad = op.spec.hook("grad_int")  # None: a view shares its input's gradient buffer
+        for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
+            if grad is not None and t.flags & flag:
+                write(pos, *grad(g, op, p, pos, dy))
 
     def _keep(self, k: int, vals) -> np.ndarray:
         """Where op k's output passes a gradient: inside its RELU's clamp (all of it without a
@@ -332,7 +306,7 @@ class ReferenceTrainer:
 
     def _scales(self, op) -> np.ndarray:
         wt = self.graph.tensors[op.inputs[1]]
-        n_out = wt.shape[3] if op.kind == "DEPTHWISE_CONV_2D" else wt.shape[0]
+        n_out = wt.shape[-1] if op.spec.channels_last else wt.shape[0]
         return np.broadcast_to(wt.scale.astype(f32), (n_out,))
 
     def _input_grad_int(self, op, p, w, dyf) -> np.ndarray:
@@ -356,16 +330,6 @@ class ReferenceTrainer:
                     mult = op.options["depth_multiplier"]
                     acc[sl] += (d * w[0, i, j]).reshape(oh, ow, c, mult).sum(axis=-1)
         return acc[ph : ph + h, pw : pw + wd][None]
-
-    def _pool_grad(self, op, p, dy, buf) -> np.ndarray:
-        buf = buf.copy()
-        if op.kind == "MEAN":
-            n = f32(buf.shape[1] * buf.shape[2])
-            return (buf + (dy.reshape(1, 1, 1, -1) / n)).astype(f32)
-        for oy, ox, ys, xs in pool_windows(p.geometry, *buf.shape[1:3]):
-            n = f32((ys.stop - ys.start) * (xs.stop - xs.start))
-            buf[0, ys, xs] = buf[0, ys, xs] + dy[0, oy, ox] / n
-        return buf
 
     def _input_grad(self, op, p, w, s_w, dy, dx) -> np.ndarray:
         """dX += W^T dY in the order: taps (kh, kw) raster, then output channels ascending."""
@@ -519,7 +483,7 @@ class ReferenceTrainer:
                    + np.arange(t.row_len)[None, :])
             d = self._round(delta, idx, 256.0)
             wv = self.values[op.inputs[1]].copy()
-            rows = weight_rows(wv, op.kind == "DEPTHWISE_CONV_2D")
+            rows = weight_rows(wv, op.spec.channels_last)
             rows[sel] = np.clip(rows[sel].astype(np.int64) + d, -127, 127)
             self.values[op.inputs[1]] = wv
 
@@ -531,6 +495,65 @@ def fold_terms(op, w_shape) -> int:
     if op.kind == "CONV_2D":
         return w_shape[0] * w_shape[1] * w_shape[2]
     return w_shape[1] * w_shape[2] * op.options["depth_multiplier"]
+
+
+# The kinds' gradient entries (ops.py): an activation input's gradient from dY.
+
+def add_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
+             buf: np.ndarray) -> np.ndarray:
+    return (buf + dy).astype(f32)
+
+
+def add_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
+                 dy: GradMap) -> tuple[np.ndarray, int]:
+    return dy.q, dy.e
+
+
+def pool_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
+              buf: np.ndarray) -> np.ndarray:
+    """Each window's dY divided by its size, added window by window in raster order."""
+    buf = buf.copy()
+    for oy, ox, ys, xs in pool_windows(p.geometry, *buf.shape[1:3]):
+        n = f32((ys.stop - ys.start) * (xs.stop - xs.start))
+        buf[0, ys, xs] = buf[0, ys, xs] + dy[0, oy, ox] / n
+    return buf
+
+
+def pool_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
+                  dy: GradMap) -> tuple[np.ndarray, int]:
+    shape = graph.tensors[op.inputs[0]].shape
+    v = np.zeros(shape, np.int64)
+    for oy, ox, ys, xs in pool_windows(p.geometry, *shape[1:3]):
+        n = (ys.stop - ys.start) * (xs.stop - xs.start)
+        v[0, ys, xs] += rdiv(dy.q[0, oy, ox] << POOL_FRAC, n)
+    return v, dy.e - POOL_FRAC
+
+
+def mean_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
+              buf: np.ndarray) -> np.ndarray:
+    n = f32(buf.shape[1] * buf.shape[2])
+    return (buf + (dy.reshape(1, 1, 1, -1) / n)).astype(f32)
+
+
+def mean_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
+                  dy: GradMap) -> tuple[np.ndarray, int]:
+    shape = graph.tensors[op.inputs[0]].shape
+    v = rdiv(dy.q.reshape(1, 1, 1, -1) << POOL_FRAC, shape[1] * shape[2])
+    return np.broadcast_to(v, shape), dy.e - POOL_FRAC
+
+
+def pad_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
+             buf: np.ndarray) -> np.ndarray:
+    (ph, _), (pw, _) = op.options["pads"]
+    h, w = buf.shape[1:3]
+    return (buf + dy[:, ph : ph + h, pw : pw + w]).astype(f32)
+
+
+def pad_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
+                 dy: GradMap) -> tuple[np.ndarray, int]:
+    (ph, _), (pw, _) = op.options["pads"]
+    h, w = graph.tensors[op.inputs[0]].shape[1:3]
+    return dy.q[:, ph : ph + h, pw : pw + w], dy.e
 
 
 def step_gradients(program: TrainProgram, x: np.ndarray,

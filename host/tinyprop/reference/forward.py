@@ -110,36 +110,57 @@ def pad(x, pads, value: int) -> np.ndarray:
 
 
 def run_op(graph: Graph, op: Op, p: OpParams, values: dict[int, np.ndarray]) -> np.ndarray:
-    """One op's int8 output from the values of its inputs."""
-    t = graph.tensors
-    x = values[op.inputs[0]]
+    """One op's int8 output from the values of its inputs (its kind's `forward`, ops.py)."""
+    return op.spec.hook("forward")(graph, op, p, values)
 
-    def const(pos: int):
-        # `values` may hold a constant's trained copy (the training reference passes them)
-        if len(op.inputs) <= pos or op.inputs[pos] < 0:
-            return None
-        return values.get(op.inputs[pos], t[op.inputs[pos]].data)
 
-    k = op.kind
-    if k == "CONV_2D":
-        return conv2d(x, const(1), const(2), p)
-    if k == "DEPTHWISE_CONV_2D":
-        return depthwise_conv2d(x, const(1), const(2), p, op.options["depth_multiplier"])
-    if k == "FULLY_CONNECTED":
-        return fully_connected(x, const(1), const(2), p).reshape(t[op.outputs[0]].shape)
-    if k == "ADD":
-        return add(x, values[op.inputs[1]], p)
-    if k == "AVERAGE_POOL_2D":
-        return average_pool(x, p)
-    if k == "MEAN":
-        return mean_hw(x, p, t[op.outputs[0]].shape)
-    if k == "PAD":
-        return pad(x, op.options["pads"], p.out_zp)
-    if k == "RESHAPE":
-        return x.reshape(t[op.outputs[0]].shape)
-    if k == "SOFTMAX":
-        return softmax_int8(x, int(p.mult[0]), int(p.shift[0]), p.diff_min)
-    raise AssertionError(k)
+# The kinds' forward entries: (graph, op, p, values) -> output. `values` may hold a constant's
+# trained copy (the training reference passes them), else the model's constant is read.
+
+def _const(graph: Graph, op: Op, values: dict, pos: int) -> np.ndarray | None:
+    if len(op.inputs) <= pos or op.inputs[pos] < 0:
+        return None
+    return values.get(op.inputs[pos], graph.tensors[op.inputs[pos]].data)
+
+
+def run_conv2d(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return conv2d(values[op.inputs[0]], _const(graph, op, values, 1),
+                  _const(graph, op, values, 2), p)
+
+
+def run_depthwise_conv2d(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return depthwise_conv2d(values[op.inputs[0]], _const(graph, op, values, 1),
+                            _const(graph, op, values, 2), p, op.options["depth_multiplier"])
+
+
+def run_fully_connected(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return fully_connected(values[op.inputs[0]], _const(graph, op, values, 1),
+                           _const(graph, op, values, 2), p).reshape(
+        graph.tensors[op.outputs[0]].shape)
+
+
+def run_add(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return add(values[op.inputs[0]], values[op.inputs[1]], p)
+
+
+def run_average_pool(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return average_pool(values[op.inputs[0]], p)
+
+
+def run_mean(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return mean_hw(values[op.inputs[0]], p, graph.tensors[op.outputs[0]].shape)
+
+
+def run_pad(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return pad(values[op.inputs[0]], op.options["pads"], p.out_zp)
+
+
+def run_reshape(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return values[op.inputs[0]].reshape(graph.tensors[op.outputs[0]].shape)
+
+
+def run_softmax(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return softmax_int8(values[op.inputs[0]], int(p.mult[0]), int(p.shift[0]), p.diff_min)
 
 
 class Forward:

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 f32 = np.float32
-# --grad: the gradient maps' format; its id in TRAN, and the bits a map's |q| may use
-GRAD_FORMATS = {"float32": 0, "int16": 1, "int8": 2}
+# the bits an integer map's |q| may use, by format (program.GRAD_FORMATS)
 MAP_BITS = {"int16": 15, "int8": 7}
 MAP_DTYPE = {"int16": np.int16, "int8": np.int8}
 FOLD_BITS = 15  # dY' is int16 (the product's other factor is an int8 weight)
