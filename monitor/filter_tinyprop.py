@@ -17,14 +17,17 @@ hold, says once that the encoding is wrong. List no other filter before this one
 
 PlatformIO runs this file in its own Python, where the tinyprop package is not installed, so
 the frame format is restated here (docs/protocol.md); tests/test_monitor_filter.py checks it
-against the shared vectors. Without PlatformIO (tests) a plain base class stands in.
+against the shared vectors. ERROR's status names are read from
+firmware/include/tp_status.h. Without PlatformIO (tests) a plain base class stands in.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import struct
 import zlib
+from pathlib import Path
 
 try:
     from platformio.public import DeviceMonitorFilterBase
@@ -41,13 +44,24 @@ except ImportError:  # not inside PlatformIO: keep the decoding importable and t
 MAX_BODY = 1033  # type, seq, length, 1024 payload bytes, CRC32 (docs/protocol.md)
 MAX_WIRE = 2 * 1040  # wire bytes beyond which a frame cannot be legal
 COUNTER_UNITS = {0: "instructions", 1: "us", 2: "cycles"}
-ERROR_NAMES = {
-    0x0001: "BAD_FRAME", 0x0002: "BAD_CRC", 0x0003: "UNKNOWN_TYPE", 0x0004: "BAD_LENGTH",
-    0x0005: "TOO_LONG", 0x0006: "BAD_STATE", 0x0007: "BAD_OFFSET", 0x0008: "BAD_ARGUMENT",
-    0x0009: "UNSUPPORTED", 0x0010: "NOT_LOADED", 0x0011: "WRONG_SAMPLE_SIZE",
-    0x0012: "LABEL_OUT_OF_RANGE", 0x0013: "NON_FINITE_LOSS", 0x0014: "STORE_FAILURE",
-    0x0015: "BULK_IO", 0x0016: "BLOB_MISMATCH", 0xFFFF: "INTERNAL",
-}
+
+
+def _status_names() -> dict[int, str]:
+    """ERROR codes are tp_status values: their names from the one table of them, the C header
+    beside this folder (in the repository, or in tinyprop's bundled copy); none without it."""
+    here = globals().get("__file__")
+    if here is None:
+        return {}
+    header = Path(here).resolve().parents[1] / "firmware" / "include" / "tp_status.h"
+    try:
+        text = header.read_text()
+    except OSError:
+        return {}
+    rows = re.findall(r"\bX\(\s*(\w+),\s*(0x[0-9A-Fa-f]+),", text)
+    return {int(code, 16): name for name, code in rows}
+
+
+ERROR_NAMES = _status_names()
 TYPE_NAMES = {
     0x01: "HELLO", 0x05: "INPUT_CHUNK",
     0x06: "TRAIN", 0x07: "EVAL", 0x08: "SET_HPARAMS", 0x09: "PULL_PARAMS", 0x0A: "PUSH_PARAMS",
@@ -65,8 +79,6 @@ ERROR = struct.Struct("<H")
 
 
 def error_name(code: int) -> str:
-    if 0x0100 <= code <= 0x01FF:
-        return f"BLOB+{code - 0x0100}"
     return ERROR_NAMES.get(code, f"0x{code:04x}")
 
 

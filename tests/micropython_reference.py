@@ -36,9 +36,9 @@ from test_device_host import Model, load_ir_model, load_vww_model
 from tinyprop.compile.blob import blob_id, read_blob
 from tinyprop.data import assets
 from tinyprop.device.device import write_bulk_file
-from tinyprop.device.protocol import ErrorCode, MsgType
-from tinyprop.engines.native import status_code
+from tinyprop.device.protocol import PROTOCOL_VERSION, MsgType
 from tinyprop.reference.backward import ReferenceTrainer
+from tinyprop.status import Status, status_code
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault(assets.ASSETS_ENV, str(REPO.parent / "shared"))  # as tests/conftest.py
@@ -198,10 +198,10 @@ def expect_errors() -> list[str]:
         "sample into input, wrong size -> ValueError",
         f"step without a new sample -> {refused('TP_ERR_BAD_INPUT')}",
         f"infer without a new sample -> {refused('TP_ERR_BAD_INPUT')}",
-        f"momentum without optimizer state -> {refused('TP_ERR_ARG')}",
-        f"negative lr -> {refused('TP_ERR_ARG')}",
-        f"lr not finite -> {refused('TP_ERR_ARG')}",
-        f"momentum 1 -> {refused('TP_ERR_ARG')}",
+        f"momentum without optimizer state -> {refused('TP_ERR_NO_OPTIMIZER')}",
+        f"negative lr -> {refused('TP_ERR_BAD_LR')}",
+        f"lr not finite -> {refused('TP_ERR_BAD_LR')}",
+        f"momentum 1 -> {refused('TP_ERR_BAD_MOMENTUM')}",
         f"output before infer -> {refused('TP_ERR_ARG')}",
         "link to a non-stream -> OSError",
         "link without a session -> TypeError",
@@ -219,10 +219,11 @@ def expect_link() -> list[str]:
     ref = ReferenceTrainer(m.program, LR, SEED)
     arena = max(req["arena_train"], req["arena_infer"])
     unknown = ", ".join([str(0xFFFFFFFF)] * 3)  # protocol 2's free RAM: not measured here
-    ready = f"{arena}, {req['blob_id']}, 256, 23, 2, 1, {unknown})"  # fw 0.1.0, rx 32 - 9, us
+    # fw 0.1.0, rx 32 - 9, us
+    ready = f"{arena}, {req['blob_id']}, 256, 23, {PROTOCOL_VERSION}, 1, {unknown})"
     lines = [
         "hello answered True",
-        f"ERROR seq 6 {int(ErrorCode.UNSUPPORTED)} "
+        f"ERROR seq 6 {int(Status.TP_ERR_UNSUPPORTED)} "
         "b'a MicroPython script drives this board: it only streams metrics' True",
         f"READY seq 7 (262144, {ready} b'mpy-test' True",
         "poll answers True",

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from tinyprop.compile.blob import HEADER, OP, SECTION, TENSOR, VERSION, pack_blob, read_blob
 from tinyprop.device.firmware import build_program
-from tinyprop.engines.native import blob_status, status_code
+from tinyprop.engines.native import blob_status
 from tinyprop.frontend.opparams import all_op_params
 from tinyprop.frontend.ops import spec
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.paths import REPO_ROOT as REPO
+from tinyprop.status import status_code
 
 DRIVER = REPO / "tests" / "c" / "test_blob_loader.c"
 

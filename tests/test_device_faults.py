@@ -15,7 +15,7 @@ from tinyprop.device.protocol import (
     BulkOpen,
     BulkSample,
     Error,
-    ErrorCode,
+    FrameDecoder,
     InputChunk,
     Ready,
     Train,
@@ -23,6 +23,7 @@ from tinyprop.device.protocol import (
     encode_frame,
 )
 from tinyprop.errors import DeviceError
+from tinyprop.status import Status
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +44,13 @@ def dev(model, tmp_path_factory):
 
 
 def line_error(dev, wire: bytes) -> Error:
-    """Write raw bytes; the ERROR the device sends for a frame it cannot read (seq 0)."""
+    """Write raw bytes; the ERROR the device sends for a frame it cannot read (seq 0). Its code
+    is the C decoder's status itself, so it equals the Python twin's verdict on the bytes."""
     dev.link.transport.write(wire)
     got = dev.link.recv(5.0)
     assert got is not None and isinstance(got.msg, Error), got
     assert got.seq == 0
+    assert got.msg.code == FrameDecoder().feed(wire)[-1].fault
     return got.msg
 
 
@@ -65,29 +68,31 @@ def still_serving(dev, model):
 
 def test_garbage_bytes(dev):
     assert line_error(dev, b"\x13\x37 not a frame \xff\xfe\x00").code in (
-        ErrorCode.BAD_FRAME, ErrorCode.BAD_CRC)
+        Status.TP_ERR_BAD_COBS, Status.TP_ERR_FRAME_TRUNCATED, Status.TP_ERR_LENGTH_MISMATCH,
+        Status.TP_ERR_BAD_CRC)
 
 
 def test_truncated_frame(dev):
     wire = encode_frame(0x05, 1, b"\0\0\0\0" + bytes(200))
-    assert line_error(dev, wire[:40] + b"\0").code == ErrorCode.BAD_FRAME
+    assert line_error(dev, wire[:40] + b"\0").code in (Status.TP_ERR_BAD_COBS,
+                                                        Status.TP_ERR_FRAME_TRUNCATED)
 
 
 def test_bad_crc(dev):
     body = struct.pack("<BHH", 0x01, 1, 0)
     wire = cobs_encode(body + struct.pack("<I", zlib.crc32(body) ^ 1)) + b"\0"
-    assert line_error(dev, wire).code == ErrorCode.BAD_CRC
+    assert line_error(dev, wire).code == Status.TP_ERR_BAD_CRC
 
 
 def test_frame_longer_than_the_receive_buffer(dev):
     body = bytes([0x05]) + bytes(MAX_BODY + 10)
-    assert line_error(dev, cobs_encode(body) + b"\0").code == ErrorCode.TOO_LONG
+    assert line_error(dev, cobs_encode(body) + b"\0").code == Status.TP_ERR_FRAME_TOO_LONG
 
 
 def test_unknown_type_keeps_its_seq(dev):
     dev.link.transport.write(encode_frame(0x55, 4242))
     got = dev.link.recv(5.0)
-    assert isinstance(got.msg, Error) and got.msg.code == ErrorCode.UNKNOWN_TYPE
+    assert isinstance(got.msg, Error) and got.msg.code == Status.TP_ERR_UNKNOWN_TYPE
     assert got.seq == 4242
 
 
@@ -102,13 +107,13 @@ def test_input_chunk_out_of_range(dev, model):
 
 def test_label_out_of_range(dev, model):
     dev.write_input(model.inputs[0])
-    assert "LABEL_OUT_OF_RANGE" in rejected(dev, Train(2))
+    assert "TP_ERR_BAD_LABEL" in rejected(dev, Train(2))
 
 
 def test_bulk_label_out_of_range(dev):
     assert dev.bulk_open("bad_label.bin") == 2
     dev.train_bulk(0)
-    assert "LABEL_OUT_OF_RANGE" in rejected(dev, BulkSample(1))
+    assert "TP_ERR_BAD_LABEL" in rejected(dev, BulkSample(1))
 
 
 def test_bulk_sample_index_out_of_range(dev):
@@ -118,13 +123,13 @@ def test_bulk_sample_index_out_of_range(dev):
 
 def test_bulk_file_of_the_wrong_size(dev):
     assert "WRONG_SAMPLE_SIZE" in rejected(dev, BulkOpen("ragged.bin"))
-    assert "BULK_IO" in rejected(dev, BulkOpen("no_such_file.bin"))
+    assert "TP_ERR_NOT_FOUND" in rejected(dev, BulkOpen("no_such_file.bin"))
 
 
 def test_params_for_another_blob_are_refused(dev, model):
     before = dev.pull_params()
     other = params_record(bytes(len(before)), blob=0x12345678)
-    with pytest.raises(DeviceError, match="BLOB_MISMATCH.*another blob"):
+    with pytest.raises(DeviceError, match="RECORD_MISMATCH.*another blob"):
         dev.push_record(other)
     assert dev.pull_params() == before
 

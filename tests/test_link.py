@@ -12,6 +12,7 @@ import pytest
 from tinyprop.device import protocol as p
 from tinyprop.device.link import open_link
 from tinyprop.errors import DeviceError, TinypropError
+from tinyprop.status import Status, status_message
 
 READY = p.Ready(262144, 100000, 0xB10B, 0x000100, 1024, 1, p.CounterUnit.INSTRUCTIONS, "peer")
 METRIC = p.Metric(3, 0.5, 1000, 96000, 3000, 4000, 2000, 1, 1, 1, 0)
@@ -29,13 +30,13 @@ def answer(seq: int, msg: p.Message) -> list[bytes] | None:
             p.encode(METRIC, seq),
         ]
     if isinstance(msg, p.Eval):
-        return [p.encode(p.Error(p.ErrorCode.LABEL_OUT_OF_RANGE, f"label {msg.label} > 1"), seq)]
+        return [p.encode(p.Error(Status.TP_ERR_BAD_LABEL, f"label {msg.label} > 1"), seq)]
     if isinstance(msg, p.PullParams):
         return [p.encode(p.Params(msg.offset, b"\x01\x02\x03"), seq)]
     if isinstance(msg, p.Reset):
         return [p.encode(READY, 0)]  # reboots instead of answering
     if isinstance(msg, p.SaveParams):
-        return [p.encode(p.Error(p.ErrorCode.BAD_CRC, "frame CRC mismatch"), 0)]
+        return [p.encode(p.Error(Status.TP_ERR_BAD_CRC, "frame CRC mismatch"), 0)]
     if isinstance(msg, p.BulkOpen):
         return [p.encode_frame(p.MsgType.METRIC, seq, b"short")]
     if isinstance(msg, p.BulkSample):
@@ -76,7 +77,7 @@ def tcp_device() -> Iterator[str]:
 def test_request_skips_garbage_and_counts_it(tcp_device: str) -> None:
     with open_link(tcp_device) as link:
         assert link.request(p.Hello(), expect=p.Ready, timeout=5) == READY
-        assert link.stats.faults[p.Fault.BAD_COBS] == 1
+        assert link.stats.faults[Status.TP_ERR_BAD_COBS] == 1
         assert link.stats.garbage_bytes == len(b"\x13\x37 line noise \xff\0")
         assert link.request(p.PullParams(64), expect=p.MsgType.PARAMS) == p.Params(64, b"\1\2\3")
         assert link.stats.frames_out == 2
@@ -95,8 +96,10 @@ def test_error_frame_raises_with_code_name_and_text(tcp_device: str) -> None:
     with open_link(tcp_device) as link, pytest.raises(DeviceError) as info:
         link.request(p.Eval(200), expect=p.Metric, timeout=5)
     assert str(info.value) == (
-        f"device on {tcp_device} rejected EVAL (seq 1): LABEL_OUT_OF_RANGE: label 200 > 1"
+        f"device on {tcp_device} rejected EVAL (seq 1): TP_ERR_BAD_LABEL: "
+        f"{status_message(Status.TP_ERR_BAD_LABEL)} (label 200 > 1)"
     )
+    assert info.value.status == Status.TP_ERR_BAD_LABEL and info.value.exit_code == 2
 
 
 def test_silence_raises_after_the_timeout(tcp_device: str) -> None:
@@ -108,7 +111,8 @@ def test_silence_raises_after_the_timeout(tcp_device: str) -> None:
 
 
 def test_timeout_mentions_frames_the_device_could_not_read(tcp_device: str) -> None:
-    with open_link(tcp_device) as link, pytest.raises(DeviceError, match="BAD_CRC: frame CRC"):
+    match = r"BAD_CRC: .*\(frame CRC mismatch\)"
+    with open_link(tcp_device) as link, pytest.raises(DeviceError, match=match):
         link.request(p.SaveParams(), expect=p.Ack, timeout=0.3)
 
 

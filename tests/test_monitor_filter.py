@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 from tinyprop.device import protocol as p
+from tinyprop.status import Status, status_name
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER_PATH = ROOT / "monitor" / "filter_tinyprop.py"
@@ -39,7 +40,7 @@ STREAM = b"".join([
     p.encode(p.Metric(12, 0.40625, 1234567, 96512, 3100, 4384, 2048, 1, 1, 1, 0), 7),
     b"\x13\x37",  # glued to the next frame: that frame is lost, the one after is not
     p.encode(p.Log("lost"), 0),
-    p.encode(p.Error(p.ErrorCode.NOT_LOADED, "no blob loaded: send LOAD_BEGIN first"), 8),
+    p.encode(p.Error(Status.TP_ERR_NOT_LOADED, "no model blob in this firmware"), 8),
     p.encode(p.Log("step 1 \u2713"), 0),
     p.encode(p.Metric(13, 2.0, 99, 1, 2, 3, 4, p.LABEL_NONE, 0, 0xFF, p.MetricFlags.EVAL), 9),
     p.encode(p.Metric(14, 0.5, 10, 1, 2, 3, 4, 0, 1, 0, p.MetricFlags.SKIPPED), 10),
@@ -54,7 +55,7 @@ EXPECTED = [
     ("step 12 loss 0.406 label person pred person ok | 1234567 instructions | "
      "arena 96512 B stack 3100 B trainable 4384 B static 2048 B"),
     f"[tinyprop: skipped {len(p.encode(p.Log('lost'), 0)) + 2} bytes: not a frame]",
-    "ERROR NOT_LOADED (seq 8): no blob loaded: send LOAD_BEGIN first",
+    "ERROR TP_ERR_NOT_LOADED (seq 8): no model blob in this firmware",
     "log: step 1 \u2713",
     ("eval 13 loss 2 label - pred non_person ? | 99 instructions | "
      "arena 1 B stack 2 B trainable 3 B static 4 B"),
@@ -122,15 +123,14 @@ def test_every_rejected_stream_frame_is_reported() -> None:
 
 
 def test_restated_tables_match_the_protocol_module() -> None:
-    blob_range = {p.ErrorCode.BLOB_BASE, p.ErrorCode.BLOB_LAST}
-    assert F.ERROR_NAMES == {int(e): e.name for e in p.ErrorCode if e not in blob_range}
+    assert F.ERROR_NAMES == {int(s): s.name for s in Status}  # both read tp_status.h
     assert F.TYPE_NAMES == {int(t): t.name for t in p.MsgType}
     assert F.COUNTER_UNITS.keys() == {int(u) for u in p.CounterUnit}
     for struct_, cls in [(F.READY, p.Ready), (F.ACK, p.Ack), (F.METRIC, p.Metric),
                          (F.PARAMS, p.Params), (F.ERROR, p.Error)]:
         assert struct_.format == cls.FIXED.format
     assert F.MAX_BODY == p.MAX_BODY and F.MAX_WIRE >= 2 * p.MAX_FRAME
-    assert F.error_name(0x0105) == p.error_name(0x0105)
+    assert F.error_name(0x4242) == status_name(0x4242) == "0x4242"
 
 
 def test_standalone_without_tinyprop_or_platformio() -> None:

@@ -29,9 +29,10 @@ from tinyprop.compile.scheme import LayerUpdate, SparseScheme
 from tinyprop.compile.train_plan import build_program
 from tinyprop.device.firmware import build_program as build_c_program
 from tinyprop.engines import BlobModel, HParams
-from tinyprop.engines.native import NativeEngine, blob_status, status_code
+from tinyprop.engines.native import NativeEngine, blob_status
 from tinyprop.reference.backward import ReferenceTrainer
 from tinyprop.reference.forward import Forward
+from tinyprop.status import status_code
 
 SEEDS = 30
 GRIDS = ((2, 2), (3, 2), (1, 3), (4, 4))

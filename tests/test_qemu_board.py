@@ -17,6 +17,7 @@ from tinyprop.device.link import SerialTransport, Transport
 from tinyprop.device.runners import start_qemu
 from tinyprop.errors import TinypropError
 from tinyprop.paths import REPO_ROOT
+from tinyprop.status import Status
 
 needs_qemu = pytest.mark.skipif(
     shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
@@ -26,7 +27,7 @@ pytestmark = needs_qemu
 
 RAM_END = 0x20040000
 STACK_BYTES = 16384  # the Makefile's default STACK_SIZE
-STATUS_NOT_FOUND = -4  # TP_BOARD_ERR_NOT_FOUND
+STATUS_NOT_FOUND = -Status.TP_ERR_NOT_FOUND  # TP_BOARD_ERR_NOT_FOUND: minus its tp_status
 
 
 class Selftest:

@@ -17,6 +17,7 @@ from tinyprop.engines.native import NativeEngine
 from tinyprop.engines.reference import ReferenceEngine
 from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.status import Status, StatusError
 from tinyprop.training.export import export_tflite
 
 
@@ -110,16 +111,19 @@ def test_wrong_sample_size_and_label_leave_weights_intact(vww_model_path, vww_gr
     assert eng.params() == before
 
 
-@pytest.mark.parametrize("lr", [float("nan"), float("inf")])
-def test_non_finite_learning_rate_is_refused_weights_intact(lr, vww_model_path, vww_graph,
-                                                            night_train):
+@pytest.mark.parametrize("lr", [float("nan"), float("inf"), -0.5, 2e30])
+def test_a_bad_learning_rate_is_refused_when_set(lr, vww_model_path, vww_graph, night_train):
+    """tp_set_hparams refuses it (not the next step), names it and the fix (exit code 2), and
+    the session keeps training with the hyper-parameters it had, as the reference does."""
     tb = make_blob(vww_model_path, parse_scheme(vww_graph, "last:2"))
-    eng = NativeEngine(tb, HParams(lr, 1))
-    before = eng.params()
+    eng, ref = NativeEngine(tb, HParams(0.05, 1)), ReferenceEngine(tb, HParams(0.05, 1))
+    for engine in (eng, ref):
+        with pytest.raises(StatusError, match="TP_ERR_BAD_LR.*--lr") as err:
+            engine.set_hparams(HParams(lr, 1))
+        assert err.value.status == Status.TP_ERR_BAD_LR and err.value.exit_code == 2
     xs, ys = night_train
-    with pytest.raises(TinypropError, match="TP_ERR_ARG"):
-        eng.train(xs[0], int(ys[0]))
-    assert eng.params() == before
+    a, b = eng.train(xs[0], int(ys[0])), ref.train(xs[0], int(ys[0]))
+    assert (np.float32(a.loss), eng.params()) == (np.float32(b.loss), ref.params())
 
 
 def test_qas_off_is_a_different_update(vww_model_path, vww_graph, night_train):

@@ -158,11 +158,26 @@ uint32_t tp_output_bytes(const tp_session *s)
     return io_tensor(s, s != NULL ? s->b.output : 0u, &t) ? t.size : 0u;
 }
 
-void tp_set_hparams(tp_session *s, const tp_hparams *hp)
+/* The only check of a session's hyper-parameters: the steps trust s->hp. */
+tp_status tp_set_hparams(tp_session *s, const tp_hparams *hp)
 {
-    if (s != NULL && hp != NULL) {
-        s->hp = *hp;
+    if (s == NULL || hp == NULL) {
+        return TP_ERR_ARG;
     }
+    if (!(hp->lr >= 0.0f && hp->lr <= TP_LR_MAX)) { /* NaN fails both */
+        return TP_ERR_BAD_LR;
+    }
+    if (!(hp->momentum >= 0.0f && hp->momentum < 1.0f)) {
+        return TP_ERR_BAD_MOMENTUM;
+    }
+    if (hp->momentum != 0.0f && s->b.req.optimizer == 0u) {
+        return TP_ERR_NO_OPTIMIZER;
+    }
+    if (hp->flags & ~TP_HP_NO_QAS) {
+        return TP_ERR_BAD_HP_FLAGS;
+    }
+    s->hp = *hp;
+    return TP_OK;
 }
 
 void tp_set_step(tp_session *s, uint32_t step)

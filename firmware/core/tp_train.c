@@ -522,11 +522,6 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     if (label < 0 || (uint32_t)label >= n_cls) {
         return TP_ERR_BAD_LABEL;
     }
-    if (!(s->hp.lr >= 0.0f && s->hp.lr <= 1e30f) ||
-        !(s->hp.momentum >= 0.0f && s->hp.momentum < 1.0f) ||
-        (s->hp.momentum != 0.0f && s->b.req.optimizer == 0u)) {
-        return TP_ERR_ARG; /* momentum needs the optimizer state (convert --momentum) */
-    }
     first = tp_tran_first(&s->b);
     last = tp_tran_last(&s->b);
     s->arena_high = 0;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tp_status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,27 +30,10 @@ extern "C" {
 #define TP_VERSION_NUMBER                                                                       \
     (((uint32_t)TP_VERSION_MAJOR << 16) | ((uint32_t)TP_VERSION_MINOR << 8) | (uint32_t)TP_VERSION_PATCH)
 
-typedef enum {
-    TP_OK = 0,
-    /* blob loader: each failure has its own code (docs/blob-format.md) */
-    TP_ERR_BLOB_TRUNCATED = 1, /* shorter than a header, or than the size it declares */
-    TP_ERR_BLOB_MAGIC = 2,     /* not a tinyprop blob */
-    TP_ERR_BLOB_VERSION = 3,   /* a version this firmware does not read */
-    TP_ERR_BLOB_SIZE = 4,      /* declared size differs from the buffer's (oversized length) */
-    TP_ERR_BLOB_CRC = 5,       /* corrupted */
-    TP_ERR_BLOB_BOUNDS = 6,    /* a section, tensor or parameter array outside its region */
-    TP_ERR_BLOB_INVALID = 7,   /* fields that contradict each other (shapes, op codes, types) */
-    /* memory */
-    TP_ERR_ARENA_TOO_SMALL = 8,
-    TP_ERR_PARAMS_TOO_SMALL = 9,
-    /* use */
-    TP_ERR_BAD_LABEL = 10,
-    TP_ERR_BAD_INPUT = 11,
-    TP_ERR_NOT_LOADED = 12,
-    TP_ERR_NONFINITE = 13, /* loss or gradient not finite: update skipped, weights untouched */
-    TP_ERR_NO_TRAIN = 14,  /* the blob has no training program */
-    TP_ERR_ARG = 15
-} tp_status;
+/* Every status of the core, the protocol and the board HAL: tp_status.h's table. */
+#define TP_STATUS_ENUM_(name, code, kind, message) name = code,
+typedef enum { TP_STATUS_TABLE(TP_STATUS_ENUM_) } tp_status;
+#undef TP_STATUS_ENUM_
 
 /* What one blob needs from the caller, read from its (checked) header. */
 typedef struct {
@@ -167,7 +152,10 @@ uint32_t tp_output_bytes(const tp_session *s);
 
 tp_status tp_infer(tp_session *s, tp_result *r);
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r);
-void tp_set_hparams(tp_session *s, const tp_hparams *hp);
+/* Train with hp from the next step on, once it passes every check (lr finite in [0,
+ * TP_LR_MAX], momentum in [0, 1) and non-zero only with the blob's optimizer state, known
+ * flags): else the session keeps its hyper-parameters and the status says which is wrong. */
+tp_status tp_set_hparams(tp_session *s, const tp_hparams *hp);
 /* The training step counter (it keys stochastic rounding): set it when resuming a run. */
 void tp_set_step(tp_session *s, uint32_t step);
 
@@ -184,6 +172,8 @@ uint32_t tp_session_size(void);
 
 /* "TP_OK", "TP_ERR_BLOB_CRC", ...; "TP_ERR_UNKNOWN" for any other value. */
 const char *tp_status_name(tp_status st);
+/* The status's one-line message: what was wrong and what to do (tp_status.h). */
+const char *tp_status_message(tp_status st);
 
 /* CRC-32 (IEEE 802.3, zlib's), continued from crc (0 to start): blob trailers, protocol frames
  * and params records. */

@@ -17,15 +17,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Status codes: 0 is success, negative values are errors (functions that return a count
- * return it as a non-negative value instead of TP_BOARD_OK). */
+#include "tinyprop.h"
+
+/* Status codes: 0 is success, a failure is minus its tp_status (tp_status.h's board range), as
+ * functions that return a count return it as a non-negative value instead of TP_BOARD_OK. */
 #define TP_BOARD_OK 0
-#define TP_BOARD_ERR_UNSUPPORTED (-1) /* this board has no such facility */
-#define TP_BOARD_ERR_CLOSED (-2)      /* the host link is closed (end of file on the pipe) */
-#define TP_BOARD_ERR_IO (-3)          /* the host or file system refused the operation */
-#define TP_BOARD_ERR_NOT_FOUND (-4)   /* no such bulk file, or nothing stored yet */
-#define TP_BOARD_ERR_TOO_BIG (-5)     /* data larger than the caller's buffer */
-#define TP_BOARD_ERR_ARG (-6)         /* invalid argument (null pointer, no bulk file open) */
+#define TP_BOARD_ERR_UNSUPPORTED (-(int)TP_ERR_UNSUPPORTED) /* no such facility on this board */
+#define TP_BOARD_ERR_CLOSED (-(int)TP_ERR_CLOSED)       /* the host link is closed (end of file) */
+#define TP_BOARD_ERR_IO (-(int)TP_ERR_IO)               /* the host or file system refused it */
+#define TP_BOARD_ERR_NOT_FOUND (-(int)TP_ERR_NOT_FOUND) /* no such bulk file, or nothing stored */
+#define TP_BOARD_ERR_TOO_BIG (-(int)TP_ERR_TOO_BIG)     /* data larger than the caller's buffer */
+#define TP_BOARD_ERR_ARG (-(int)TP_ERR_ARG)             /* null pointer, no bulk file open */
 
 /* Exit status a board reports for a CPU fault (MPU violation, stack overflow, bad access):
  * 128 + SIGABRT, the same status a crashed POSIX process gives a shell. */

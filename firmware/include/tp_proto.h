@@ -7,8 +7,8 @@
  *
  * This module has no heap, no globals and no board code: the decoder fills a buffer the caller
  * owns, the encoders write whole wire frames into a buffer the caller owns, and every function
- * returns a tp_proto_status. host/tinyprop/device/protocol.py is the Python twin; the two are checked
- * against the same vectors (tests/vectors/protocol.json).
+ * returns a tp_status (tinyprop.h). host/tinyprop/device/protocol.py is the Python twin; the
+ * two are checked against the same vectors (tests/vectors/protocol.json).
  */
 #ifndef TP_PROTO_H
 #define TP_PROTO_H
@@ -16,7 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TP_PROTO_VERSION 2u /* 2: READY reports the board's free RAM (docs/protocol.md) */
+#include "tinyprop.h"
+
+/* 2: READY reports the board's free RAM; 3: ERROR codes are tp_status values (docs/protocol.md) */
+#define TP_PROTO_VERSION 3u
 
 #define TP_PROTO_MAX_PAYLOAD 1024u /* bytes; bulk data moves in chunks of at most this */
 #define TP_PROTO_OVERHEAD 9u       /* type + seq + length + CRC32 */
@@ -48,7 +51,7 @@ typedef enum {
     TP_MSG_METRIC = 0x83, /* see tp_msg_metric */
     TP_MSG_OUTPUT = 0x84, /* output tensor bytes (int8) */
     TP_MSG_PARAMS = 0x85, /* offset u32, data */
-    TP_MSG_ERROR = 0x86,  /* code u16, text */
+    TP_MSG_ERROR = 0x86,  /* code u16 (a tp_status), text */
     TP_MSG_LOG = 0x87     /* text */
 } tp_msg_type;
 
@@ -71,43 +74,9 @@ typedef enum {
 #define TP_COUNTER_MICROSECONDS 1u
 #define TP_COUNTER_CYCLES 2u
 
-/* Error codes of the ERROR message (u16), shared with protocol.py's ErrorCode. */
-typedef enum {
-    TP_PROTO_ERR_BAD_FRAME = 0x0001,    /* bad COBS, truncated, or length field disagrees */
-    TP_PROTO_ERR_BAD_CRC = 0x0002,      /* CRC32 mismatch: the frame was corrupted on the line */
-    TP_PROTO_ERR_UNKNOWN_TYPE = 0x0003, /* valid frame of a type this device does not handle */
-    TP_PROTO_ERR_BAD_LENGTH = 0x0004,   /* payload size wrong for the message type */
-    TP_PROTO_ERR_TOO_LONG = 0x0005,     /* frame larger than the device's receive buffer */
-    TP_PROTO_ERR_BAD_STATE = 0x0006,    /* message not valid now (a params chunk before its header) */
-    TP_PROTO_ERR_BAD_OFFSET = 0x0007,   /* offset + length outside the target */
-    TP_PROTO_ERR_BAD_ARGUMENT = 0x0008, /* a field value out of range (mode, hyper-parameter) */
-    TP_PROTO_ERR_UNSUPPORTED = 0x0009,  /* this board cannot do it (e.g. BULK_OPEN without files) */
-    TP_PROTO_ERR_NOT_LOADED = 0x0010,   /* no training blob loaded */
-    TP_PROTO_ERR_WRONG_SAMPLE_SIZE = 0x0011, /* input bytes received differ from the input tensor */
-    TP_PROTO_ERR_LABEL_OUT_OF_RANGE = 0x0012,
-    TP_PROTO_ERR_NON_FINITE_LOSS = 0x0013,
-    TP_PROTO_ERR_STORE_FAILURE = 0x0014,  /* persistent parameter storage failed */
-    TP_PROTO_ERR_BULK_IO = 0x0015,        /* the bulk sample file could not be opened or read */
-    TP_PROTO_ERR_BLOB_MISMATCH = 0x0016,  /* a params record of another blob (id or size differ) */
-    TP_PROTO_ERR_BLOB_BASE = 0x0100,      /* 0x0100..0x01FF: blob loader status (base + its code) */
-    TP_PROTO_ERR_BLOB_LAST = 0x01FF,
-    TP_PROTO_ERR_INTERNAL = 0xFFFF
-} tp_proto_error;
-
-/* Status of every function here: 0 success, 1 "need more bytes", negative an error. */
-typedef enum {
-    TP_PROTO_OK = 0,
-    TP_PROTO_MORE = 1,            /* decoder: all input consumed, no frame complete yet */
-    TP_PROTO_E_BAD_COBS = -1,     /* a COBS block ran past the delimiter */
-    TP_PROTO_E_TOO_LONG = -2,     /* decoded body larger than the decoder's buffer */
-    TP_PROTO_E_TRUNCATED = -3,    /* fewer bytes than the header + CRC or the length field */
-    TP_PROTO_E_LENGTH_MISMATCH = -4, /* more bytes than the length field says */
-    TP_PROTO_E_BAD_CRC = -5,      /* CRC32 mismatch */
-    TP_PROTO_E_UNKNOWN_TYPE = -6, /* intact frame of a type the protocol does not define */
-    TP_PROTO_E_BAD_PAYLOAD = -7,  /* unpack: payload size or content wrong for the type */
-    TP_PROTO_E_NO_SPACE = -8,     /* encode: the output buffer is too small */
-    TP_PROTO_E_ARG = -9           /* null pointer, payload above TP_PROTO_MAX_PAYLOAD */
-} tp_proto_status;
+/* Every function here returns a tp_status (tp_status.h's protocol range): TP_OK,
+ * TP_PROTO_MORE (the decoder needs more bytes) or an error. An ERROR message's code is a
+ * tp_status, sent unchanged, whichever part of the firmware reported it. */
 
 /* A decoded frame. payload points into the decoder's buffer: valid until the next feed. */
 typedef struct {
@@ -129,33 +98,27 @@ typedef struct {
 } tp_frame_decoder;
 
 /* buf receives decoded bodies; cap >= TP_PROTO_MAX_BODY accepts every legal frame (a smaller
- * buffer rejects longer frames with TP_PROTO_E_TOO_LONG). */
-tp_proto_status tp_frame_decoder_init(tp_frame_decoder *d, uint8_t *buf, size_t cap);
+ * buffer rejects longer frames with TP_ERR_FRAME_TOO_LONG). */
+tp_status tp_frame_decoder_init(tp_frame_decoder *d, uint8_t *buf, size_t cap);
 
 /* Consume wire bytes until a frame ends (at a 0x00) or the input runs out; *used says how many
- * were consumed. Returns TP_PROTO_MORE (all consumed, nothing complete), TP_PROTO_OK (*frame
- * holds a frame), or an error for the frame that just ended (TP_PROTO_E_UNKNOWN_TYPE also
+ * were consumed. Returns TP_PROTO_MORE (all consumed, nothing complete), TP_OK (*frame
+ * holds a frame), or an error for the frame that just ended (TP_ERR_UNKNOWN_TYPE also
  * fills *frame, whose CRC was good, so the answer can carry its seq). Empty frames (repeated
  * 0x00) are skipped silently. Call again with the rest of the input. */
-tp_proto_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n,
-                                      size_t *used, tp_frame *frame);
+tp_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n,
+                                size_t *used, tp_frame *frame);
 
 /* Encode one wire frame (COBS + delimiter) into out. The payload is the concatenation of head
  * and tail (either may be NULL when its length is 0), so fixed fields packed on the stack and
  * bulk data elsewhere need no copy. *out_len receives the wire size. */
-tp_proto_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
-                                const uint8_t *head, size_t head_len, const uint8_t *tail,
-                                size_t tail_len, size_t *out_len);
+tp_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
+                          const uint8_t *head, size_t head_len, const uint8_t *tail,
+                          size_t tail_len, size_t *out_len);
 
 /* Largest payload whose frame fits a buffer of cap bytes (0 if none fits), capped at
  * TP_PROTO_MAX_PAYLOAD: how much PARAMS data a small transmit buffer can carry. */
 size_t tp_proto_max_payload_for(size_t cap);
-
-/* The ERROR code a device answers for a decoder or unpack status. */
-uint16_t tp_proto_error_code(tp_proto_status st);
-
-/* Short lower-case name of a status ("bad_crc"), for ERROR texts and logs. */
-const char *tp_proto_status_name(tp_proto_status st);
 
 /* ---- host -> device messages (the device decodes these) ---- */
 
@@ -187,9 +150,9 @@ typedef struct {
 } tp_host_msg;
 
 /* Check a frame's payload against its type's layout and fill *msg (no copies). Returns
- * TP_PROTO_E_UNKNOWN_TYPE for device -> host types and TP_PROTO_E_BAD_PAYLOAD for a wrong
+ * TP_ERR_UNKNOWN_TYPE for device -> host types and TP_ERR_BAD_PAYLOAD for a wrong
  * size or an empty / NUL-containing BULK_OPEN path. */
-tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg);
+tp_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg);
 
 /* ---- device -> host messages (the device encodes these into wire frames) ---- */
 
@@ -213,24 +176,24 @@ typedef struct {
 } tp_msg_metric;
 
 /* TP_COUNTER_* for a board's counter unit name ("instructions", "us", "cycles");
- * TP_PROTO_E_ARG for any other name. */
-tp_proto_status tp_proto_counter_unit(const char *name, uint8_t *unit);
+ * TP_ERR_ARG for any other name. */
+tp_status tp_proto_counter_unit(const char *name, uint8_t *unit);
 
 /* Each writes one wire frame into out (capacity cap) and its size into *out_len. Texts (board,
  * error, log) are cut to fit the payload limit and cap; byte tails never are (E_NO_SPACE). */
-tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
-                                      const tp_msg_ready *m, size_t *out_len);
-tp_proto_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint8_t acked_type,
-                                    uint32_t value, size_t *out_len);
-tp_proto_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
-                                       const tp_msg_metric *m, size_t *out_len);
-tp_proto_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq,
-                                       const uint8_t *data, size_t n, size_t *out_len);
-tp_proto_status tp_proto_encode_params(uint8_t *out, size_t cap, uint16_t seq, uint32_t offset,
-                                       const uint8_t *data, size_t n, size_t *out_len);
-tp_proto_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, uint16_t code,
-                                      const char *text, size_t *out_len);
-tp_proto_status tp_proto_encode_log(uint8_t *out, size_t cap, uint16_t seq, const char *text,
-                                    size_t *out_len);
+tp_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
+                                const tp_msg_ready *m, size_t *out_len);
+tp_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint8_t acked_type,
+                              uint32_t value, size_t *out_len);
+tp_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
+                                 const tp_msg_metric *m, size_t *out_len);
+tp_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq,
+                                 const uint8_t *data, size_t n, size_t *out_len);
+tp_status tp_proto_encode_params(uint8_t *out, size_t cap, uint16_t seq, uint32_t offset,
+                                 const uint8_t *data, size_t n, size_t *out_len);
+tp_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, tp_status code,
+                                const char *text, size_t *out_len);
+tp_status tp_proto_encode_log(uint8_t *out, size_t cap, uint16_t seq, const char *text,
+                              size_t *out_len);
 
 #endif /* TP_PROTO_H */

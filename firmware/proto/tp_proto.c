@@ -29,15 +29,15 @@ static void decoder_restart(tp_frame_decoder *d)
     d->overflow = 0;
 }
 
-tp_proto_status tp_frame_decoder_init(tp_frame_decoder *d, uint8_t *buf, size_t cap)
+tp_status tp_frame_decoder_init(tp_frame_decoder *d, uint8_t *buf, size_t cap)
 {
     if (d == NULL || buf == NULL || cap == 0) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     d->buf = buf;
     d->cap = cap;
     decoder_restart(d);
-    return TP_PROTO_OK;
+    return TP_OK;
 }
 
 /* Append n decoded bytes; past the buffer's end, keep discarding until the delimiter and
@@ -54,47 +54,47 @@ static void decoder_emit(tp_frame_decoder *d, const uint8_t *src, size_t n)
 }
 
 /* Classify the body collected before a delimiter. */
-static tp_proto_status decoder_finish(tp_frame_decoder *d, tp_frame *frame)
+static tp_status decoder_finish(tp_frame_decoder *d, tp_frame *frame)
 {
     const uint8_t *b = d->buf;
     size_t declared;
     if (d->overflow) {
-        return TP_PROTO_E_TOO_LONG;
+        return TP_ERR_FRAME_TOO_LONG;
     }
     if (d->block_left != 0) {
-        return TP_PROTO_E_BAD_COBS;
+        return TP_ERR_BAD_COBS;
     }
     if (d->len < TP_PROTO_OVERHEAD) {
-        return TP_PROTO_E_TRUNCATED;
+        return TP_ERR_FRAME_TRUNCATED;
     }
     declared = tp_rd_u16(b + 3);
     if (declared + TP_PROTO_OVERHEAD > d->len) {
-        return TP_PROTO_E_TRUNCATED;
+        return TP_ERR_FRAME_TRUNCATED;
     }
     if (declared + TP_PROTO_OVERHEAD < d->len) {
-        return TP_PROTO_E_LENGTH_MISMATCH;
+        return TP_ERR_LENGTH_MISMATCH;
     }
     if (tp_crc32(0, b, d->len - 4) != tp_rd_u32(b + d->len - 4)) {
-        return TP_PROTO_E_BAD_CRC;
+        return TP_ERR_BAD_CRC;
     }
     frame->type = b[0];
     frame->seq = tp_rd_u16(b + 1);
     frame->len = (uint16_t)declared;
     frame->payload = b + 5;
-    return known_type(b[0]) ? TP_PROTO_OK : TP_PROTO_E_UNKNOWN_TYPE;
+    return known_type(b[0]) ? TP_OK : TP_ERR_UNKNOWN_TYPE;
 }
 
-tp_proto_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n,
-                                      size_t *used, tp_frame *frame)
+tp_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n,
+                                size_t *used, tp_frame *frame)
 {
     size_t i;
     if (d == NULL || (data == NULL && n > 0) || used == NULL || frame == NULL) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     for (i = 0; i < n;) {
         uint8_t byte = data[i];
         if (byte == 0) {
-            tp_proto_status st;
+            tp_status st;
             if (d->raw == 0) {
                 i++;
                 continue; /* idle delimiter */
@@ -175,9 +175,9 @@ static uint32_t cobs_put_all(cobs_writer *w, uint32_t crc, const uint8_t *p, siz
     return tp_crc32(crc, p, n);
 }
 
-tp_proto_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
-                                const uint8_t *head, size_t head_len, const uint8_t *tail,
-                                size_t tail_len, size_t *out_len)
+tp_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
+                          const uint8_t *head, size_t head_len, const uint8_t *tail,
+                          size_t tail_len, size_t *out_len)
 {
     uint8_t header[5];
     uint8_t crc_bytes[4];
@@ -187,10 +187,10 @@ tp_proto_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t
     if (out == NULL || out_len == NULL || (head == NULL && head_len > 0) ||
         (tail == NULL && tail_len > 0) || head_len > TP_PROTO_MAX_PAYLOAD ||
         tail_len > TP_PROTO_MAX_PAYLOAD || len > TP_PROTO_MAX_PAYLOAD) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     if (cap < TP_PROTO_WIRE_SIZE(len + TP_PROTO_OVERHEAD)) {
-        return TP_PROTO_E_NO_SPACE;
+        return TP_ERR_NO_SPACE;
     }
     header[0] = type;
     tp_wr_u16(header + 1, seq);
@@ -208,7 +208,7 @@ tp_proto_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t
     }
     out[w.pos++] = 0;
     *out_len = w.pos;
-    return TP_PROTO_OK;
+    return TP_OK;
 }
 
 size_t tp_proto_max_payload_for(size_t cap)
@@ -225,57 +225,6 @@ size_t tp_proto_max_payload_for(size_t cap)
         body--;
     }
     return body - TP_PROTO_OVERHEAD;
-}
-
-/* ---- status names and error codes ---- */
-
-uint16_t tp_proto_error_code(tp_proto_status st)
-{
-    switch (st) {
-    case TP_PROTO_E_BAD_COBS:
-    case TP_PROTO_E_TRUNCATED:
-    case TP_PROTO_E_LENGTH_MISMATCH:
-        return TP_PROTO_ERR_BAD_FRAME;
-    case TP_PROTO_E_TOO_LONG:
-        return TP_PROTO_ERR_TOO_LONG;
-    case TP_PROTO_E_BAD_CRC:
-        return TP_PROTO_ERR_BAD_CRC;
-    case TP_PROTO_E_UNKNOWN_TYPE:
-        return TP_PROTO_ERR_UNKNOWN_TYPE;
-    case TP_PROTO_E_BAD_PAYLOAD:
-        return TP_PROTO_ERR_BAD_LENGTH;
-    default:
-        return TP_PROTO_ERR_INTERNAL;
-    }
-}
-
-const char *tp_proto_status_name(tp_proto_status st)
-{
-    switch (st) {
-    case TP_PROTO_OK:
-        return "ok";
-    case TP_PROTO_MORE:
-        return "more";
-    case TP_PROTO_E_BAD_COBS:
-        return "bad_cobs";
-    case TP_PROTO_E_TOO_LONG:
-        return "too_long";
-    case TP_PROTO_E_TRUNCATED:
-        return "truncated";
-    case TP_PROTO_E_LENGTH_MISMATCH:
-        return "length_mismatch";
-    case TP_PROTO_E_BAD_CRC:
-        return "bad_crc";
-    case TP_PROTO_E_UNKNOWN_TYPE:
-        return "unknown_type";
-    case TP_PROTO_E_BAD_PAYLOAD:
-        return "bad_payload";
-    case TP_PROTO_E_NO_SPACE:
-        return "no_space";
-    case TP_PROTO_E_ARG:
-        return "bad_argument";
-    }
-    return "unknown_status";
 }
 
 /* ---- host -> device ---- */
@@ -316,19 +265,19 @@ static int host_layout(uint8_t type, size_t *fixed, int *tail)
     }
 }
 
-tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
+tp_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
 {
     const uint8_t *p;
     size_t fixed;
     int tail;
     if (frame == NULL || msg == NULL || (frame->payload == NULL && frame->len > 0)) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     if (!host_layout(frame->type, &fixed, &tail)) {
-        return TP_PROTO_E_UNKNOWN_TYPE;
+        return TP_ERR_UNKNOWN_TYPE;
     }
     if (frame->len < fixed || (!tail && frame->len != fixed)) {
-        return TP_PROTO_E_BAD_PAYLOAD;
+        return TP_ERR_BAD_PAYLOAD;
     }
     p = frame->payload;
     memset(msg, 0, sizeof *msg);
@@ -364,21 +313,21 @@ tp_proto_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
     case TP_MSG_BULK_OPEN:
         /* The board opens the path as a C string. */
         if (msg->data_len == 0 || memchr(msg->data, 0, msg->data_len) != NULL) {
-            return TP_PROTO_E_BAD_PAYLOAD;
+            return TP_ERR_BAD_PAYLOAD;
         }
         break;
     default:
         break; /* no fields */
     }
-    return TP_PROTO_OK;
+    return TP_OK;
 }
 
 /* ---- device -> host ---- */
 
-tp_proto_status tp_proto_counter_unit(const char *name, uint8_t *unit)
+tp_status tp_proto_counter_unit(const char *name, uint8_t *unit)
 {
     if (name == NULL || unit == NULL) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     if (strcmp(name, "instructions") == 0) {
         *unit = TP_COUNTER_INSTRUCTIONS;
@@ -387,23 +336,23 @@ tp_proto_status tp_proto_counter_unit(const char *name, uint8_t *unit)
     } else if (strcmp(name, "cycles") == 0) {
         *unit = TP_COUNTER_CYCLES;
     } else {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
-    return TP_PROTO_OK;
+    return TP_OK;
 }
 
 /* Fixed fields plus a NUL-terminated text cut to what the payload limit and cap allow. */
-static tp_proto_status encode_text(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
-                                   const uint8_t *head, size_t head_len, const char *text,
-                                   size_t *out_len)
+static tp_status encode_text(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
+                             const uint8_t *head, size_t head_len, const char *text,
+                             size_t *out_len)
 {
     size_t room = tp_proto_max_payload_for(cap);
     size_t n;
     if (text == NULL) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     if (room < head_len) {
-        return TP_PROTO_E_NO_SPACE;
+        return TP_ERR_NO_SPACE;
     }
     room -= head_len;
     for (n = 0; n < room && text[n] != '\0'; n++) {
@@ -412,12 +361,12 @@ static tp_proto_status encode_text(uint8_t *out, size_t cap, uint8_t type, uint1
                            out_len);
 }
 
-tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
-                                      const tp_msg_ready *m, size_t *out_len)
+tp_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
+                                const tp_msg_ready *m, size_t *out_len)
 {
     uint8_t head[32];
     if (m == NULL) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     tp_wr_u32(head, m->sram_bytes);
     tp_wr_u32(head + 4, m->arena_bytes);
@@ -432,8 +381,8 @@ tp_proto_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
     return encode_text(out, cap, TP_MSG_READY, seq, head, sizeof head, m->board, out_len);
 }
 
-tp_proto_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint8_t acked_type,
-                                    uint32_t value, size_t *out_len)
+tp_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint8_t acked_type,
+                              uint32_t value, size_t *out_len)
 {
     uint8_t head[5];
     head[0] = acked_type;
@@ -441,12 +390,12 @@ tp_proto_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint
     return tp_frame_encode(out, cap, TP_MSG_ACK, seq, head, sizeof head, NULL, 0, out_len);
 }
 
-tp_proto_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
-                                       const tp_msg_metric *m, size_t *out_len)
+tp_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
+                                 const tp_msg_metric *m, size_t *out_len)
 {
     uint8_t head[32];
     if (m == NULL) {
-        return TP_PROTO_E_ARG;
+        return TP_ERR_ARG;
     }
     tp_wr_u32(head, m->step);
     tp_wr_f32(head + 4, m->loss);
@@ -462,30 +411,30 @@ tp_proto_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
     return tp_frame_encode(out, cap, TP_MSG_METRIC, seq, head, sizeof head, NULL, 0, out_len);
 }
 
-tp_proto_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq,
-                                       const uint8_t *data, size_t n, size_t *out_len)
+tp_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq,
+                                 const uint8_t *data, size_t n, size_t *out_len)
 {
     return tp_frame_encode(out, cap, TP_MSG_OUTPUT, seq, NULL, 0, data, n, out_len);
 }
 
-tp_proto_status tp_proto_encode_params(uint8_t *out, size_t cap, uint16_t seq, uint32_t offset,
-                                       const uint8_t *data, size_t n, size_t *out_len)
+tp_status tp_proto_encode_params(uint8_t *out, size_t cap, uint16_t seq, uint32_t offset,
+                                 const uint8_t *data, size_t n, size_t *out_len)
 {
     uint8_t head[4];
     tp_wr_u32(head, offset);
     return tp_frame_encode(out, cap, TP_MSG_PARAMS, seq, head, sizeof head, data, n, out_len);
 }
 
-tp_proto_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, uint16_t code,
-                                      const char *text, size_t *out_len)
+tp_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, tp_status code,
+                                const char *text, size_t *out_len)
 {
     uint8_t head[2];
-    tp_wr_u16(head, code);
+    tp_wr_u16(head, (uint16_t)code);
     return encode_text(out, cap, TP_MSG_ERROR, seq, head, sizeof head, text, out_len);
 }
 
-tp_proto_status tp_proto_encode_log(uint8_t *out, size_t cap, uint16_t seq, const char *text,
-                                    size_t *out_len)
+tp_status tp_proto_encode_log(uint8_t *out, size_t cap, uint16_t seq, const char *text,
+                              size_t *out_len)
 {
     return encode_text(out, cap, TP_MSG_LOG, seq, NULL, 0, text, out_len);
 }

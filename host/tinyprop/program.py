@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import TinypropError
 from .frontend.graph import Graph
 
 if TYPE_CHECKING:  # annotations only: the plan's types are compile/'s
@@ -88,14 +87,6 @@ class TrainProgram:
     def memory_bytes(self) -> int:
         """What a budget must hold: the training arena's peak and the params region."""
         return self.arena_bytes + self.region_bytes
-
-    def check_momentum(self, momentum: float, name: str = "the blob") -> None:
-        """Refuse a momentum outside [0, 1), or a non-zero one without optimizer state."""
-        if not 0.0 <= momentum < 1.0:
-            raise TinypropError(f"--momentum {momentum}: must be in [0, 1), e.g. 0.9")
-        if momentum and not self.optimizer_bytes:
-            raise TinypropError(f"--momentum {momentum}: {name} has no optimizer state; convert "
-                                "it with tinyprop convert --momentum, or train without momentum")
 
     def backward_order(self) -> list[int]:
         return [k for k in range(self.logits, self.first - 1, -1) if k in self.ops]

@@ -86,24 +86,6 @@ static MP_NORETURN void raise_status(tp_status st, const char *fmt, ...)
     nlr_raise(mp_obj_exception_make_new(&tinyprop_type_Error, 3, 0, args));
 }
 
-/* What to do about a status the loader or tp_session_init returned for a blob. */
-static const char *blob_advice(tp_status st)
-{
-    switch (st) {
-    case TP_ERR_BLOB_TRUNCATED:
-    case TP_ERR_BLOB_SIZE:
-        return "the blob's length differs from its header: copy the whole .tpb file again";
-    case TP_ERR_BLOB_MAGIC:
-        return "not a tinyprop blob: pass the .tpb written by tinyprop convert";
-    case TP_ERR_BLOB_VERSION:
-        return "a blob format this firmware does not read: convert it with the same tinyprop";
-    case TP_ERR_BLOB_CRC:
-        return "the blob is corrupted (CRC mismatch): copy the .tpb file again";
-    default:
-        return "the blob is inconsistent: convert it again, and report a bug if it persists";
-    }
-}
-
 /* ---- buffers the core points into -------------------------------------------------------- */
 
 typedef struct {
@@ -268,7 +250,7 @@ static void check_blob(const uint8_t *buf, size_t len, tp_requirements *req, con
     tp_status st = (uint64_t)len > UINT32_MAX ? TP_ERR_BLOB_SIZE
                                     : tp_blob_requirements(buf, (uint32_t)len, req);
     if (st != TP_OK) {
-        raise_status(st, "%s%s", when, blob_advice(st));
+        raise_status(st, "%s%s", when, tp_status_message(st));
     }
 }
 
@@ -330,11 +312,11 @@ static mp_obj_t session_make_new(const mp_obj_type_t *type, size_t n_args, size_
                                    self->arena.buf, (uint32_t)self->arena.len, self->params.buf,
                                    (uint32_t)self->params.len);
     if (st != TP_OK) {
-        raise_status(st, "%s", blob_advice(st));
+        raise_status(st, "%s", tp_status_message(st));
     }
     /* the reference trainer's defaults: tinyprop train passes its own */
     tp_hparams hp = {0.01f, 0.0f, 0u, 0u};
-    tp_set_hparams(&self->s, &hp);
+    (void)tp_set_hparams(&self->s, &hp); /* valid for every blob */
     return MP_OBJ_FROM_PTR(self);
 }
 
@@ -479,18 +461,10 @@ static mp_obj_t session_set_hparams(size_t n_args, const mp_obj_t *pos, mp_map_t
         hp.flags = mp_obj_is_true(args[ARG_qas].u_obj) ? hp.flags & ~TP_HP_NO_QAS
                                                        : hp.flags | TP_HP_NO_QAS;
     }
-    /* the same rules as the device's SET_HPARAMS (firmware/apps/device/tp_device.c) */
-    if (!(hp.lr >= 0.0f && hp.lr <= 1e30f)) {
-        raise_status(TP_ERR_ARG, "lr must be finite and >= 0");
+    tp_status st = tp_set_hparams(&self->s, &hp); /* its checks: the session keeps its own */
+    if (st != TP_OK) {
+        raise_status(st, "%s", tp_status_message(st));
     }
-    if (!(hp.momentum >= 0.0f && hp.momentum < 1.0f)) {
-        raise_status(TP_ERR_ARG, "momentum must be in [0, 1)");
-    }
-    if (hp.momentum != 0.0f && self->s.b.req.optimizer == 0u) {
-        raise_status(TP_ERR_ARG,
-                     "momentum needs optimizer state in the blob: convert it with --momentum");
-    }
-    tp_set_hparams(&self->s, &hp);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_KW(session_set_hparams_obj, 1, session_set_hparams);
@@ -579,10 +553,10 @@ typedef struct {
     tp_mpy_link link;
 } link_obj_t;
 
-static void link_send(link_obj_t *self, tp_proto_status st, const uint8_t *frame, size_t n)
+static void link_send(link_obj_t *self, tp_status st, const uint8_t *frame, size_t n)
 {
     int err = 0;
-    if (st != TP_PROTO_OK || n == 0u) {
+    if (st != TP_OK || n == 0u) {
         return;
     }
     if (mp_stream_rw(self->out, (void *)frame, n, &err, MP_STREAM_RW_WRITE) != n && err != 0) {
@@ -697,7 +671,7 @@ static bool link_serve(link_obj_t *self, mp_int_t timeout_ms)
         size_t used = 0, n = 0;
         int hello = tp_mpy_link_feed(&self->link, &self->session->s, &b, 1, &used, tx,
                                      sizeof tx, &n);
-        link_send(self, TP_PROTO_OK, tx, n);
+        link_send(self, TP_OK, tx, n);
         if (hello) {
             return true;
         }
@@ -732,7 +706,7 @@ static mp_obj_t link_metric(mp_obj_t self_in)
     }
     tp_mpy_call c = s->last;
     c.static_bytes = (uint32_t)(sizeof(session_obj_t) + sizeof(link_obj_t));
-    tp_proto_status st = tp_mpy_metric(&s->s, &c, tx, sizeof tx, &n);
+    tp_status st = tp_mpy_metric(&s->s, &c, tx, sizeof tx, &n);
     link_send(self, st, tx, n);
     return mp_const_none;
 }
@@ -749,7 +723,7 @@ static mp_obj_t link_log(mp_obj_t self_in, mp_obj_t text_in)
     len = len < TP_MPY_LOG_MAX ? len : TP_MPY_LOG_MAX;
     memcpy(text, src, len);
     text[len] = '\0';
-    tp_proto_status st = tp_proto_encode_log(tx, sizeof tx, 0u, text, &n);
+    tp_status st = tp_proto_encode_log(tx, sizeof tx, 0u, text, &n);
     link_send(self, st, tx, n);
     return mp_const_none;
 }

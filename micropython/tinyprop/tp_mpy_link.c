@@ -12,8 +12,8 @@ void tp_mpy_link_init(tp_mpy_link *l, const char *board, uint32_t sram_bytes)
     l->sram_bytes = sram_bytes;
 }
 
-tp_proto_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq,
-                             uint8_t *out, size_t cap, size_t *out_len)
+tp_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq,
+                       uint8_t *out, size_t cap, size_t *out_len)
 {
     char board[BOARD_MAX + 1u];
     tp_msg_ready m;
@@ -40,20 +40,19 @@ int tp_mpy_link_feed(tp_mpy_link *l, const tp_session *s, const uint8_t *data, s
                      size_t *used, uint8_t *out, size_t cap, size_t *out_len)
 {
     tp_frame f;
-    tp_proto_status st = tp_frame_decoder_feed(&l->dec, data, n, used, &f);
+    tp_status st = tp_frame_decoder_feed(&l->dec, data, n, used, &f);
     *out_len = 0;
     if (st == TP_PROTO_MORE) {
         return 0;
     }
-    if (st == TP_PROTO_OK && f.type == TP_MSG_HELLO) {
+    if (st == TP_OK && f.type == TP_MSG_HELLO) {
         (void)tp_mpy_ready(l, s, f.seq, out, cap, out_len);
         return 1;
     }
-    if (st == TP_PROTO_OK || st == TP_PROTO_E_UNKNOWN_TYPE) {
+    if (st == TP_OK || st == TP_ERR_UNKNOWN_TYPE) {
         /* intact (good CRC): the seq can be answered */
         (void)tp_proto_encode_error(out, cap, f.seq,
-                                    st == TP_PROTO_OK ? TP_PROTO_ERR_UNSUPPORTED
-                                                      : TP_PROTO_ERR_UNKNOWN_TYPE,
+                                    st == TP_OK ? TP_ERR_UNSUPPORTED : TP_ERR_UNKNOWN_TYPE,
                                     "a MicroPython script drives this board: it only streams "
                                     "metrics",
                                     out_len);
@@ -63,8 +62,8 @@ int tp_mpy_link_feed(tp_mpy_link *l, const tp_session *s, const uint8_t *data, s
     return 0;
 }
 
-tp_proto_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out,
-                              size_t cap, size_t *out_len)
+tp_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out,
+                        size_t cap, size_t *out_len)
 {
     tp_msg_metric m;
     uint8_t label = c->train ? (uint8_t)c->r.label : (uint8_t)TP_LABEL_NONE;

@@ -50,11 +50,11 @@ int tp_mpy_link_feed(tp_mpy_link *l, const tp_session *s, const uint8_t *data, s
                      size_t *used, uint8_t *out, size_t cap, size_t *out_len);
 
 /* READY as the answer to a HELLO with seq (0: unsolicited). */
-tp_proto_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq,
-                             uint8_t *out, size_t cap, size_t *out_len);
+tp_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq,
+                       uint8_t *out, size_t cap, size_t *out_len);
 
 /* METRIC (seq 0) for one call of session s. */
-tp_proto_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out,
-                              size_t cap, size_t *out_len);
+tp_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out,
+                        size_t cap, size_t *out_len);
 
 #endif /* TP_MPY_LINK_H */

@@ -66,10 +66,10 @@ int bench_sample_path(void)
                 size_t used = 0;
                 tp_frame f;
                 tp_host_msg m;
-                tp_proto_status st = tp_frame_decoder_feed(&dec, p, block, &used, &f);
+                tp_status st = tp_frame_decoder_feed(&dec, p, block, &used, &f);
                 p += used;
                 block -= used;
-                if (st == TP_PROTO_OK && tp_proto_unpack(&f, &m) == TP_PROTO_OK) {
+                if (st == TP_OK && tp_proto_unpack(&f, &m) == TP_OK) {
                     memcpy(input + m.u.chunk.offset, m.data, m.data_len);
                     total += (uint32_t)m.data_len;
                 }

@@ -82,7 +82,9 @@ int main(int argc, char **argv)
     }
     hp.lr = strtof(argv[4], NULL);
     hp.seed = (uint32_t)strtoul(argv[5], NULL, 10);
-    tp_set_hparams(&s, &hp);
+    if (tp_set_hparams(&s, &hp) != TP_OK) {
+        return 4;
+    }
 
     tp_mpy_link_init(&link, "mpy-host-driver", 262144u);
     while (!hello) { /* the binding's link.wait() */
@@ -115,11 +117,11 @@ int main(int argc, char **argv)
         if (c.st != TP_OK && c.st != TP_ERR_NONFINITE) {
             return 6;
         }
-        if (tp_mpy_metric(&s, &c, tx, sizeof tx, &n) == TP_PROTO_OK) {
+        if (tp_mpy_metric(&s, &c, tx, sizeof tx, &n) == TP_OK) {
             send(tx, n);
         }
     }
-    if (tp_proto_encode_log(tx, sizeof tx, 0u, "done", &n) == TP_PROTO_OK) {
+    if (tp_proto_encode_log(tx, sizeof tx, 0u, "done", &n) == TP_OK) {
         send(tx, n);
     }
     free(blob);

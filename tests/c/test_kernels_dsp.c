@@ -57,7 +57,7 @@ static tp_status train_steps(const uint8_t *blob, uint32_t blob_len, const tp_re
     hp.seed = 0u;
     hp.flags = 0u;
     if (st == TP_OK) {
-        tp_set_hparams(&s, &hp);
+        st = tp_set_hparams(&s, &hp);
         tp_use_reference_kernels(&s, ref);
     }
     for (i = 0; i < n_in && st == TP_OK; i++) {

@@ -52,7 +52,7 @@ static void cmd_decode(char *args)
     size_t n = from_hex(hex + 1, bytes, sizeof bytes);
     size_t pos = 0;
     tp_frame_decoder d;
-    if (chunk == 0 || tp_frame_decoder_init(&d, body, sizeof body) != TP_PROTO_OK) {
+    if (chunk == 0 || tp_frame_decoder_init(&d, body, sizeof body) != TP_OK) {
         printf("bad command\n");
         return;
     }
@@ -61,16 +61,16 @@ static void cmd_decode(char *args)
         while (pos < end) {
             tp_frame f;
             size_t used = 0;
-            tp_proto_status st = tp_frame_decoder_feed(&d, bytes + pos, end - pos, &used, &f);
+            tp_status st = tp_frame_decoder_feed(&d, bytes + pos, end - pos, &used, &f);
             pos += used;
-            if (st == TP_PROTO_OK) {
+            if (st == TP_OK) {
                 printf("frame %u %u ", f.type, f.seq);
                 print_hex(f.payload, f.len);
                 printf("\n");
-            } else if (st == TP_PROTO_E_UNKNOWN_TYPE) {
-                printf("fault %s %u %u\n", tp_proto_status_name(st), f.type, f.seq);
+            } else if (st == TP_ERR_UNKNOWN_TYPE) {
+                printf("fault %s %u %u\n", tp_status_name(st), f.type, f.seq);
             } else if (st != TP_PROTO_MORE) {
-                printf("fault %s\n", tp_proto_status_name(st));
+                printf("fault %s\n", tp_status_name(st));
             }
         }
     }
@@ -88,14 +88,14 @@ static void cmd_unpack(char *args)
     char *hex;
     tp_frame f;
     tp_host_msg m;
-    tp_proto_status st;
+    tp_status st;
     f.type = (uint8_t)strtoul(args, &hex, 10);
     f.seq = 0;
     f.len = (uint16_t)from_hex(hex + 1, bytes, sizeof bytes);
     f.payload = bytes;
     st = tp_proto_unpack(&f, &m);
-    if (st != TP_PROTO_OK) {
-        printf("fault %s\n", tp_proto_status_name(st));
+    if (st != TP_OK) {
+        printf("fault %s\n", tp_status_name(st));
         return;
     }
     printf("ok");
@@ -205,7 +205,7 @@ static void cmd_encode(char *args)
     char *tok;
     unsigned type, seq;
     size_t len = 0;
-    tp_proto_status st;
+    tp_status st;
     memset(&f, 0, sizeof f);
     f.ready.board = (const char *)tail;
     tok = strtok(args, " ");
@@ -243,7 +243,7 @@ static void cmd_encode(char *args)
                                     &len);
         break;
     case TP_MSG_ERROR:
-        st = tp_proto_encode_error(out, sizeof out, (uint16_t)seq, (uint16_t)f.code,
+        st = tp_proto_encode_error(out, sizeof out, (uint16_t)seq, (tp_status)f.code,
                                    (const char *)tail, &len);
         break;
     case TP_MSG_LOG:
@@ -253,8 +253,8 @@ static void cmd_encode(char *args)
         printf("not a device message %u\n", type);
         return;
     }
-    if (st != TP_PROTO_OK) {
-        printf("fault %s\n", tp_proto_status_name(st));
+    if (st != TP_OK) {
+        printf("fault %s\n", tp_status_name(st));
         return;
     }
     printf("wire ");
@@ -280,11 +280,11 @@ int main(void)
                    (unsigned long)tp_proto_max_payload_for(strtoul(line + 11, NULL, 10)));
         } else if (strncmp(line, "unit ", 5) == 0) {
             uint8_t unit = 0;
-            tp_proto_status st = tp_proto_counter_unit(line + 5, &unit);
-            if (st == TP_PROTO_OK) {
+            tp_status st = tp_proto_counter_unit(line + 5, &unit);
+            if (st == TP_OK) {
                 printf("unit %u\n", unit);
             } else {
-                printf("fault %s\n", tp_proto_status_name(st));
+                printf("fault %s\n", tp_status_name(st));
             }
         } else {
             printf("bad command\n");

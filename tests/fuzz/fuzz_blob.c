@@ -69,7 +69,7 @@ static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements
         }
         if (req->arena_train > 0u && params != NULL) {
             tp_hparams hp = {0.05f, 0.0f, fill, 0u};
-            tp_set_hparams(&s, &hp);
+            CHECK(tp_set_hparams(&s, &hp) == TP_OK);
             put_sample(&s, req, fill);
             st = tp_train_step(&s, (int32_t)(fill % req->n_classes), &r);
             /* NO_TRAIN: the loader accepts a header with arena_train set and no TRAN section */

@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 
 from tinyprop.device import protocol as p
+from tinyprop.status import Status
 
 OUT = Path(__file__).with_name("protocol.json")
 
@@ -47,10 +48,11 @@ def messages() -> list[tuple[int, p.Message]]:
         (18, p.BulkOpen("vww-mini/train.bin")),
         (19, p.BulkOpen("donn\u00e9es/\u00e9t\u00e9.bin")),
         (20, p.BulkSample(396, p.BulkMode.EVAL, p.SampleFlags.OUTPUT)),
-        (0, p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, 2, p.CounterUnit.INSTRUCTIONS,
-                    "qemu-m4", 237568, 237568, 237568)),  # a static board: one region
-        (1, p.Ready(327680, 98304, 0, 0x000100, 1024, 2, p.CounterUnit.MICROSECONDS,
-                    "esp32", 261120, 113792, 98304)),  # a heap board, its blocks
+        # a static board (one region), a heap board (its blocks)
+        (0, p.Ready(262144, 103000, 0x1234ABCD, 0x000100, 1024, p.PROTOCOL_VERSION,
+                    p.CounterUnit.INSTRUCTIONS, "qemu-m4", 237568, 237568, 237568)),
+        (1, p.Ready(327680, 98304, 0, 0x000100, 1024, p.PROTOCOL_VERSION,
+                    p.CounterUnit.MICROSECONDS, "esp32", 261120, 113792, 98304)),
         (21, p.Ack(p.MsgType.INPUT_CHUNK, 2040)),
         (0xFFFF, p.Ack(p.MsgType.RESET)),
         (7, p.Metric(12, 0.40625, 1234567, 96512, 3100, 4384, 2048, 1, 1, 1, 0)),
@@ -59,8 +61,9 @@ def messages() -> list[tuple[int, p.Message]]:
         (10, p.Output(bytes([0x80, 0x7F]))),
         (13, p.Params(4096, pattern(p.MAX_CHUNK, 3))),
         (23, p.Params(9000, b"")),
-        (24, p.Error(p.ErrorCode.NOT_LOADED, "no model blob in this firmware")),
-        (0, p.Error(p.ErrorCode.BLOB_BASE + 3)),
+        (24, p.Error(Status.TP_ERR_NOT_LOADED, "no model blob in this firmware")),
+        (0, p.Error(Status.TP_ERR_BLOB_VERSION)),  # a status as it is: the loader's too
+        (25, p.Error(Status.TP_ERR_IO, "cannot save the params record")),  # the board HAL's
         (0, p.Log("step 1 \u2713 done")),
     ] + [
         # Non-zero runs across the 254-byte COBS block boundary.
@@ -88,8 +91,8 @@ def expect(stream: bytes) -> list[dict]:
         if isinstance(r, p.Frame):
             out.append({"frame": {"type": r.type, "seq": r.seq, "payload": r.payload.hex()}})
         else:
-            fault = {"fault": r.fault.value, "size": r.size}
-            if r.fault is p.Fault.UNKNOWN_TYPE:
+            fault = {"fault": r.fault.name, "size": r.size}
+            if r.fault is Status.TP_ERR_UNKNOWN_TYPE:
                 fault |= {"type": r.type, "seq": r.seq}
             out.append(fault)
     return out
@@ -126,19 +129,19 @@ def bad_payloads() -> list[dict]:
     """Payloads the unpackers must reject: Python raises ProtocolError, C returns `c`."""
     t = p.MsgType
     cases = [
-        (t.HELLO, b"\x00", "bad_payload"),
-        (t.INPUT_CHUNK, bytes(3), "bad_payload"),
-        (0x02, bytes(8), "unknown_type"),  # reserved: the blob is compiled in
-        (t.TRAIN, b"\x01", "bad_payload"),
-        (t.SET_HPARAMS, bytes(15), "bad_payload"),
-        (t.PULL_PARAMS, bytes(5), "bad_payload"),
-        (t.BULK_OPEN, b"", "bad_payload"),
-        (t.BULK_OPEN, b"a\0b", "bad_payload"),
-        (t.BULK_SAMPLE, bytes(7), "bad_payload"),
-        (t.METRIC, bytes(31), "unknown_type"),  # device -> host: the device never unpacks it
-        (t.ACK, bytes(4), "unknown_type"),
-        (t.READY, bytes(19), "unknown_type"),
-        (t.ERROR, b"\x01", "unknown_type"),
+        (t.HELLO, b"\x00", "TP_ERR_BAD_PAYLOAD"),
+        (t.INPUT_CHUNK, bytes(3), "TP_ERR_BAD_PAYLOAD"),
+        (0x02, bytes(8), "TP_ERR_UNKNOWN_TYPE"),  # reserved: the blob is compiled in
+        (t.TRAIN, b"\x01", "TP_ERR_BAD_PAYLOAD"),
+        (t.SET_HPARAMS, bytes(15), "TP_ERR_BAD_PAYLOAD"),
+        (t.PULL_PARAMS, bytes(5), "TP_ERR_BAD_PAYLOAD"),
+        (t.BULK_OPEN, b"", "TP_ERR_BAD_PAYLOAD"),
+        (t.BULK_OPEN, b"a\0b", "TP_ERR_BAD_PAYLOAD"),
+        (t.BULK_SAMPLE, bytes(7), "TP_ERR_BAD_PAYLOAD"),
+        (t.METRIC, bytes(31), "TP_ERR_UNKNOWN_TYPE"),  # device -> host: the device never unpacks it
+        (t.ACK, bytes(4), "TP_ERR_UNKNOWN_TYPE"),
+        (t.READY, bytes(19), "TP_ERR_UNKNOWN_TYPE"),
+        (t.ERROR, b"\x01", "TP_ERR_UNKNOWN_TYPE"),
     ]
     return [{"type": int(k), "payload": v.hex(), "c": c} for k, v, c in cases]
 

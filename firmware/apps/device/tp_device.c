@@ -69,7 +69,7 @@ static struct {
     char text[TEXT_MAX];
     uint32_t text_len;
     int loaded;           /* a blob is bound to the session */
-    uint16_t boot_code;   /* ERROR code for requests that need a blob, when none is bound */
+    tp_status boot_code;  /* ERROR code for requests that need a blob, when none is bound */
     uint32_t input_filled; /* contiguous input bytes written since the last sample */
     uint32_t bulk_count;  /* samples in the open bulk file; 0: none open */
     uint32_t bulk_input;  /* file offset of the bulk sample being run (a row-band input) */
@@ -120,14 +120,15 @@ static const char *text_join(const char *a, const char *b)
 /* Send the frame an encoder just wrote to dev.tx. len is read through a pointer, after the
  * encoder (an argument of this call) has set it. An encoder failure is a firmware bug: nothing
  * useful could be sent about it. */
-static void transmit(tp_proto_status st, const size_t *len)
+static void transmit(tp_status st, const size_t *len)
 {
-    if (st == TP_PROTO_OK) {
+    if (st == TP_OK) {
         (void)tp_board_write(dev.tx, *len);
     }
 }
 
-static void send_error(uint16_t seq, uint16_t code, const char *text)
+/* code: any tp_status, sent as it is (the host has the table of their messages) */
+static void send_error(uint16_t seq, tp_status code, const char *text)
 {
     size_t len = 0;
     transmit(tp_proto_encode_error(dev.tx, sizeof dev.tx, seq, code, text, &len), &len);
@@ -285,11 +286,11 @@ static void boot_model(void)
 {
     tp_status st = bind_model();
     if (st == TP_ERR_NOT_LOADED) {
-        dev.boot_code = TP_PROTO_ERR_NOT_LOADED;
+        dev.boot_code = TP_ERR_NOT_LOADED;
         return;
     }
     if (st != TP_OK) {
-        dev.boot_code = (uint16_t)(TP_PROTO_ERR_BLOB_BASE + (uint16_t)st);
+        dev.boot_code = st;
         send_log(text_join("model blob rejected at boot: ", tp_status_name(st)));
         return;
     }
@@ -305,25 +306,10 @@ static int need_blob(uint16_t seq)
 {
     if (!dev.loaded) {
         send_error(seq, dev.boot_code,
-                   dev.boot_code == TP_PROTO_ERR_NOT_LOADED ? "no model blob in this firmware"
-                                                      : "the model blob was rejected at boot");
+                   dev.boot_code == TP_ERR_NOT_LOADED ? "no model blob in this firmware"
+                                                : "the model blob was rejected at boot");
     }
     return dev.loaded;
-}
-
-static uint16_t code_of(tp_status st)
-{
-    switch (st) {
-    case TP_ERR_BAD_LABEL:
-        return TP_PROTO_ERR_LABEL_OUT_OF_RANGE;
-    case TP_ERR_NOT_LOADED:
-    case TP_ERR_NO_TRAIN:
-        return TP_PROTO_ERR_NOT_LOADED;
-    case TP_ERR_ARG:
-        return TP_PROTO_ERR_BAD_ARGUMENT;
-    default:
-        return TP_PROTO_ERR_INTERNAL;
-    }
 }
 
 /* Train on or evaluate the sample in the input tensor; answers [OUTPUT] then METRIC. */
@@ -341,18 +327,18 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
     t1 = tp_board_counter();
     dev.input_filled = 0;
     if (st != TP_OK && st != TP_ERR_NONFINITE) {
-        send_error(seq, code_of(st), tp_status_name(st));
+        send_error(seq, st, train ? "training step" : "inference");
         return;
     }
     if (!train && (flags & TP_SAMPLE_FLAG_OUTPUT)) {
         const int8_t *out = tp_output(&dev.s);
         uint32_t n = tp_output_bytes(&dev.s);
         if (tp_proto_encode_output(dev.tx, sizeof dev.tx, seq, (const uint8_t *)out, n, &len) !=
-            TP_PROTO_OK) {
-            send_error(seq, TP_PROTO_ERR_BAD_ARGUMENT, "output tensor larger than a frame");
+            TP_OK) {
+            send_error(seq, TP_ERR_ARG, "output tensor larger than a frame");
             return;
         }
-        transmit(TP_PROTO_OK, &len);
+        transmit(TP_OK, &len);
     }
     memset(&m, 0, sizeof m);
     m.step = train ? step : dev.s.step;
@@ -383,11 +369,11 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
 static int sample_args_ok(uint16_t seq, uint8_t label, uint8_t flags, int train)
 {
     if (flags & (uint8_t)~SAMPLE_FLAGS_KNOWN) {
-        send_error(seq, TP_PROTO_ERR_BAD_ARGUMENT, "unknown sample flags");
+        send_error(seq, TP_ERR_ARG, "unknown sample flags");
         return 0;
     }
     if ((train || label != TP_LABEL_NONE) && label >= dev.s.b.req.n_classes) {
-        send_error(seq, TP_PROTO_ERR_LABEL_OUT_OF_RANGE,
+        send_error(seq, TP_ERR_BAD_LABEL,
                    text_fmt("label ", label, ", the model has ", dev.s.b.req.n_classes, " classes"));
         return 0;
     }
@@ -398,18 +384,18 @@ static void on_input_chunk(const tp_host_msg *m)
 {
     uint32_t off = m->u.chunk.offset, n = (uint32_t)m->data_len;
     if (tp_input(&dev.s) == NULL) {
-        send_error(m->seq, TP_PROTO_ERR_UNSUPPORTED,
+        send_error(m->seq, TP_ERR_UNSUPPORTED,
                    "this blob reads its input in row bands: send samples with BULK_SAMPLE");
         return;
     }
     if (off > dev.s.b.req.input_bytes || n > dev.s.b.req.input_bytes - off) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET,
+        send_error(m->seq, TP_ERR_BAD_OFFSET,
                    text_fmt("chunk at ", off, " ends past the input's ", dev.s.b.req.input_bytes,
                             " bytes"));
         return;
     }
     if (off > dev.input_filled) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET, "input chunks must follow each other from 0");
+        send_error(m->seq, TP_ERR_BAD_OFFSET, "input chunks must follow each other from 0");
         return;
     }
     memcpy(tp_input(&dev.s) + off, m->data, n);
@@ -426,7 +412,7 @@ static void on_sample(const tp_host_msg *m, int train)
         return;
     }
     if (dev.input_filled != dev.s.b.req.input_bytes) {
-        send_error(m->seq, TP_PROTO_ERR_WRONG_SAMPLE_SIZE,
+        send_error(m->seq, TP_ERR_WRONG_SAMPLE_SIZE,
                    text_fmt("input has ", dev.input_filled, " of ", dev.s.b.req.input_bytes,
                             " bytes"));
         return;
@@ -437,29 +423,20 @@ static void on_sample(const tp_host_msg *m, int train)
 static void on_set_hparams(const tp_host_msg *m)
 {
     tp_hparams hp;
-    float lr = m->u.hparams.lr, mom = m->u.hparams.momentum;
-    if (!(lr >= 0.0f && lr <= 1e30f)) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "lr must be finite and >= 0");
+    tp_status st;
+    if (m->u.hparams.flags & ~(uint32_t)TP_HPARAM_FLAG_QAS) { /* the wire's flags, not the core's */
+        send_error(m->seq, TP_ERR_ARG, "unknown SET_HPARAMS flags");
         return;
     }
-    if (!(mom >= 0.0f && mom < 1.0f)) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "momentum must be in [0, 1)");
-        return;
-    }
-    if (mom != 0.0f && dev.s.b.req.optimizer == 0u) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT,
-                   "momentum needs optimizer state in the blob: convert it with --momentum");
-        return;
-    }
-    if (m->u.hparams.flags & ~(uint32_t)TP_HPARAM_FLAG_QAS) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "unknown hyper-parameter flags");
-        return;
-    }
-    hp.lr = lr;
-    hp.momentum = mom;
+    hp.lr = m->u.hparams.lr;
+    hp.momentum = m->u.hparams.momentum;
     hp.seed = m->u.hparams.seed;
     hp.flags = (m->u.hparams.flags & TP_HPARAM_FLAG_QAS) ? 0u : TP_HP_NO_QAS;
-    tp_set_hparams(&dev.s, &hp);
+    st = tp_set_hparams(&dev.s, &hp);
+    if (st != TP_OK) {
+        send_error(m->seq, st, ""); /* the status names the field and the fix */
+        return;
+    }
     send_ack(m->seq, m->type, 0u);
 }
 
@@ -469,7 +446,7 @@ static void on_pull(const tp_host_msg *m)
     uint32_t room = (uint32_t)tp_proto_max_payload_for(sizeof dev.tx) - 4u;
     size_t len = 0;
     if (off > total) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET, "offset past the end of the params record");
+        send_error(m->seq, TP_ERR_BAD_OFFSET, "offset past the end of the params record");
         return;
     }
     if (off == 0u) {
@@ -488,23 +465,23 @@ static void on_push(const tp_host_msg *m)
     uint32_t off = m->u.chunk.offset, n = (uint32_t)m->data_len, total = record_len();
     const char *why = "";
     if (off > total || n > total - off) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET, "bytes outside the params record");
+        send_error(m->seq, TP_ERR_BAD_OFFSET, "bytes outside the params record");
         return;
     }
     if (off == 0u) {
         if (n < HDR) {
-            send_error(m->seq, TP_PROTO_ERR_BAD_LENGTH, "the first push must hold the record header");
+            send_error(m->seq, TP_ERR_BAD_PAYLOAD, "the first push must hold the record header");
             return;
         }
         if (!header_matches(m->data, &why)) {
             dev.record_valid = 0;
-            send_error(m->seq, TP_PROTO_ERR_BLOB_MISMATCH, why);
+            send_error(m->seq, TP_ERR_RECORD_MISMATCH, why);
             return;
         }
         dev.record_valid = 1;
         dev.s.step = tp_rd_u32(m->data + 12);
     } else if (off < HDR || !dev.record_valid) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_STATE, "push the record header at offset 0 first");
+        send_error(m->seq, TP_ERR_BAD_STATE, "push the record header at offset 0 first");
         return;
     }
     memcpy(RECORD + off, m->data, n);
@@ -517,9 +494,7 @@ static void on_save(const tp_host_msg *m)
     if (st == TP_BOARD_OK) {
         send_ack(m->seq, m->type, record_len());
     } else {
-        send_error(m->seq, st == TP_BOARD_ERR_UNSUPPORTED ? TP_PROTO_ERR_UNSUPPORTED
-                                                          : TP_PROTO_ERR_STORE_FAILURE,
-                   "cannot save the params record");
+        send_error(m->seq, (tp_status)-st, "cannot save the params record");
     }
 }
 
@@ -532,13 +507,11 @@ static void on_bulk_open(const tp_host_msg *m)
     dev.bulk_count = 0;
     size = tp_board_bulk_open(dev.path);
     if (size < 0) {
-        send_error(m->seq, size == TP_BOARD_ERR_UNSUPPORTED ? TP_PROTO_ERR_UNSUPPORTED : TP_PROTO_ERR_BULK_IO,
-                   size == TP_BOARD_ERR_UNSUPPORTED ? "this board cannot read host files"
-                                                    : "cannot open the bulk file");
+        send_error(m->seq, (tp_status)-size, "cannot open the bulk file");
         return;
     }
     if ((uint32_t)size % per != 0u) {
-        send_error(m->seq, TP_PROTO_ERR_WRONG_SAMPLE_SIZE,
+        send_error(m->seq, TP_ERR_WRONG_SAMPLE_SIZE,
                    text_fmt("bulk file has ", (uint32_t)size, " bytes, not a multiple of ", per,
                             " (label + input)"));
         return;
@@ -565,21 +538,21 @@ static void on_bulk_sample(const tp_host_msg *m)
     uint32_t i = m->u.bulk_sample.index, per = 1u + dev.s.b.req.input_bytes;
     uint8_t mode = m->u.bulk_sample.mode, label = 0;
     if (dev.bulk_count == 0u) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_STATE, "no bulk file open: send BULK_OPEN first");
+        send_error(m->seq, TP_ERR_BAD_STATE, "no bulk file open: send BULK_OPEN first");
         return;
     }
     if (mode != TP_BULK_TRAIN && mode != TP_BULK_EVAL) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_ARGUMENT, "mode must be 0 (train) or 1 (eval)");
+        send_error(m->seq, TP_ERR_ARG, "mode must be 0 (train) or 1 (eval)");
         return;
     }
     if (i >= dev.bulk_count) {
-        send_error(m->seq, TP_PROTO_ERR_BAD_OFFSET,
+        send_error(m->seq, TP_ERR_BAD_OFFSET,
                    text_fmt("sample ", i, " out of range: the file has ", dev.bulk_count,
                             " samples"));
         return;
     }
     if (tp_board_bulk_read(i * per, &label, 1u) != 1) {
-        send_error(m->seq, TP_PROTO_ERR_BULK_IO, "cannot read the sample's label");
+        send_error(m->seq, TP_ERR_IO, "cannot read the sample's label");
         return;
     }
     if (!sample_args_ok(m->seq, label, m->u.bulk_sample.flags, mode == TP_BULK_TRAIN)) {
@@ -591,7 +564,7 @@ static void on_bulk_sample(const tp_host_msg *m)
         tp_set_row_source(&dev.s, bulk_rows, NULL);
     } else if (tp_board_bulk_read(i * per + 1u, (uint8_t *)tp_input(&dev.s),
                                   dev.s.b.req.input_bytes) != (int32_t)dev.s.b.req.input_bytes) {
-        send_error(m->seq, TP_PROTO_ERR_BULK_IO, "cannot read the sample's input");
+        send_error(m->seq, TP_ERR_IO, "cannot read the sample's input");
         return;
     }
     run_sample(m->seq, label, m->u.bulk_sample.flags, mode == TP_BULK_TRAIN);
@@ -633,7 +606,7 @@ static void handle(const tp_host_msg *m)
         if (st == TP_OK) {
             send_ack(m->seq, m->type, 0u);
         } else {
-            send_error(m->seq, code_of(st), tp_status_name(st));
+            send_error(m->seq, st, "reset");
         }
         break;
     }
@@ -644,7 +617,7 @@ static void handle(const tp_host_msg *m)
         on_bulk_sample(m);
         break;
     default:
-        send_error(m->seq, TP_PROTO_ERR_UNKNOWN_TYPE, "not handled by this device");
+        send_error(m->seq, TP_ERR_UNKNOWN_TYPE, "not handled by this device");
         break;
     }
 }
@@ -656,20 +629,20 @@ static void serve_block(const uint8_t *p, size_t n)
         size_t used = 0;
         tp_frame f;
         tp_host_msg m;
-        tp_proto_status st = tp_frame_decoder_feed(&dev.dec, p, n, &used, &f);
+        tp_status st = tp_frame_decoder_feed(&dev.dec, p, n, &used, &f);
         p += used;
         n -= used;
         if (st == TP_PROTO_MORE) {
             break;
         }
-        if (st == TP_PROTO_OK) {
+        if (st == TP_OK) {
             st = tp_proto_unpack(&f, &m);
         }
-        if (st != TP_PROTO_OK) {
+        if (st != TP_OK) {
             /* the seq is trustworthy only when the CRC was good */
-            uint16_t seq = (st == TP_PROTO_E_UNKNOWN_TYPE || st == TP_PROTO_E_BAD_PAYLOAD) ? f.seq
+            uint16_t seq = (st == TP_ERR_UNKNOWN_TYPE || st == TP_ERR_BAD_PAYLOAD) ? f.seq
                                                                                          : 0u;
-            send_error(seq, tp_proto_error_code(st), tp_proto_status_name(st));
+            send_error(seq, st, "");
             continue;
         }
         handle(&m);

@@ -220,7 +220,7 @@ static void run_train_case(uint32_t index, const uint8_t *blob, uint32_t blob_le
     hp.seed = TRAIN_SEED;
     hp.flags = 0u;
     if (st == TP_OK) {
-        tp_set_hparams(&session, &hp);
+        st = tp_set_hparams(&session, &hp);
         tp_use_reference_kernels(&session, (flags & FLAG_REF) != 0u);
     }
     for (i = 0; i < n_inputs; i++) {

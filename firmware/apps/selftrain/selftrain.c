@@ -193,7 +193,10 @@ int tp_selftrain_main(void)
         return fail("tp_session_init", st);
     }
     const tp_hparams hp = {.lr = TP_SELFTRAIN_LR, .seed = TP_SELFTRAIN_SEED}; /* plain SGD */
-    tp_set_hparams(&s, &hp);
+    st = tp_set_hparams(&s, &hp);
+    if (st != TP_OK) {
+        return fail("tp_set_hparams", st);
+    }
 
     put("selftrain ready board ");
     put(tp_board_name());

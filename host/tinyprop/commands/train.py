@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data.datasets import load_split
     from ..engines import HParams, open_engine
     from ..monitor import plain_lines, run_dashboard
+    from ..status import check_hparams
     from ..training.export import export_params
     from ..training.run import (
         RunConfig,
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     tb = load_blob(args.blob, args.model)
-    tb.program.check_momentum(args.momentum, str(args.blob))
+    check_hparams(args.lr, args.momentum, tb.program.optimizer_bytes > 0, str(args.blob))
     t_in = tb.graph.input
     xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, shift=args.shift)
     check_samples(tb, xs, ys, args.data)

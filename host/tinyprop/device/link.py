@@ -25,6 +25,7 @@ import serial
 from typing_extensions import Self  # a dependency of textual; typing.Self is 3.11+
 
 from ..errors import DeviceError, TinypropError
+from ..status import describe
 from .protocol import (
     BadFrame,
     Error,
@@ -35,7 +36,6 @@ from .protocol import (
     ProtocolError,
     Ready,
     encode,
-    error_name,
 )
 
 DEFAULT_BAUDRATE = 921600  # the ESP32 UART's (boards/esp32/profile.json); USB CDC ignores it
@@ -146,7 +146,7 @@ class LinkStats:
     frames_out: int = 0
     frames_in: int = 0
     garbage_bytes: int = 0  # wire bytes of rejected frames
-    faults: Counter = field(default_factory=Counter)  # rejected frames by Fault
+    faults: Counter = field(default_factory=Counter)  # rejected frames by decoder status
     stale: int = 0  # good frames that answered no pending request
 
 
@@ -251,17 +251,15 @@ class Link:
             if isinstance(got.msg, Log):
                 self._log(got.msg.text)
             elif got.seq == seq and isinstance(got.msg, Error):
-                raise DeviceError(
-                    f"device on {self.name} rejected {what}: "
-                    f"{error_name(got.msg.code)}: {got.msg.text}"
-                )
+                raise DeviceError(f"device on {self.name} rejected {what}: "
+                                  f"{describe(got.msg.code, got.msg.text)}", got.msg.code)
             elif got.seq == seq:
                 replies.append(got.msg)
                 if got.msg.TYPE == want:
                     return replies
             elif isinstance(got.msg, Error) and got.seq == 0:
                 # The device could not read some frame (CRC, framing): perhaps ours.
-                line_errors.append(f"{error_name(got.msg.code)}: {got.msg.text}")
+                line_errors.append(describe(got.msg.code, got.msg.text))
             elif isinstance(got.msg, Ready) and want != MsgType.READY:
                 raise DeviceError(
                     f"device on {self.name} restarted while waiting for the answer to {what}: "

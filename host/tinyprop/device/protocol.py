@@ -1,4 +1,4 @@
-"""The serial protocol between host and device: frames, messages, error codes (docs/protocol.md).
+"""The serial protocol between host and device: frames and messages (docs/protocol.md).
 
 A frame body is type u8, seq u16, payload length u16, payload, CRC32 of all that; COBS-encoded
 and ended by one 0x00 on the wire. firmware/proto/tp_proto.c is the C twin; both are checked against
@@ -11,13 +11,17 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import astuple, dataclass, fields
-from enum import Enum, IntEnum, IntFlag
+from enum import IntEnum, IntFlag
 from typing import ClassVar
 
-PROTOCOL_VERSION = 2
+from ..status import Status
+
+PROTOCOL_VERSION = 3
 # READY's fixed fields by protocol version (the board name follows them); other messages are the
-# same in both. A host reads version 1 and 2 devices.
-READY_FIXED = {1: struct.Struct("<IIIIHBB"), 2: struct.Struct("<IIIIHBBIII")}
+# same in all. A host reads version 1 to 3 devices; version 3 made ERROR's code a tp_status
+# (tinyprop.status), so an older device's codes are named wrongly: re-flash it.
+READY_FIXED = {1: struct.Struct("<IIIIHBB"), 2: struct.Struct("<IIIIHBBIII"),
+               3: struct.Struct("<IIIIHBBIII")}
 RAM_UNKNOWN = 0xFFFFFFFF  # READY's free RAM fields from a device that does not measure them
 MAX_PAYLOAD = 1024
 OVERHEAD = 9  # type, seq, length, CRC32
@@ -57,40 +61,6 @@ class MsgType(IntEnum):
     PARAMS = 0x85
     ERROR = 0x86
     LOG = 0x87
-
-
-class ErrorCode(IntEnum):
-    """ERROR message codes; the same values as tp_error_code in firmware/include/tp_proto.h."""
-
-    BAD_FRAME = 0x0001
-    BAD_CRC = 0x0002
-    UNKNOWN_TYPE = 0x0003
-    BAD_LENGTH = 0x0004
-    TOO_LONG = 0x0005
-    BAD_STATE = 0x0006
-    BAD_OFFSET = 0x0007
-    BAD_ARGUMENT = 0x0008
-    UNSUPPORTED = 0x0009
-    NOT_LOADED = 0x0010
-    WRONG_SAMPLE_SIZE = 0x0011
-    LABEL_OUT_OF_RANGE = 0x0012
-    NON_FINITE_LOSS = 0x0013
-    STORE_FAILURE = 0x0014
-    BULK_IO = 0x0015
-    BLOB_MISMATCH = 0x0016
-    BLOB_BASE = 0x0100  # 0x0100..0x01FF: the blob loader's status, added to this base
-    BLOB_LAST = 0x01FF
-    INTERNAL = 0xFFFF
-
-
-def error_name(code: int) -> str:
-    """Readable name of an ERROR code: "NOT_LOADED", "BLOB+7", or "0x1234" if unknown."""
-    if ErrorCode.BLOB_BASE <= code <= ErrorCode.BLOB_LAST:
-        return f"BLOB+{code - ErrorCode.BLOB_BASE}"
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"0x{code:04x}"
 
 
 class SampleFlags(IntFlag):
@@ -357,7 +327,7 @@ class Error(Message):
     TYPE = MsgType.ERROR
     FIXED = struct.Struct("<H")
     TAIL = "text"
-    code: int
+    code: int  # a tp_status (tinyprop.status)
     text: str = ""
 
 
@@ -447,23 +417,13 @@ class Frame:
         return MESSAGE_CLASSES[kind].unpack(self.payload)
 
 
-class Fault(str, Enum):
-    """Why the decoder rejected the bytes before a delimiter (names as tp_proto_status_name)."""
-
-    BAD_COBS = "bad_cobs"
-    TOO_LONG = "too_long"
-    TRUNCATED = "truncated"
-    LENGTH_MISMATCH = "length_mismatch"
-    BAD_CRC = "bad_crc"
-    UNKNOWN_TYPE = "unknown_type"
-
-
 @dataclass(frozen=True)
 class BadFrame:
-    """Rejected wire bytes: `size` of them including the delimiter. For UNKNOWN_TYPE (an
-    intact frame) `type` and `seq` are known, else None."""
+    """Rejected wire bytes: `size` of them including the delimiter; `fault` is the decoder's
+    status, as tp_frame_decoder_feed returns it. For TP_ERR_UNKNOWN_TYPE (an intact frame)
+    `type` and `seq` are known, else None."""
 
-    fault: Fault
+    fault: Status
     size: int
     type: int | None = None
     seq: int | None = None
@@ -475,16 +435,16 @@ _KNOWN_TYPES = frozenset(int(t) for t in MsgType)
 def decode_body(body: bytes) -> Frame | BadFrame:
     """Check a COBS-decoded body; `size` of a BadFrame is left 0 for the caller to fill."""
     if len(body) < OVERHEAD:
-        return BadFrame(Fault.TRUNCATED, 0)
+        return BadFrame(Status.TP_ERR_FRAME_TRUNCATED, 0)
     msg_type, seq, length = _HEADER.unpack_from(body)
     if length + OVERHEAD > len(body):
-        return BadFrame(Fault.TRUNCATED, 0)
+        return BadFrame(Status.TP_ERR_FRAME_TRUNCATED, 0)
     if length + OVERHEAD < len(body):
-        return BadFrame(Fault.LENGTH_MISMATCH, 0)
+        return BadFrame(Status.TP_ERR_LENGTH_MISMATCH, 0)
     if zlib.crc32(body[:-4]) != _CRC.unpack_from(body, len(body) - 4)[0]:
-        return BadFrame(Fault.BAD_CRC, 0)
+        return BadFrame(Status.TP_ERR_BAD_CRC, 0)
     if msg_type not in _KNOWN_TYPES:
-        return BadFrame(Fault.UNKNOWN_TYPE, 0, msg_type, seq)
+        return BadFrame(Status.TP_ERR_UNKNOWN_TYPE, 0, msg_type, seq)
     return Frame(msg_type, seq, bytes(body[5:-4]))
 
 
@@ -520,9 +480,9 @@ class FrameDecoder:
         dropped, self._dropped = self._dropped, 0
         self._buf.clear()
         if dropped or len(body) > MAX_BODY:
-            return BadFrame(Fault.TOO_LONG, size)
+            return BadFrame(Status.TP_ERR_FRAME_TOO_LONG, size)
         if not complete:
-            return BadFrame(Fault.BAD_COBS, size)
+            return BadFrame(Status.TP_ERR_BAD_COBS, size)
         result = decode_body(body)
         if isinstance(result, BadFrame):
             return BadFrame(result.fault, size, result.type, result.seq)

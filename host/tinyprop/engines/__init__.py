@@ -7,9 +7,7 @@ in this process and a board over a link; open_engine picks one from a --board va
 
 from __future__ import annotations
 
-import math
-
-from ..errors import TinypropError
+from ..status import check_hparams
 from .base import BlobModel, Engine, HParams, Model, SampleResult, StepResult
 
 # What --board takes, for every verb's help.
@@ -25,8 +23,8 @@ def open_engine(spec: str, model: Model, hparams: HParams | None = None) -> Engi
     """The engine `spec` names (reference, host, qemu-m4, rv32-virt, a port or URL) running
     `model`; with `hparams` set for training (None: left as the engine starts, e.g. to infer or
     to pull a flashed board's parameters)."""
-    if hparams is not None and not (math.isfinite(hparams.lr) and hparams.lr >= 0):
-        raise TinypropError(f"--lr {hparams.lr}: must be a finite number >= 0")
+    if hparams is not None:  # before a board is built for them
+        check_hparams(hparams.lr, hparams.momentum, subject=model.name)
     if spec == "reference":
         from .reference import ReferenceEngine
 

@@ -2,8 +2,9 @@
 firmware/include/tinyprop.h.
 
 The library is libtinyprop.so from `make -C firmware host-shared` (tinyprop.device.firmware
-builds it; make rebuilds it when a source changed). Status names and codes come from the
-library itself (tp_status_name), so they cannot drift from tinyprop.h.
+builds it; make rebuilds it when a source changed). Statuses are tinyprop.status's, read from
+the header the library is built with (tests/test_status.py compares them with its
+tp_status_name and tp_status_message).
 """
 
 from __future__ import annotations
@@ -16,15 +17,12 @@ import numpy as np
 from ..compile.blob import read_blob
 from ..device.firmware import core_library
 from ..errors import TinypropError
+from ..status import Status, StatusError, status_name
 from .base import Engine, HParams, Model, StepResult
 
 
-class NativeError(TinypropError):
-    """The C core returned a status other than TP_OK; .status is its name (tinyprop.h)."""
-
-    def __init__(self, message: str, status: str):
-        super().__init__(message)
-        self.status = status
+class NativeError(StatusError):
+    """The C core returned a status other than TP_OK (.status, a tinyprop.status.Status)."""
 
 
 class Requirements(ctypes.Structure):
@@ -71,36 +69,17 @@ def load_library() -> ctypes.CDLL:
         "tp_output_bytes": ([p], u32),
         "tp_infer": ([p, ctypes.POINTER(Result)], ctypes.c_int),
         "tp_train_step": ([p, ctypes.c_int32, ctypes.POINTER(Result)], ctypes.c_int),
-        "tp_set_hparams": ([p, ctypes.POINTER(_HParams)], None),
+        "tp_set_hparams": ([p, ctypes.POINTER(_HParams)], ctypes.c_int),
         "tp_set_step": ([p, u32], None),
         "tp_reset_params": ([p], ctypes.c_int),
         "tp_status_name": ([ctypes.c_int], ctypes.c_char_p),
+        "tp_status_message": ([ctypes.c_int], ctypes.c_char_p),
         "tp_set_row_source": ([p, ROW_SOURCE, p], None),
     }
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, result
     return lib
-
-
-def status_name(code: int) -> str:
-    """The name of a tp_status code ("TP_ERR_UNKNOWN" for none)."""
-    return load_library().tp_status_name(code).decode()
-
-
-@cache
-def statuses() -> dict[str, int]:
-    """Every tp_status name with its code, as the library names them."""
-    out, code = {}, 0
-    while (name := status_name(code)) != "TP_ERR_UNKNOWN":
-        out[name] = code
-        code += 1
-    return out
-
-
-def status_code(name: str) -> int:
-    """The code of a tp_status name, e.g. status_code("TP_ERR_NONFINITE")."""
-    return statuses()[name]
 
 
 def blob_status(blob: bytes) -> str:
@@ -122,14 +101,14 @@ class NativeEngine(Engine):
         blob = model.blob
         self._raw = ctypes.create_string_buffer(blob, len(blob))  # the core keeps pointers
         req = Requirements()
-        self._check(lib.tp_blob_requirements(self._raw, len(blob), ctypes.byref(req)), "load")
+        self._check(lib.tp_blob_requirements(self._raw, len(blob), ctypes.byref(req)), "blob")
         self.requirements = req
         self._arena = ctypes.create_string_buffer(max(req.arena_infer, req.arena_train, 1))
         # no params region for an inference blob: the core reads every weight from the blob
         self._params = ctypes.create_string_buffer(req.params) if req.params else None
         self._session = ctypes.create_string_buffer(lib.tp_session_size())
         self._check(lib.tp_session_init(self._session, self._raw, len(blob), self._arena,
-                                        len(self._arena), self._params, req.params), "load")
+                                        len(self._arena), self._params, req.params), "blob")
         info = read_blob(blob, model.name)  # the C loader accepted it: so does this reader
         self.input_shape = tuple(info.tensors[info.input].shape)
         self.output_shape = tuple(info.tensors[info.output].shape)
@@ -142,14 +121,8 @@ class NativeEngine(Engine):
         self.set_hparams(hparams or HParams())
 
     def _check(self, code: int, what: str) -> None:
-        if code == 0:
-            return
-        name = status_name(code)
-        if what == "load":
-            raise NativeError(f"{self.model.name}: the C core refused to load it ({name}); "
-                              "re-run tinyprop convert, and report a bug if it persists", name)
-        raise NativeError(f"{self.model.name}: the C core refused the {what} ({name}, "
-                          "firmware/include/tinyprop.h says why)", name)
+        if code != Status.TP_OK:
+            raise NativeError(Status(code), self.model.name, f"the C core refused the {what}")
 
     def _put(self, x: np.ndarray) -> None:
         x = np.ascontiguousarray(x)
@@ -169,7 +142,7 @@ class NativeEngine(Engine):
         per = self.requirements.input_bytes // self.input_shape[1]
         self.rows_read.append((row, n))
         if nbytes != n * per or (row + n) * per > self._sample.size:
-            return status_code("TP_ERR_BAD_INPUT")
+            return Status.TP_ERR_BAD_INPUT
         ctypes.memmove(dst, self._sample[row * per:].ctypes.data, nbytes)
         return 0
 
@@ -177,13 +150,14 @@ class NativeEngine(Engine):
         self._hp.lr, self._hp.momentum = hparams.lr, hparams.momentum
         self._hp.seed = hparams.seed & 0xFFFFFFFF
         self._hp.flags = 0 if hparams.qas else TP_HP_NO_QAS
-        self._lib.tp_set_hparams(self._session, ctypes.byref(self._hp))
+        self._check(self._lib.tp_set_hparams(self._session, ctypes.byref(self._hp)),
+                    f"hyper-parameters lr {hparams.lr:g}, momentum {hparams.momentum:g}")
         self.hparams = hparams
 
     def train(self, x: np.ndarray, label: int, index: int | None = None) -> StepResult:
         self._put(x)
         code = self._lib.tp_train_step(self._session, int(label), ctypes.byref(self.last_result))
-        if code != status_code("TP_ERR_NONFINITE"):  # a non-finite loss: a skipped step
+        if code != Status.TP_ERR_NONFINITE:  # a non-finite loss: a skipped step
             self._check(code, "training step")
         r = self.last_result
         return StepResult(float(r.loss), int(r.prediction), bool(r.skipped),

@@ -47,8 +47,9 @@ def live_source(url: str) -> EventSource:
     # Imported here: the replay path must not need the protocol stack.
     from ..device.device import COUNTER_UNITS, Device, step_event
     from ..device.link import open_link
-    from ..device.protocol import Error, Log, Metric, Ready, error_name
+    from ..device.protocol import Error, Log, Metric, Ready
     from ..errors import DeviceError
+    from ..status import status_name
 
     link = open_link(url)  # a bad port or URL is a user error now, not a disconnect later
 
@@ -68,7 +69,7 @@ def live_source(url: str) -> EventSource:
                     if isinstance(msg, Metric):
                         yield step_event(msg, ready.sram_bytes)
                     elif isinstance(msg, Error):
-                        yield {"type": "error", "code": msg.code, "name": error_name(msg.code),
+                        yield {"type": "error", "code": msg.code, "name": status_name(msg.code),
                                "text": msg.text}
                     elif isinstance(msg, Log):
                         yield {"type": "log", "text": msg.text}

@@ -44,6 +44,7 @@ from ..program import (
     TrainProgram,
     weight_rows,
 )
+from ..status import check_hparams
 from .fmath import exp_neg, floor_f32, log_pos
 from .forward import _padded, patches, pool_windows, run_op
 from .gradmap import GradMap, fold, loss_map, produce, rdiv, to_f32
@@ -156,8 +157,8 @@ class ReferenceTrainer:
                 self.values[op.inputs[1]] = self.graph.tensors[op.inputs[1]].data.copy()
 
     def set_hparams(self, lr: float, seed: int, qas: bool = True, momentum: float = 0.0) -> None:
-        """The hyper-parameters of the next steps (as tp_set_hparams)."""
-        self.prog.check_momentum(momentum)
+        """The hyper-parameters of the next steps, checked as tp_set_hparams checks them."""
+        check_hparams(lr, momentum, self.prog.optimizer_bytes > 0)
         self.lr = f32(lr)
         self.seed = seed & M32
         self.qas = qas

@@ -26,12 +26,12 @@ static void test_crc32_matches_zlib(void)
 }
 
 /* Encode a frame, feed the wire bytes to the decoder; return the decoder's status. */
-static tp_proto_status round_trip(uint8_t *wire, size_t n, tp_frame *frame)
+static tp_status round_trip(uint8_t *wire, size_t n, tp_frame *frame)
 {
     static uint8_t body[TP_PROTO_MAX_BODY];
     tp_frame_decoder d;
     size_t used = 0;
-    TEST_ASSERT_EQUAL_INT(TP_PROTO_OK, tp_frame_decoder_init(&d, body, sizeof body));
+    TEST_ASSERT_EQUAL_INT(TP_OK, tp_frame_decoder_init(&d, body, sizeof body));
     return tp_frame_decoder_feed(&d, wire, n, &used, frame);
 }
 
@@ -41,11 +41,11 @@ static void test_frame_round_trip_keeps_type_seq_and_payload(void)
     const uint8_t payload[] = {0, 1, 0, 0, 255, 0}; /* zeros: COBS must carry them */
     size_t n = 0;
     tp_frame frame;
-    TEST_ASSERT_EQUAL_INT(TP_PROTO_OK, tp_frame_encode(wire, sizeof wire, TP_MSG_HELLO, 513, NULL,
+    TEST_ASSERT_EQUAL_INT(TP_OK, tp_frame_encode(wire, sizeof wire, TP_MSG_HELLO, 513, NULL,
                                                        0, payload, sizeof payload, &n));
     TEST_ASSERT_EQUAL_UINT8(0u, wire[n - 1]); /* the delimiter ends it, and only it */
     TEST_ASSERT_NULL(memchr(wire, 0, n - 1));
-    TEST_ASSERT_EQUAL_INT(TP_PROTO_OK, round_trip(wire, n, &frame));
+    TEST_ASSERT_EQUAL_INT(TP_OK, round_trip(wire, n, &frame));
     TEST_ASSERT_EQUAL_UINT8(TP_MSG_HELLO, frame.type);
     TEST_ASSERT_EQUAL_UINT16(513u, frame.seq);
     TEST_ASSERT_EQUAL_UINT16(sizeof payload, frame.len);
@@ -58,12 +58,12 @@ static void test_corrupted_frame_fails_its_crc(void)
     const uint8_t payload[] = {7, 7, 7, 7};
     size_t n = 0;
     tp_frame frame;
-    TEST_ASSERT_EQUAL_INT(TP_PROTO_OK, tp_frame_encode(wire, sizeof wire, TP_MSG_HELLO, 1, payload,
+    TEST_ASSERT_EQUAL_INT(TP_OK, tp_frame_encode(wire, sizeof wire, TP_MSG_HELLO, 1, payload,
                                                        sizeof payload, NULL, 0, &n));
     uint8_t *data = memchr(wire, 7, n); /* a payload byte: COBS passes it through as is */
     TEST_ASSERT_NOT_NULL(data);
     *data = 8;
-    TEST_ASSERT_EQUAL_INT(TP_PROTO_E_BAD_CRC, round_trip(wire, n, &frame));
+    TEST_ASSERT_EQUAL_INT(TP_ERR_BAD_CRC, round_trip(wire, n, &frame));
 }
 
 int main(void)
