@@ -12,11 +12,11 @@
  *   KIND, code: TP_OP_<KIND>, the blob's op code (graph.OP_CODES), 1, 2, ... in row order
  *   weights: 1 when inputs[1] is its int8 weights and inputs[2] its optional int32 bias (the
  *            op can train: bias and held weight rows)
- *   inputs:  its int8 activation inputs (inputs[0], and inputs[1] when 2)
+ *   inputs:  its int8 activation inputs (inputs[0], and inputs[1] when 2: no weights then)
  *   grad:    1 when it passes a gradient to its inputs; 0 when it shares its input's gradient
  *            buffer (RESHAPE) or the loss covers it (SOFTMAX)
- *   q_row, q_chan: bytes of backward scratch its integer-map input gradient needs beyond the
- *            row shifts, a row element and an output channel
+ *   q_row, q_chan: backward scratch its integer-map input gradient needs beyond the row
+ *            shifts, in bytes per element of an input row and per output channel
  * TP_OPS_EXTRA(X): rows a build adds (tests/test_op_table.py builds the core with one).
  */
 #ifndef TP_OPS_H
@@ -44,7 +44,8 @@
 #define TP_OP_COUNT_ROW(KIND, code, name, weights, inputs, grad, q_row, q_chan) +1
 typedef enum { TP_OPS(TP_OP_KIND_ROW) } tp_op_kind;
 /* 1 + the rows: every table is this long and indexed by code, so a code out of 1..rows is a
- * compile error there (an index beyond the array), and two rows with one code a warning */
+ * compile error there (an index beyond the array), and so are two rows with one code
+ * (-Woverride-init under -Werror) */
 enum { TP_OP_KIND_COUNT = 1 TP_OPS(TP_OP_COUNT_ROW) };
 #undef TP_OP_KIND_ROW
 #undef TP_OP_COUNT_ROW
