@@ -158,34 +158,6 @@ static tp_status operand(const tp_blob_view *v, uint32_t i, tensor_role role, in
     }
 }
 
-static int is_nhwc(const tp_tensor *t)
-{
-    return t->rank == 4u && t->dims[0] == 1u;
-}
-
-/* Output size of a window op: TFLite's VALID (no padding) or SAME (ComputePaddingHeightWidth).
- * Either way every window overlaps the input, so average pooling never divides by zero. */
-static int window_ok(uint32_t in, uint32_t k, uint32_t stride, uint32_t pad, uint32_t out)
-{
-    uint32_t same_out, need;
-    if (k == 0u || stride == 0u) {
-        return 0;
-    }
-    if (pad == 0u && in >= k && out == (in - k) / stride + 1u) {
-        return 1;
-    }
-    same_out = (in + stride - 1u) / stride;
-    need = (same_out - 1u) * stride + k;
-    return out == same_out && pad == (need > in ? need - in : 0u) / 2u;
-}
-
-static int windows_ok(const tp_op *op, const tp_tensor *in, const tp_tensor *out)
-{
-    return is_nhwc(in) && is_nhwc(out) &&
-           window_ok(in->dims[1], op->k[0], op->stride[0], op->pad[0], out->dims[1]) &&
-           window_ok(in->dims[2], op->k[1], op->stride[1], op->pad[1], out->dims[2]);
-}
-
 static int int8_range(int32_t v)
 {
     return v >= -128 && v <= 127;
@@ -211,58 +183,31 @@ static tp_status check_multipliers(const tp_blob_view *v, const tp_op *op)
     return TP_OK;
 }
 
-/* The kind-specific part: operand types, shapes and parameter counts. */
-static int op_shapes_ok(const tp_blob_view *v, const tp_op *op, const tp_tensor *in,
-                        const tp_tensor *out)
+/* The operands of the op's kind (tp_ops.h) in c, checked for their roles, then the kind's own
+ * checks (tp_op_checks.c). */
+static int op_shapes_ok(tp_checked_op *c)
 {
-    tp_tensor w, b;
-    uint32_t n_in = tp_tensor_elems(in), n_out = tp_tensor_elems(out);
-    switch (op->kind) {
-    case TP_OP_CONV_2D:
-    case TP_OP_DEPTHWISE_CONV_2D:
-    case TP_OP_FULLY_CONNECTED: {
+    const tp_blob_view *v = c->v;
+    const tp_op *op = c->op;
+    const tp_op_def *d = &tp_op_defs[op->kind];
+    if (d->weighted) {
         uint32_t n_ch;
-        int ok;
-        if (operand(v, op->inputs[1], ROLE_WEIGHTS, 0, &w) != TP_OK ||
-            operand(v, op->inputs[2], ROLE_BIAS, 1, &b) != TP_OK) {
+        if (operand(v, op->inputs[1], ROLE_WEIGHTS, 0, &c->weights) != TP_OK ||
+            operand(v, op->inputs[2], ROLE_BIAS, 1, &c->bias) != TP_OK) {
             return 0;
         }
-        n_ch = tp_weight_channels(op, &w);
-        if (op->kind == TP_OP_FULLY_CONNECTED) {
-            ok = w.rank == 2u && n_ch == n_out && w.dims[1] == n_in;
-        } else if (op->kind == TP_OP_CONV_2D) {
-            ok = w.rank == 4u && windows_ok(op, in, out) && n_ch == out->dims[3] &&
-                 w.dims[1] == op->k[0] && w.dims[2] == op->k[1] && w.dims[3] == in->dims[3];
-        } else {
-            ok = w.rank == 4u && windows_ok(op, in, out) && w.dims[0] == 1u &&
-                 w.dims[1] == op->k[0] && w.dims[2] == op->k[1] && op->depth_multiplier >= 1u &&
-                 n_ch == out->dims[3] &&
-                 (uint32_t)in->dims[3] * op->depth_multiplier == out->dims[3];
-        }
+        n_ch = tp_weight_channels(op, &c->weights);
         /* per-channel scales (FULLY_CONNECTED's requantization, QAS) are read one a channel */
-        ok = ok && (w.n_scales <= 1u || w.n_scales == n_ch);
-        return ok && op->n_mult == n_ch && (b.rank == 0u || b.dims[0] == n_ch);
+        if (!(c->weights.n_scales <= 1u || c->weights.n_scales == n_ch) || op->n_mult != n_ch ||
+            (c->bias.rank != 0u && c->bias.dims[0] != n_ch)) {
+            return 0;
+        }
     }
-    case TP_OP_ADD:
-        return operand(v, op->inputs[1], ROLE_ACT, 0, &w) == TP_OK && w.size == out->size &&
-               in->size == out->size && op->n_mult == 3u && op->left_shift >= 0 &&
-               op->left_shift <= 30 && int8_range(op->in2_zp);
-    case TP_OP_AVERAGE_POOL_2D:
-        return windows_ok(op, in, out) && in->dims[3] == out->dims[3];
-    case TP_OP_MEAN:
-        return is_nhwc(in) && n_out == in->dims[3] && op->mode == 2u && op->n_mult == 1u;
-    case TP_OP_PAD:
-        return is_nhwc(in) && is_nhwc(out) && in->dims[3] == out->dims[3] &&
-               (uint32_t)in->dims[1] + op->pad[0] + op->pad_after[0] == out->dims[1] &&
-               (uint32_t)in->dims[2] + op->pad[1] + op->pad_after[1] == out->dims[2];
-    case TP_OP_RESHAPE:
-        return in->size == out->size;
-    case TP_OP_SOFTMAX:
-        return in->size == out->size && in->rank >= 1u && op->n_mult == 1u &&
-               op->diff_min <= 0 && tp_le_i32(v->data + op->mult_offset, 1) >= 0;
-    default:
+    if (d->inputs == 2u && (operand(v, op->inputs[1], ROLE_ACT, 0, &c->in2) != TP_OK ||
+                            !int8_range(op->in2_zp))) {
         return 0;
     }
+    return d->check(c);
 }
 
 /* The weight rows an op holds in the params region: a u16 map from output channel to held
@@ -274,7 +219,7 @@ static tp_status check_held(const tp_blob_view *v, const tp_op *op)
     if (op->held_map == TP_NONE32) {
         return op->held_params == TP_NONE32 ? TP_OK : TP_ERR_BLOB_INVALID;
     }
-    if (op->kind > TP_OP_FULLY_CONNECTED) {
+    if (!tp_op_defs[op->kind].weighted) {
         return TP_ERR_BLOB_INVALID;
     }
     tp_decode_tensor(v->tensors, op->inputs[1], &w); /* checked by op_shapes_ok */
@@ -298,7 +243,7 @@ static tp_status check_held(const tp_blob_view *v, const tp_op *op)
 
 static tp_status check_op(const tp_blob_view *v, const tp_op *op)
 {
-    tp_tensor in, out;
+    tp_checked_op c;
     tp_status st;
     if (op->kind == 0u || op->kind >= TP_OP_KIND_COUNT || op->activation > 2u ||
         op->mode > 2u || !int8_range(op->in_zp) || !int8_range(op->out_zp) ||
@@ -309,8 +254,11 @@ static tp_status check_op(const tp_blob_view *v, const tp_op *op)
     if (st != TP_OK) {
         return st;
     }
-    if (operand(v, op->inputs[0], ROLE_ACT, 0, &in) != TP_OK ||
-        operand(v, op->output, ROLE_ACT, 0, &out) != TP_OK || !op_shapes_ok(v, op, &in, &out)) {
+    memset(&c, 0, sizeof c);
+    c.v = v;
+    c.op = op;
+    if (operand(v, op->inputs[0], ROLE_ACT, 0, &c.in) != TP_OK ||
+        operand(v, op->output, ROLE_ACT, 0, &c.out) != TP_OK || !op_shapes_ok(&c)) {
         return TP_ERR_BLOB_INVALID;
     }
     return check_held(v, op);
@@ -373,7 +321,7 @@ uint32_t tp_backward_scratch_bytes(const tp_blob_view *b, const tp_op *op, uint3
     tp_tensor tin, tout, tw;
     uint32_t rows, row_elems;
     tp_decode_tensor(b->tensors, op->inputs[0], &tin);
-    if ((flags & TP_TRAN_WEIGHT) && op->kind <= TP_OP_FULLY_CONNECTED) {
+    if ((flags & TP_TRAN_WEIGHT) && tp_op_defs[op->kind].weighted) {
         uint32_t n_out;
         tp_decode_tensor(b->tensors, op->inputs[1], &tw);
         n_out = tp_weight_channels(op, &tw);
@@ -386,12 +334,10 @@ uint32_t tp_backward_scratch_bytes(const tp_blob_view *b, const tp_op *op, uint3
         uint64_t grad;
         tp_map_rows(&tin, &rows, &row_elems);
         grad = (rows + 3u) & ~3u;
-        if (op->kind == TP_OP_CONV_2D || op->kind == TP_OP_FULLY_CONNECTED) {
-            tp_decode_tensor(b->tensors, op->output, &tout);
-            grad += 4ull * row_elems + 2ull * (tout.rank > 0u ? tout.dims[tout.rank - 1u] : 1u);
-        } else if (op->kind == TP_OP_DEPTHWISE_CONV_2D) {
-            grad += 4ull * row_elems;
-        }
+        tp_decode_tensor(b->tensors, op->output, &tout);
+        grad += (uint64_t)tp_op_defs[op->kind].q_row * row_elems +
+                (uint64_t)tp_op_defs[op->kind].q_chan *
+                    (tout.rank > 0u ? tout.dims[tout.rank - 1u] : 1u);
         need = grad > need ? grad : need;
     }
     need = (need + 7u) & ~(uint64_t)7u;
@@ -468,7 +414,7 @@ static tp_status check_train_op(const tp_blob_view *v, const tp_train_op *t, uin
         return TP_ERR_BLOB_BOUNDS;
     }
     if (t->flags & (TP_TRAN_BIAS | TP_TRAN_WEIGHT)) {
-        if (op.kind > TP_OP_FULLY_CONNECTED) {
+        if (!tp_op_defs[op.kind].weighted) {
             return TP_ERR_BLOB_INVALID;
         }
         tp_decode_tensor(v->tensors, op.inputs[1], &tw);
@@ -794,7 +740,7 @@ static tp_status check_tile(tp_blob_view *v)
             }
         }
         tp_decode_tensor(v->tensors, ti, &t);
-        if ((t.flags & (TP_T_TILED | TP_T_ARENA)) != want || !is_nhwc(&t)) {
+        if ((t.flags & (TP_T_TILED | TP_T_ARENA)) != want || !tp_is_nhwc(&t)) {
             return TP_ERR_BLOB_INVALID;
         }
         tiled += want == TP_T_TILED ? 1u : 0u;

@@ -15,6 +15,7 @@
 #include "tinyprop.h"
 #include "tp_gradmap.h"
 #include "tp_le.h"
+#include "tp_ops.h" /* the op kinds */
 
 /* A hot loop nest kept out of its caller: inlined into a large function, its loop counters and
  * pointers are spilled to the stack and every multiply-accumulate reloads them. */
@@ -47,19 +48,6 @@
 #define TP_T_TRAINABLE 4u
 #define TP_T_TILED 8u /* an activation held only tile by tile (TILE): no whole arena buffer */
 
-/* op kinds (graph.OP_CODES) */
-typedef enum {
-    TP_OP_CONV_2D = 1,
-    TP_OP_DEPTHWISE_CONV_2D = 2,
-    TP_OP_FULLY_CONNECTED = 3,
-    TP_OP_ADD = 4,
-    TP_OP_AVERAGE_POOL_2D = 5,
-    TP_OP_MEAN = 6,
-    TP_OP_PAD = 7,
-    TP_OP_RESHAPE = 8,
-    TP_OP_SOFTMAX = 9,
-    TP_OP_KIND_COUNT = 10
-} tp_op_kind;
 
 /* A decoded TENS record. */
 typedef struct {
@@ -228,6 +216,30 @@ static inline uint32_t tp_tensor_elems(const tp_tensor *t)
 static inline uint32_t tp_weight_channels(const tp_op *op, const tp_tensor *w)
 {
     return op->kind == TP_OP_DEPTHWISE_CONV_2D ? w->dims[3] : w->dims[0];
+}
+
+/* An op the loader checks, with the operands its kind has (tp_ops.h) decoded and checked for
+ * their roles: the int8 activations in, in2 (2 inputs) and out; the weights and the bias
+ * (rank 0 when absent) of a weighted kind, their channel counts checked against n_mult. */
+typedef struct {
+    const tp_blob_view *v;
+    const tp_op *op;
+    tp_tensor in, in2, out, weights, bias;
+} tp_checked_op;
+
+/* What the loader knows of an op kind, from its row in tp_ops.h (tp_op_checks.c). */
+typedef struct {
+    int (*check)(const tp_checked_op *c); /* its shapes and parameters: 1 when right */
+    uint8_t weighted, inputs;             /* the row's weights and inputs */
+    uint8_t q_row, q_chan;                /* its integer-map input gradient's scratch */
+} tp_op_def;
+
+/* Indexed by a checked op's kind (0 and kinds >= TP_OP_KIND_COUNT are refused before). */
+extern const tp_op_def tp_op_defs[TP_OP_KIND_COUNT];
+
+static inline int tp_is_nhwc(const tp_tensor *t)
+{
+    return t->rank == 4u && t->dims[0] == 1u;
 }
 
 /* ---- the training program of a checked blob (b->train != NULL) ---- */

@@ -24,19 +24,21 @@ const int8_t *tp_run_op(tp_session *s, uint32_t i, tp_plan plan)
 {
     tp_op op;
     tp_act in, in2, out;
+    const tp_act *second = NULL;
     uint32_t chan;
     tp_decode_op(s->b.ops, i, &op);
     whole_act(s, op.inputs[0], plan, &in);
     whole_act(s, op.output, plan, &out);
-    if (op.kind == TP_OP_ADD) {
+    if (tp_op_defs[op.kind].inputs == 2u) {
         whole_act(s, op.inputs[1], plan, &in2);
+        second = &in2;
     }
     chan = tp_inplace_of(&s->b, i, (uint32_t)plan);
     if (chan != TP_NONE32) { /* the output overwrites the input (the loader: same bytes) */
         tp_exec_inplace(s, &op, plan, &in, &out,
                         (int8_t *)tp_arena_at(s, chan, (uint32_t)(out.shape.h * out.shape.w)));
     } else {
-        tp_exec_op(s, &op, plan, &in, op.kind == TP_OP_ADD ? &in2 : NULL, &out);
+        tp_exec_op(s, &op, plan, &in, second, &out);
     }
     return out.data;
 }

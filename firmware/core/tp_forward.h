@@ -14,8 +14,22 @@ typedef struct {
     tp_shape shape;
 } tp_act;
 
+/* One op's run on given operands, as tp_exec_op hands it to its kind's forward entry. */
+typedef struct {
+    tp_session *s;
+    const tp_op *op;
+    tp_plan plan;
+    const tp_act *in, *in2, *out; /* in2: a 2-input kind's second input, else NULL */
+} tp_op_run;
+
+/* The forward entry of each op kind (tp_ops.h's row; tp_exec.c). */
+#define TP_EXEC_DECL(KIND, code, name, weights, inputs, grad, q_row, q_chan) \
+    void tp_exec_##name(const tp_op_run *r);
+TP_OPS(TP_EXEC_DECL)
+#undef TP_EXEC_DECL
+
 /* Run op's kernel (tp_exec.c) on the given operands, its padding as *op says (a tile's);
- * in2: ADD's second input, else NULL. */
+ * in2: a 2-input kind's second input, else NULL. */
 void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in,
                 const tp_act *in2, const tp_act *out);
 

@@ -83,148 +83,215 @@ static uint8_t *begin_input(const backward_ctx *c, tp_gm_writer *w, uint32_t pos
     return c->scratch + ((rows + 3u) & ~3u);
 }
 
-/* Products W^T dY' sums for one input element at most (backward.fold_terms). */
-static uint32_t fold_terms(const backward_ctx *c)
+/* ---- each op kind's gradients (tp_ops.h's row names them; the table follows) ---- */
+
+/* A weighted kind's integer input gradient begins: dY' folded for W^T dY' sums of at most
+ * `terms` products (backward.fold_terms), then input pos's map at the fold's exponent; returns
+ * the kernel's scratch. */
+static uint8_t *begin_weighted_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w,
+                                 uint32_t terms, tp_gm_fold *f)
 {
-    uint32_t taps = (uint32_t)c->conv.k[0] * c->conv.k[1];
-    switch (c->op.kind) {
-    case TP_OP_FULLY_CONNECTED:
-        return c->w.n_out;
-    case TP_OP_CONV_2D:
-        return taps * c->w.n_out;
-    default:
-        return taps * (uint32_t)c->conv.depth_multiplier;
-    }
+    tp_gm_fold_of(f, &c->dyq, tp_tensor_elems(&c->tout) / c->w.n_out, &c->w, terms);
+    return begin_input(c, w, pos, f->e);
 }
 
-/* input_grads with integer maps. */
+static uint32_t taps(const backward_ctx *c)
+{
+    return (uint32_t)c->conv.k[0] * c->conv.k[1];
+}
+
+static void grad_conv2d_input(const backward_ctx *c, float *dx)
+{
+    c->k->conv2d_input(&c->conv, &c->in_shape, &c->out_shape, &c->w, c->dy, dx);
+}
+
+static void grad_conv2d_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    tp_gm_fold f;
+    uint8_t *ks = begin_weighted_q(c, pos, w, taps(c) * c->w.n_out, &f);
+    c->k->conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f, &c->dyq, w, ks);
+}
+
+static void grad_conv2d_weight(const backward_ctx *c, const int8_t *x, uint32_t o, float *row)
+{
+    c->k->conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
+                        &c->out_shape, c->dy, o, row);
+}
+
+static void grad_conv2d_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o, float *row)
+{
+    c->k->conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
+                          &c->out_shape, &c->dyq, o, row);
+}
+
+static void grad_depthwise_conv2d_input(const backward_ctx *c, float *dx)
+{
+    c->k->depthwise_conv2d_input(&c->conv, &c->in_shape, &c->out_shape, &c->w, c->dy, dx);
+}
+
+static void grad_depthwise_conv2d_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    tp_gm_fold f;
+    uint8_t *ks = begin_weighted_q(c, pos, w, taps(c) * (uint32_t)c->conv.depth_multiplier, &f);
+    c->k->depthwise_conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f, &c->dyq,
+                                   w, ks);
+}
+
+static void grad_depthwise_conv2d_weight(const backward_ctx *c, const int8_t *x, uint32_t o,
+                                         float *row)
+{
+    c->k->depthwise_conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
+                                  &c->out_shape, c->dy, o, row);
+}
+
+static void grad_depthwise_conv2d_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o,
+                                           float *row)
+{
+    c->k->depthwise_conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
+                                    &c->out_shape, &c->dyq, o, row);
+}
+
+static void grad_fully_connected_input(const backward_ctx *c, float *dx)
+{
+    c->k->fully_connected_input(&c->w, c->dy, dx);
+}
+
+static void grad_fully_connected_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    tp_gm_fold f;
+    uint8_t *ks = begin_weighted_q(c, pos, w, c->w.n_out, &f);
+    c->k->fully_connected_input_q(&c->w, &f, &c->dyq, w, ks);
+}
+
+static void grad_fully_connected_weight(const backward_ctx *c, const int8_t *x, uint32_t o,
+                                        float *row)
+{
+    c->k->fully_connected_weight(c->w.row_len, x, c->tin.zero_point, c->tin.scale, c->dy, o,
+                                 row);
+}
+
+static void grad_fully_connected_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o,
+                                          float *row)
+{
+    c->k->fully_connected_weight_q(c->w.row_len, x, c->tin.zero_point, c->tin.scale, &c->dyq,
+                                   o, row);
+}
+
+/* Either input: the loader checked both have the output's size. */
+static void grad_add_input(const backward_ctx *c, float *dx)
+{
+    c->k->add_input(tp_tensor_elems(&c->tout), c->dy, dx);
+}
+
+static void grad_add_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    (void)begin_input(c, w, pos, c->dyq.e);
+    tp_add_input_grad_q(&c->dyq, w);
+}
+
+static void grad_avg_pool2d_input(const backward_ctx *c, float *dx)
+{
+    tp_pool_params p;
+    tp_pool_params_of(&c->op, &p);
+    c->k->avg_pool2d_input(&p, &c->in_shape, &c->out_shape, c->dy, dx);
+}
+
+static void grad_avg_pool2d_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    tp_pool_params p;
+    tp_pool_params_of(&c->op, &p);
+    (void)begin_input(c, w, pos, c->dyq.e - TP_GM_POOL_FRAC);
+    tp_avg_pool2d_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, w);
+}
+
+static void grad_mean_hw_input(const backward_ctx *c, float *dx)
+{
+    c->k->mean_hw_input(&c->in_shape, c->dy, dx);
+}
+
+static void grad_mean_hw_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    (void)begin_input(c, w, pos, c->dyq.e - TP_GM_POOL_FRAC);
+    tp_mean_hw_input_grad_q(&c->in_shape, &c->dyq, w);
+}
+
+static void grad_pad_input(const backward_ctx *c, float *dx)
+{
+    tp_pad_params p;
+    tp_pad_params_of(&c->op, &p);
+    c->k->pad_input(&p, &c->in_shape, &c->out_shape, c->dy, dx);
+}
+
+static void grad_pad_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    tp_pad_params p;
+    tp_pad_params_of(&c->op, &p);
+    (void)begin_input(c, w, pos, c->dyq.e);
+    tp_pad_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, w);
+}
+
+/* An op kind's gradients: of an input (float32 dX, or input pos's integer map begun and
+ * written), and of a weight row o from the op's input x (float32 dY, or integer). A kind
+ * whose row has no grad (weights) has none (0). */
+typedef struct {
+    void (*input)(const backward_ctx *c, float *dx);
+    void (*input_q)(const backward_ctx *c, uint32_t pos, tp_gm_writer *w);
+    void (*weight)(const backward_ctx *c, const int8_t *x, uint32_t o, float *row);
+    void (*weight_q)(const backward_ctx *c, const int8_t *x, uint32_t o, float *row);
+} op_grads;
+
+#define IF_0(entry) 0
+#define IF_1(entry) entry
+#define OP_GRADS(KIND, code, name, weights, inputs, grad, q_row, q_chan)                  \
+    [TP_OP_##KIND] = {IF_##grad(grad_##name##_input), IF_##grad(grad_##name##_input_q),  \
+                      IF_##weights(grad_##name##_weight), IF_##weights(grad_##name##_weight_q)},
+static const op_grads grads[TP_OP_KIND_COUNT] = {TP_OPS(OP_GRADS)};
+#undef OP_GRADS
+#undef IF_0
+#undef IF_1
+
+/* The integer maps of the inputs the record asks for (ADD: both), each begun and written by
+ * the kind's gradient, then ended. */
 static void input_grads_q(const backward_ctx *c)
 {
+    void (*grad)(const backward_ctx *, uint32_t, tp_gm_writer *) = grads[c->op.kind].input_q;
     tp_gm_writer w;
-    if (c->t.flags & TP_TRAN_GRAD_IN0) {
-        switch (c->op.kind) {
-        case TP_OP_CONV_2D:
-        case TP_OP_DEPTHWISE_CONV_2D:
-        case TP_OP_FULLY_CONNECTED: {
-            tp_gm_fold f;
-            uint8_t *ks;
-            tp_gm_fold_of(&f, &c->dyq, tp_tensor_elems(&c->tout) / c->w.n_out, &c->w,
-                          fold_terms(c));
-            ks = begin_input(c, &w, 0u, f.e);
-            if (c->op.kind == TP_OP_CONV_2D) {
-                c->k->conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f, &c->dyq,
-                                     &w, ks);
-            } else if (c->op.kind == TP_OP_DEPTHWISE_CONV_2D) {
-                c->k->depthwise_conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f,
-                                               &c->dyq, &w, ks);
-            } else {
-                c->k->fully_connected_input_q(&c->w, &f, &c->dyq, &w, ks);
-            }
-            break;
-        }
-        case TP_OP_AVERAGE_POOL_2D: {
-            tp_pool_params p;            tp_pool_params_of(&c->op, &p);
-            (void)begin_input(c, &w, 0u, c->dyq.e - TP_GM_POOL_FRAC);
-            tp_avg_pool2d_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, &w);
-            break;
-        }
-        case TP_OP_MEAN:
-            (void)begin_input(c, &w, 0u, c->dyq.e - TP_GM_POOL_FRAC);
-            tp_mean_hw_input_grad_q(&c->in_shape, &c->dyq, &w);
-            break;
-        case TP_OP_PAD: {
-            tp_pad_params p;            tp_pad_params_of(&c->op, &p);
-            (void)begin_input(c, &w, 0u, c->dyq.e);
-            tp_pad_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, &w);
-            break;
-        }
-        case TP_OP_ADD:
-            (void)begin_input(c, &w, 0u, c->dyq.e);
-            tp_add_input_grad_q(&c->dyq, &w);
-            break;
-        default: /* RESHAPE shares its gradient buffer with its input */
-            return;
-        }
-        tp_gm_end(&w);
+    uint32_t pos;
+    if (grad == NULL) { /* RESHAPE shares its gradient buffer with its input */
+        return;
     }
-    if (c->t.flags & TP_TRAN_GRAD_IN1) { /* ADD's second input */
-        (void)begin_input(c, &w, 1u, c->dyq.e);
-        tp_add_input_grad_q(&c->dyq, &w);
-        tp_gm_end(&w);
+    for (pos = 0; pos < 2u; pos++) {
+        if (c->t.flags & (pos == 0u ? TP_TRAN_GRAD_IN0 : TP_TRAN_GRAD_IN1)) {
+            grad(c, pos, &w);
+            tp_gm_end(&w);
+        }
     }
 }
 
-/* dX of input 0 (plus, for ADD, input 1), accumulated from dY by the op's gradient kernel. */
+/* dX of the inputs the record asks for (ADD: both), zeroed first by their first writer, then
+ * accumulated from dY by the kind's gradient (none: RESHAPE shares its input's buffer). */
 static void input_grads(const backward_ctx *c)
 {
-    tp_session *s = c->s;
-    uint32_t i;
-    if (c->t.flags & TP_TRAN_GRAD_IN0) {
-        uint32_t nin = tp_tensor_elems(&c->tin);
-        float *dx = grad_of(s, c->op.inputs[0], nin);
-        if (c->t.flags & TP_TRAN_ZERO_IN0) {
-            for (i = 0; i < nin; i++) {
-                dx[i] = 0.0f;
-            }
-        }
-        switch (c->op.kind) {
-        case TP_OP_FULLY_CONNECTED:
-            c->k->fully_connected_input(&c->w, c->dy, dx);
-            break;
-        case TP_OP_CONV_2D:
-            c->k->conv2d_input(&c->conv, &c->in_shape, &c->out_shape, &c->w, c->dy, dx);
-            break;
-        case TP_OP_DEPTHWISE_CONV_2D:
-            c->k->depthwise_conv2d_input(&c->conv, &c->in_shape, &c->out_shape, &c->w, c->dy, dx);
-            break;
-        case TP_OP_ADD:
-            c->k->add_input(nin, c->dy, dx);
-            break;
-        case TP_OP_AVERAGE_POOL_2D: {
-            tp_pool_params p;            tp_pool_params_of(&c->op, &p);
-            c->k->avg_pool2d_input(&p, &c->in_shape, &c->out_shape, c->dy, dx);
-            break;
-        }
-        case TP_OP_MEAN:
-            c->k->mean_hw_input(&c->in_shape, c->dy, dx);
-            break;
-        case TP_OP_PAD: {
-            tp_pad_params p;            tp_pad_params_of(&c->op, &p);
-            c->k->pad_input(&p, &c->in_shape, &c->out_shape, c->dy, dx);
-            break;
-        }
-        default: /* RESHAPE shares its gradient buffer with its input */
-            break;
-        }
-    }
-    if (c->t.flags & TP_TRAN_GRAD_IN1) { /* ADD's second input */
-        tp_tensor t2;
+    void (*grad)(const backward_ctx *, float *) = grads[c->op.kind].input;
+    uint32_t pos, i;
+    for (pos = 0; pos < 2u; pos++) {
+        tp_tensor t;
+        uint32_t n;
         float *dx;
-        uint32_t n2;
-        tp_decode_tensor(s->b.tensors, c->op.inputs[1], &t2);
-        n2 = tp_tensor_elems(&t2);
-        dx = grad_of(s, c->op.inputs[1], n2);
-        if (c->t.flags & TP_TRAN_ZERO_IN1) {
-            for (i = 0; i < n2; i++) {
+        if (!(c->t.flags & (pos == 0u ? TP_TRAN_GRAD_IN0 : TP_TRAN_GRAD_IN1))) {
+            continue;
+        }
+        tp_decode_tensor(c->s->b.tensors, c->op.inputs[pos], &t);
+        n = tp_tensor_elems(&t);
+        dx = grad_of(c->s, c->op.inputs[pos], n);
+        if (c->t.flags & (pos == 0u ? TP_TRAN_ZERO_IN0 : TP_TRAN_ZERO_IN1)) {
+            for (i = 0; i < n; i++) {
                 dx[i] = 0.0f;
             }
         }
-        c->k->add_input(n2, c->dy, dx);
-    }
-}
-
-/* Row o of dW from an integer dY. */
-static void weight_row_q(const backward_ctx *c, const int8_t *x, uint32_t o, float *row)
-{
-    if (c->op.kind == TP_OP_FULLY_CONNECTED) {
-        c->k->fully_connected_weight_q(c->w.row_len, x, c->tin.zero_point, c->tin.scale, &c->dyq,
-                                       o, row);
-    } else if (c->op.kind == TP_OP_CONV_2D) {
-        c->k->conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
-                              &c->out_shape, &c->dyq, o, row);
-    } else {
-        c->k->depthwise_conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point,
-                                        c->tin.scale, &c->out_shape, &c->dyq, o, row);
+        if (grad != NULL) {
+            grad(c, dx);
+        }
     }
 }
 
@@ -233,6 +300,7 @@ static void weight_row_q(const backward_ctx *c, const int8_t *x, uint32_t o, flo
 static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
 {
     tp_session *s = c->s;
+    const op_grads *g = &grads[c->op.kind]; /* a weighted kind: the loader checked */
     uint32_t n_out = c->w.n_out, row_len = c->w.row_len, o;
     uint32_t positions = tp_tensor_elems(&c->tout) / n_out;
     tp_update u;
@@ -277,18 +345,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
                 continue;
             }
             part(s, TP_PART_GRAD, c->op.index);
-            if (c->format != TP_GRAD_FLOAT32) {
-                weight_row_q(c, x, o, row);
-            } else if (c->op.kind == TP_OP_FULLY_CONNECTED) {
-                c->k->fully_connected_weight(row_len, x, c->tin.zero_point, c->tin.scale, c->dy,
-                                             o, row);
-            } else if (c->op.kind == TP_OP_CONV_2D) {
-                c->k->conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
-                                    &c->out_shape, c->dy, o, row);
-            } else {
-                c->k->depthwise_conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point,
-                                              c->tin.scale, &c->out_shape, c->dy, o, row);
-            }
+            (c->format == TP_GRAD_FLOAT32 ? g->weight : g->weight_q)(c, x, o, row);
             part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row,
                                 row_len, tp_weights_scale(&c->w, o));
@@ -390,7 +447,7 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
         apply_mask(&c, tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u), n);
     }
-    if (c.op.kind <= TP_OP_FULLY_CONNECTED) {
+    if (tp_op_defs[c.op.kind].weighted) {
         tp_tensor tw;
         tp_decode_tensor(s->b.tensors, c.op.inputs[1], &tw);
         tp_weights_of(s, &c.op, &tw, &c.w);
