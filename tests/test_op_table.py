@@ -16,7 +16,7 @@ from tinyprop.compile.scheme import parse_scheme
 from tinyprop.compile.train_plan import build_program as build_train_program
 from tinyprop.device.firmware import PROGRAM_FLAGS, core_cflags, core_sources
 from tinyprop.engines.native import blob_status
-from tinyprop.frontend.graph import OP_CODES
+from tinyprop.frontend.ops import spec
 from tinyprop.paths import REPO_ROOT as REPO
 
 TEST_COPY = 10  # the extra row's code: the next after the list's
@@ -48,8 +48,8 @@ def test_an_op_kind_added_by_a_row_loads_runs_and_trains(tmp_path):
     for grad in ("float32", "int8"):  # both gradient paths of the training table
         program = build_train_program(graph, parse_scheme(graph, "last:2"), grad=grad)
         blob = pack_blob(graph, zlib.crc32(graph.name.encode()), train=program)
-        copy = with_kind(blob, OP_CODES["RESHAPE"], TEST_COPY)
-        past = with_kind(blob, OP_CODES["RESHAPE"], TEST_COPY + 1)
+        copy = with_kind(blob, spec("RESHAPE").code, TEST_COPY)
+        past = with_kind(blob, spec("RESHAPE").code, TEST_COPY + 1)
         paths = []
         for name, b in (("reshape", blob), ("copy", copy), ("past", past)):
             paths.append(tmp_path / f"{grad}-{name}.tpb")

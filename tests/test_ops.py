@@ -27,11 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 HOST = ROOT / "host" / "tinyprop"
 
 
-def test_codes_are_the_c_enum():
-    header = (ROOT / "firmware" / "core" / "tp_blob.h").read_text()
-    c = {m[1]: int(m[2]) for m in re.finditer(r"TP_OP_(\w+) = (\d+)", header)}
-    assert c.pop("KIND_COUNT") == max(c.values()) + 1
-    assert {k: ops.spec(k).code for k in ops.kinds()} == c
+def test_codes_are_the_c_table():
+    """The registry and the C op table (firmware/core/tp_ops.h) agree on every kind's code and
+    on which kinds have weights."""
+    header = (ROOT / "firmware" / "core" / "tp_ops.h").read_text()
+    rows = re.findall(r"X\((\w+),\s*(\d+),\s*\w+,\s*(\d+),", header)
+    assert len(rows) >= 9
+    assert {k: (ops.spec(k).code, ops.spec(k).weighted) for k in ops.kinds()} == {
+        k: (int(code), bool(int(w))) for k, code, w in rows}
 
 
 # A test-only op: y = -x around the zero point (input and output share one quantization).

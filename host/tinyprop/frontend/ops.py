@@ -23,7 +23,7 @@ Hook = Callable | str | None
 @dataclass(frozen=True)
 class OpSpec:
     kind: str  # the TFLite builtin operator's name, as the graph IR's Op.kind
-    code: int  # its blob code: enum tp_op_kind in firmware/core/tp_blob.h
+    code: int  # its blob code: its row's in firmware/core/tp_ops.h
     # opparams: fills the op's integer parameters, (graph, op, OpParams) -> None
     params: Hook = None
     # the reference kernel: (graph, op, OpParams, values by tensor index) -> its int8 output
