@@ -27,13 +27,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Build the firmware with PlatformIO (the blob compiled in) and upload it, "
         "or write a prebuilt image with esptool.")  # fmt: skip
     p.add_argument("--board", required=True,
-                   help="a real board: its name under boards/ (e.g. nano33ble, esp32) or your "
-                   "own board's folder, whose profile.json has a flash section")
+                   help="a real board: its name under boards/ (e.g. nano33ble) or your own "
+                   "board's folder, whose profile.json has a flash section")
     p.add_argument("--blob", type=Path, help="training blob (.tpb) to compile into the firmware")
     p.add_argument("--port", help="serial port of the board (default: the only one present)")
     p.add_argument("--image", type=Path,
-                   help="write this prebuilt application image with esptool, no build (boards "
-                   "whose descriptor has flash.image: the ESP32)")
+                   help="write this prebuilt application image with esptool, no build (a board "
+                   "whose descriptor has flash.image)")
     p.add_argument("--build-only", action="store_true",
                    help="build the firmware with PlatformIO, upload nothing (no board needed)")
     p.set_defaults(func=run)
