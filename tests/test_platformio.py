@@ -97,7 +97,7 @@ def test_platformio_ini_has_the_boards_envs_and_no_other():
             if name.startswith("env:")}
     boards = {load_profile(n).flashing.platformio_env: n for n in board_names()
               if load_profile(n).flashing is not None}
-    assert sorted(boards.values()) == ["esp32", "nano33ble"]
+    assert {"esp32", "nano33ble"} <= set(boards.values())
     for env, board in boards.items():
         assert env in envs, f"{board}'s env {env} is not in platformio.ini"
         assert f"+<{board}/>" in envs[env]["build_src_filter"], env

@@ -31,7 +31,7 @@ from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.paths import BOARDS_ROOT
 
-BOARDS = ["esp32", "host", "nano33ble", "qemu-m4", "rv32-virt"]
+BOARDS = ["esp32", "host", "nano33ble", "qemu-m4", "rv32-virt"]  # at least; a new one adds itself
 
 
 def one_line_error(capsys, argv: list[str]) -> str:
@@ -54,8 +54,8 @@ def big_blob(vww_model_path, tmp_path_factory) -> Path:
 
 
 def test_every_board_has_a_profile_and_every_figure_its_source():
-    assert board_names() == BOARDS
-    for name in BOARDS:
+    assert set(BOARDS) <= set(board_names())
+    for name in board_names():
         raw = json.loads((BOARDS_ROOT / name / "profile.json").read_text())
         for key in ("sram_bytes", "flash_bytes", "device_bytes", "plan_margin_bytes"):
             assert raw[key]["source"].strip(), (name, key)
