@@ -67,9 +67,9 @@ def test_missing_blob_file_is_named(capsys, tmp_path):
     assert f"--blob {tmp_path / 'nope.tpb'}: no such file" in err
 
 
-def test_image_is_for_the_esp32_only(capsys, image):
+def test_image_is_for_a_board_whose_descriptor_has_one(capsys, image):
     err = flash(capsys, "--board", "nano33ble", "--image", str(image))
-    assert "--image is for the esp32" in err
+    assert "--image: board nano33ble (boards/nano33ble/profile.json) takes no prebuilt image" in err
 
 
 def test_missing_platformio_is_named(capsys, monkeypatch, tmp_path, blob):

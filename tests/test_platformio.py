@@ -21,7 +21,7 @@ from test_device_host import LR, SEED, load_small_model
 from tinyprop.device.device import Device
 from tinyprop.device.firmware import build_program, write_blob_header
 from tinyprop.device.link import Link, PipeTransport
-from tinyprop.device.profiles import load_profile
+from tinyprop.device.profiles import board_names, load_profile
 from tinyprop.device.runners import start_host_board
 from tinyprop.paths import REPO_ROOT
 
@@ -85,6 +85,29 @@ def make_print(what: str) -> list[str]:
 
 def flags(value: str | list[str]) -> list[str]:
     return shlex.split(" ".join(value) if isinstance(value, list) else value)
+
+
+def test_platformio_ini_has_the_boards_envs_and_no_other():
+    """A board whose descriptor names a PlatformIO env (flash.platformio_env) has it in
+    platformio.ini, building the board's own folder; every other env there is a variant of a
+    board's (extends it) or the native tests' (no board code)."""
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(REPO_ROOT / "platformio.ini")
+    envs = {name.removeprefix("env:"): ini[name] for name in ini.sections()
+            if name.startswith("env:")}
+    boards = {load_profile(n).flashing.platformio_env: n for n in board_names()
+              if load_profile(n).flashing is not None}
+    assert {"esp32", "nano33ble"} <= set(boards.values())
+    for env, board in boards.items():
+        assert env in envs, f"{board}'s env {env} is not in platformio.ini"
+        assert f"+<{board}/>" in envs[env]["build_src_filter"], env
+    for env, section in envs.items():
+        if env in boards:
+            continue
+        if section.get("platform") == "native":
+            assert section["build_src_filter"].strip() == "-<*>", env
+        else:
+            assert section.get("extends", "").removeprefix("env:") in boards, env
 
 
 @needs_pio

@@ -129,10 +129,11 @@ def test_convert_train_eval_monitor_and_the_platformio_project(installed, vww_mo
     (work / "bin" / "pio").write_text(f"#!/bin/sh\nexec {python} -m platformio \"$@\"\n")
     (work / "bin" / "pio").chmod(0o755)
     pio_env = {**env, "PATH": f"{work / 'bin'}:{env['PATH']}"}
-    out = run([python, "-c", "import json; from pathlib import Path; from "
-               "tinyprop.commands.flash import pio_command; c, e = pio_command('nano33ble', "
-               "Path('m.tpb'), None, upload=False); print(json.dumps([c, "
-               "e['PLATFORMIO_WORKSPACE_DIR'], e['PLATFORMIO_BUILD_FLAGS']]))"], work, pio_env)
+    out = run([python, "-c", "import json; from pathlib import Path; from tinyprop.device.flash "
+               "import flash_job; from tinyprop.device.profiles import load_profile; j = "
+               "flash_job(load_profile('nano33ble'), blob=Path('m.tpb'), build_only=True); "
+               "print(json.dumps([j.command, j.env['PLATFORMIO_WORKSPACE_DIR'], "
+               "j.env['PLATFORMIO_BUILD_FLAGS']]))"], work, pio_env)
     command, workspace, flags = json.loads(out.stdout)
     root = installed["site"] / "tinyprop" / "_native"
     assert command[1:] == ["run", "-d", str(root), "-e", "nano33ble"]

@@ -1,6 +1,7 @@
 # app.mk - what every board Makefile shares: the repository paths, the application choice and the
-# portable library (firmware/sources.mk). A board Makefile sets BOARD, includes this, then adds
-# its own sources, flags and link rule. The applications (firmware/apps/) use only tinyprop.h,
+# portable library (firmware/sources.mk). A board Makefile sets BOARD_DIR (its own folder, which
+# may be outside the repository) and BOARD (the folder's name), includes this through TP_ROOT (the
+# repository; tinyprop passes it), then adds its own sources, flags and link rule. The applications (firmware/apps/) use only tinyprop.h,
 # tp_proto.h and the HAL, tp_board.h, which each board implements.
 #
 #   APP=device    (default) the device main loop: tp_device_main() in apps/device/tp_device.c
@@ -70,7 +71,7 @@ BUILD := $(TP_BUILD)/$(BOARD)
 OBJ_DIR := $(BUILD)/obj-$(PROG)
 include $(ROOT)/firmware/sources.mk
 FIRMWARE_SRCS := $(TP_LIB_SRCS)
-INCLUDES := $(TP_INCLUDES) -I$(ROOT)/boards/$(BOARD)
+INCLUDES := $(TP_INCLUDES) -I$(BOARD_DIR)
 # Same numerics on every board: no fused multiply-add, so floats match the host reference.
 COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
                  -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY) \
@@ -78,10 +79,15 @@ COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
 
 .DEFAULT_GOAL := all
 
-# Objects mirror the repository's layout; the application, which may live anywhere, is app.o.
-# The board Makefile sets CC and CFLAGS (used when the recipes run).
-obj_of = $(patsubst $(ROOT)/%.c,$(OBJ_DIR)/%.o,$(1))
+# Objects mirror the repository's layout, the board folder's (which may live anywhere) under
+# board/; the application, which may live anywhere too, is app.o. The board Makefile sets CC and
+# CFLAGS (used when the recipes run).
+obj_of = $(patsubst $(ROOT)/%.c,$(OBJ_DIR)/%.o,$(patsubst $(BOARD_DIR)/%.c,$(OBJ_DIR)/board/%.o,$(1)))
 APP_OBJ := $(if $(APP_SRC),$(OBJ_DIR)/app.o)
+
+$(OBJ_DIR)/board/%.o: $(BOARD_DIR)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(OBJ_DIR)/%.o: $(ROOT)/%.c
 	@mkdir -p $(dir $@)

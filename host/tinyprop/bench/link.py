@@ -23,6 +23,7 @@ from ..compile.scheme import parse_scheme
 from ..data.assets import resolve_model
 from ..device.boards import open_board
 from ..device.device import write_bulk_file
+from ..device.profiles import load_profile
 from ..frontend.tflite_reader import read_tflite
 
 
@@ -40,7 +41,7 @@ def measure(board: str, blob: bytes, xs: np.ndarray, n: int) -> dict:
                "transfer_samples_per_s": round(rate(n, lambda i: dev.write_input(xs[i])), 2)}
         out["transfer_bytes_per_s"] = round(out["transfer_samples_per_s"] * xs[0].size)
         out["eval_samples_per_s"] = round(rate(n, lambda i: dev.classify(xs[i])), 2)
-        if board == "qemu-m4":
+        if load_profile(board).runner.bulk_samples:
             write_bulk_file(Path(tmp) / "eval.bin", xs[:n], np.zeros(n, np.uint8))
             dev.bulk_open("eval.bin")
             out["bulk_eval_samples_per_s"] = round(rate(n, dev.evaluate_bulk), 2)

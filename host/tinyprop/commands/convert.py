@@ -21,9 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--header", type=Path, help="also write the blob as a C header")
     p.add_argument("--scheme", default="last:2",
                    help="bias-only | bias-last:N | last:K | auto | FILE.json (default last:2)")
-    p.add_argument("--board", help="plan for this board's memory (its profile.json in boards/: "
-                   "qemu-m4, rv32-virt, host, nano33ble, esp32): its budget and reserve, and on "
-                   "heap boards its largest blocks")
+    p.add_argument("--board", help="plan for this board's memory: its name (a folder under "
+                   "boards/, e.g. nano33ble) or your own board's folder, by its profile.json: its "
+                   "budget and reserve, on heap boards its largest blocks, and its --target")
     p.add_argument("--budget", help="board SRAM for the firmware, e.g. 64KB, 128KB, 256KB: "
                    "arena + trainable parameters must fit in it minus --reserve (overrides "
                    "--board's)")
@@ -39,8 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "parameter, counted in the budget (then train --momentum 0.9)")
     p.add_argument("--target", choices=list(TARGETS),
                    help="the kernels the board's firmware builds, whose scratch the blob plans: "
-                   "cortex-m4 (also m7, m33: the DSP kernels; qemu-m4, Nano 33 BLE) or ref "
-                   f"(host, rv32-virt, ESP32); default --board's, else {DEFAULT_TARGET}")
+                   "cortex-m4 (also m7, m33: the DSP kernels) or ref (any CPU); default "
+                   f"--board's (its profile.json's kernels.target), else {DEFAULT_TARGET}")
     p.add_argument("--patch", default="auto", choices=PATCH_MODES,
                    help="run the frozen first ops tile by tile (recomputing the tiles' overlap) "
                    "and depthwise ops in place: auto (default) only as far as --budget needs, "
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 def room_line(room: Room) -> str:
     """Which room the plan was made for: the profile and its figures."""
-    where = (f"board {room.board} (boards/{room.board}/profile.json)" if room.board
+    where = (f"board {room.board} ({room.source})" if room.board
              else "--budget")
     blocks = (f"; arena within the largest heap block {room.arena_block:,} B, params within "
               f"the second {room.params_block:,} B" if room.arena_block is not None else "")

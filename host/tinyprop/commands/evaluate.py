@@ -1,7 +1,8 @@
 """`tinyprop eval MODEL --data DIR`: accuracy and per-class accuracy of a model on a split.
 
 A .tflite runs in the TFLite interpreter (its reference kernels); a .tpb blob runs on an engine
-(`--board reference|host|qemu-m4|rv32-virt|PORT`), with its parameters as converted.
+(`--board reference|host|BOARD|PORT`, BOARD a board tinyprop starts: its name or folder), with
+its parameters as converted.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """`tinyprop infer MODEL --input X.npy -o Y.npy`: int8 outputs of a model for an int8 batch.
 
 Any engine runs it (`--board`, alias `--engine`): `reference` (the NumPy reference, from a
-.tflite), `host` (the C core built for this machine), a built board (`qemu-m4`, `rv32-virt`) or
-the serial port / URL of a board flashed with the blob; the C core and the boards take a .tflite
-packed on the fly or a .tpb blob. All are bit-exact with TFLite's reference kernels, so their
-outputs are identical.
+.tflite), `host` (the C core built for this machine), a board tinyprop builds and starts (its
+name under boards/ or its folder) or the serial port / URL of a board flashed with the blob; the
+C core and the boards take a .tflite packed on the fly or a .tpb blob. All are bit-exact with
+TFLite's reference kernels, so their outputs are identical.
 """
 
 from __future__ import annotations

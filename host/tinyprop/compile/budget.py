@@ -39,13 +39,15 @@ def parse_budget(text: str, flag: str = "--budget") -> int:
 class Room:
     """What a plan may hold: arena + params region (+ optimizer state) within budget - reserve,
     and, where the board allocates them as two heap blocks, the arena within `arena_block` and
-    the params region within `params_block`. `board` names the profile it came from."""
+    the params region within `params_block`. `board` names the profile it came from, `source`
+    its file as shown."""
 
     budget: int
     reserve: int = DEFAULT_RESERVE
     arena_block: int | None = None
     params_block: int | None = None
     board: str | None = None
+    source: str | None = None
 
     @property
     def limit(self) -> int:
@@ -73,7 +75,7 @@ def over_budget(prog: TrainProgram, room: Room) -> TinypropError:
     auto = prog.scheme.name.startswith("auto")
     smallest = " (the smallest auto scheme: the classifier alone)" if auto else ""
     fix = "" if auto else "a smaller scheme (e.g. bias-last:N, last:1), "
-    where = (f"--board {room.board} (boards/{room.board}/profile.json)" if room.board
+    where = (f"--board {room.board} ({room.source})" if room.board
              else f"--budget {room.budget:,} B")
     needs = (f"scheme {prog.scheme.describe()}{smallest} needs arena_peak {prog.arena_bytes:,} B "
              f"({detail}) + trainable {prog.params_bytes:,} B{optimizer}")

@@ -3,9 +3,10 @@ scratch lives in both arena plans (the blob's SCRA section, docs/blob-format.md)
 
 A target names the kernel set its firmware builds: `cortex-m4` (also `cortex-m7`,
 `cortex-m33`): the Cortex-M DSP kernels of firmware/core/kernels/arm/ for CONV_2D and 3x3
-DEPTHWISE_CONV_2D, the reference kernels for the rest; `ref`: the reference kernels only (host,
-rv32-virt, ESP32). This module mirrors the C side: `scratch_bytes` is each DSP kernel's
-`*_scratch_bytes`, `dsp_channels_ok` its `tp_dsp_prepare` (tests check both against the C).
+DEPTHWISE_CONV_2D, the reference kernels for the rest; `ref`: the reference kernels only (any
+CPU). A board's descriptor names its target (boards/<name>/profile.json: kernels). This module
+mirrors the C side: `scratch_bytes` is each DSP kernel's `*_scratch_bytes`, `dsp_channels_ok`
+its `tp_dsp_prepare` (tests check both against the C).
 
 Scratch is planned after the activations, into the finished plans (first fit, never moving an
 activation): an op's scratch lives only during its own step. When a limit is given (a budget

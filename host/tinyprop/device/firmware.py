@@ -1,6 +1,7 @@
 """Building C with make: the portable core for this machine (libtinyprop.so for the ctypes
 binding, libtinyprop.a for C programs such as the test drivers) through firmware/Makefile, and
-board firmware through boards/<name>/Makefile, with a model blob compiled in.
+board firmware through the board folder's Makefile (boards/<name>/, or a user's board folder
+anywhere: tinyprop.device.profiles), with a model blob compiled in.
 
 make decides what to rebuild. Builds that share files hold a file lock while make runs (the
 core's folder; a board firmware's own output): test workers in parallel processes share build/.
@@ -10,6 +11,7 @@ carries); everything built goes under tinyprop.paths.BUILD_ROOT, never beside th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -26,19 +28,13 @@ import numpy as np
 from ..compile.blob import blob_id, c_header, read_blob
 from ..errors import TinypropError
 from ..paths import BUILD_ROOT, REPO_ROOT, file_lock, setup_hint
+from .profiles import BoardProfile, load_profile
 
 FIRMWARE_DIR = REPO_ROOT / "firmware"
 CORE_BUILD = BUILD_ROOT / "firmware"  # BUILD= of firmware/Makefile
 BLOB_DIR = BUILD_ROOT / "blobs"
 SAMPLES_DIR = BUILD_ROOT / "samples"
 
-# Compiler each board's Makefile needs, and the Debian package that provides it.
-TOOLCHAINS = {
-    "qemu-m4": ("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
-    "rv32-virt": ("riscv64-unknown-elf-gcc",
-                  "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"),
-    "host": ("gcc", "gcc libc6-dev"),
-}
 # A program linking the core adds these to `make print-cflags` (the headers, the C standard).
 PROGRAM_FLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Werror"]
 SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
@@ -154,29 +150,41 @@ def build_program(main_source: str | os.PathLike, sanitize: bool = False,
 
 # ---- board firmware ----
 
+def board_build_root(board: BoardProfile) -> Path:
+    """TP_BUILD of `board`'s builds (its output goes to <TP_BUILD>/<name>/): build/ for the
+    repository's boards; for a board folder elsewhere, a folder named by a digest of its path,
+    so two folders of one name never share objects."""
+    if board.in_tree:
+        return BUILD_ROOT
+    return BUILD_ROOT / "boards" / hashlib.sha256(str(board.folder).encode()).hexdigest()[:12]
+
+
 def build_firmware(
     board: str = "qemu-m4", app: str | None = None, variables: dict[str, str] | None = None
 ) -> Path:
     """Build `app` ("selftest", or None for the board's default, the device firmware) for
-    `board` with its Makefile and return the executable; make rebuilds only what changed.
-    `variables` are extra make variables, e.g. {"BLOB": "path/to/model_tpb.h"}."""
-    if board not in TOOLCHAINS:
-        raise TinypropError(
-            f"board {board!r}: no Makefile-built board of that name; use one of "
-            f"{', '.join(sorted(TOOLCHAINS))}"
-        )
-    _need(f"building for {board}", TOOLCHAINS[board], ("make", "make"))
-    make = ["-C", str(REPO_ROOT / "boards" / board), f"TP_BUILD={BUILD_ROOT}"]
+    `board` (a --board value: a board's name or folder) with its folder's Makefile and return
+    the executable; make rebuilds only what changed. `variables` are extra make variables,
+    e.g. {"BLOB": "path/to/model_tpb.h"}."""
+    profile = load_profile(board)
+    if profile.toolchain is None:
+        raise TinypropError(f"{profile.where()}: tinyprop does not build this board (its "
+                            "descriptor has no build section); flash it with tinyprop flash")
+    _need(f"building for {profile.name}",
+          (profile.toolchain.compiler, profile.toolchain.packages), ("make", "make"))
+    build_root = board_build_root(profile)
+    make = ["-C", str(profile.folder), f"TP_ROOT={REPO_ROOT}", f"TP_BUILD={build_root}"]
     if app is not None:
         make.append(f"APP={app}")
     make += [f"{name}={value}" for name, value in (variables or {}).items()]
-    out = Path(_make([*make, "path"], BUILD_ROOT / board, f"the path of {board}'s firmware")
-               .strip())
+    out = Path(_make([*make, "path"], build_root / profile.name,
+                     f"the path of {profile.name}'s firmware").strip())
     # Each output (an app, a blob, a samples header) has its own objects, obj-<name>/, and
     # nothing else of the board's folder is written: a build holds its output's lock only, so
     # two processes build two blobs' firmware at once, and one waiting for the same output
     # finds it built.
-    _make(make, out.parent, f"{board} firmware (APP={app or 'device'})", output=out.name)
+    _make(make, out.parent, f"{profile.name} firmware (APP={app or 'device'})",
+          output=out.name)
     return out
 
 
@@ -199,7 +207,8 @@ def write_blob_header(blob: bytes) -> Path:
 
 
 def build_device_firmware(board: str, blob: bytes) -> Path:
-    """Firmware for `board` (one of TOOLCHAINS) with `blob` compiled in; cached per blob."""
+    """Firmware for `board` (a board tinyprop builds) with `blob` compiled in; cached per
+    blob."""
     return build_firmware(board, variables={"BLOB": str(write_blob_header(blob))})
 
 

@@ -1,6 +1,6 @@
-"""Run built boards: the emulated ones under QEMU (qemu-m4, a Cortex-M4F, and rv32-virt, an
-RV32IMC without FPU; UART on a loopback TCP port) and the POSIX host board (UART on pipes, or a
-pty). Building them is tinyprop.device.firmware's job.
+"""Run built boards: an emulated one under the emulator its descriptor names (run.command, e.g.
+QEMU; UART on a loopback TCP port) and a board that is a process on this machine, the POSIX host
+board (UART on pipes, or a pty). Building them is tinyprop.device.firmware's job.
 
 Both runs are context managers that always stop the process on exit and kill it when it runs
 past its time limit, so a hung guest ends a test instead of blocking it.
@@ -21,24 +21,9 @@ import serial
 
 from ..errors import TinypropError
 from ..paths import setup_hint
+from .profiles import load_profile
 
-# The emulated boards: QEMU program, its Debian package, and the machine. rv32-virt: -bios none
-# starts the hart at 0x80000000, where link.ld puts the entry.
-QEMU_BOARDS = {
-    "qemu-m4": ("qemu-system-arm", "qemu-system-arm", ["-M", "mps2-an386", "-cpu", "cortex-m4"]),
-    "rv32-virt": ("qemu-system-riscv32", "qemu-system-misc", ["-M", "virt", "-bios", "none"]),
-}
-
-# -icount shift=0: one instruction per virtual ns, so qemu-m4's 25 MHz counter counts
-# instructions / 40 and rv32-virt's instret counts instructions, the same on every run;
-# align/sleep off: never wait for real time.
-QEMU_COMMON_ARGS = [
-    "-nographic", "-monitor", "none",
-    "-semihosting-config", "enable=on,target=native",
-    "-icount", "shift=0,align=off,sleep=off",
-]  # fmt: skip
-
-QEMU_LOG = "qemu.log"
+QEMU_LOG = "qemu.log"  # the emulator's output and the semihosting console
 
 
 class BoardRun:
@@ -77,8 +62,8 @@ class BoardRun:
 
 
 class QemuRun(BoardRun):
-    """QEMU running an emulated board's ELF. The guest starts when the first client connects to
-    `.url`."""
+    """The emulator (QEMU) running an emulated board's ELF. The guest starts when the first
+    client connects to `.url`."""
 
     def __init__(self, proc: subprocess.Popen, timeout: float, port: int, workdir: Path) -> None:
         super().__init__(proc, timeout)
@@ -99,35 +84,32 @@ class QemuRun(BoardRun):
 def start_qemu(
     elf: Path, *, workdir: Path, timeout: float = 120.0, board: str = "qemu-m4"
 ) -> Iterator[QemuRun]:
-    """Run `elf` on the emulated `board` (a QEMU_BOARDS key) with UART0 on a loopback TCP port
-    and semihosting files relative to `workdir`; QEMU is killed after `timeout` seconds and
-    always stopped at exit."""
-    if board not in QEMU_BOARDS:
+    """Run `elf` on the emulated `board` (a --board value whose descriptor's run.kind is
+    "emulator") with UART0 on a loopback TCP port and semihosting files relative to `workdir`;
+    the emulator is killed after `timeout` seconds and always stopped at exit."""
+    profile = load_profile(board)
+    if profile.runner is None or profile.runner.kind != "emulator":
+        raise TinypropError(f"{profile.where()}: not an emulated board (its descriptor has no "
+                            "run.kind emulator); run an emulated board, e.g. qemu-m4")
+    program, *args = profile.runner.command
+    emulator = shutil.which(program)
+    if emulator is None:
         raise TinypropError(
-            f"board {board!r}: not an emulated board; use one of {', '.join(sorted(QEMU_BOARDS))}"
-        )
-    program, package, machine = QEMU_BOARDS[board]
-    qemu = shutil.which(program)
-    if qemu is None:
-        raise TinypropError(
-            f"running the {board} board needs {program}, which is not installed; run "
-            f"`sudo apt-get install {package}`{setup_hint()}"
+            f"running the {profile.name} board needs {program}, which is not installed; run "
+            f"`sudo apt-get install {profile.runner.packages}`{setup_hint()}"
         )
     if not Path(elf).is_file():
-        raise TinypropError(f"{elf}: no such firmware file; build it with `make -C boards/{board}`")
+        raise TinypropError(f"{elf}: no such firmware file; build it with "
+                            f"`make -C {profile.folder}`")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    # We bind the port and hand QEMU the listening socket, instead of picking a free port for
-    # QEMU to bind later: no other process can take the port in between, so no retry is needed.
+    # We bind the port and hand the emulator the listening socket, instead of picking a free
+    # port for it to bind later: no other process can take the port in between, so no retry.
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     fd = listener.fileno()
-    cmd = [
-        qemu, *machine, *QEMU_COMMON_ARGS,
-        "-chardev", f"socket,id=uart0,fd={fd},server=on,wait=on,nodelay=on",
-        "-serial", "chardev:uart0",
-        "-kernel", str(Path(elf).resolve()),
-    ]  # fmt: skip
+    fields = {"{firmware}": str(Path(elf).resolve()), "{uart_fd}": str(fd)}
+    cmd = [emulator, *(_fill(arg, fields) for arg in args)]
     with open(workdir / QEMU_LOG, "wb") as log:
         proc = subprocess.Popen(
             cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -139,6 +121,12 @@ def start_qemu(
         yield run
     finally:
         run.stop()
+
+
+def _fill(arg: str, fields: dict[str, str]) -> str:
+    for field, value in fields.items():
+        arg = arg.replace(field, value)
+    return arg
 
 
 class HostRun(BoardRun):

@@ -11,16 +11,16 @@ from ..status import check_hparams
 from .base import BlobModel, Engine, HParams, Model, SampleResult, StepResult
 
 # What --board takes, for every verb's help.
-BOARD_HELP = ("reference (NumPy), host (the C core on this machine), qemu-m4 (emulated "
-              "Cortex-M4F), rv32-virt (emulated RISC-V without FPU), or the serial port / URL "
-              "of a board flashed with the blob")
+BOARD_HELP = ("reference (NumPy), host (the C core on this machine), a board tinyprop builds "
+              "and starts (its name under boards/, e.g. qemu-m4, or your own board's folder), "
+              "or the serial port / URL of a board flashed with the blob")
 
 __all__ = ["BOARD_HELP", "BlobModel", "Engine", "HParams", "Model", "SampleResult", "StepResult",
            "open_engine"]
 
 
 def open_engine(spec: str, model: Model, hparams: HParams | None = None) -> Engine:
-    """The engine `spec` names (reference, host, qemu-m4, rv32-virt, a port or URL) running
+    """The engine `spec` names (reference, host, a board's name or folder, a port or URL) running
     `model`; with `hparams` set for training (None: left as the engine starts, e.g. to infer or
     to pull a flashed board's parameters)."""
     if hparams is not None:  # before a board is built for them

@@ -112,7 +112,7 @@ class Engine(ABC):
     """One blob on one engine. Implementations: ReferenceEngine (tinyprop.engines.reference),
     NativeEngine (tinyprop.engines.native), DeviceEngine (tinyprop.engines.device)."""
 
-    name: str  # the --board value it answers to: reference, host, qemu-m4, a port or URL
+    name: str  # the --board value it answers to: reference, host, a board, a port or URL
     counter_unit: str | None = None  # what StepResult.counter counts; None: no cost counter
     sram: int | None = None  # bytes of SRAM of the board it runs on; None off a board
     hparams: HParams = HParams()

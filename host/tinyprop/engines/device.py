@@ -1,6 +1,6 @@
-"""A board as an engine (`--board qemu-m4|rv32-virt|host|PORT`): tinyprop.device.boards opens
-it (a built board is started with the blob compiled in; a port or URL is a board flashed with
-it) and every call is a request over the serial protocol."""
+"""A board as an engine (`--board NAME|FOLDER|PORT`): tinyprop.device.boards opens it (a board
+tinyprop starts is built with the blob compiled in; a port or URL is a board flashed with it)
+and every call is a request over the serial protocol."""
 
 from __future__ import annotations
 
@@ -14,18 +14,21 @@ import numpy as np
 from ..compile.blob import read_blob
 from ..device.boards import open_board
 from ..device.device import write_bulk_file
-from ..device.runners import QEMU_BOARDS
+from ..device.profiles import board_named
 from .base import Engine, HParams, Model, SampleResult, StepResult
 
 
 class DeviceEngine(Engine):
-    """Samples go through the board's bulk store when it has one (QEMU semihosting: the
-    emulated boards), else over the link. `.device` is the tinyprop.device.device.Device."""
+    """Samples go through the board's bulk store when its descriptor says so (run.bulk_samples:
+    QEMU semihosting on the emulated boards), else over the link. `.device` is the
+    tinyprop.device.device.Device."""
 
     TRAIN_FILE, EVAL_FILE = "train.bin", "eval.bin"
 
     def __init__(self, spec: str, model: Model, hparams: HParams | None = None):
         self.name = spec
+        board = board_named(spec)  # None: a port or URL
+        self.bulk_samples = bool(board and board.runner and board.runner.bulk_samples)
         info = read_blob(model.blob, model.name)
         self.output_shape = tuple(info.tensors[info.output].shape)
         self._stack = contextlib.ExitStack()
@@ -44,7 +47,7 @@ class DeviceEngine(Engine):
 
     def _bulk_store(self, name: str, xs: np.ndarray, ys: np.ndarray) -> bool:
         """Write samples as bulk file `name` and open it; False if the board has no store."""
-        if self.name not in QEMU_BOARDS:
+        if not self.bulk_samples:
             return False
         write_bulk_file(self.workdir / name, xs, ys)
         self._open_bulk(name)

@@ -1,0 +1,147 @@
+"""Flashing a real board: the command that builds the device firmware with PlatformIO (a blob
+compiled in) and uploads it, or writes a prebuilt image with esptool, as the board's descriptor
+says (profile.json's flash: tinyprop.device.profiles).
+
+    job = flash_job(load_profile("nano33ble"), blob=Path("model.tpb"), port=None)
+    subprocess.run(job.command, env=job.env)
+
+Every missing piece (tool, port, file), and a blob larger than the board's profile allows, is a
+one-line error naming it, before anything is built. The PlatformIO project is the board folder
+when it has its own platformio.ini (a user's board), else tinyprop.paths.REPO_ROOT's
+(platformio.ini, boards/, firmware/, monitor/); for an installed package its build files
+(PlatformIO's workspace, .pio/ in a checkout) go under tinyprop.paths.BUILD_ROOT.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TinypropError
+from ..paths import BUILD_ROOT, IN_CHECKOUT, REPO_ROOT
+from .profiles import BoardProfile, Flashing, blob_needs, check_fits
+
+
+@dataclass(frozen=True)
+class FlashJob:
+    """A command to run (with `env`, None: this process's), and the tool it runs."""
+
+    command: list[str]
+    env: dict[str, str] | None
+    tool: str  # "pio" or "esptool"
+
+
+def find_pio() -> str | None:
+    """pio on PATH, beside this Python (a venv not activated), or PlatformIO's own install."""
+    places = [os.environ.get("PATH", ""), str(Path(sys.executable).parent),
+              str(Path.home() / ".platformio" / "penv" / "bin")]
+    return shutil.which("pio", path=os.pathsep.join(places))
+
+
+def esptool_command() -> list[str] | None:
+    if importlib.util.find_spec("esptool") is not None:
+        return [sys.executable, "-m", "esptool"]
+    found = shutil.which("esptool.py") or shutil.which("esptool")
+    return [found] if found else None
+
+
+def resolve_port(port: str | None) -> str:
+    """The given port if it exists, else the only USB serial port present (real boards
+    enumerate over USB; /dev/ttyS* are the host's own UARTs)."""
+    from serial.tools import list_ports
+
+    if port is not None:
+        if not port.upper().startswith("COM") and not Path(port).exists():
+            raise TinypropError(f"--port {port}: no such serial port; plug the board in and "
+                                "check the name with `pio device list`")
+        return port
+    ports = [p.device for p in list_ports.comports() if p.vid is not None]
+    if not ports:
+        raise TinypropError("no USB serial port found: plug the board in over USB (a data "
+                            "cable), or name its port with --port")
+    if len(ports) > 1:
+        raise TinypropError(f"several serial ports ({', '.join(ports)}): choose one with --port")
+    return ports[0]
+
+
+def _flashing(board: BoardProfile) -> Flashing:
+    if board.flashing is None:
+        raise TinypropError(f"{board.where()}: not a board to flash (its descriptor has no "
+                            f"flash section); tinyprop builds and starts it itself: "
+                            f"tinyprop train BLOB --board {board.arg}")
+    return board.flashing
+
+
+def pio_project(board: BoardProfile) -> Path:
+    """The PlatformIO project holding the board's env: its own folder's, else the tree's."""
+    return board.folder if (board.folder / "platformio.ini").is_file() else REPO_ROOT
+
+
+def image_job(board: BoardProfile, image: Path, port: str | None) -> FlashJob:
+    """esptool writing the prebuilt application `image` to the board."""
+    spec = _flashing(board).image
+    if spec is None:
+        raise TinypropError(f"--image: {board.where()} takes no prebuilt image (its descriptor "
+                            f"has no flash.image); build and upload the {board.name} with "
+                            "--blob instead")
+    if not image.is_file():
+        env = board.flashing.platformio_env
+        raise TinypropError(f"--image {image}: no such file; build it with "
+                            f"`pio run -e {env}` (.pio/build/{env}/firmware.bin)")
+    esptool = esptool_command()
+    if esptool is None:
+        raise TinypropError("--image needs esptool, which is not installed; run "
+                            "`pip install esptool`")
+    return FlashJob([*esptool, "--chip", spec.chip, "--port", resolve_port(port), "--baud",
+                     str(spec.baud), "write_flash", spec.offset, str(image)], None, "esptool")
+
+
+def check_blob(board: BoardProfile, blob_path: Path) -> None:
+    """The blob exists and fits the board's profile: refused before anything is built."""
+    if not blob_path.is_file():
+        raise TinypropError(f"--blob {blob_path}: no such file; make one with "
+                            f"`tinyprop convert MODEL.tflite -o MODEL.tpb --board {board.arg}`")
+    check_fits(blob_needs(blob_path.read_bytes()), board.capacity(), board.where(), board.arg)
+
+
+def pio_job(board: BoardProfile, blob_path: Path | None, port: str | None,
+            upload: bool = True) -> FlashJob:
+    """`pio run` building the firmware for `board` with the blob compiled in, and uploading it
+    unless `upload` is False."""
+    env_name = _flashing(board).platformio_env
+    if blob_path is not None:
+        check_blob(board, blob_path)
+    pio = find_pio()
+    if pio is None:
+        raise TinypropError(f"flashing {board.name} needs PlatformIO (pio), which is not "
+                            "installed; run `pip install platformio`"
+                            + (" (or pass --image)" if board.flashing.image else ""))
+    upload_port = resolve_port(port) if upload else None
+    env = dict(os.environ)
+    if not IN_CHECKOUT:  # the installed package's folder is not PlatformIO's to write in
+        env.setdefault("PLATFORMIO_WORKSPACE_DIR", str(BUILD_ROOT / "platformio"))
+    if blob_path is not None:
+        from .firmware import write_blob_header
+
+        header = write_blob_header(blob_path.read_bytes())
+        env["PLATFORMIO_BUILD_FLAGS"] = f'-DTP_MODEL_HEADER=\\"{header}\\"'
+    command = [pio, "run", "-d", str(pio_project(board)), "-e", env_name]
+    if upload_port is not None:
+        command += ["-t", "upload", "--upload-port", upload_port]
+    return FlashJob(command, env, "pio")
+
+
+def flash_job(board: BoardProfile, *, blob: Path | None = None, image: Path | None = None,
+              port: str | None = None, build_only: bool = False) -> FlashJob:
+    """What `tinyprop flash` runs: esptool for an `image`, else PlatformIO (`build_only`: build,
+    upload nothing)."""
+    if image is None:
+        return pio_job(board, blob, port, not build_only)
+    if build_only:
+        raise TinypropError("--build-only builds with PlatformIO and --image writes a "
+                            "prebuilt image: choose one")
+    return image_job(board, image, port)
