@@ -15,8 +15,11 @@ from ..compile.train_plan import DEFAULT_GRAD, GRAD_FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert an int8 .tflite into a tinyprop training blob")
-    p.add_argument("model", type=Path, help="int8 .tflite model")
+    p = sub.add_parser("convert", help="convert a .tflite (int8 or float) or a Keras model into a "
+                       "tinyprop training blob")
+    p.add_argument("model", type=Path, help="int8 .tflite model; a float .tflite, Keras "
+                   ".h5/.keras or SavedModel folder is quantized to int8 first, calibrated on "
+                   "--calib (the int8 model is written beside the blob: BLOB.int8.tflite)")
     p.add_argument("-o", "--output", type=Path, required=True, help="blob to write (.tpb)")
     p.add_argument("--header", type=Path, help="also write the blob as a C header")
     p.add_argument("--scheme", default="last:2",
@@ -31,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="SRAM the firmware needs besides arena and parameters (static RAM and "
                    f"stack; default {DEFAULT_RESERVE // 1024}KB, qemu-m4's 16 KB stack + "
                    "static, or --board's); 0: --budget limits arena + trainable alone")
-    p.add_argument("--calib", type=Path, help="dataset dir: calibration samples for --scheme auto")
+    p.add_argument("--calib", type=Path, help="dataset (folder or .npz): calibration samples "
+                   "for --scheme auto and for quantizing a float model")
     p.add_argument("--calib-shift", default="none",
                    help="sensor shift applied to the calibration samples (the target camera)")
     p.add_argument("--momentum", action="store_true",
@@ -80,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         from ..device.profiles import load_profile
 
         target = load_profile(args.board).kernels
-    tb = build(args.model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
+    model = int8_model(args.model, args.calib, args.calib_shift, args.output)
+    tb = build(model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
                momentum=args.momentum, target=target, patch=args.patch,
                input_rows=args.input_rows, grad=args.grad)
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +109,22 @@ def run(args: argparse.Namespace) -> int:
                            "arena_block": room.arena_block, "params_block": room.params_block}
         args.report_json.write_text(json.dumps(fig, indent=2))
     return 0
+
+
+def int8_model(model: Path, calib: Path | None, shift: str, blob: Path) -> Path:
+    """`model` if it is int8; else its int8 copy, quantized on `calib` and written beside the
+    blob, with both models' accuracy printed."""
+    from ..frontend.quantize import model_kind, quantization_accuracy, quantize_model
+
+    if model_kind(model) == "int8":
+        return model
+    out = blob.with_suffix(".int8.tflite")
+    print(f"{model}: a float model; quantizing it to int8 on {calib} (TensorFlow, full integer)")
+    quantize_model(model, calib, out, shift)
+    acc = quantization_accuracy(model, out, calib, shift)
+    print(f"{out}: int8 model; accuracy on {calib.name} {acc['split']} ({acc['n']} samples): "
+          f"float {acc['float']:.1%}, int8 {acc['int8']:.1%}")
+    return out
 
 
 def room_line(room: Room) -> str:

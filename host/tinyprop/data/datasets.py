@@ -351,18 +351,39 @@ def load_split(
     if ds.kind == "images":
         images, labels, names = _images(ds, split, shift, size)
         return quantize_pixels(images, scale, zero_point), labels, names
+    xs, labels, names = _features(ds, split, shift, size)
+    return (np.stack([x if x.dtype == np.int8 else quantize_real(x, scale, zero_point)
+                      for x in xs]), labels, names)
+
+
+def load_real(root: str | os.PathLike, split: str, shift: str | None = None,
+              size: Sequence[int] = MODEL_SIZE, holdout: float | None = None) -> np.ndarray:
+    """A split as the real-valued float32 inputs a float model takes (N x `size`): images as
+    pixel / 255, features as they are (int8 features, already quantized, are refused)."""
+    ds = load_dataset(root, holdout)
+    if ds.kind == "images":
+        return _images(ds, split, shift, size)[0].astype(np.float32) / np.float32(255.0)
+    xs, _, names = _features(ds, split, shift, size)
+    for x, name in zip(xs, names, strict=True):
+        if x.dtype == np.int8:
+            raise TinypropError(f"{name}: int8 (already quantized) features cannot calibrate a "
+                                "float model; give the real values (float32)")
+    return np.stack(xs).astype(np.float32)
+
+
+def _features(ds: Dataset, split: str, shift: str | None,
+              size: Sequence[int]) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
+    """The feature samples of a split at the input's shape: int8 as stored, others as float32."""
     if shift not in (None, "none"):
-        raise TinypropError(f"--shift {shift}: camera shifts act on images; {root} holds "
+        raise TinypropError(f"--shift {shift}: camera shifts act on images; {ds.root} holds "
                             "features: drop --shift")
     samples = _nonempty(ds, split)
     shape = tuple(int(d) for d in size)
     x = _read_npz(ds.root)[0] if ds.kind == "arrays" else None
-    out = []
-    for s in samples:
-        v = x[s.row] if x is not None else _read_npy(s.path)
-        out.append(_feature_input(v, shape, scale, zero_point, s.name))
+    out = [_feature(x[s.row] if x is not None else _read_npy(s.path), shape, s.name)
+           for s in samples]
     labels = np.array([s.label for s in samples], dtype=np.int64)
-    return np.stack(out), labels, [s.name for s in samples]
+    return out, labels, [s.name for s in samples]
 
 
 def _read_npy(path: Path) -> np.ndarray:
@@ -373,9 +394,9 @@ def _read_npy(path: Path) -> np.ndarray:
                             "numpy.save") from exc
 
 
-def _feature_input(v: np.ndarray, shape: tuple[int, ...], scale: float, zero_point: int,
-                   name: str) -> np.ndarray:
-    """One feature sample as the model's int8 input: int8 taken as it is, real values quantized."""
+def _feature(v: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """One feature sample checked and at the input's shape: int8 as it is (already quantized),
+    real values as float32."""
     size = int(np.prod(shape))
     if v.size != size or v.ndim == 0 or (v.shape != shape and v.ndim != 1):
         want = "x".join(map(str, shape))
@@ -389,7 +410,7 @@ def _feature_input(v: np.ndarray, shape: tuple[int, ...], scale: float, zero_poi
                             "quantized with the model's input scale and zero point")
     if not np.all(np.isfinite(v)):
         raise TinypropError(f"{name}: holds NaN or infinite values; fix the sample")
-    return quantize_real(v, scale, zero_point).reshape(shape)
+    return v.reshape(shape).astype(np.float32)
 
 
 def _check_rgb(rgb: np.ndarray) -> None:
