@@ -39,13 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     """(engine name, scores) of args.model on args.split."""
+    from ..compile.head import read_labels
     from ..data.datasets import load_dataset, load_split
     from ..training.evaluate import evaluate_engine, evaluate_tflite, label_names
 
     model: Path = args.model
     if not model.is_file():
         raise TinypropError(f"{model}: no such file; pass a .tflite model or a .tpb blob")
-    classes = load_dataset(args.data, args.holdout).classes
     if model.suffix == ".tflite":
         if args.board is not None:
             raise TinypropError(f"--board {args.board}: boards run a .tpb blob; make one with "
@@ -54,9 +54,11 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
 
         graph = read_tflite(model)
         t_in = graph.input
+        named = read_labels(model)  # a new head's classes pick the dataset's folders
+        classes = load_dataset(args.data, args.holdout, named).classes
         names = label_names(classes, graph.tensors[graph.logits_op().outputs[0]].size, args.data)
         xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift,
-                               t_in.shape[1:], args.holdout)
+                               t_in.shape[1:], args.holdout, named)
         return "tflite", evaluate_tflite(model, xs, ys, names)
     if model.suffix != ".tpb":
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
@@ -65,8 +67,10 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
 
     tb = load_blob(model, args.source)
     t_in = tb.graph.input
+    named = read_labels(tb.source)
+    classes = load_dataset(args.data, args.holdout, named).classes
     xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift, t_in.shape[1:],
-                           args.holdout)
+                           args.holdout, named)
     names = label_names(classes, tb.classes, args.data)
     with open_engine(args.board or "reference", tb) as engine:
         return engine.name, evaluate_engine(engine, xs, ys, names)

@@ -48,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..compile.blob import blob_id
     from ..compile.blobfile import load_blob
+    from ..compile.head import read_labels
     from ..data.datasets import load_dataset, load_split
     from ..engines import HParams, open_engine
     from ..monitor import plain_lines, run_dashboard
@@ -64,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     tb = load_blob(args.blob, args.model)
     tb.program.check_momentum(args.momentum, str(args.blob))
     t_in = tb.graph.input
+    named = read_labels(tb.source)  # a new head's classes pick the dataset's folders
     xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, args.shift, t_in.shape[1:],
-                           args.holdout)
-    classes = load_dataset(args.data, args.holdout).classes
+                           args.holdout, named)
+    classes = load_dataset(args.data, args.holdout, named).classes
     check_samples(tb, xs, ys, args.data, classes)
     total = args.steps if args.steps is not None else len(xs) * (args.epochs or 1)
     cfg = RunConfig(args.lr, args.seed, args.schedule, args.momentum, args.checkpoint_every,

@@ -300,11 +300,12 @@ def load_images(
     shift: str | None = None,
     size: Sequence[int] = MODEL_SIZE,
     holdout: float | None = None,
+    classes: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Decode a split of an image dataset: (uint8 N x H x W x C at `size`, (H, W) or (H, W, C),
     int64 labels, file names). The sensor shift, if any, acts on the RGB image at model size,
     keyed by file name (order-independent), before a grayscale model's luma is taken."""
-    return _images(load_dataset(root, holdout), split, shift, size)
+    return _images(load_dataset(root, holdout, classes), split, shift, size)
 
 
 def _images(ds: Dataset, split: str, shift: str | None,
@@ -341,13 +342,14 @@ def load_split(
     shift: str | None = None,
     size: Sequence[int] = MODEL_SIZE,
     holdout: float | None = None,
+    classes: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """A split as int8 model inputs: (np.int8 N x H x W x C, np.int64 labels, sample names), for
     a model whose input is `size` ((H, W) RGB or (H, W, C)) quantized with `scale` and
     `zero_point`. Images are fitted and quantized as pixel / 255 (load_images); features (.npy
     files, a .npz) must have the input's shape (or its size) and are quantized as real values,
-    or taken as they are if int8."""
-    ds = load_dataset(root, holdout)
+    or taken as they are if int8. `holdout` and `classes` as load_dataset takes them."""
+    ds = load_dataset(root, holdout, classes)
     if ds.kind == "images":
         images, labels, names = _images(ds, split, shift, size)
         return quantize_pixels(images, scale, zero_point), labels, names
@@ -357,10 +359,11 @@ def load_split(
 
 
 def load_real(root: str | os.PathLike, split: str, shift: str | None = None,
-              size: Sequence[int] = MODEL_SIZE, holdout: float | None = None) -> np.ndarray:
+              size: Sequence[int] = MODEL_SIZE, holdout: float | None = None,
+              classes: Sequence[str] | None = None) -> np.ndarray:
     """A split as the real-valued float32 inputs a float model takes (N x `size`): images as
     pixel / 255, features as they are (int8 features, already quantized, are refused)."""
-    ds = load_dataset(root, holdout)
+    ds = load_dataset(root, holdout, classes)
     if ds.kind == "images":
         return _images(ds, split, shift, size)[0].astype(np.float32) / np.float32(255.0)
     xs, _, names = _features(ds, split, shift, size)
