@@ -8,10 +8,13 @@ from PIL import Image
 from tinyprop.data.datasets import (
     CLASSES,
     fit_to_size,
+    holdout_split,
     load_dataset,
     load_images,
     load_split,
     quantize_pixels,
+    quantize_real,
+    to_gray,
     to_model_input,
 )
 from tinyprop.errors import TinypropError
@@ -35,7 +38,7 @@ def _tiny_dataset(root, holdout=("b.png",)):
 
 def test_vww_mini_layout_and_splits(vww_data_dir):
     ds = load_dataset(vww_data_dir)
-    assert CLASSES == ("non_person", "person")
+    assert CLASSES == ds.classes == ("non_person", "person") and ds.kind == "images"
     assert len(ds.split("all")) == 397
     assert len(ds.split("train")) == 276
     holdout = ds.split("holdout")
@@ -58,9 +61,16 @@ def test_tiny_dataset_labels_and_split(tmp_path):
     "setup, message",
     [
         (lambda r: None, "dataset folder not found"),
-        (lambda r: (r / "person").mkdir(parents=True), "missing non_person/"),
-        (lambda r: [(r / c).mkdir(parents=True) for c in CLASSES], "no images"),
-        (lambda r: _tiny_dataset(r, holdout=("zz.png",)), "not in person/ or non_person/"),
+        (lambda r: (r / "person").mkdir(parents=True), r"only person/; a dataset needs a folder "
+         "a class, at least two"),
+        (lambda r: r.mkdir(), "no class folder"),
+        (lambda r: [(r / c).mkdir(parents=True) for c in CLASSES], "no samples .* add samples of "
+         "class 'non_person'"),
+        (lambda r: _tiny_dataset(r, holdout=("zz.png",)), "not in the class folders"),
+        (lambda r: (_tiny_dataset(r), (r / "non_person" / "x.npy").write_bytes(b"")),
+         "both images and .npy"),
+        (lambda r: (_tiny_dataset(r), (r / "classes.txt").write_text("person\ncat\n")),
+         "no folder cat/ for class 'cat'"),
     ],
 )
 def test_bad_layouts_name_the_folder(tmp_path, setup, message):
@@ -161,3 +171,98 @@ def test_load_images_resizes_any_size(tmp_path):
     assert x.shape == (2, 96, 96, 3) and names == ["n.png", "p.png"]
     assert labels.tolist() == [0, 1]
     assert np.all(x[0] == 220) and np.all(x[1] == 30)
+
+
+def test_any_number_of_classes_sorted_and_seeded_holdout(tmp_path):
+    root = tmp_path / "d"
+    for k, cls in enumerate(("zebra", "apple", "mango")):  # label = index among sorted names
+        for i in range(10):
+            _write(root / cls, f"{cls}{i}.png", np.full((20, 30, 3), 10 * k, np.uint8))
+    ds = load_dataset(root, holdout=0.3)
+    assert ds.classes == ("apple", "mango", "zebra")
+    held = [s for s in ds.samples if s.split == "holdout"]
+    assert sorted((s.label, s.path.parent.name) for s in held) == sorted(
+        [(0, "apple")] * 3 + [(1, "mango")] * 3 + [(2, "zebra")] * 3)
+    # the same split in every call, and from the files alone (not their order on disk)
+    assert [s.name for s in held] == [s.name for s in load_dataset(root, 0.3).samples
+                                      if s.split == "holdout"]
+    assert holdout_split([(0, "b"), (0, "a")], 0.5) == holdout_split([(0, "a"), (0, "b")], 0.5)
+    x, y, names = load_split(root, "train", VWW_SCALE, -128, holdout=0.3)
+    assert x.shape == (21, 96, 96, 3) and np.bincount(y).tolist() == [7, 7, 7]
+    # classes.txt names the folders and their order
+    (root / "classes.txt").write_text("zebra\napple\n")
+    ds = load_dataset(root)
+    assert ds.classes == ("zebra", "apple") and {s.label for s in ds.samples} == {0, 1}
+    with pytest.raises(TinypropError, match="--holdout 1.5: not a fraction"):
+        load_dataset(root, holdout=1.5)
+
+
+def test_grayscale_models_get_pillows_luma(tmp_path):
+    rng = np.random.default_rng(1)
+    rgb = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    want = np.asarray(Image.fromarray(rgb).convert("L"))
+    np.testing.assert_array_equal(to_gray(rgb)[..., 0], want)
+    every = np.array(np.meshgrid(np.arange(0, 256, 5), np.arange(256), np.arange(0, 256, 3)),
+                     np.uint8).reshape(3, -1).T.reshape(-1, 64, 3)[:1024]
+    np.testing.assert_array_equal(to_gray(every)[..., 0],
+                                  np.asarray(Image.fromarray(every).convert("L")))
+    root = tmp_path / "g"
+    _write(root / "a", "x.png", rgb)
+    _write(root / "b", "y.png", rgb[::-1])
+    x, y, _ = load_split(root, "all", VWW_SCALE, -128, size=(32, 32, 1))
+    assert x.shape == (2, 32, 32, 1)
+    gray = to_gray(fit_to_size(rgb, (32, 32)))
+    np.testing.assert_array_equal(x[0], quantize_pixels(gray, VWW_SCALE, -128))
+    np.testing.assert_array_equal(to_model_input(rgb, VWW_SCALE, -128, (32, 32, 1)), x[0])
+    with pytest.raises(TinypropError, match="takes 4 channels"):
+        load_split(root, "all", VWW_SCALE, -128, size=(32, 32, 4))
+
+
+def test_npy_features_real_and_int8(tmp_path):
+    root = tmp_path / "kws"
+    rng = np.random.default_rng(2)
+    real = {c: [rng.normal(size=(49, 10, 1)).astype(np.float32) for _ in range(3)]
+            for c in ("no", "yes")}
+    for c, xs in real.items():
+        (root / c).mkdir(parents=True)
+        for i, v in enumerate(xs):
+            np.save(root / c / f"{i}.npy", v if i else v.reshape(-1))  # flat is fine too
+    x, y, names = load_split(root, "all", 0.05, 3, size=(49, 10, 1))
+    assert x.shape == (6, 49, 10, 1) and y.tolist() == [0, 0, 0, 1, 1, 1]
+    np.testing.assert_array_equal(x[4], quantize_real(real["yes"][1], 0.05, 3))
+    np.save(root / "yes" / "0.npy", np.full((49, 10, 1), -7, np.int8))  # already quantized
+    assert np.all(load_split(root, "all", 0.05, 3, size=(49, 10, 1))[0][3] == -7)
+    with pytest.raises(TinypropError, match="camera shifts act on images"):
+        load_split(root, "all", 0.05, 3, shift="haze", size=(49, 10, 1))
+    np.save(root / "no" / "bad.npy", np.zeros((10, 49), np.float32))
+    with pytest.raises(TinypropError, match=r"bad.npy: a float32 sample of shape 10x49; the "
+                       r"model takes 49x10x1"):
+        load_split(root, "all", 0.05, 3, size=(49, 10, 1))
+
+
+def test_npz_dataset(tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(20, 640)).astype(np.float32)
+    y = np.arange(20) % 2
+    path = tmp_path / "toycar.npz"
+    np.savez(path, x=x, y=y, classes=np.array(["normal", "anomaly"]))
+    ds = load_dataset(path, holdout=0.25)
+    assert ds.classes == ("normal", "anomaly") and ds.kind == "arrays"
+    assert sum(s.split == "holdout" for s in ds.samples) == 6
+    xs, ys, names = load_split(path, "all", 0.1, 0, size=(640,))
+    assert xs.shape == (20, 640) and ys.tolist() == [0] * 10 + [1] * 10
+    np.testing.assert_array_equal(xs[0], quantize_real(x[0], 0.1, 0))
+    np.savez(tmp_path / "bad.npz", x=x, y=np.full(20, 0))
+    with pytest.raises(TinypropError, match="one class"):
+        load_dataset(tmp_path / "bad.npz")
+    np.savez(tmp_path / "noy.npz", x=x)
+    with pytest.raises(TinypropError, match="has x; a .npz dataset holds x"):
+        load_dataset(tmp_path / "noy.npz")
+
+
+def test_an_image_that_does_not_decode_is_named(tmp_path):
+    root = _tiny_dataset(tmp_path / "d")
+    (root / "person" / "broken.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(TinypropError, match=r"broken.jpg: cannot decode image .* remove or "
+                       "replace it"):
+        load_split(root, "all", VWW_SCALE, -128)

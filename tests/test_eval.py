@@ -75,7 +75,7 @@ def test_shift_and_split_change_what_is_scored(vww_model_path, vww_data_dir, cap
 def test_text_output_names_model_split_and_classes(vww_model_path, few_photos, capsys):
     assert main(["eval", str(vww_model_path), "--data", str(few_photos), "--split", "all"]) == 0
     out = capsys.readouterr().out
-    assert "vww_96_int8.tflite" in out and "all (6 images" in out
+    assert "vww_96_int8.tflite" in out and "all (6 samples" in out
     assert "non_person" in out and "person" in out and "accuracy" in out
 
 

@@ -130,6 +130,47 @@ def float_finetune(
     }
 
 
+def float_new_head(
+    h5_path: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    head_only: bool,
+    epochs: int,
+    lr: float,
+    seed: int,
+    batch_size: int = 32,
+) -> dict:
+    """The float baseline of a new-class task: the float model's classifier (its last Dense)
+    replaced by a Dense with a unit a class of `data_dir` (Glorot init), trained with Adam and
+    cross-entropy on the train split, alone (`head_only`) or with every other weight (BatchNorm
+    frozen, as float_finetune); holdout accuracy after. Seeded and deterministic."""
+    tf = require("tensorflow", "the float baseline")
+    keras = require("keras", "the float baseline")
+    from ..data.datasets import load_dataset
+
+    keras.utils.set_random_seed(seed)
+    tf.config.experimental.enable_op_determinism()
+    base = load_float_model(h5_path)
+    dense = [layer for layer in base.layers if isinstance(layer, keras.layers.Dense)][-1]
+    classes = load_dataset(data_dir).classes
+    features = dense.input
+    logits = keras.layers.Dense(len(classes), name="new_head")(features)
+    model = keras.Model(base.input, keras.layers.Softmax()(logits))
+    for layer in model.layers:
+        if layer.name != "new_head" and (head_only or isinstance(
+                layer, keras.layers.BatchNormalization)):
+            layer.trainable = False
+    size = tuple(model.input_shape[1:3])
+    x_train, y_train, _ = load_images(data_dir, "train", None, size)
+    x_hold, y_hold, _ = load_images(data_dir, "holdout", None, size)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=lr),
+                  loss=keras.losses.SparseCategoricalCrossentropy())
+    model.fit(x_train.astype(np.float32) / 255.0, y_train, batch_size=batch_size, epochs=epochs,
+              shuffle=True, verbose=0)
+    return {"accuracy_after": _float_accuracy(model, x_hold.astype(np.float32) / 255.0, y_hold),
+            "head_only": head_only, "classes": list(classes), "train_images": len(y_train),
+            "holdout_images": len(y_hold), "epochs": epochs, "lr": lr, "seed": seed}
+
+
 def _run(args: argparse.Namespace) -> list[dict]:
     require("tensorflow", "the float baseline")  # before any download
     model = assets.resolve_model(args.model)

@@ -9,14 +9,18 @@ from pathlib import Path
 from ..compile.blob import c_header
 from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
+from ..compile.head import DEFAULT_HEAD_INIT, HEAD_INITS
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
 from ..program import DEFAULT_GRAD, GRAD_FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert an int8 .tflite into a tinyprop training blob")
-    p.add_argument("model", type=Path, help="int8 .tflite model")
+    p = sub.add_parser("convert", help="convert a .tflite (int8 or float) or a Keras model into a "
+                       "tinyprop training blob")
+    p.add_argument("model", type=Path, help="int8 .tflite model; a float .tflite, Keras "
+                   ".h5/.keras or SavedModel folder is quantized to int8 first, calibrated on "
+                   "--calib (the int8 model is written beside the blob: BLOB.int8.tflite)")
     p.add_argument("-o", "--output", type=Path, required=True, help="blob to write (.tpb)")
     p.add_argument("--header", type=Path, help="also write the blob as a C header")
     p.add_argument("--scheme", default="last:2",
@@ -31,7 +35,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="SRAM the firmware needs besides arena and parameters (static RAM and "
                    f"stack; default {DEFAULT_RESERVE // 1024}KB, qemu-m4's 16 KB stack + "
                    "static, or --board's); 0: --budget limits arena + trainable alone")
-    p.add_argument("--calib", type=Path, help="dataset dir: calibration samples for --scheme auto")
+    p.add_argument("--calib", type=Path, help="dataset (folder or .npz): calibration samples "
+                   "for --scheme auto and for quantizing a float model")
+    p.add_argument("--classes", metavar="A,B,C|DIR",
+                   help="replace the classifier (the last FULLY_CONNECTED and its SOFTMAX) by a "
+                   "new one with these classes (or DIR's class folders), to learn on the board; "
+                   "the model with the new head is written beside the blob (BLOB.head.tflite, "
+                   "its class names in BLOB.head.labels.txt)")
+    p.add_argument("--head-init", choices=HEAD_INITS, default=DEFAULT_HEAD_INIT,
+                   help="how the new head starts: means (nearest class mean of the --calib "
+                   f"samples' features) or zero (default {DEFAULT_HEAD_INIT})")
     p.add_argument("--calib-shift", default="none",
                    help="sensor shift applied to the calibration samples (the target camera)")
     p.add_argument("--momentum", action="store_true",
@@ -80,7 +93,11 @@ def run(args: argparse.Namespace) -> int:
         from ..device.profiles import load_profile
 
         target = load_profile(args.board).kernels
-    tb = build(args.model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
+    model = int8_model(args.model, args.calib, args.calib_shift, args.output)
+    if args.classes:
+        model = with_new_head(model, args.classes, args.calib, args.calib_shift, args.head_init,
+                              args.output)
+    tb = build(model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
                momentum=args.momentum, target=target, patch=args.patch,
                input_rows=args.input_rows, grad=args.grad)
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +121,41 @@ def run(args: argparse.Namespace) -> int:
                            "arena_block": room.arena_block, "params_block": room.params_block}
         args.report_json.write_text(json.dumps(fig, indent=2))
     return 0
+
+
+def int8_model(model: Path, calib: Path | None, shift: str, blob: Path) -> Path:
+    """`model` if it is int8; else its int8 copy, quantized on `calib` and written beside the
+    blob, with both models' accuracy printed."""
+    from ..frontend.quantize import model_kind, quantization_accuracy, quantize_model
+
+    if model_kind(model) == "int8":
+        return model
+    out = blob.with_suffix(".int8.tflite")
+    print(f"{model}: a float model; quantizing it to int8 on {calib} (TensorFlow, full integer)")
+    quantize_model(model, calib, out, shift)
+    acc = quantization_accuracy(model, out, calib, shift)
+    print(f"{out}: int8 model; accuracy on {calib.name} {acc['split']} ({acc['n']} samples): "
+          f"float {acc['float']:.1%}, int8 {acc['int8']:.1%}")
+    return out
+
+
+def with_new_head(model: Path, classes: str, calib: Path | None, shift: str, init: str,
+                  blob: Path) -> Path:
+    """`model` with a new head for `classes` (names, comma-separated, or a dataset folder whose
+    class folders name them), written beside the blob."""
+    from ..compile.head import new_head
+
+    folder = Path(classes)
+    if folder.is_dir():
+        from ..data.datasets import load_dataset
+
+        names = load_dataset(folder).classes
+    else:
+        names = tuple(c.strip() for c in classes.split(",") if c.strip())
+    out = new_head(model, names, calib, blob.with_suffix(".head.tflite"), init, shift)
+    print(f"{out}: new head for {len(names)} classes ({', '.join(names)}), initialised from "
+          f"{'the class means of ' + str(calib) if init == 'means' else 'zero'}")
+    return out
 
 
 def room_line(room: Room) -> str:

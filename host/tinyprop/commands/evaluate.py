@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..data.datasets import CLASSES, SPLITS
+from ..data.datasets import SPLITS
 from ..data.shifts import SHIFTS
 from ..engines import BOARD_HELP
 from ..errors import TinypropError
@@ -20,10 +20,14 @@ from ..errors import TinypropError
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="accuracy of a .tflite or a .tpb on a dataset split",
                        description="Accuracy and per-class accuracy of MODEL on a split of DIR "
-                       "(MLPerf VWW layout: person/, non_person/, optional holdout.txt).")
+                       "(a sub-folder of images or .npy files a class, e.g. person/ and "
+                       "non_person/, optional holdout.txt; or a .npz with x and y).")
     p.add_argument("model", type=Path, metavar="MODEL.tflite|MODEL.tpb")
     p.add_argument("--data", type=Path, required=True, metavar="DIR", help="dataset folder")
     p.add_argument("--split", choices=SPLITS, default="holdout")
+    p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
+                   help="the holdout is this seeded fraction of every class (as train's "
+                   "--holdout) instead of the dataset's holdout.txt")
     p.add_argument("--shift", choices=sorted(SHIFTS), default="none",
                    help="sensor shift applied to the images first")
     p.add_argument("--board", default=None,
@@ -36,8 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     """(engine name, scores) of args.model on args.split."""
-    from ..data.datasets import load_split
-    from ..training.evaluate import evaluate_engine, evaluate_tflite
+    from ..compile.head import read_labels
+    from ..data.datasets import load_dataset, load_split
+    from ..training.evaluate import evaluate_engine, evaluate_tflite, label_names
 
     model: Path = args.model
     if not model.is_file():
@@ -48,9 +53,14 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
                                 f"tinyprop convert {model}, or drop --board")
         from ..frontend.tflite_reader import read_tflite
 
-        t_in = read_tflite(model).input
-        xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
-        return "tflite", evaluate_tflite(model, xs, ys)
+        graph = read_tflite(model)
+        t_in = graph.input
+        named = read_labels(model)  # a new head's classes pick the dataset's folders
+        classes = load_dataset(args.data, args.holdout, named).classes
+        names = label_names(classes, graph.tensors[graph.logits_op().outputs[0]].size, args.data)
+        xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift,
+                               t_in.shape[1:], args.holdout, named)
+        return "tflite", evaluate_tflite(model, xs, ys, names)
     if model.suffix != ".tpb":
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
     from ..compile.blobfile import load_blob
@@ -58,9 +68,13 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
 
     tb = load_blob(model, args.source)
     t_in = tb.graph.input
-    xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, shift=args.shift)
+    named = read_labels(tb.source)
+    classes = load_dataset(args.data, args.holdout, named).classes
+    xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift, t_in.shape[1:],
+                           args.holdout, named)
+    names = label_names(classes, tb.classes, args.data)
     with open_engine(args.board or "reference", tb) as engine:
-        return engine.name, evaluate_engine(engine, xs, ys, CLASSES[: tb.classes])
+        return engine.name, evaluate_engine(engine, xs, ys, names)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"{args.model.name} on {args.data.name} {args.split} ({result['n']} images, shift "
+    print(f"{args.model.name} on {args.data.name} {args.split} ({result['n']} samples, shift "
           f"{args.shift}, {engine}): accuracy {result['accuracy']:.1%}")
     for name, acc in result["per_class"].items():
         print(f"  {name:<12} {'-' if acc is None else f'{acc:.1%}'}")

@@ -14,7 +14,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("train", help="train a blob on a dataset (on-device sparse update)")
     p.add_argument("blob", type=Path, help="training blob from tinyprop convert (.tpb)")
-    p.add_argument("--data", type=Path, required=True, help="dataset dir (person/, non_person/)")
+    p.add_argument("--data", type=Path, required=True,
+                   help="dataset: a folder with a sub-folder of images or .npy files a class "
+                   "(person/, non_person/ for VWW), or a .npz with x and y")
+    p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
+                   help="hold out this seeded fraction of every class (e.g. 0.3) instead of "
+                   "the dataset's holdout.txt; pass the same to eval")
     p.add_argument("--board", default="reference", help=f"{BOARD_HELP} (default reference)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--epochs", type=int, default=None)
@@ -43,7 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..compile.blob import blob_id
     from ..compile.blobfile import load_blob
-    from ..data.datasets import load_split
+    from ..compile.head import read_labels
+    from ..data.datasets import load_dataset, load_split
     from ..engines import HParams, open_engine
     from ..monitor import plain_lines, run_dashboard
     from ..status import check_hparams
@@ -60,11 +66,14 @@ def run(args: argparse.Namespace) -> int:
     tb = load_blob(args.blob, args.model)
     check_hparams(args.lr, args.momentum, tb.program.optimizer_bytes > 0, str(args.blob))
     t_in = tb.graph.input
-    xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, shift=args.shift)
-    check_samples(tb, xs, ys, args.data)
+    named = read_labels(tb.source)  # a new head's classes pick the dataset's folders
+    xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, args.shift, t_in.shape[1:],
+                           args.holdout, named)
+    classes = load_dataset(args.data, args.holdout, named).classes
+    check_samples(tb, xs, ys, args.data, classes)
     total = args.steps if args.steps is not None else len(xs) * (args.epochs or 1)
     cfg = RunConfig(args.lr, args.seed, args.schedule, args.momentum, args.checkpoint_every,
-                    checkpoint_path(args.blob, args.checkpoint))
+                    checkpoint_path(args.blob, args.checkpoint), classes)
     hparams = HParams(args.lr, args.seed, not args.no_qas, args.momentum)
     with open_engine(args.board, tb, hparams) as engine:
         start = 0

@@ -51,7 +51,7 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
             from ..data.datasets import load_split
 
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
-                                   shift=calib_shift)
+                                   calib_shift, graph.input.shape[1:])
             samples = calibration_samples(xs, ys)
         sch, prog = auto_scheme(graph, room, samples, momentum=momentum, patch=patch,
                                 input_rows=input_rows, grad=grad)

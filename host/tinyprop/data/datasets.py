@@ -1,8 +1,22 @@
-"""Datasets in the MLPerf Tiny Visual Wake Words layout, and the model's input preprocessing.
+"""Datasets of any classification task, and the model's input preprocessing.
 
-A dataset folder holds `person/` and `non_person/` images and optionally `holdout.txt` (one file
-name a line: the holdout split; every other image is train). Labels follow the model, which was
-trained with Keras `flow_from_directory` (alphabetical classes): 0 = non_person, 1 = person.
+A dataset is a folder with one sub-folder a class (any number, at least two): the label of a
+sample is the index of its folder's name among the sorted folder names, as Keras'
+`image_dataset_from_directory` (and the MLPerf VWW models, trained with `flow_from_directory`:
+0 = non_person, 1 = person) number them. A `classes.txt` (one folder name a line) names the
+class folders and their order instead; the MLPerf VWW layout (`person/` and `non_person/`) is
+read as those two classes whatever other folders sit beside them (vww-mini's `originals/`).
+
+A class folder holds either images or `.npy` feature files, never both. Images are decoded,
+centre-cropped to the model's aspect ratio and resized to its input (`fit_to_size`); a model
+with one input channel gets their luma (`to_gray`); pixels are quantized as pixel / 255. A
+`.npy` is one sample (audio MFCCs, an IMU window) of the input's shape, or flat: real values,
+quantized with the model's input scale and zero point, or int8 already quantized. A dataset may
+also be one `.npz` file with `x` (samples) and `y` (class indices), optionally `classes`.
+
+The holdout split is the files named in `holdout.txt` (one bare file name a line), or, with
+`holdout=0.3`, a seeded 30 % of every class (the same files in every run: `holdout_split`);
+every other sample is train.
 
 Decoding all 397 vww-mini JPEGs takes about 0.13 s on the 2-core dev machine, so there is no cache.
 """
@@ -22,28 +36,35 @@ from PIL import Image
 from ..errors import TinypropError
 from .shifts import apply_shift
 
+# The VWW task's classes (vww-mini's folders, sorted): the labels the MLPerf model was trained on.
 CLASSES = ("non_person", "person")
 SPLITS = ("train", "holdout", "all")
 HOLDOUT_FILE = "holdout.txt"
+CLASSES_FILE = "classes.txt"  # optional: the class folders in label order, one a line
+HOLDOUT_SEED = 0  # the seed of a fractional holdout: train and eval must draw the same split
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp"}
+FEATURE_SUFFIX = ".npy"
 MODEL_SIZE = (96, 96)  # (height, width) of the MLPerf VWW model input
 
 
 @dataclass(frozen=True)
 class Sample:
-    path: Path
-    label: int  # index into CLASSES
+    path: Path  # the file; for a .npz dataset the .npz itself
+    label: int  # index into the dataset's classes
     split: str  # "train" or "holdout"
+    row: int = -1  # the sample's row in a .npz dataset's arrays
 
     @property
     def name(self) -> str:
-        return self.path.name
+        return self.path.name if self.row < 0 else f"{self.path.name}[{self.row}]"
 
 
 @dataclass(frozen=True)
 class Dataset:
     root: Path
+    classes: tuple[str, ...]  # the label's names: sorted folder names, or the .npz's
     samples: tuple[Sample, ...]  # sorted by (class, file name): a stable order everywhere
+    kind: str  # "images", "features" (.npy files) or "arrays" (one .npz)
 
     def split(self, name: str) -> list[Sample]:
         """The samples of split `name`: "train", "holdout" or "all"."""
@@ -52,38 +73,122 @@ class Dataset:
         return [s for s in self.samples if name == "all" or s.split == name]
 
 
-def load_dataset(root: str | os.PathLike) -> Dataset:
-    """Index a dataset folder (`person/`, `non_person/`, optional `holdout.txt`)."""
+def load_dataset(root: str | os.PathLike, holdout: float | None = None,
+                 classes: Sequence[str] | None = None) -> Dataset:
+    """Index a dataset: a folder with a sub-folder a class (optional `holdout.txt`), or a .npz
+    file; `holdout` (a fraction in (0, 1)) draws the holdout split instead (holdout_split).
+    `classes` names the class folders in label order (a model's class names); by default they
+    are _class_folders'."""
     root = Path(root)
+    if holdout is not None and not 0.0 < holdout < 1.0:
+        raise TinypropError(f"--holdout {holdout}: not a fraction; pass a value between 0 and 1, "
+                            "e.g. 0.3")
+    if root.is_file() and root.suffix == ".npz":
+        return _load_npz(root, holdout)
     if not root.is_dir():
-        raise TinypropError(f"{root}: dataset folder not found; pass a folder with {_layout()}")
-    missing = [c for c in CLASSES if not (root / c).is_dir()]
-    if missing:
-        raise TinypropError(
-            f"{root}: missing {' and '.join(m + '/' for m in missing)}; a dataset folder holds "
-            f"{_layout()}"
-        )
-    files = {
-        c: sorted(p for p in (root / c).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-        for c in CLASSES
-    }
-    empty = [c for c in CLASSES if not files[c]]
+        raise TinypropError(f"{root}: dataset folder not found; pass {_layout()}")
+    classes = _class_folders(root, classes)
+    files = {c: sorted(p for p in (root / c).iterdir()
+                       if p.suffix.lower() in IMAGE_SUFFIXES | {FEATURE_SUFFIX})
+             for c in classes}
+    empty = [c for c in classes if not files[c]]
     if empty:
         raise TinypropError(
-            f"{root}: no images ({'/'.join(sorted(IMAGE_SUFFIXES))}) in "
-            f"{' and '.join(e + '/' for e in empty)}; add images of both classes"
+            f"{root / empty[0]}: no samples (images {'/'.join(sorted(IMAGE_SUFFIXES))}, or "
+            f"{FEATURE_SUFFIX} features); add samples of class {empty[0]!r} or remove the folder"
         )
-    holdout = _read_holdout(root, {p.name for c in CLASSES for p in files[c]})
-    samples = tuple(
-        Sample(p, label, "holdout" if p.name in holdout else "train")
-        for label, c in enumerate(CLASSES)
-        for p in files[c]
-    )
-    return Dataset(root, samples)
+    kinds = {"features" if p.suffix == FEATURE_SUFFIX else "images"
+             for c in classes for p in files[c]}
+    if len(kinds) > 1:
+        raise TinypropError(f"{root}: holds both images and {FEATURE_SUFFIX} files; a dataset "
+                            "is one or the other: move one kind to its own dataset folder")
+    names = [(label, p) for label, c in enumerate(classes) for p in files[c]]
+    if holdout is not None:
+        held = holdout_split([(label, p.name) for label, p in names], holdout)
+    else:
+        held = _read_holdout(root, {p.name for _, p in names})
+    samples = tuple(Sample(p, label, "holdout" if p.name in held else "train")
+                    for label, p in names)
+    return Dataset(root, classes, samples, kinds.pop())
+
+
+def _class_folders(root: Path, classes: Sequence[str] | None) -> tuple[str, ...]:
+    """The class folders of a dataset folder in label order: `classes` when given; else the
+    lines of its classes.txt; else, for the MLPerf VWW layout (person/ and non_person/, which
+    vww-mini keeps beside other folders such as originals/), those two; else every sub-folder,
+    sorted (Keras' image_dataset_from_directory)."""
+    if classes is None and (root / CLASSES_FILE).is_file():
+        classes = [n.strip() for n in (root / CLASSES_FILE).read_text().splitlines() if n.strip()]
+    if classes is None and all((root / c).is_dir() for c in CLASSES):
+        classes = CLASSES
+    if classes is None:
+        classes = sorted(p.name for p in root.iterdir()
+                         if p.is_dir() and not p.name.startswith("."))
+    missing = [c for c in classes if not (root / c).is_dir()]
+    if missing:
+        raise TinypropError(f"{root}: no folder {missing[0]}/ for class {missing[0]!r}; make "
+                            "one with its samples, or name the classes the folders hold")
+    if len(classes) < 2:
+        found = f"only {classes[0]}/" if classes else "no class folder"
+        raise TinypropError(f"{root}: {found}; a dataset needs a folder a class, at least two "
+                            f"({_layout()})")
+    if len(set(classes)) != len(classes):
+        raise TinypropError(f"{root}: classes {', '.join(classes)} name a folder twice; name "
+                            "each class once")
+    return tuple(classes)
+
+
+def _load_npz(path: Path, holdout: float | None) -> Dataset:
+    x, y, classes = _read_npz(path)
+    held = holdout_split([(int(v), str(i)) for i, v in enumerate(y)], holdout) if holdout else set()
+    samples = tuple(Sample(path, int(y[i]), "holdout" if str(i) in held else "train", i)
+                    for i in np.argsort(y, kind="stable"))
+    return Dataset(path, classes, samples, "arrays")
+
+
+def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """(x, y, class names) of a .npz dataset, checked."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "x" not in z or "y" not in z:
+                raise TinypropError(f"{path}: has {', '.join(z.files) or 'no arrays'}; a .npz "
+                                    "dataset holds x (the samples) and y (their class indices)")
+            x, y = z["x"], z["y"]
+            names = tuple(str(n) for n in z["classes"]) if "classes" in z else None
+    except (OSError, ValueError) as exc:
+        raise TinypropError(f"{path}: not a readable .npz ({exc}); save it with "
+                            "numpy.savez(path, x=..., y=...)") from exc
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or len(y) != len(x) or len(y) == 0:
+        raise TinypropError(f"{path}: y is {y.dtype} {y.shape} for x {x.shape}; y must hold one "
+                            "integer class index a sample of x")
+    if y.min() < 0:
+        raise TinypropError(f"{path}: y holds {int(y.min())}; class indices start at 0")
+    n = int(y.max()) + 1 if names is None else len(names)
+    if int(y.max()) >= n:
+        raise TinypropError(f"{path}: y holds {int(y.max())} but classes names {n}; name every "
+                            "class, or drop classes")
+    if n < 2:
+        raise TinypropError(f"{path}: one class; a dataset needs at least two")
+    return x, y.astype(np.int64), names or tuple(str(i) for i in range(n))
+
+
+def holdout_split(items: Sequence[tuple[int, str]], fraction: float) -> set[str]:
+    """The names held out of (label, name) items: in every class, fraction * n of its names
+    rounded half up (at least one where the class has two or more, never all), drawn by a
+    generator seeded with HOLDOUT_SEED and the label from the class's names in sorted order, so
+    the split depends only on the files."""
+    held: set[str] = set()
+    for label in sorted({lab for lab, _ in items}):
+        names = sorted(n for lab, n in items if lab == label)
+        k = min(max(int(fraction * len(names) + 0.5), 1 if len(names) > 1 else 0), len(names) - 1)
+        rng = np.random.default_rng([HOLDOUT_SEED, label])
+        held.update(names[i] for i in rng.permutation(len(names))[:k])
+    return held
 
 
 def _layout() -> str:
-    return "person/ and non_person/ images and an optional holdout.txt"
+    return ("a folder with one sub-folder of images or .npy files a class (optional "
+            "holdout.txt), or a .npz with x and y")
 
 
 def _read_holdout(root: Path, names: set[str]) -> set[str]:
@@ -94,8 +199,8 @@ def _read_holdout(root: Path, names: set[str]) -> set[str]:
     unknown = sorted(listed - names)
     if unknown:
         raise TinypropError(
-            f"{path}: lists {len(unknown)} file(s) not in person/ or non_person/ (first: "
-            f"{unknown[0]}); list bare file names of images in the dataset"
+            f"{path}: lists {len(unknown)} file(s) not in the class folders (first: "
+            f"{unknown[0]}); list bare file names of samples in the dataset"
         )
     return listed
 
@@ -110,7 +215,7 @@ def _decode(path: str | os.PathLike) -> tuple[np.ndarray, bytes | None]:
     try:
         with Image.open(path) as img:
             return np.asarray(img.convert("RGB"), dtype=np.uint8), img.info.get("comment")
-    except OSError as exc:
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise TinypropError(f"{path}: cannot decode image ({exc}); remove or replace it") from exc
 
 
@@ -129,6 +234,14 @@ def fit_to_size(rgb: np.ndarray, size: Sequence[int] = MODEL_SIZE) -> np.ndarray
     return np.asarray(Image.fromarray(crop).resize((tw, th), Image.LANCZOS), dtype=np.uint8)
 
 
+def to_gray(rgb: np.ndarray) -> np.ndarray:
+    """uint8 ... x 3 RGB -> uint8 ... x 1 luma, ITU-R 601 in 16-bit fixed point:
+    (19595 R + 38470 G + 7471 B + 2^15) >> 16, which is Pillow's convert("L") exactly and
+    integer arithmetic a board can repeat."""
+    r, g, b = (rgb[..., i].astype(np.uint32) for i in range(3))
+    return ((19595 * r + 38470 * g + 7471 * b + 0x8000) >> 16).astype(np.uint8)[..., None]
+
+
 def write_model_image(
     src: str | os.PathLike, dest: str | os.PathLike, size: Sequence[int] = MODEL_SIZE
 ) -> None:
@@ -141,14 +254,23 @@ def write_model_image(
     Image.fromarray(fit_to_size(rgb, size)).save(dest, format="JPEG", quality=95, **extra)
 
 
-def quantize_pixels(rgb: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    """uint8 pixels -> int8 model input for a model fed x = pixel/255, quantized as TFLite's
-    QUANTIZE does: q = round(x / scale) + zero_point, in float32, rounding half away from zero,
-    clamped to int8. For scale 1/255 and zero point -128 this is exactly pixel - 128."""
-    x = rgb.astype(np.float32) / np.float32(255.0)
-    v = x / np.float32(scale)
+def quantize_real(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """Real values -> int8 as TFLite's QUANTIZE does: q = round(x / scale) + zero_point, in
+    float32, rounding half away from zero, clamped to int8."""
+    v = np.asarray(x, dtype=np.float32) / np.float32(scale)
     rounded = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))  # std::round semantics
     return np.clip(rounded.astype(np.int32) + int(zero_point), -128, 127).astype(np.int8)
+
+
+def quantize_pixels(rgb: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """uint8 pixels -> int8 model input for a model fed x = pixel/255 (quantize_real). For scale
+    1/255 and zero point -128 this is exactly pixel - 128."""
+    return quantize_real(rgb.astype(np.float32) / np.float32(255.0), scale, zero_point)
+
+
+def _shape(shape: Sequence[int]) -> tuple[int, int, int]:
+    """(height, width, channels) of a model input shape given as (H, W) (RGB) or (H, W, C)."""
+    return (int(shape[0]), int(shape[1]), int(shape[2]) if len(shape) > 2 else 3)
 
 
 def to_model_input(
@@ -157,8 +279,19 @@ def to_model_input(
     zero_point: int,
     size: Sequence[int] = MODEL_SIZE,
 ) -> np.ndarray:
-    """One RGB uint8 image of any size -> int8 (height, width, 3) model input."""
-    return quantize_pixels(fit_to_size(image_rgb_uint8, size), scale, zero_point)
+    """One RGB uint8 image of any size -> int8 (height, width, channels) model input; `size` is
+    (H, W) for an RGB model or (H, W, C) with C 3 or 1 (luma)."""
+    h, w, c = _shape(size)
+    return quantize_pixels(_channels(fit_to_size(image_rgb_uint8, (h, w)), c), scale, zero_point)
+
+
+def _channels(rgb: np.ndarray, c: int, what: str = "the model") -> np.ndarray:
+    if c == 3:
+        return rgb
+    if c == 1:
+        return to_gray(rgb)
+    raise TinypropError(f"{what}: takes {c} channels; images fit models with 3 (RGB) or 1 "
+                        "(grayscale) input channels: give it .npy features instead")
 
 
 def load_images(
@@ -166,20 +299,39 @@ def load_images(
     split: str,
     shift: str | None = None,
     size: Sequence[int] = MODEL_SIZE,
+    holdout: float | None = None,
+    classes: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Decode a split: (uint8 N x H x W x 3 at `size`, int64 labels, file names). The sensor
-    shift, if any, acts on the image at model size, keyed by file name (order-independent)."""
-    samples = load_dataset(root).split(split)
-    if not samples:
-        raise TinypropError(
-            f"{root}: split {split!r} is empty; add images (or a {HOLDOUT_FILE} for the holdout)"
-        )
+    """Decode a split of an image dataset: (uint8 N x H x W x C at `size`, (H, W) or (H, W, C),
+    int64 labels, file names). The sensor shift, if any, acts on the RGB image at model size,
+    keyed by file name (order-independent), before a grayscale model's luma is taken."""
+    return _images(load_dataset(root, holdout, classes), split, shift, size)
+
+
+def _images(ds: Dataset, split: str, shift: str | None,
+            size: Sequence[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    if ds.kind != "images":
+        raise TinypropError(f"{ds.root}: holds "
+                            f"{FEATURE_SUFFIX if ds.kind == 'features' else '.npz'} samples, not "
+                            "images; this needs an image dataset")
+    samples = _nonempty(ds, split)
+    h, w, c = _shape(size)
     images = []
     for s in samples:
-        rgb = fit_to_size(read_rgb(s.path), size)
-        images.append(apply_shift(shift or "none", rgb, s.name))
+        rgb = fit_to_size(read_rgb(s.path), (h, w))
+        images.append(_channels(apply_shift(shift or "none", rgb, s.name), c))
     labels = np.array([s.label for s in samples], dtype=np.int64)
     return np.stack(images), labels, [s.name for s in samples]
+
+
+def _nonempty(ds: Dataset, split: str) -> list[Sample]:
+    samples = ds.split(split)
+    if not samples:
+        raise TinypropError(
+            f"{ds.root}: split {split!r} is empty; add samples (or a {HOLDOUT_FILE}, or pass "
+            "--holdout 0.3, for the holdout)"
+        )
+    return samples
 
 
 def load_split(
@@ -189,10 +341,79 @@ def load_split(
     zero_point: int,
     shift: str | None = None,
     size: Sequence[int] = MODEL_SIZE,
+    holdout: float | None = None,
+    classes: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """A split as int8 model inputs: (np.int8 N x H x W x 3, np.int64 labels, file names)."""
-    images, labels, names = load_images(root, split, shift, size)
-    return quantize_pixels(images, scale, zero_point), labels, names
+    """A split as int8 model inputs: (np.int8 N x H x W x C, np.int64 labels, sample names), for
+    a model whose input is `size` ((H, W) RGB or (H, W, C)) quantized with `scale` and
+    `zero_point`. Images are fitted and quantized as pixel / 255 (load_images); features (.npy
+    files, a .npz) must have the input's shape (or its size) and are quantized as real values,
+    or taken as they are if int8. `holdout` and `classes` as load_dataset takes them."""
+    ds = load_dataset(root, holdout, classes)
+    if ds.kind == "images":
+        images, labels, names = _images(ds, split, shift, size)
+        return quantize_pixels(images, scale, zero_point), labels, names
+    xs, labels, names = _features(ds, split, shift, size)
+    return (np.stack([x if x.dtype == np.int8 else quantize_real(x, scale, zero_point)
+                      for x in xs]), labels, names)
+
+
+def load_real(root: str | os.PathLike, split: str, shift: str | None = None,
+              size: Sequence[int] = MODEL_SIZE, holdout: float | None = None,
+              classes: Sequence[str] | None = None) -> np.ndarray:
+    """A split as the real-valued float32 inputs a float model takes (N x `size`): images as
+    pixel / 255, features as they are (int8 features, already quantized, are refused)."""
+    ds = load_dataset(root, holdout, classes)
+    if ds.kind == "images":
+        return _images(ds, split, shift, size)[0].astype(np.float32) / np.float32(255.0)
+    xs, _, names = _features(ds, split, shift, size)
+    for x, name in zip(xs, names, strict=True):
+        if x.dtype == np.int8:
+            raise TinypropError(f"{name}: int8 (already quantized) features cannot calibrate a "
+                                "float model; give the real values (float32)")
+    return np.stack(xs).astype(np.float32)
+
+
+def _features(ds: Dataset, split: str, shift: str | None,
+              size: Sequence[int]) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
+    """The feature samples of a split at the input's shape: int8 as stored, others as float32."""
+    if shift not in (None, "none"):
+        raise TinypropError(f"--shift {shift}: camera shifts act on images; {ds.root} holds "
+                            "features: drop --shift")
+    samples = _nonempty(ds, split)
+    shape = tuple(int(d) for d in size)
+    x = _read_npz(ds.root)[0] if ds.kind == "arrays" else None
+    out = [_feature(x[s.row] if x is not None else _read_npy(s.path), shape, s.name)
+           for s in samples]
+    labels = np.array([s.label for s in samples], dtype=np.int64)
+    return out, labels, [s.name for s in samples]
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise TinypropError(f"{path}: not a readable .npy ({exc}); save each sample with "
+                            "numpy.save") from exc
+
+
+def _feature(v: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """One feature sample checked and at the input's shape: int8 as it is (already quantized),
+    real values as float32."""
+    size = int(np.prod(shape))
+    if v.size != size or v.ndim == 0 or (v.shape != shape and v.ndim != 1):
+        want = "x".join(map(str, shape))
+        raise TinypropError(f"{name}: a {v.dtype} sample of shape {'x'.join(map(str, v.shape))};"
+                            f" the model takes {want} ({size} values): save samples of that "
+                            "shape, or flat")
+    if v.dtype == np.int8:
+        return v.reshape(shape)
+    if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
+        raise TinypropError(f"{name}: samples of {v.dtype}; give real values (float) or int8 "
+                            "quantized with the model's input scale and zero point")
+    if not np.all(np.isfinite(v)):
+        raise TinypropError(f"{name}: holds NaN or infinite values; fix the sample")
+    return v.reshape(shape).astype(np.float32)
 
 
 def _check_rgb(rgb: np.ndarray) -> None:

@@ -101,7 +101,8 @@ class _Reader:
         if tin.dtype != "int8" or tin.scale.size == 0:
             raise TinypropError(
                 f"{self.path}: input tensor '{tin.name}' is {tin.dtype}, not quantized int8 "
-                "(a float model?); convert with full-integer quantization "
+                "(a float model?); `tinyprop convert MODEL --calib DIR` quantizes it for you, "
+                "or convert it with full-integer quantization "
                 "(converter.inference_input_type = tf.int8)"
             )
         ops = []

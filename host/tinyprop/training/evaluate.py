@@ -36,6 +36,17 @@ def scores(labels: Sequence[int], predictions: Sequence[int],
             "confusion": confusion.tolist(), "n": n}
 
 
+def label_names(classes: Sequence[str], outputs: int, data: Path) -> tuple[str, ...]:
+    """The names of a model's `outputs` classes from a dataset's `classes` (label order): a
+    dataset with more classes than the model has outputs is refused; outputs beyond the
+    dataset's classes are named by index."""
+    if len(classes) > outputs:
+        raise TinypropError(f"{data}: {len(classes)} classes ({', '.join(classes)}) for a model "
+                            f"with {outputs} output(s); score a model with one output a class, "
+                            "or a dataset of its classes")
+    return tuple(classes) + tuple(f"output {i}" for i in range(len(classes), outputs))
+
+
 def tflite_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
     """argmax of the output for each int8 sample, from TFLite's reference kernels (BUILTIN_REF:
     the kernels tinyprop's forward pass equals bit for bit)."""

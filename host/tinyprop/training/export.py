@@ -13,6 +13,7 @@ import numpy as np
 import tflite
 
 from ..compile.blobfile import TrainingBlob
+from ..compile.head import labels_path, read_labels
 from ..errors import TinypropError
 
 
@@ -59,4 +60,8 @@ def export_params(tb: TrainingBlob, params: bytes, out: Path) -> Path:
         raise TinypropError(f"{tb.name}: {len(params):,} bytes of parameters, its params region "
                             f"holds {tb.program.region_bytes:,}; give the parameters of a run "
                             "of this blob")
-    return export_tflite(tb.source, tb.program.unpack_params(params), out)
+    export_tflite(tb.source, tb.program.unpack_params(params), out)
+    names = read_labels(tb.source)
+    if names is not None:  # a new head's class names go with the model
+        labels_path(out).write_text("".join(f"{n}\n" for n in names))
+    return out

@@ -50,6 +50,7 @@ class RunConfig:
     momentum: float = 0.0
     checkpoint_every: int = 0
     checkpoint: Path | None = None  # where checkpoints go when checkpoint_every > 0
+    classes: tuple[str, ...] = CLASSES  # the labels' names (the dataset's classes)
 
 
 def checkpoint_path(blob: Path, checkpoint: Path | None = None) -> Path:
@@ -83,17 +84,19 @@ def load_checkpoint(path: Path, blob: int, flag: str = "--resume") -> tuple[int,
     return step, params
 
 
-def check_samples(tb: TrainingBlob, xs: np.ndarray, ys: np.ndarray, data: Path) -> None:
+def check_samples(tb: TrainingBlob, xs: np.ndarray, ys: np.ndarray, data: Path,
+                  classes: tuple[str, ...] = CLASSES) -> None:
     """Refuse, before any step, samples the model cannot take: bad input, not a lost link."""
     shape = "x".join(map(str, tb.graph.input.shape[1:]))
     if xs[0].size != tb.graph.input.size:
-        raise TinypropError(f"{data}: images become samples of {xs[0].size} bytes, the model's "
-                            f"{shape} input takes {tb.graph.input.size}; train a model with a "
-                            "96x96x3 input")
+        got = "x".join(map(str, xs.shape[1:]))
+        raise TinypropError(f"{data}: samples of {got} ({xs[0].size} values), the model's "
+                            f"{shape} input takes {tb.graph.input.size}; give samples of the "
+                            "model's input shape")
     if int(ys.max()) >= tb.classes:
-        raise TinypropError(f"{data}: label {int(ys.max())} ({CLASSES[int(ys.max())]}) is out of "
+        raise TinypropError(f"{data}: label {int(ys.max())} ({classes[int(ys.max())]}) is out of "
                             f"range for a model with {tb.classes} output(s); train a model with "
-                            f"one output per class ({', '.join(CLASSES)})")
+                            f"one output per class ({', '.join(classes)})")
 
 
 def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.ndarray,
@@ -104,7 +107,7 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
     and `<unit>_per_inference` (a few training samples, measured after the run)."""
     crc = blob_id(tb.blob)
     hello = {"type": "start", "board": engine.name, "model": tb.source.name,
-             "blob_id": f"{crc:08x}", "classes": CLASSES[: tb.classes], "steps_total": total,
+             "blob_id": f"{crc:08x}", "classes": cfg.classes[: tb.classes], "steps_total": total,
              "scheme": tb.program.scheme.name, "lr": cfg.lr, "schedule": cfg.schedule,
              "seed": cfg.seed, "momentum": cfg.momentum,
              # trainable: the params region (runlog.md), optimizer state included as a board
@@ -144,17 +147,17 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
     summary = {"type": "summary", "steps": total, "elapsed_s": round(elapsed, 3),
                "samples_per_s": round((total - start) / elapsed, 3) if elapsed > 0 else None}
     if engine.counter_unit is not None:
-        summary.update(engine_costs(engine, counters, xs, ys, tb.classes))
+        summary.update(engine_costs(engine, counters, xs, ys, cfg.classes[: tb.classes]))
     yield summary
 
 
 def engine_costs(engine: Engine, counters: list[int], xs: np.ndarray, ys: np.ndarray,
-                 classes: int) -> dict:
+                 classes: tuple[str, ...]) -> dict:
     """Summary fields of an engine that counts its cost: the counter unit, the mean counter of
     the training steps, and of an inference (INFERENCE_PROBE training samples)."""
     unit = engine.counter_unit
     probe = slice(0, INFERENCE_PROBE)
-    cost = evaluate_engine(engine, xs[probe], ys[probe], CLASSES[:classes])
+    cost = evaluate_engine(engine, xs[probe], ys[probe], classes)
     fields = {"counter_unit": unit, f"{unit}_per_inference": round(cost[f"{unit}_per_inference"])}
     if counters:
         fields[f"{unit}_per_step"] = round(float(np.mean(counters)))
