@@ -57,8 +57,10 @@ class _Builder:
     def weights(self, name: str, shape, channel_dim: int, per_channel: bool = True) -> int:
         r = self.rng
         n = shape[channel_dim] if per_channel else 1
-        # two decades of channel scales: requantization shifts of both signs
-        scales = np.float32(10.0) ** r.uniform(-3.3, -1.3, n).astype(np.float32)
+        # two decades of channel scales: requantization shifts of both signs. The power in
+        # float64, rounded once: numpy's float32 power has CPU-specific SIMD paths (AVX-512 or
+        # not) that differ in the last bit, and these bytes must be the same on every machine.
+        scales = (10.0 ** r.uniform(-3.3, -1.3, n)).astype(np.float32)
         data = r.integers(-127, 128, shape).astype(np.int8)
         return self._add(name, shape, "int8", scales, np.zeros(n, np.int64), data, channel_dim)
 
