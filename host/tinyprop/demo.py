@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .data.datasets import CLASSES
 from .errors import TinypropError
 from .extras import require
 from .monitor.runlog import RunState
@@ -33,6 +34,9 @@ class DemoConfig:
     model: str | None = None
     data: str | None = None
     out: Path = Path("out/demo")
+    # a new-class task made from vww-mini (tinyprop.data.tasks, e.g. coco3): the VWW model gets
+    # a new head for its classes (compile/head.py) and learns them on the board
+    task: str | None = None
 
 
 @dataclass
@@ -63,6 +67,21 @@ def _board_figures(state: RunState) -> dict:
     return out
 
 
+def _task(args: DemoConfig, model: Path, vww_mini: Path,
+          say: Callable[[str], None]) -> tuple[Path, Path, tuple[str, ...]]:
+    """(the model with a new head, the task's dataset folder, its classes) of args.task."""
+    from .compile.head import new_head
+    from .data.datasets import load_dataset
+    from .data.tasks import build_task
+
+    data = build_task(args.task, vww_mini, args.out / args.task)
+    classes = load_dataset(data).classes
+    say(f"task {args.task}: {', '.join(classes)}; a new head on {model.name}'s features, "
+        "initialised from the training photos' class means")
+    head = new_head(model, classes, data, args.out / f"{args.task}.head.tflite", shift=args.shift)
+    return head, data, classes
+
+
 def run_demo(args: DemoConfig, show: Callable[[Iterator[dict], Path], RunState],
              say: Callable[[str], None] = print) -> DemoRun:
     """Run the demo; `show` displays the training events (and logs them to the path given),
@@ -84,17 +103,20 @@ def run_demo(args: DemoConfig, show: Callable[[Iterator[dict], Path], RunState],
     model = resolve_model(args.model)
     data = resolve_dataset(args.data)
     args.out.mkdir(parents=True, exist_ok=True)
+    classes = CLASSES
+    if args.task is not None:
+        model, data, classes = _task(args, model, data, say)
     calib = data if args.scheme == "auto" else None
     say(f"converting {model.name} with scheme {args.scheme} under {args.budget}"
         + (f" (calibrating on '{args.shift}' samples)" if calib else ""))
     tb = build(model, args.scheme, args.budget, calib, calib_shift=args.shift)
-    blob_path = args.out / "vww.tpb"
+    blob_path = args.out / (f"{args.task}.tpb" if args.task else "vww.tpb")
     blob_path.write_bytes(tb.blob)
     fig = figures(tb.program, tb.blob)
     t_in = tb.graph.input
     xs, ys, _ = load_split(data, "train", t_in.s, t_in.zp, shift=args.shift)
     xh, yh, _ = load_split(data, "holdout", t_in.s, t_in.zp, shift=args.shift)
-    before = evaluate_tflite(model, xh, yh)
+    before = evaluate_tflite(model, xh, yh, classes)
     say(f"scheme {fig['scheme']}; holdout accuracy on '{args.shift}' before: "
         f"{before['accuracy']:.3f}")
 
@@ -103,15 +125,15 @@ def run_demo(args: DemoConfig, show: Callable[[Iterator[dict], Path], RunState],
     log.unlink(missing_ok=True)  # the log of an earlier demo in this folder
     t0 = time.time()
     with open_engine(args.board, tb, HParams(args.lr, args.seed)) as engine:
-        cfg = RunConfig(args.lr, args.seed, args.schedule)  # plain SGD, no checkpoints
+        cfg = RunConfig(args.lr, args.seed, args.schedule, classes=classes)  # plain SGD
         state = show(training_events(cfg, tb, engine, xs, ys, total, 0), log)
         if state.disconnected:
             raise TinypropError(f"the demo's board {engine.name} stopped: "
                                 f"{state.disconnect_text}; run the demo again")
         params = engine.params()
     train_s = time.time() - t0
-    tuned = export_params(tb, params, args.out / "vww_tuned.tflite")
-    after = evaluate_tflite(tuned, xh, yh)
+    tuned = export_params(tb, params, args.out / f"{blob_path.stem}_tuned.tflite")
+    after = evaluate_tflite(tuned, xh, yh, classes)
     with RunLog(log) as rl:  # the holdout scores, so the report shows them beside the curves
         for step, r in ((0, before), (total, after)):
             state.fold(rl.write({"type": "eval", "time": state.time, "split": "holdout",
@@ -121,7 +143,8 @@ def run_demo(args: DemoConfig, show: Callable[[Iterator[dict], Path], RunState],
     dev = _board_figures(state)
     unit = dev["counter_unit"]
     result = {
-        "board": engine.name, "shift": args.shift, "scheme": fig["scheme"],
+        "board": engine.name, "shift": args.shift, "task": args.task, "classes": list(classes),
+        "scheme": fig["scheme"],
         "lr": args.lr, "schedule": args.schedule, "epochs": args.epochs,
         "accuracy_before": round(before["accuracy"], 4),
         "accuracy_after": round(after["accuracy"], 4),

@@ -10,12 +10,17 @@ from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ..data.tasks import TASKS
     from ..engines import BOARD_HELP
 
     p = sub.add_parser("demo", help="adapt the VWW person detector to a new camera, on device")
     p.add_argument("--board", default="qemu-m4", help=f"{BOARD_HELP} (default qemu-m4)")
-    p.add_argument("--shift", default="haze",
-                   help="camera shift: haze (default), night, sodium, blur")
+    p.add_argument("--shift", default=None,
+                   help="camera shift: haze (the default for VWW), night, sodium, blur, none "
+                   "(the default for --task)")
+    p.add_argument("--task", choices=sorted(TASKS),
+                   help="teach the VWW model new classes instead, made from vww-mini's photos "
+                   "(coco3: animal, furniture, vehicle): a new head, trained on the board")
     p.add_argument("--budget", default="256KB")
     p.add_argument("--scheme", default="auto", help="auto (default) or any convert --scheme")
     p.add_argument("--epochs", type=int, default=3)
@@ -41,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
             return plain_lines(events, sys.stdout, log_path=log)
         return run_dashboard(events, log_path=log)
 
-    cfg = DemoConfig(args.board, args.shift, args.budget, args.scheme, args.epochs, args.lr,
-                     args.schedule, args.seed, args.model, args.data, args.out)
+    shift = args.shift or ("none" if args.task else "haze")
+    cfg = DemoConfig(args.board, shift, args.budget, args.scheme, args.epochs, args.lr,
+                     args.schedule, args.seed, args.model, args.data, args.out, args.task)
     done = run_demo(cfg, show, say=lambda line: print(line, flush=True))
     result = done.figures
     mem = result["memory_reported"]
@@ -50,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
                   f"{mem['trainable']:,} + stack {mem['stack_peak']:,})"
                   if done.sram_measured else " (arena + trainable; this board reports no more)")
     before, after = done.before, done.after
-    rows = [("holdout accuracy before", f"{before['accuracy']:.1%}  (TFLite, original model)"),
+    start = "new head, untrained" if args.task else "original model"
+    rows = [("holdout accuracy before", f"{before['accuracy']:.1%}  (TFLite, {start}; "
+             f"{before['n']} photos)"),
             ("holdout accuracy after", f"{after['accuracy']:.1%}  (TFLite, fine-tuned model)"),
             ("per class after", ", ".join(f"{k} {v:.1%}" for k, v in after["per_class"].items()
                                           if v is not None)),
@@ -62,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
                  ("instructions / inference", f"{result['instructions_per_inference']:,}")]
     rows += [("samples / s (end to end)", f"{result['samples_per_s']}"),
              ("time (whole demo)", f"{result['demo_seconds']:.0f} s")]
-    print(f"\ntinyprop demo on {result['board']}, camera shift '{args.shift}', "
+    what = f"task {args.task}" if args.task else f"camera shift '{shift}'"
+    print(f"\ntinyprop demo on {result['board']}, {what}, "
           f"{result['train_steps']} steps")
     for k, v in rows:
         print(f"  {k:<30} {v}")
