@@ -243,7 +243,9 @@ static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gma
 /* One pair (e, post-incremented by the first LDRD, so g[] lies at -16..-4) for np pixels: its
  * weights of inputs i, i + 1 made two words (PW_W: u even inputs, r odd ones), then per pixel
  * two SMLADs with its g word, loaded two pixels a LDRD (PW_PIX2) or one (PW_PIX1). Four pixels:
- * 16 instructions for 16 MACs; three: 14 for 12; two: 11 for 8; one: 9 for 4. */
+ * 16 instructions for 16 MACs; three: 14 for 12; two: 11 for 8; one: 9 for 4. The asm's text
+ * and operand lists are laid out by hand. */
+/* clang-format off */
 #define PW_W                                                                                   \
     "ldrd %[r], %[u], [%[e]], #24\n\t"                                                          \
     "ldrh %[r], [%[r], %[i]]\n\t"                                                               \
@@ -293,6 +295,7 @@ static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gma
             __asm__ volatile(PW_Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                   \
         }                                                                                      \
     } while (0)
+/* clang-format on */
 
 /* s0[p], s1[p] += sum over the npairs pairs of t of SMLAD of the pair's weights of inputs i and
  * i + 1 and g[p], for np (1 to 4, a constant) pixels. */
@@ -424,5 +427,6 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
 }
 
 #else
-typedef int tp_conv_input_grad_arm_unused; /* ISO C wants a declaration in every translation unit */
+/* ISO C wants a declaration in every translation unit */
+typedef int tp_conv_input_grad_arm_unused;
 #endif

@@ -135,5 +135,6 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
 }
 
 #else
-typedef int tp_conv_weight_grad_arm_unused; /* ISO C wants a declaration in every TU */
+/* ISO C wants a declaration in every translation unit */
+typedef int tp_conv_weight_grad_arm_unused;
 #endif

@@ -336,5 +336,6 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 }
 
 #else
-typedef int tp_depthwise_input_grad_arm_unused; /* ISO C wants a declaration in every TU */
+/* ISO C wants a declaration in every translation unit */
+typedef int tp_depthwise_input_grad_arm_unused;
 #endif

@@ -130,5 +130,6 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
 }
 
 #else
-typedef int tp_depthwise_weight_grad_arm_unused; /* ISO C wants a declaration in every TU */
+/* ISO C wants a declaration in every translation unit */
+typedef int tp_depthwise_weight_grad_arm_unused;
 #endif
