@@ -1,5 +1,5 @@
-"""The Cortex-M DSP 1x1 CONV_2D gradient kernels (firmware/core/kernels/arm/tp_grad_arm.c) equal
-the reference kernels bit for bit, op by op, on qemu-m4: small graphs x -> 1x1 conv (bias
+"""The Cortex-M DSP 1x1 CONV_2D gradient kernels (firmware/core/kernels/arm/tp_conv_*_grad_arm.c)
+equal the reference kernels bit for bit, op by op, on qemu-m4: small graphs x -> 1x1 conv (bias
 trained: the op under test must hand it an input gradient) -> the 1x1 conv under test -> MEAN
 -> a 1x1 head, three training steps with the DSP kernels and three with the reference kernels, the
 parameters' CRC after each step equal. The blobs hold a float32 velocity per trained parameter
@@ -11,7 +11,7 @@ The cases reach every path of the kernels: trained rows held apart (a channel su
 contiguous weights (the op trains its bias only), output channels in one block and in several
 with an odd last one (TP_PW_BLOCK is 32), an odd last pixel of a row, int8 maps (the SMMULR fold,
 its channels that can meet ties folded again in int32, and the int32 fold of dY' below 15 bits
-past 511 output channels) and int16 maps (fold_fast), the weight gradient over one block of
+past 511 output channels) and int16 maps (tp_dsp_fold), the weight gradient over one block of
 positions and over many (TP_WG_BLOCK is 64), with int16 maps on a 48x48 map whose sum |dY|
 passes the int32 bounds.
 """

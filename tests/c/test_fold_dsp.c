@@ -1,10 +1,10 @@
 /* test_fold_dsp.c - the fold dY' = round(q m / 2^sh) (half to even, clamped to +-(2^bits - 1))
  * of the Cortex-M DSP input-gradient kernels, value by value, for tests/test_kernels_dsp.py:
  * built with TP_KERNELS_DSP_EMULATION under ASan and UBSan, it runs the 1x1 and the 3x3
- * depthwise input gradients (kernels/arm/tp_grad_arm.c) and the reference ones on maps whose dX
- * is dY' itself: the 1x1 weights the identity, the depthwise ones only the centre tap, 1. dX is
- * written to an int16 map, whose 15 bits hold every dY' without a shift, so each value of
- * the fold is seen, not only what survives the rounding of a map.
+ * depthwise input gradients (kernels/arm/tp_*_input_grad_arm.c) and the reference ones on maps
+ * whose dX is dY' itself: the 1x1 weights the identity, the depthwise ones only the centre tap,
+ * 1. dX is written to an int16 map, whose 15 bits hold every dY' without a shift, so each value
+ * of the fold is seen, not only what survives the rounding of a map.
  *
  *   test_fold_dsp     (this machine: the build_program driver, the intrinsics emulated)
  *   make -C boards/qemu-m4 APP=$PWD/tests/c/test_fold_dsp.c APP_ENTRY=fold_test_main

@@ -241,7 +241,7 @@ void tp_pad_input_grad_q(const tp_pad_params *p, const tp_shape *in_shape,
                          const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx);
 void tp_add_input_grad_q(const tp_gmap *dy, tp_gm_writer *dx);
 
-/* The Cortex-M DSP versions (kernels/arm/tp_grad_arm.c, TP_KERNELS_DSP builds): the input
+/* The Cortex-M DSP versions (kernels/arm/tp_*_grad_arm.c, TP_KERNELS_DSP builds): the input
  * gradients of 1x1 CONV_2D and 3x3 DEPTHWISE_CONV_2D, the weight gradients of 1x1 CONV_2D and
  * of DEPTHWISE_CONV_2D, in the reference kernels' scratch (the depthwise ones use the stack); they run the reference kernel for what they do not cover. */
 void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,

@@ -60,12 +60,6 @@ uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p,
 
 #if TP_KERNELS_DSP
 
-/* Two int16 lanes (lo, hi) in a word. */
-static uint32_t pack16(int32_t lo, int32_t hi)
-{
-    return ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16);
-}
-
 /* A window's weights: (w0, w1) and (w1, w2) of each of its three rows. */
 typedef struct {
     uint32_t w01[3], w12[3];
@@ -255,8 +249,8 @@ void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shap
                     for (r = 0; r < 3u; r++) {
                         int32_t w0 = t[(3u * r) * step], w1 = t[(3u * r + 1u) * step];
                         int32_t w2 = t[(3u * r + 2u) * step];
-                        wt.w01[r] = pack16(w0, w1);
-                        wt.w12[r] = pack16(w1, w2);
+                        wt.w01[r] = tp_dsp_pack16(w0, w1);
+                        wt.w12[r] = tp_dsp_pack16(w1, w2);
                         sum += (uint32_t)(w0 + w1 + w2);
                     }
                     /* the plane holds x, not x - zp: start at bias - zp * sum(w), mod 2^32 */

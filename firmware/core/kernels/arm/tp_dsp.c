@@ -1,4 +1,5 @@
-/* tp_dsp.c - per-channel requantization parameters of the Cortex-M DSP kernels (tp_dsp.h). */
+/* tp_dsp.c - per-channel requantization parameters of the Cortex-M DSP kernels, and the
+ * gradient kernels' fold of one value (tp_dsp.h). */
 #include "tp_dsp.h"
 
 #if TP_KERNELS_DSP
@@ -66,6 +67,12 @@ int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, con
         return 1;
     }
     return fits(rq, abs_bias + sum * dev, left, p->out_zp);
+}
+
+/* The name in parentheses: the function, not tp_dsp.h's macro to the inline version. */
+int32_t (tp_dsp_fold)(int32_t q, uint32_t m, int32_t sh, int32_t lim)
+{
+    return tp_dsp_fold_inline(q, m, sh, lim);
 }
 
 #else

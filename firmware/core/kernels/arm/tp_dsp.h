@@ -32,6 +32,21 @@
 #define tp_smlabt(a, b, acc) ((int32_t)__smlabt((int32_t)(a), (int32_t)(b), (acc)))
 #define tp_smlatb(a, b, acc) ((int32_t)__smlatb((int32_t)(a), (int32_t)(b), (acc)))
 #define tp_smlatt(a, b, acc) ((int32_t)__smlatt((int32_t)(a), (int32_t)(b), (acc)))
+/* Two instructions ACLE lacks: SXTB16 of x rotated right by 8 (its odd bytes), and SMMULR,
+ * floor((a b + 2^31) / 2^32). */
+static inline uint32_t tp_sxtb16_odd(uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+
+static inline int32_t tp_smmulr(int32_t a, int32_t b)
+{
+    int32_t r;
+    __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
 #else
 /* The ACLE intrinsics' definitions (Arm ACLE, section 9.5), in portable C. */
 static inline int32_t tp_lane_lo(uint32_t x)
@@ -74,6 +89,16 @@ static inline uint32_t tp_sxtb16(uint32_t x)
     return tp_sxtab16(0u, x);
 }
 
+static inline uint32_t tp_sxtb16_odd(uint32_t x)
+{
+    return tp_sxtb16(x >> 8);
+}
+
+static inline int32_t tp_smmulr(int32_t a, int32_t b)
+{
+    return (int32_t)(((int64_t)a * b + 0x80000000LL) >> 32);
+}
+
 static inline int32_t tp_ssat8(int32_t x)
 {
     return x < -128 ? -128 : x > 127 ? 127 : x;
@@ -96,6 +121,10 @@ static inline uint32_t tp_usada8(uint32_t a, uint32_t b, uint32_t acc)
 #define TP_DSP_NOINLINE __attribute__((noinline))
 #define TP_DSP_INLINE static inline __attribute__((always_inline))
 
+/* The kernels' rounding shifts rely on >> of a negative int32 or int64 being arithmetic: GCC
+ * and Clang define it so. */
+typedef char tp_dsp_asr_check[(-5 >> 1) == -3 && ((int64_t)-5 >> 1) == -3 ? 1 : -1];
+
 /* A 32-bit pattern as int32 (two's complement, without implementation-defined conversion). */
 static inline int32_t tp_dsp_i32(uint32_t u)
 {
@@ -109,6 +138,12 @@ static inline uint32_t tp_dsp_rd32(const int8_t *p)
     uint32_t v;
     __builtin_memcpy(&v, p, 4);
     return v;
+}
+
+/* Two int16 lanes (lo, hi) in a word. */
+static inline uint32_t tp_dsp_pack16(int32_t lo, int32_t hi)
+{
+    return ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16);
 }
 
 /* ---- requantization ----
@@ -168,6 +203,91 @@ TP_DSP_INLINE int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int fast, i
 static inline int tp_dsp_fast(const tp_dsp_rq *rq)
 {
     return rq->nm != 0 && rq->s1 == 1u;
+}
+
+/* ---- gradients (tp_*_grad_arm.c) ---- */
+
+/* Whether the 1x1 CONV_2D gradient kernels take an op: 1x1, stride 1, no padding, input
+ * channels a multiple of 4. */
+static inline int tp_dsp_grad_pointwise(const tp_conv_params *p, const tp_shape *in_shape)
+{
+    return p->k[0] == 1u && p->k[1] == 1u && p->stride[0] == 1u && p->stride[1] == 1u &&
+           p->pad[0] == 0u && p->pad[1] == 0u && (in_shape->c & 3) == 0;
+}
+
+/* Two int16 at any alignment as a word (the first low). */
+static inline uint32_t tp_dsp_rd_pair(const int16_t *p)
+{
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+
+/* v clamped to +-lim. */
+static inline int32_t tp_dsp_sat(int32_t v, int32_t lim)
+{
+    return v > lim ? lim : v < -lim ? -lim : v;
+}
+
+/* v / 2^sh rounded half to even, 1 <= sh <= 31, hm1 = 2^(sh - 1) - 1, v + 2^(sh - 1) within
+ * int32: adding hm1 plus the floor's parity carries into the quotient exactly when the
+ * remainder is above one half, or one half with an odd floor. */
+static inline int32_t tp_dsp_round_even(int32_t v, int32_t sh, int32_t hm1)
+{
+    return (v + hm1 + ((v >> sh) & 1)) >> sh;
+}
+
+/* tp_gm_fold_one (one dY' = round(q m / 2^sh) half to even, clamped to +-lim) with the
+ * channel's shift at hand (sh = top - k). */
+static inline int32_t tp_dsp_fold_inline(int32_t q, uint32_t m, int32_t sh, int32_t lim)
+{
+    int64_t v = (int64_t)q * (int64_t)m;
+    if (sh >= 9 && sh <= 31) { /* the usual case, in 32-bit halves: |v| / 2^sh < 2^30 */
+        uint64_t u = (uint64_t)v;
+        uint32_t lo = (uint32_t)u, hi = (uint32_t)(u >> 32), s = (uint32_t)sh;
+        int32_t r = tp_dsp_i32((lo >> s) | (hi << (32u - s))); /* the floor */
+        uint32_t rem = lo & ((1u << s) - 1u), half = 1u << (s - 1u);
+        r += (rem > half || (rem == half && (r & 1))) ? 1 : 0;
+        return tp_dsp_sat(r, lim);
+    }
+    if (sh <= 0) {
+        uint32_t l = sh < -62 ? 62u : (uint32_t)-sh;
+        v = (int64_t)((uint64_t)v << l);
+    } else if (sh > 40) {
+        v = 0; /* |q m| < 2^39: below one half */
+    } else {
+        uint64_t u = (uint64_t)v + 0x8000000000000000ull, mask = ((uint64_t)1 << sh) - 1u;
+        uint64_t rem = u & mask, half = (uint64_t)1 << (sh - 1);
+        v = (int64_t)((u >> sh) - (0x8000000000000000ull >> sh));
+        v += (rem > half || (rem == half && (v & 1))) ? 1 : 0;
+    }
+    return (int32_t)(v > lim ? lim : v < -lim ? -lim : v);
+}
+
+/* The function (tp_dsp.c), and the inline version unless the build optimizes for size: there
+ * GCC does not inline it, and one copy serves both input-gradient kernels. */
+int32_t tp_dsp_fold(int32_t q, uint32_t m, int32_t sh, int32_t lim);
+#ifndef __OPTIMIZE_SIZE__
+#define tp_dsp_fold(q, m, sh, lim) tp_dsp_fold_inline((q), (m), (sh), (lim))
+#endif
+
+/* Whether round(q m / 2^sh) of an int8 q (m != 0, sh >= 1) can meet a tie: q m is halfway only
+ * with sh - 1 trailing zeros, tz(q) + tz(m) with tz(q) <= 7 for a nonzero q, so only when
+ * sh - 1 - tz(m) is in 0..7. Where it cannot, half up (SMMULR's rounding) is half to even. */
+static inline int tp_dsp_fold_may_tie(uint32_t m, int32_t sh)
+{
+    int32_t d = sh - 1 - (int32_t)__builtin_ctz(m);
+    return d >= 0 && d <= 7;
+}
+
+/* round(q m / 2^sh) half up for an int8 q and 1 <= sh <= 31 is tp_smmulr(q qs, b) with
+ * qs = 2^sa and b = m 2^sb, sa + sb = 32 - sh: sa = 24 (sh <= 8) or 32 - sh keeps q qs within
+ * int32 (|q| <= 128) and b below 2^31 (m < 2^24). */
+static inline void tp_dsp_smm_factors(uint32_t m, int32_t sh, int32_t *qs, int32_t *b)
+{
+    uint32_t sa = sh <= 8 ? 24u : 32u - (uint32_t)sh;
+    *qs = (int32_t)(1u << sa);
+    *b = (int32_t)(m << (32u - (uint32_t)sh - sa));
 }
 
 #endif /* TP_KERNELS_DSP */

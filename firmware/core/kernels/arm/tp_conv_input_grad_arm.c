@@ -1,0 +1,432 @@
+/* tp_conv_input_grad_arm.c - the input gradient of 1x1 CONV_2D with integer maps for Cortex-M
+ * with the DSP extension, bit for bit the reference kernel (kernels/ref/tp_weighted_gradq.c),
+ * in its scratch; other shapes run the reference kernel.
+ *
+ * dX[p, i] = sum_o W[o, i] dY'[p, o]: every sum is exact in int32 (the fold's bits bound
+ * W^T dY' below 2^31, tp_gm_fold_bits), so the order of the multiply-accumulates is free and
+ * SMLAD takes two at a time. Output channels go in blocks of TP_PW_BLOCK, in pairs (o, o + 1):
+ * each pair's weight rows (held apart or not) and the block's fold parameters (the weight
+ * scale's parts, hoisted out of the pixel loop) in a table on the stack; per four pixels of a
+ * row (then the last one to three), the block's dY' folded (int8 dY: one SMMULR a value where no
+ * tie can happen, see pw_prepare; else in int32, see pw_round8) into the table as
+ * (dY'[p, o], dY'[p, o + 1]) words, then per two inputs of the four pixels eight sums in
+ * registers over the block: per pair, two halfwords of weights made (W[o, i], W[o + 1, i]) and
+ * (W[o, i + 1], W[o + 1, i + 1]) by one ORR and two SXTB16, eight SMLADs (16 MACs) with the four
+ * pixels' words.
+ */
+#include "tp_dsp.h"
+
+#if TP_KERNELS_DSP
+
+/* Output channels per block: a block's table (pw_pair) and fold parameters live on the stack. */
+#define TP_PW_BLOCK 32u
+
+/* Output channels o, o + 1 of a block: their weight rows and the folded dY' of up to four
+ * pixels p, g[p] = (dY'[p, o] low, dY'[p, o + 1] high), read in pairs (LDRD) by the
+ * multiply-accumulate loops. A block's odd last channel is paired with itself, its high
+ * halves 0. */
+typedef struct {
+    const int8_t *row0, *row1;
+    uint32_t g[4];
+} pw_pair;
+
+/* A block's fold parameters: m[j] its channel's mantissa and s[j] the shift (top - k) for
+ * tp_dsp_fold; or, in a PW_ROUND8 block, s[j] = sh | (2^(sh-1) - 1) << 8 with 1 <= sh <= 25 (m
+ * 0 for a channel whose dY' is 0); or, in a PW_SMM block, m[j] = 2^sa and s[j] = m 2^sb (both 0
+ * for a zero channel). */
+typedef struct {
+    int32_t m[TP_PW_BLOCK];
+    uint32_t s[TP_PW_BLOCK];
+    uint32_t ties; /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
+} pw_fold_params;
+
+/* The fold modes of a block (pw_prepare). */
+enum { PW_ANY, PW_ROUND8, PW_SMM };
+
+/* Block [o0, o0 + nb)'s rows (in pairs) and fold parameters; returns its mode: PW_ANY
+ * (tp_dsp_fold); PW_ROUND8, the int8 fold pw_round8: int8 dY (|q| <= 127, m < 2^24: q m fits
+ * int32 with room for the rounding constant while sh <= 25), every shift in [1, 25] or the
+ * channel's dY' zero (sh >= 32 with |q m| < 2^31: below one half); PW_SMM, for int8 dY and 15
+ * bits when every channel is zero (m 0 or sh >= 32) or has 1 <= sh <= 31 and meets no tie
+ * (tp_dsp_fold_may_tie): tp_dsp_smm_factors in m[j], s[j] (both 0 for a zero channel); a
+ * channel that may meet a tie and has sh <= 25 takes PW_ROUND8's parameters and its bit in
+ * `ties`. */
+static int pw_prepare(pw_pair *t, pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f,
+                      uint32_t o0, uint32_t nb, int int8)
+{
+    uint32_t j, m, step, ties = 0u;
+    int32_t k, fast = int8, smm = int8 && f->bits == 15u;
+    for (j = 0; j < nb; j++) {
+        int32_t sh;
+        const int8_t *row = tp_weights_row(w, o0 + j, &step);
+        if ((j & 1u) == 0u) {
+            t[j >> 1].row0 = row;
+        }
+        t[j >> 1].row1 = row;
+        tp_gm_scale_parts(tp_weights_scale(w, o0 + j), &m, &k);
+        sh = f->top - k;
+        fp->m[j] = (int32_t)m;
+        fp->s[j] = (uint32_t)sh;
+        if (!(m == 0u || sh >= 32 || (sh >= 1 && sh <= 25))) {
+            fast = 0;
+        }
+        if (smm && !(m == 0u || sh >= 32)) {
+            if (sh < 1) {
+                smm = 0;
+            } else if (tp_dsp_fold_may_tie(m, sh)) { /* pw_round8's rounding */
+                if (sh > 25) {
+                    smm = 0;
+                }
+                ties |= 1u << j;
+            }
+        }
+    }
+    fp->ties = smm ? ties : 0u;
+    if (fast || smm) {
+        for (j = 0; j < nb; j++) {
+            int32_t sh = (int32_t)fp->s[j], b;
+            if (fp->m[j] == 0 || sh >= 32) {
+                fp->m[j] = 0;
+                fp->s[j] = smm ? 0u : 1u;
+            } else if (smm && !(fp->ties >> j & 1u)) {
+                tp_dsp_smm_factors((uint32_t)fp->m[j], sh, &fp->m[j], &b);
+                fp->s[j] = (uint32_t)b;
+            } else {
+                fp->s[j] = (uint32_t)sh | ((1u << (sh - 1)) - 1u) << 8;
+            }
+        }
+    }
+    return smm ? PW_SMM : fast ? PW_ROUND8 : PW_ANY;
+}
+
+/* round(q m / 2^sh) half to even of v = q m, sh = s & 0xFF in [1, 25] and s >> 8 = 2^(sh-1) - 1
+ * (pw_prepare's PW_ROUND8 parameters); |q m| + 2^(sh-1) < 2^31. */
+static inline int32_t pw_round8(int32_t v, uint32_t s)
+{
+    return tp_dsp_round_even(v, (int32_t)(s & 0xFFu), (int32_t)(s >> 8));
+}
+
+/* v clamped to +-lim, lim = 2^15 - 1 (the fold's usual bits): SSAT to 16 bits, then -2^15. */
+static inline int32_t pw_clamp15(int32_t v)
+{
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    v = __ssat(v, 16);
+#else
+    v = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+#endif
+    return v < -32767 ? -32767 : v;
+}
+
+/* (v0, v1) clamped to +-(2^15 - 1) as a word: SSAT to 16 bits, then both halves negated
+ * twice by QSUB16 from 0, which turns -2^15 into -(2^15 - 1) and leaves the rest. */
+static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
+{
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    uint32_t g = tp_dsp_pack16(__ssat(v0, 16), __ssat(v1, 16)), n, z = 0u;
+    __asm__("qsub16 %0, %1, %2" : "=r"(n) : "r"(z), "r"(g));
+    __asm__("qsub16 %0, %1, %2" : "=r"(g) : "r"(z), "r"(n));
+    return g;
+#else
+    return tp_dsp_pack16(pw_clamp15(v0), pw_clamp15(v1));
+#endif
+}
+
+/* Channel j's dY' at dY offset a (a block of `mode`; dY `bytes` wide); PW_SMM: not clamped
+ * (pw_pack_clamp15 does). */
+TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *dq, uint32_t a,
+                             int32_t lim, int mode, uint32_t bytes)
+{
+    if (mode == PW_SMM) {
+        return tp_smmulr(((const int8_t *)dq)[a] * fp->m[j], (int32_t)fp->s[j]);
+    } else if (mode == PW_ROUND8) {
+        return tp_dsp_sat(pw_round8(((const int8_t *)dq)[a] * fp->m[j], fp->s[j]), lim);
+    } else {
+        int32_t q = bytes == 2u ? ((const int16_t *)dq)[a] : ((const int8_t *)dq)[a];
+        return tp_dsp_fold(q, (uint32_t)fp->m[j], (int32_t)fp->s[j], lim);
+    }
+}
+
+/* The block's dY' of np (1..4) pixels, the first at dY offset `at`, the others oc apart, into
+ * the table's pairs. */
+TP_DSP_INLINE void pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim,
+                                int mode, uint32_t bytes)
+{
+    uint32_t j, p;
+    for (j = 0; j < nb; j += 2u, t++) {
+        for (p = 0; p < np; p++) {
+            uint32_t a = at + p * oc + j;
+            int32_t v0 = pw_val(fp, j, dq, a, lim, mode, bytes);
+            int32_t v1 = j + 1u < nb ? pw_val(fp, j + 1u, dq, a + 1u, lim, mode, bytes) : 0;
+            t->g[p] = mode == PW_SMM ? pw_pack_clamp15(v0, v1) : tp_dsp_pack16(v0, v1);
+        }
+    }
+}
+
+/* pw_fold_smm's pairs, the parameters in registers over the pixels (an odd last channel's
+ * partner reads the channel again, times 0). */
+TP_DSP_INLINE void pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                     uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
+{
+    uint32_t j, p;
+    for (j = 0; j < nb; j += 2u, t++) {
+        const int8_t *d0 = dq + at + j, *d1 = j + 1u < nb ? d0 + 1 : d0;
+        int32_t qs0 = fp->m[j], b0 = (int32_t)fp->s[j], qs1 = 0, b1 = 0;
+        if (j + 1u < nb) {
+            qs1 = fp->m[j + 1u];
+            b1 = (int32_t)fp->s[j + 1u];
+        }
+        for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
+            t->g[p] = pw_pack_clamp15(tp_smmulr(*d0 * qs0, b0), tp_smmulr(*d1 * qs1, b1));
+        }
+    }
+}
+
+static TP_DSP_NOINLINE void pw_fold_smm(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                        uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
+{
+    uint32_t j, p, ties = fp->ties;
+    if (np == 4u) {
+        pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb);
+    } else {
+        pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb);
+    }
+    while (ties != 0u) { /* the channels that may meet a tie, again */
+        uint32_t sh;
+        j = (uint32_t)__builtin_ctz(ties);
+        sh = 16u * (j & 1u);
+        ties &= ties - 1u;
+        for (p = 0; p < np; p++) {
+            int32_t v = pw_val(fp, j, dq, at + p * oc + j, 32767, PW_ROUND8, 1u);
+            uint32_t *g = &t[j >> 1].g[p];
+            *g = (*g & ~(0xFFFFu << sh)) | ((uint32_t)v & 0xFFFFu) << sh;
+        }
+    }
+}
+
+static TP_DSP_NOINLINE void pw_fold_r8(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                       uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                       int32_t lim)
+{
+    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ROUND8, 1u);
+}
+
+static TP_DSP_NOINLINE void pw_fold16(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                      uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                      int32_t lim)
+{
+    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 2u);
+}
+
+static TP_DSP_NOINLINE void pw_fold8_any(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                         uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                         int32_t lim)
+{
+    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 1u);
+}
+
+static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy,
+                    uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
+{
+    if (mode == PW_SMM) {
+        pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
+    } else if (mode == PW_ROUND8) {
+        pw_fold_r8(t, fp, (const int8_t *)dy->q, at, oc, np, nb, lim);
+    } else if (dy->bytes == 2u) {
+        pw_fold16(t, fp, dy->q, at, oc, np, nb, lim);
+    } else {
+        pw_fold8_any(t, fp, dy->q, at, oc, np, nb, lim);
+    }
+}
+
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+/* One pair (e, post-incremented by the first LDRD, so g[] lies at -16..-4) for np pixels: its
+ * weights of inputs i, i + 1 made two words (PW_W: u even inputs, r odd ones), then per pixel
+ * two SMLADs with its g word, loaded two pixels a LDRD (PW_PIX2) or one (PW_PIX1). Four pixels:
+ * 16 instructions for 16 MACs; three: 14 for 12; two: 11 for 8; one: 9 for 4. The asm's text
+ * and operand lists are laid out by hand. */
+/* clang-format off */
+#define PW_W                                                                                   \
+    "ldrd %[r], %[u], [%[e]], #24\n\t"                                                          \
+    "ldrh %[r], [%[r], %[i]]\n\t"                                                               \
+    "ldrh %[u], [%[u], %[i]]\n\t"                                                               \
+    "orr %[r], %[r], %[u], lsl #16\n\t"                                                         \
+    "sxtb16 %[u], %[r]\n\t"                                                                     \
+    "sxtb16 %[r], %[r], ror #8\n\t"
+#define PW_PIX2(off, p, q)                                                                     \
+    "ldrd %[ga], %[gb], [%[e], #" off "]\n\t"                                                   \
+    "smlad %[" p "0], %[u], %[ga], %[" p "0]\n\t"                                               \
+    "smlad %[" p "1], %[r], %[ga], %[" p "1]\n\t"                                               \
+    "smlad %[" q "0], %[u], %[gb], %[" q "0]\n\t"                                               \
+    "smlad %[" q "1], %[r], %[gb], %[" q "1]\n\t"
+#define PW_PIX1(off, p)                                                                        \
+    "ldr %[ga], [%[e], #" off "]\n\t"                                                           \
+    "smlad %[" p "0], %[u], %[ga], %[" p "0]\n\t"                                               \
+    "smlad %[" p "1], %[r], %[ga], %[" p "1]\n\t"
+#define PW_Q4 PW_W PW_PIX2("-16", "x", "y") PW_PIX2("-8", "z", "w")
+#define PW_Q3 PW_W PW_PIX2("-16", "x", "y") PW_PIX1("-8", "z")
+#define PW_Q2 PW_W PW_PIX2("-16", "x", "y")
+#define PW_Q1 PW_W PW_PIX1("-16", "x")
+/* the sums of pixel p: s0[p] (input i) and s1[p] (input i + 1) */
+#define PW_ACC1 [x0] "+r"(s0[0]), [x1] "+r"(s1[0])
+#define PW_ACC2 PW_ACC1, [y0] "+r"(s0[1]), [y1] "+r"(s1[1])
+#define PW_ACC3 PW_ACC2, [z0] "+r"(s0[2]), [z1] "+r"(s1[2])
+#define PW_ACC4 PW_ACC3, [w0] "+r"(s0[3]), [w1] "+r"(s1[3])
+#define PW_GB1
+#define PW_GB2 , [gb] "=&r"(gb)
+#define PW_GB3 PW_GB2
+#define PW_GB4 PW_GB2
+#define PW_OUT(np)                                                                             \
+    PW_ACC##np, [e] "+r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga) PW_GB##np
+/* The loop's end compared from memory (end: "m") or from a register ("r"): for three and four
+ * pixels, at -Os (the nRF and MicroPython builds) GCC has no register left for it. */
+#define PW_END_m "ldr %[r], %[end]\n\t" "cmp %[e], %[r]\n\t"
+#define PW_END_r "cmp %[e], %[end]\n\t"
+/* pw_pairs for np pixels: pairs two a step, then an odd last one. */
+#define PW_PAIRS(np, kind)                                                                     \
+    do {                                                                                       \
+        if (e != end2) {                                                                       \
+            __asm__ volatile("1:\n\t" PW_Q##np PW_Q##np PW_END_##kind "bne 1b"                 \
+                             : PW_OUT(np)                                                      \
+                             : [end] #kind(end2), [i] "r"(i)                                   \
+                             : "cc", "memory");                                                \
+        }                                                                                      \
+        if (npairs & 1u) {                                                                     \
+            __asm__ volatile(PW_Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                   \
+        }                                                                                      \
+    } while (0)
+/* clang-format on */
+
+/* s0[p], s1[p] += sum over the npairs pairs of t of SMLAD of the pair's weights of inputs i and
+ * i + 1 and g[p], for np (1 to 4, a constant) pixels. */
+TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs,
+                            uint32_t i, uint32_t np)
+{
+    const pw_pair *e = t, *end2 = t + (npairs & ~1u);
+    uint32_t r, u, ga, gb;
+    if (np == 4u) {
+        PW_PAIRS(4, m);
+    } else if (np == 3u) {
+        PW_PAIRS(3, m);
+    } else if (np == 2u) {
+        PW_PAIRS(2, r);
+    } else {
+        PW_PAIRS(1, r);
+    }
+}
+#else
+/* A pair's weights of inputs i, i + 1: (W[o, i], W[o + 1, i]) and (W[o, i + 1], W[o + 1, i + 1]),
+ * from two halfwords. */
+static inline uint32_t pw_w2(const pw_pair *e, uint32_t i, uint32_t *od)
+{
+    uint16_t a, b;
+    uint32_t v;
+    __builtin_memcpy(&a, e->row0 + i, 2);
+    __builtin_memcpy(&b, e->row1 + i, 2);
+    v = (uint32_t)a | (uint32_t)b << 16;
+    *od = tp_sxtb16_odd(v);
+    return tp_sxtb16(v);
+}
+
+TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs,
+                            uint32_t i, uint32_t np)
+{
+    const pw_pair *e;
+    uint32_t p;
+    for (e = t; e != t + npairs; e++) {
+        uint32_t od, ev = pw_w2(e, i, &od);
+        for (p = 0; p < np; p++) {
+            s0[p] = tp_smlad(ev, e->g[p], s0[p]);
+            s1[p] = tp_smlad(od, e->g[p], s1[p]);
+        }
+    }
+}
+#endif
+
+/* dX[p, i], dX[p, i + 1] (+)= sum over the block's channel pairs of SMLAD of the pair's
+ * weights and g[p], for the np (1 to 4, a constant) pixels p whose sums start at a + p ic,
+ * every even i below ic; `add`: add to what a holds (a later block). The loops over the pixels
+ * are unrolled at every level, so that the sums are registers for the asm: at -Os GCC may keep
+ * them in memory otherwise (more code, or no register left for the asm). */
+TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic, int add,
+                          uint32_t np)
+{
+    uint32_t i, p;
+    for (i = 0; i < ic; i += 2u) {
+        int32_t s0[4] = {0, 0, 0, 0}, s1[4] = {0, 0, 0, 0};
+        if (add) {
+#pragma GCC unroll 4
+            for (p = 0; p < np; p++) {
+                s0[p] = a[p * ic + i];
+                s1[p] = a[p * ic + i + 1u];
+            }
+        }
+        pw_pairs(s0, s1, t, npairs, i, np);
+#pragma GCC unroll 4
+        for (p = 0; p < np; p++) {
+            a[p * ic + i] = s0[p];
+            a[p * ic + i + 1u] = s1[p];
+        }
+    }
+}
+
+static TP_DSP_NOINLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                    int add)
+{
+    pw_mac(a, t, npairs, ic, add, 4u);
+}
+
+/* The last np (1 to 3) pixels of a row. */
+static TP_DSP_NOINLINE void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs,
+                                        uint32_t ic, int add, uint32_t np)
+{
+    if (np == 3u) {
+        pw_mac(a, t, npairs, ic, add, 3u);
+    } else if (np == 2u) {
+        pw_mac(a, t, npairs, ic, add, 2u);
+    } else {
+        pw_mac(a, t, npairs, ic, add, 1u);
+    }
+}
+
+void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                const tp_shape *out_shape, const tp_weights *w,
+                                const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
+                                void *scratch)
+{
+    uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
+    int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1;
+    uint32_t y, x, o0, nb;
+    int mode = PW_ANY;
+    pw_pair t[TP_PW_BLOCK / 2u];
+    pw_fold_params fp;
+    if (!tp_dsp_grad_pointwise(p, in_shape) || !f->live) {
+        tp_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
+        return;
+    }
+    for (y = 0; y < (uint32_t)in_shape->h; y++) {
+        for (o0 = 0; o0 < oc; o0 += nb) {
+            uint32_t at = y * iw * oc + o0, np;
+            int add = o0 != 0u;
+            nb = oc - o0 < TP_PW_BLOCK ? oc - o0 : TP_PW_BLOCK;
+            np = (nb + 1u) >> 1;
+            if (y == 0u || oc > TP_PW_BLOCK) { /* one block: prepared once */
+                mode = pw_prepare(t, &fp, w, f, o0, nb, dy->bytes == 1u);
+            }
+            for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
+                pw_fold(t, &fp, mode, dy, at, oc, 4u, nb, lim);
+                pw_mac4(acc + x * ic, t, np, ic, add);
+            }
+            if (x < iw) { /* the last one to three pixels */
+                pw_fold(t, &fp, mode, dy, at, oc, iw - x, nb, lim);
+                pw_mac_last(acc + x * ic, t, np, ic, add, iw - x);
+            }
+        }
+        tp_gm_row_i32(dx, y, acc);
+    }
+}
+
+#else
+/* ISO C wants a declaration in every translation unit */
+typedef int tp_conv_input_grad_arm_unused;
+#endif

@@ -1,0 +1,140 @@
+/* tp_conv_weight_grad_arm.c - the weight gradient of 1x1 CONV_2D with integer maps for Cortex-M
+ * with the DSP extension, bit for bit the reference kernel (kernels/ref/tp_weighted_gradq.c);
+ * other shapes run the reference kernel.
+ *
+ * dW[o, i] = sum_p dY[p, o] x[p, i] - zp sum_p dY[p, o]: dY's column gathered in blocks as
+ * (dY[p], dY[p + 1]) pairs on the stack; per four inputs, two positions' words of x unpacked by
+ * SXTB16 for eight SMLAxy; the int32 sums in the row, then made float32 by one conversion and
+ * one product each. The int32 sums (and their difference with zp sum dY) are exact when
+ * sum |dY| * 255 is below 2^31 (checked per row; else the reference's int64 sums); the result is
+ * the same integer, so the same float32.
+ */
+#include "tp_dsp.h"
+
+#if TP_KERNELS_DSP
+
+/* Positions per block of packed dY pairs on the stack (even). */
+#define TP_WG_BLOCK 64u
+/* The bound on sum |dY| below which the int32 path is exact: sum |dY| * 255 < 2^31 (then the
+ * sums, |x| <= 128, and the difference, |x - zp| <= 255, fit int32). */
+#define TP_WG_BOUND 8421505u
+
+/* dY[p, o] of positions [p0, p0 + np) packed in pairs (dY[p], dY[p + 1]) into gp (a last odd
+ * one with 0); returns sum dY and adds sum |dY| to *bound. */
+TP_DSP_INLINE int32_t wg_gather(const void *dq, uint32_t at, uint32_t oc, uint32_t np,
+                                uint32_t *gp, uint32_t *bound, uint32_t bytes)
+{
+    uint32_t j, b = 0u;
+    int32_t sum = 0;
+    for (j = 0; j < np; j += 2u, at += 2u * oc) {
+        int32_t g0 = bytes == 2u ? ((const int16_t *)dq)[at] : ((const int8_t *)dq)[at], g1 = 0;
+        if (j + 1u < np) {
+            g1 = bytes == 2u ? ((const int16_t *)dq)[at + oc] : ((const int8_t *)dq)[at + oc];
+        }
+        sum += g0 + g1;
+        b += (uint32_t)(g0 < 0 ? -g0 : g0) + (uint32_t)(g1 < 0 ? -g1 : g1);
+        gp[j >> 1] = tp_dsp_pack16(g0, g1);
+    }
+    *bound += b;
+    return sum;
+}
+
+static TP_DSP_NOINLINE int32_t wg_gather8(const void *dq, uint32_t at, uint32_t oc, uint32_t np,
+                                          uint32_t *gp, uint32_t *bound)
+{
+    return wg_gather(dq, at, oc, np, gp, bound, 1u);
+}
+
+static TP_DSP_NOINLINE int32_t wg_gather16(const void *dq, uint32_t at, uint32_t oc,
+                                           uint32_t np, uint32_t *gp, uint32_t *bound)
+{
+    return wg_gather(dq, at, oc, np, gp, bound, 2u);
+}
+
+/* s[0..3] (+)= sum over positions p of the block of dY[p] x[p, i..i+3], for every quad i of
+ * ic; x at the block's first position, np positions (np even, or odd with the last pair's
+ * second dY 0: its x is not read). Per position pair: two words of x (four inputs each),
+ * four SXTB16, eight SMLAxy with the pair's dY. */
+static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, const uint32_t *gp,
+                                     uint32_t np, int add)
+{
+    uint32_t i, pairs = np >> 1;
+    for (i = 0; i < ic; i += 4u) {
+        const int8_t *xp = x + i;
+        const uint32_t *g = gp, *gend = gp + pairs;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        if (add) {
+            a0 = s[i];
+            a1 = s[i + 1u];
+            a2 = s[i + 2u];
+            a3 = s[i + 3u];
+        }
+        for (; g != gend; g++, xp += 2u * ic) {
+            uint32_t v0 = tp_dsp_rd32(xp), v1 = tp_dsp_rd32(xp + ic), gg = *g;
+            uint32_t e0 = tp_sxtb16(v0), o0 = tp_sxtb16_odd(v0);
+            uint32_t e1 = tp_sxtb16(v1), o1 = tp_sxtb16_odd(v1);
+            a0 = tp_smlabt(e1, gg, tp_smlabb(e0, gg, a0));
+            a2 = tp_smlatt(e1, gg, tp_smlatb(e0, gg, a2));
+            a1 = tp_smlabt(o1, gg, tp_smlabb(o0, gg, a1));
+            a3 = tp_smlatt(o1, gg, tp_smlatb(o0, gg, a3));
+        }
+        if (np & 1u) { /* the odd last position */
+            uint32_t v0 = tp_dsp_rd32(xp), gg = *g;
+            uint32_t e0 = tp_sxtb16(v0), o0 = tp_sxtb16_odd(v0);
+            a0 = tp_smlabb(e0, gg, a0);
+            a2 = tp_smlatb(e0, gg, a2);
+            a1 = tp_smlabb(o0, gg, a1);
+            a3 = tp_smlatb(o0, gg, a3);
+        }
+        s[i] = a0;
+        s[i + 1u] = a1;
+        s[i + 2u] = a2;
+        s[i + 3u] = a3;
+    }
+}
+
+/* dW[o, i] = sum_p dY[p, o] x[p, i] - zp sum_p dY[p, o] as float32: its int32 sums, made in the
+ * row itself (int32 words, then each replaced by its float32), exact while sum |dY| is below
+ * TP_WG_BOUND (else the reference's int64 sums, the same value), then one int32 -> float32
+ * conversion (round to nearest even, as tp_gm_to_f32's) and one product with scale * 2^e (the
+ * same float32 product). The row's sums are bounded as a whole, so positions go in blocks
+ * (TP_WG_BLOCK) whatever their number. */
+void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
+                                 const int8_t *x, int32_t x_zp, float x_scale,
+                                 const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
+                                 float *row)
+{
+    uint32_t ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c, n, q, i, np, bound = 0u;
+    int32_t *acc = (int32_t *)(void *)row, g_sum = 0, off;
+    uint32_t gp[TP_WG_BLOCK / 2u];
+    float c;
+    n = (uint32_t)in_shape->h * (uint32_t)in_shape->w;
+    if (!tp_dsp_grad_pointwise(p, in_shape)) {
+        tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
+        return;
+    }
+    /* the bound is checked before a block's sums can pass it: |dY| < 2^15, a block's sum of
+     * |dY| below 2^21, so `bound` (uint32) cannot wrap before the check */
+    for (q = 0; q < n; q += np) {
+        np = n - q < TP_WG_BLOCK ? n - q : TP_WG_BLOCK;
+        g_sum += dy->bytes == 2u ? wg_gather16(dy->q, q * oc + o, oc, np, gp, &bound)
+                                 : wg_gather8(dy->q, q * oc + o, oc, np, gp, &bound);
+        if (bound >= TP_WG_BOUND) {
+            tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
+            return;
+        }
+        wg_block(acc, x + q * ic, ic, gp, np, q != 0u);
+    }
+    c = x_scale * tp_gm_pow2(dy->e);
+    off = -x_zp * g_sum;
+    for (i = 0; i < ic; i++) {
+        int32_t a;
+        __builtin_memcpy(&a, acc + i, 4);
+        row[i] = (float)(a + off) * c;
+    }
+}
+
+#else
+/* ISO C wants a declaration in every translation unit */
+typedef int tp_conv_weight_grad_arm_unused;
+#endif
