@@ -101,3 +101,26 @@ def test_every_registered_verb_has_its_module(monkeypatch):
     monkeypatch.setitem(cli.VERBS, "frobnicate", "frobnicate")
     with pytest.raises(RuntimeError, match="frobnicate"):
         cli.build_parser()
+
+
+def test_a_new_verb_is_its_module_and_one_line(monkeypatch, capsys):
+    """docs/architecture.md's checklist for a new verb, done from the test: a module under
+    tinyprop.commands with add_parser and run, and one line in cli.VERBS."""
+    import sys
+    import types
+
+    mod = types.ModuleType("tinyprop.commands.hello")
+
+    def add_parser(sub):
+        p = sub.add_parser("hello", help="say hello")
+        p.add_argument("--name", required=True)
+        p.set_defaults(func=lambda args: print(f"hello {args.name}") or 0)
+
+    mod.add_parser = add_parser
+    monkeypatch.setitem(sys.modules, "tinyprop.commands.hello", mod)
+    monkeypatch.setitem(cli.VERBS, "hello", "hello")
+    assert main(["hello", "--name", "board"]) == 0
+    assert capsys.readouterr().out == "hello board\n"
+    with pytest.raises(SystemExit) as e:  # its arguments are checked like any verb's
+        main(["hello"])
+    assert e.value.code == 2
