@@ -20,13 +20,13 @@ TILE section, docs/blob-format.md), the firmware (tp_patch.c) and the NumPy refe
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..frontend.graph import Graph, Op
 from ..frontend.opparams import OpParams, op_params
+from . import layout
 
 # Ops a stage may hold: windowed ops (an output window reads an input window) and ADD.
 WINDOWED = ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "PAD")
@@ -34,9 +34,9 @@ STAGE_OPS = (*WINDOWED, "ADD")
 MAX_GRID = 8  # tiles per side the planner tries
 
 # n_ops, n_tensors, rows, cols, flags, band bytes, band offset (infer, train), 0
-TILE_HEADER = struct.Struct("<HHBBHIIII")
-TILE_TENSOR = struct.Struct("<HHIII")  # tensor, 0, buffer bytes, offset (infer), offset (train)
-TILE_SPAN = struct.Struct("<HH")  # lo, hi
+TILE_HEADER = layout.TILE_HEADER.struct
+TILE_TENSOR = layout.TILE_TENSOR.struct  # tensor, 0, buffer bytes, offset (infer), offset (train)
+TILE_SPAN = layout.TILE_SPAN.struct  # lo, hi
 TILE_INPUT_ROWS = 1  # flags: the input is read in row bands (not held whole)
 NONE32 = 0xFFFFFFFF
 

@@ -14,7 +14,6 @@ Gradient maps are float32, or int16 / int8 with one power-of-two exponent per ma
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op
 from ..reference.gradmap import GRAD_FORMATS
+from . import layout
 from .memory import (
     Layout,
     choose_layout,
@@ -45,8 +45,9 @@ F_ZERO_IN0, F_ZERO_IN1 = 64, 128
 # (masked by the sink's RELU mask) and no map of it is ever stored.
 F2_REDUCED = 1  # the sink: its output's gradient buffer holds per-channel sums
 F2_REDUCE_IN0, F2_REDUCE_IN1 = 2, 4  # the writer: input 0's (1's) gradient goes into such sums
-TRAN_HEADER = struct.Struct("<HHHHII")
-TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
+TRAN_HEADER = layout.TRAN_HEADER.struct
+TRAN_OFFSET = layout.TRAN_OFFSET.struct
+TRAN_OP = layout.TRAN_OP.struct
 DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (README, bench --only grads)
 # an integer map's buffer: its exponent (int32) and 4 bytes of padding, then the values
 MAP_HEADER = 8
@@ -123,8 +124,8 @@ class TrainProgram:
         n_t = len(self.graph.tensors)
         out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops),
                                          GRAD_FORMATS[self.grad], n_t, 0))
-        out += struct.pack(f"<{n_t}I", *(self.act_offset.get(i, NONE32) for i in range(n_t)))
-        out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
+        for offsets in (self.act_offset, self.grad_offset):
+            out += b"".join(TRAN_OFFSET.pack(offsets.get(i, NONE32)) for i in range(n_t))
         for k in sorted(self.ops):
             t = self.ops[k]
             out += TRAN_OP.pack(t.op, t.flags, t.flags2, t.mask_offset, t.scratch_offset,

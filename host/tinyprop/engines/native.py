@@ -43,6 +43,14 @@ class Result(ctypes.Structure):
                 ("skipped", ctypes.c_uint32)]
 
 
+class Fault(ctypes.Structure):
+    """tp_fault: which loader check refused a blob (tp_fault_text writes it as one line)."""
+
+    _fields_ = [("status", ctypes.c_int), ("check", ctypes.c_uint16), ("field", ctypes.c_uint16),
+                ("section", ctypes.c_uint32), ("record", ctypes.c_uint32),
+                ("file", ctypes.c_char_p), ("line", ctypes.c_uint32)]
+
+
 class _HParams(ctypes.Structure):
     """tp_hparams."""
 
@@ -64,6 +72,10 @@ def load_library() -> ctypes.CDLL:
     signatures = {
         "tp_blob_requirements": ([ctypes.c_char_p, u32, ctypes.POINTER(Requirements)],
                                  ctypes.c_int),
+        "tp_blob_check": ([ctypes.c_char_p, u32, ctypes.POINTER(Requirements),
+                           ctypes.POINTER(Fault)], ctypes.c_int),
+        "tp_session_fault": ([p], ctypes.POINTER(Fault)),
+        "tp_fault_text": ([ctypes.POINTER(Fault), ctypes.c_char_p, u32], u32),
         "tp_session_size": ([], u32),
         "tp_session_init": ([p, ctypes.c_char_p, u32, p, u32, p, u32], ctypes.c_int),
         "tp_input": ([p], p),
@@ -109,6 +121,29 @@ def blob_status(blob: bytes) -> str:
     return status_name(load_library().tp_blob_requirements(blob, len(blob), ctypes.byref(req)))
 
 
+def fault_text(fault: Fault) -> str:
+    """A fault as tp_fault_text writes it: one line naming the status, where and the check."""
+    lib = load_library()
+    n = lib.tp_fault_text(ctypes.byref(fault), None, 0) + 1
+    buf = ctypes.create_string_buffer(n)
+    lib.tp_fault_text(ctypes.byref(fault), buf, n)
+    return buf.value.decode()
+
+
+def blob_fault(blob: bytes) -> str:
+    """What the C loader says about a blob, as one line: "TP_OK" when it accepts it, else the
+    status, where and the check that refused it (tp_blob_check, tp_fault_text)."""
+    req, fault = Requirements(), Fault()
+    fault.status = load_library().tp_blob_check(blob, len(blob), ctypes.byref(req),
+                                                ctypes.byref(fault))
+    return fault_text(fault)
+
+
+def aligned_buffer(n: int) -> ctypes.Array:
+    """n bytes (at least 1) at a multiple of TP_MEMORY_ALIGN (8): an array of uint64s."""
+    return (ctypes.c_uint64 * max((n + 7) // 8, 1))()
+
+
 class NativeEngine(Engine):
     """One blob bound to arena and params memory owned by this object, run by the C core.
     `.requirements` is what tp_blob_requirements reported, `.last_result` the tp_result of the
@@ -121,15 +156,19 @@ class NativeEngine(Engine):
         self._lib = lib = load_library()
         blob = model.blob
         self._raw = ctypes.create_string_buffer(blob, len(blob))  # the core keeps pointers
-        req = Requirements()
-        self._check(lib.tp_blob_requirements(self._raw, len(blob), ctypes.byref(req)), "load")
+        req, fault = Requirements(), Fault()
+        fault.status = lib.tp_blob_check(self._raw, len(blob), ctypes.byref(req),
+                                         ctypes.byref(fault))
+        self._refused(fault)
         self.requirements = req
-        self._arena = ctypes.create_string_buffer(max(req.arena_infer, req.arena_train, 1))
+        arena_bytes = max(req.arena_infer, req.arena_train)
+        self._arena = aligned_buffer(arena_bytes)
         # no params region for an inference blob: the core reads every weight from the blob
-        self._params = ctypes.create_string_buffer(req.params) if req.params else None
+        self._params = aligned_buffer(req.params) if req.params else None
         self._session = ctypes.create_string_buffer(lib.tp_session_size())
-        self._check(lib.tp_session_init(self._session, self._raw, len(blob), self._arena,
-                                        len(self._arena), self._params, req.params), "load")
+        lib.tp_session_init(self._session, self._raw, len(blob), self._arena, arena_bytes,
+                            self._params, req.params)
+        self._refused(lib.tp_session_fault(self._session).contents)
         info = read_blob(blob, model.name)  # the C loader accepted it: so does this reader
         self.input_shape = tuple(info.tensors[info.input].shape)
         self.output_shape = tuple(info.tensors[info.output].shape)
@@ -141,13 +180,17 @@ class NativeEngine(Engine):
         self._hp = _HParams()
         self.set_hparams(hparams or HParams())
 
+    def _refused(self, fault: Fault) -> None:
+        """Raise, with the fault's line, when the core refused the blob or its memory."""
+        if fault.status != 0:
+            raise NativeError(f"{self.model.name}: the C core refused to load it: "
+                              f"{fault_text(fault)}; re-run tinyprop convert, and report a bug "
+                              "if it persists", status_name(fault.status))
+
     def _check(self, code: int, what: str) -> None:
         if code == 0:
             return
         name = status_name(code)
-        if what == "load":
-            raise NativeError(f"{self.model.name}: the C core refused to load it ({name}); "
-                              "re-run tinyprop convert, and report a bug if it persists", name)
         raise NativeError(f"{self.model.name}: the C core refused the {what} ({name}, "
                           "firmware/include/tinyprop.h says why)", name)
 
