@@ -1,6 +1,6 @@
-/* tp_blob.h - the blob format (docs/blob-format.md, host/tinyprop/compile/blob.py): layout
- * constants, decoded views of its records, and the loader that checks a blob once so that
- * nothing after it has to.
+/* tp_blob.h - the blob format (docs/blob-format.md, host/tinyprop/compile/blob.py): its
+ * constants, decoded views of its records, the run-time lookups of a checked blob, and the
+ * loader (core/blob/) that checks a blob once so that nothing after it has to.
  *
  * The blob is read field by field (tp_le.h) at the offsets tp_blob_layout.h names, never by
  * casting pointers: the caller's buffer may have any alignment. Views are decoded on demand (a
@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "tinyprop.h"
-#include "tp_gradmap.h"
 #include "tp_blob_layout.h"
+#include "tp_gradmap.h"
 #include "tp_le.h"
 
 /* A hot loop nest kept out of its caller: inlined into a large function, its loop counters and
@@ -24,9 +24,6 @@
 #else
 #define TP_NOINLINE
 #endif
-
-/* The records' sizes and field offsets: tp_blob_layout.h, generated from
- * host/tinyprop/compile/layout.py. */
 
 /* tensor dtypes */
 #define TP_DT_NONE 0u /* a shape operand folded into its op: no data, never an op operand */
@@ -340,7 +337,7 @@ static inline void tp_tile_span(const tp_blob_view *b, uint32_t axis, uint32_t r
                                 uint32_t *lo, uint32_t *hi)
 {
     uint32_t nt = tp_tile_tensors(b);
-    const uint8_t *p = tp_tile_tensor(b, nt) +
+    const uint8_t *p = tp_tile_tensor(b, nt) + /* the spans follow the last tensor record */
                        TP_TILE_SPAN_BYTES * ((axis == 0u ? 0u : tp_tile_grid(b, 0u) * nt) +
                                              r * nt + i);
     *lo = tp_rd_u16(p + TP_TILE_SPAN_LO);

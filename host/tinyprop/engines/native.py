@@ -240,10 +240,12 @@ class NativeEngine(Engine):
         return np.frombuffer(out, np.int8).reshape(self.output_shape).copy()
 
     def params(self) -> bytes:
-        return self._params.raw if self._params is not None else b""
+        if self._params is None:
+            return b""
+        return ctypes.string_at(self._params, self.requirements.params)
 
     def load_params(self, raw: bytes, step: int) -> None:
-        if self._params is None or len(raw) != len(self._params):
+        if self._params is None or len(raw) != self.requirements.params:
             raise TinypropError(f"{self.model.name}: {len(raw)} bytes of parameters for a "
                                 f"params region of {self.requirements.params}; they belong to "
                                 "another blob")
