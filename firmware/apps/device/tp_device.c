@@ -28,7 +28,8 @@
 
 #define HDR TP_DEVICE_RECORD_HEADER
 #define READ_BLOCK 256u
-#define TEXT_MAX 192u /* a refused blob's fault line (tp_fault_text) fits */
+#define TEXT_MAX 96u
+#define FAULT_TEXT_MAX 192u /* a refused blob's fault line (tp_fault_text), on the stack */
 #define SAMPLE_FLAGS_KNOWN TP_SAMPLE_FLAG_OUTPUT
 
 /* 8-byte aligned: the arena holds float gradients, the record int32 biases after its header. */
@@ -70,7 +71,6 @@ static struct {
     uint32_t text_len;
     int loaded;           /* a blob is bound to the session */
     uint16_t boot_code;   /* ERROR code for requests that need a blob, when none is bound */
-    tp_fault boot_fault;  /* why the blob was refused at boot, its ERROR text */
     uint32_t input_filled; /* contiguous input bytes written since the last sample */
     uint32_t bulk_count;  /* samples in the open bulk file; 0: none open */
     uint32_t bulk_input;  /* file offset of the bulk sample being run (a row-band input) */
@@ -257,24 +257,14 @@ static void restore_params(void)
     (void)tp_reset_params(&dev.s);
 }
 
-/* prefix and the boot fault's line (tp_fault_text), in dev.text. */
-static const char *fault_line(const char *prefix)
-{
-    text_join(prefix, "");
-    dev.text_len +=
-        tp_fault_text(&dev.boot_fault, dev.text + dev.text_len, TEXT_MAX - dev.text_len);
-    dev.text_len = dev.text_len < TEXT_MAX ? dev.text_len : TEXT_MAX - 1u;
-    return dev.text;
-}
-
-/* Check the compiled-in blob, that it fits the static buffers, and bind it (dev.boot_fault:
- * why not). */
+/* Check the compiled-in blob, that it fits the static buffers, and bind it; why not stays in
+ * the unbound session's fault (tp_session_fault), the ERROR text of requests that need a blob. */
 static tp_status bind_model(void)
 {
 #if HAVE_BLOB
     tp_requirements req;
     uint32_t need;
-    tp_status st = tp_blob_check(tp_model_blob, tp_model_blob_len, &req, &dev.boot_fault);
+    tp_status st = tp_blob_check(tp_model_blob, tp_model_blob_len, &req, &dev.s.fault);
     if (st != TP_OK) {
         return st;
     }
@@ -285,10 +275,8 @@ static tp_status bind_model(void)
     if (req.params > PARAMS_BYTES || NO_RECORD) {
         return TP_ERR_PARAMS_TOO_SMALL;
     }
-    st = tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, ARENA, ARENA_BYTES,
-                         req.params > 0u ? params() : NULL, req.params);
-    dev.boot_fault = *tp_session_fault(&dev.s);
-    return st;
+    return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, ARENA, ARENA_BYTES,
+                           req.params > 0u ? params() : NULL, req.params);
 #else
     return TP_ERR_NOT_LOADED;
 #endif
@@ -303,8 +291,11 @@ static void boot_model(void)
     }
     if (st != TP_OK) {
         dev.boot_code = (uint16_t)(TP_PROTO_ERR_BLOB_BASE + (uint16_t)st);
-        dev.boot_fault.status = st;
-        send_log(fault_line("model blob rejected at boot: "));
+        char line[FAULT_TEXT_MAX] = "model blob rejected at boot: ";
+        uint32_t at = (uint32_t)strlen(line);
+        dev.s.fault.status = st; /* also a refusal of the static buffers' sizes */
+        (void)tp_fault_text(&dev.s.fault, line + at, FAULT_TEXT_MAX - at);
+        send_log(line);
         return;
     }
     dev.loaded = 1;
@@ -318,9 +309,11 @@ static void boot_model(void)
 static int need_blob(uint16_t seq)
 {
     if (!dev.loaded) {
-        send_error(seq, dev.boot_code,
-                   dev.boot_code == TP_PROTO_ERR_NOT_LOADED ? "no model blob in this firmware"
-                                                            : fault_line(""));
+        char line[FAULT_TEXT_MAX] = "no model blob in this firmware";
+        if (dev.boot_code != TP_PROTO_ERR_NOT_LOADED) {
+            (void)tp_fault_text(&dev.s.fault, line, FAULT_TEXT_MAX);
+        }
+        send_error(seq, dev.boot_code, line);
     }
     return dev.loaded;
 }
