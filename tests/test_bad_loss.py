@@ -118,8 +118,8 @@ def test_cli_train_logs_skipped_steps_and_exports_the_model_unchanged(board, hug
 
 @pytest.fixture(scope="module")
 def odd_models(tmp_path_factory) -> dict[str, Path]:
-    """small_input: 12x12x8 input (vww-mini images are 96x96x3); one_class: a 96x96x3 model
-    with a single logit, so the label 1 (person) is out of range."""
+    """small_input: 12x12x8 input (vww-mini images are 96x96x3: no image fits 8 channels);
+    one_class: a 96x96x3 model with a single logit, so the label 1 (person) is out of range."""
     modelgen = pytest.importorskip("modelgen")
 
     def one_logit(L, x):
@@ -131,7 +131,7 @@ def odd_models(tmp_path_factory) -> dict[str, Path]:
     return {"small_input": modelgen.build_tflite("mbv2_block"), "one_class": one}
 
 
-@pytest.mark.parametrize(("model", "says"), [("small_input", "27648 bytes"),
+@pytest.mark.parametrize(("model", "says"), [("small_input", "takes 8 channels"),
                                              ("one_class", "label 1 (person) is out of range")])
 def test_cli_bad_sample_or_label_is_a_user_error(model, says, odd_models, vww_data_dir, tmp_path,
                                                  capsys):

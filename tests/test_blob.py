@@ -1,4 +1,4 @@
-"""Blob v2: the Python writer/reader round trip, and the C loader (firmware/core/tp_blob.c) on good,
+"""Blob v2: the Python writer/reader round trip, and the C loader (firmware/core/blob/) on good,
 truncated, bit-flipped, oversized and field-corrupted blobs, run under ASan+UBSan through a small C
 driver (tests/c/test_blob_loader.c): every bad blob gets its own status, nothing crashes, and
 whatever the loader accepts runs through tp_infer without a memory error."""

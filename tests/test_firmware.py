@@ -26,7 +26,7 @@ BUILD = CORE_BUILD
 LAYERS = [
     ("util", ["core/tp_crc32.o", "core/tp_status.o"]),
     ("quant", ["core/tp_quant.o", "core/tp_fmath.o", "core/tp_gradmap.o"]),
-    ("blob", ["core/tp_blob.o", "core/tp_op_checks.o"]),
+    ("blob", ["core/tp_blob.o", "core/blob/*.o"]),
     ("session", ["core/tp_session.o"]),
     ("kernels", ["core/kernels/*.o", "core/kernels/*/*.o"]),
     ("optim+loss", ["core/tp_optim.o", "core/tp_loss.o"]),

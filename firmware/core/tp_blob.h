@@ -1,10 +1,10 @@
-/* tp_blob.h - the blob format (docs/blob-format.md, host/tinyprop/compile/blob.py): layout
- * constants, decoded views of its records, and the loader that checks a blob once so that
- * nothing after it has to.
+/* tp_blob.h - the blob format (docs/blob-format.md, host/tinyprop/compile/blob.py): its
+ * constants, decoded views of its records, the run-time lookups of a checked blob, and the
+ * loader (core/blob/) that checks a blob once so that nothing after it has to.
  *
- * The blob is read field by field (tp_le.h), never by casting pointers: the caller's buffer
- * may have any alignment. Views are decoded on demand (a 40- or 64-byte record), so a session
- * holds no copies.
+ * The blob is read field by field (tp_le.h) at the offsets tp_blob_layout.h names, never by
+ * casting pointers: the caller's buffer may have any alignment. Views are decoded on demand (a
+ * 40- or 64-byte record), so a session holds no copies. The checks live in core/blob/.
  */
 #ifndef TP_BLOB_H
 #define TP_BLOB_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "tinyprop.h"
+#include "tp_blob_layout.h"
 #include "tp_gradmap.h"
 #include "tp_le.h"
 #include "tp_ops.h" /* the op kinds */
@@ -24,17 +25,6 @@
 #else
 #define TP_NOINLINE
 #endif
-
-/* ---- blob v2 layout ---- */
-#define TP_BLOB_VERSION 2u
-#define TP_HEADER_SIZE 48u
-#define TP_SECTION_SIZE 12u
-#define TP_TENSOR_SIZE 40u
-#define TP_OP_SIZE 64u
-#define TP_CRC_SIZE 4u
-#define TP_SECTION_ALIGN 8u
-#define TP_NONE16 0xFFFFu
-#define TP_NONE32 0xFFFFFFFFu
 
 /* tensor dtypes */
 #define TP_DT_NONE 0u /* a shape operand folded into its op: no data, never an op operand */
@@ -82,11 +72,8 @@ typedef struct {
 } tp_op;
 
 /* ---- TRAN: the training program (docs/training.md, compile/train_plan.py) ----
- * header (16 B) | act offset u32[n_tensors] | grad offset u32[n_tensors] | op records (24 B)
- * header: u16 first, u16 last, u16 n_ops, u16 gradient format (TP_GRAD_*), u32 n_tensors, u32 0
+ * header | act offset u32[n_tensors] | grad offset u32[n_tensors] | op records, ascending ops.
  * The training plan places activations and float gradients in the arena; TP_NONE32: none. */
-#define TP_TRAN_HEADER 16u
-#define TP_TRAN_OP 24u
 #define TP_TRAN_BIAS 1u     /* update the op's bias */
 #define TP_TRAN_WEIGHT 2u   /* update the op's held weight rows */
 #define TP_TRAN_MASK 4u     /* keep a 1-bit mask of what the RELU/RELU6 passed */
@@ -101,31 +88,20 @@ typedef struct {
 #define TP_TRAN_REDUCE_IN1 4u
 
 /* ---- SCRA: the kernels' scratch plan (docs/blob-format.md, compile/kernels.py) ----
- * header (8 B): u16 n_ops, u16 target, u32 0 | per op (16 B): u32 offset, u32 size of its
- * scratch under the inference plan, then the same under the training plan (size 0, offset
- * TP_NONE32: none). target names the kernels the host planned for (informational: an op runs
- * its build's kernel when the planned size is at least what that kernel asks, else the
- * reference kernel, which needs none). */
-#define TP_SCRA_HEADER 8u
-#define TP_SCRA_OP 16u
-#define TP_SCRA_ALIGN 8u
+ * header | per op: its scratch's offset and size under the inference plan, then the same under
+ * the training plan (size 0, offset TP_NONE32: none). The header's target names the kernels the
+ * host planned for (informational: an op runs its build's kernel when the planned size is at
+ * least what that kernel asks, else the reference kernel, which needs none). */
 
 /* ---- TILE: the tiled stage (docs/blob-format.md, compile/patch.py) ----
- * header (24 B): u16 n_ops, u16 n_tensors (n_ops + 1), u8 rows, u8 cols, u16 flags,
- * u32 band_bytes, u32 band offset (inference), u32 band offset (training), u32 0 |
- * per stage tensor (16 B): u16 tensor, u16 0, u32 buffer bytes, u32 offset (inference),
- * u32 offset (training) | row spans: rows x n_tensors (u16 lo, u16 hi) | column spans: cols x
- * n_tensors. Tensor i's window in tile (r, c) is row span [r][i] x column span [c][i]. */
-#define TP_TILE_HEADER 24u
-#define TP_TILE_TENSOR 16u
-#define TP_TILE_SPAN 4u
+ * header (n_tensors = n_ops + 1; grid: rows, cols) | per stage tensor: its tile buffer |
+ * row spans: rows x n_tensors | column spans: cols x n_tensors. Tensor i's window in tile
+ * (r, c) is row span [r][i] x column span [c][i]. Offsets [0] inference, [1] training. */
 #define TP_TILE_INPUT_ROWS 1u /* flags: the input is read in row bands, not held whole */
 
 /* ---- INPL: ops run in place (docs/blob-format.md, compile/memory.py) ----
- * header (8 B): u16 n, u16 0, u32 0 | per op, ascending (12 B): u16 op, u8 plans (1 inference,
- * 2 training), u8 0, u32 channel buffer offset (inference), u32 the same (training). */
-#define TP_INPL_HEADER 8u
-#define TP_INPL_OP 12u
+ * header | per op, ascending: plans (1 inference, 2 training), its channel buffer's offset
+ * under each plan. */
 
 /* A decoded TRAN op record. Trained weight rows are not here: the op record's held_map says
  * which rows RAM holds (the forward pass needs them too), and TP_TRAN_WEIGHT updates them. */
@@ -139,66 +115,66 @@ typedef struct {
 
 static inline void tp_decode_tensor(const uint8_t *tens, uint32_t i, tp_tensor *t)
 {
-    const uint8_t *p = tens + (uint32_t)TP_TENSOR_SIZE * i;
+    const uint8_t *p = tens + TP_TENS_BYTES * i;
     uint32_t d;
-    t->dtype = p[0];
-    t->rank = p[1];
-    t->flags = p[2];
+    t->dtype = p[TP_TENS_DTYPE];
+    t->rank = p[TP_TENS_RANK];
+    t->flags = p[TP_TENS_FLAGS];
     for (d = 0; d < 4; d++) {
-        t->dims[d] = tp_rd_u16(p + 4 + 2 * d);
+        t->dims[d] = tp_rd_u16(p + TP_TENS_DIMS(d));
     }
-    t->scale = tp_rd_f32(p + 12);
-    t->zero_point = tp_rd_i32(p + 16);
-    t->offset = tp_rd_u32(p + 20);
-    t->size = tp_rd_u32(p + 24);
-    t->scales_offset = tp_rd_u32(p + 28);
-    t->params_offset = tp_rd_u32(p + 32);
-    t->n_scales = tp_rd_u16(p + 36);
+    t->scale = tp_rd_f32(p + TP_TENS_SCALE);
+    t->zero_point = tp_rd_i32(p + TP_TENS_ZERO_POINT);
+    t->offset = tp_rd_u32(p + TP_TENS_OFFSET);
+    t->size = tp_rd_u32(p + TP_TENS_SIZE);
+    t->scales_offset = tp_rd_u32(p + TP_TENS_SCALES_OFFSET);
+    t->params_offset = tp_rd_u32(p + TP_TENS_PARAMS_OFFSET);
+    t->n_scales = tp_rd_u16(p + TP_TENS_N_SCALES);
 }
 
 static inline void tp_decode_op(const uint8_t *ops, uint32_t i, tp_op *op)
 {
-    const uint8_t *p = ops + (uint32_t)TP_OP_SIZE * i;
+    const uint8_t *p = ops + TP_OPS_BYTES * i;
     uint32_t j;
     op->index = (uint16_t)i;
-    op->kind = p[0];
-    op->activation = p[1];
-    op->mode = p[2];
-    op->depth_multiplier = p[3];
+    op->kind = p[TP_OPS_KIND];
+    op->activation = p[TP_OPS_ACTIVATION];
+    op->mode = p[TP_OPS_MODE];
+    op->depth_multiplier = p[TP_OPS_DEPTH_MULTIPLIER];
     for (j = 0; j < 3; j++) {
-        op->inputs[j] = tp_rd_u16(p + 4 + 2 * j);
+        op->inputs[j] = tp_rd_u16(p + TP_OPS_INPUTS(j));
     }
-    op->output = tp_rd_u16(p + 10);
-    op->in_zp = tp_rd_i32(p + 12);
-    op->in2_zp = tp_rd_i32(p + 16);
-    op->out_zp = tp_rd_i32(p + 20);
-    op->act_min = tp_rd_i16(p + 24);
-    op->act_max = tp_rd_i16(p + 26);
+    op->output = tp_rd_u16(p + TP_OPS_OUTPUT);
+    op->in_zp = tp_rd_i32(p + TP_OPS_IN_ZP);
+    op->in2_zp = tp_rd_i32(p + TP_OPS_IN2_ZP);
+    op->out_zp = tp_rd_i32(p + TP_OPS_OUT_ZP);
+    op->act_min = tp_rd_i16(p + TP_OPS_ACT_MIN);
+    op->act_max = tp_rd_i16(p + TP_OPS_ACT_MAX);
     for (j = 0; j < 2; j++) {
-        op->stride[j] = p[28 + j];
-        op->pad[j] = p[30 + j];
-        op->k[j] = p[32 + j];
-        op->pad_after[j] = p[34 + j];
+        op->stride[j] = p[TP_OPS_STRIDE(j)];
+        op->pad[j] = p[TP_OPS_PAD(j)];
+        op->k[j] = p[TP_OPS_K(j)];
+        op->pad_after[j] = p[TP_OPS_PAD_AFTER(j)];
     }
-    op->mult_offset = tp_rd_u32(p + 36);
-    op->n_mult = tp_rd_u16(p + 40);
-    op->left_shift = tp_rd_i16(p + 42);
-    op->diff_min = tp_rd_i32(p + 44);
-    op->float_scale = tp_rd_f32(p + 48);
-    op->held_map = tp_rd_u32(p + 52);
-    op->held_params = tp_rd_u32(p + 56);
+    op->mult_offset = tp_rd_u32(p + TP_OPS_MULT_OFFSET);
+    op->n_mult = tp_rd_u16(p + TP_OPS_N_MULT);
+    op->left_shift = tp_rd_i16(p + TP_OPS_LEFT_SHIFT);
+    op->diff_min = tp_rd_i32(p + TP_OPS_DIFF_MIN);
+    op->float_scale = tp_rd_f32(p + TP_OPS_FLOAT_SCALE);
+    op->held_map = tp_rd_u32(p + TP_OPS_HELD_MAP);
+    op->held_params = tp_rd_u32(p + TP_OPS_HELD_PARAMS);
 }
 
 static inline void tp_decode_train_op(const uint8_t *p, tp_train_op *t)
 {
-    t->op = tp_rd_u16(p);
-    t->flags = p[2];
-    t->flags2 = p[3];
-    t->mask_offset = tp_rd_u32(p + 4);
-    t->scratch_offset = tp_rd_u32(p + 8);
-    t->n_sel = tp_rd_u32(p + 12);
-    t->scale_floor = tp_rd_f32(p + 16);
-    t->bias_params = tp_rd_u32(p + 20);
+    t->op = tp_rd_u16(p + TP_TRAN_OP_OP);
+    t->flags = p[TP_TRAN_OP_FLAGS];
+    t->flags2 = p[TP_TRAN_OP_FLAGS2];
+    t->mask_offset = tp_rd_u32(p + TP_TRAN_OP_MASK_OFFSET);
+    t->scratch_offset = tp_rd_u32(p + TP_TRAN_OP_SCRATCH_OFFSET);
+    t->n_sel = tp_rd_u32(p + TP_TRAN_OP_N_SEL);
+    t->scale_floor = tp_rd_f32(p + TP_TRAN_OP_SCALE_FLOOR);
+    t->bias_params = tp_rd_u32(p + TP_TRAN_OP_BIAS_PARAMS);
 }
 
 /* Elements of a tensor (product of its dims; 1 for a scalar). */
@@ -246,32 +222,52 @@ static inline int tp_is_nhwc(const tp_tensor *t)
 
 static inline uint32_t tp_tran_first(const tp_blob_view *b) /* earliest op updated */
 {
-    return tp_rd_u16(b->train);
+    return tp_rd_u16(b->train + TP_TRAN_HDR_FIRST);
 }
 
 static inline uint32_t tp_tran_last(const tp_blob_view *b) /* the op making the logits */
 {
-    return tp_rd_u16(b->train + 2);
+    return tp_rd_u16(b->train + TP_TRAN_HDR_LAST);
 }
 
 /* The gradient maps' format (TP_GRAD_*, tp_gradmap.h). */
 static inline uint32_t tp_tran_grad_format(const tp_blob_view *b)
 {
-    return tp_rd_u16(b->train + 6);
+    return tp_rd_u16(b->train + TP_TRAN_HDR_GRAD_FORMAT);
+}
+
+/* Records in TRAN: one per op of the backward pass, ascending by op (the loader checks). */
+static inline uint32_t tp_tran_ops(const tp_blob_view *b)
+{
+    return b->train != NULL ? tp_rd_u16(b->train + TP_TRAN_HDR_N_OPS) : 0u;
+}
+
+/* TRAN record j (j < tp_tran_ops). */
+static inline const uint8_t *tp_tran_record(const tp_blob_view *b, uint32_t j)
+{
+    return b->train + TP_TRAN_HDR_BYTES + 2u * TP_TRAN_OFF_BYTES * b->n_tensors +
+           TP_TRAN_OP_BYTES * j;
+}
+
+/* The op of TRAN record j. */
+static inline uint32_t tp_tran_record_op(const tp_blob_view *b, uint32_t j)
+{
+    return tp_rd_u16(tp_tran_record(b, j) + TP_TRAN_OP_OP);
 }
 
 /* Training-plan arena offset of a tensor's activation / gradient buffer (TP_NONE32: none). */
 static inline uint32_t tp_tran_act_offset(const tp_blob_view *b, uint32_t tensor)
 {
-    return tp_rd_u32(b->train + TP_TRAN_HEADER + 4u * tensor);
+    return tp_rd_u32(b->train + TP_TRAN_HDR_BYTES + TP_TRAN_OFF_BYTES * tensor);
 }
 
 static inline uint32_t tp_tran_grad_offset(const tp_blob_view *b, uint32_t tensor)
 {
-    return tp_rd_u32(b->train + TP_TRAN_HEADER + 4u * (b->n_tensors + tensor));
+    return tp_rd_u32(b->train + TP_TRAN_HDR_BYTES + TP_TRAN_OFF_BYTES * (b->n_tensors + tensor));
 }
 
-/* The TRAN record of op k, or NULL when op k takes no part in the backward pass. */
+/* The TRAN record of op k, or NULL when op k takes no part in the backward pass (a binary
+ * search of the ascending records; the step's loops walk them in order instead). */
 const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k);
 
 /* The op writing tensor i (its output), or TP_NONE32. */
@@ -289,7 +285,7 @@ uint32_t tp_backward_scratch_bytes(const tp_blob_view *b, const tp_op *op, uint3
 /* Held row of output channel o of a weighted op (TP_NONE16: read from the blob). */
 static inline uint32_t tp_held_row(const tp_blob_view *b, const tp_op *op, uint32_t o)
 {
-    return op->held_map == TP_NONE32 ? TP_NONE16 : tp_rd_u16(b->data + op->held_map + 2u * o);
+    return op->held_map == TP_NONE32 ? TP_NONE16 : tp_le_u16(b->data + op->held_map, o);
 }
 
 /* Op k's planned scratch under the inference (train 0) or training (train 1) plan: its size
@@ -302,22 +298,50 @@ static inline uint32_t tp_scratch_plan(const tp_blob_view *b, uint32_t k, uint32
         *offset = TP_NONE32;
         return 0u;
     }
-    e = b->scratch + TP_SCRA_HEADER + TP_SCRA_OP * k + 8u * train;
-    *offset = tp_rd_u32(e);
-    return tp_rd_u32(e + 4);
+    e = b->scratch + TP_SCRA_HDR_BYTES + TP_SCRA_OP_BYTES * k;
+    *offset = tp_rd_u32(e + (train ? TP_SCRA_OP_TRAIN_OFFSET : TP_SCRA_OP_INFER_OFFSET));
+    return tp_rd_u32(e + (train ? TP_SCRA_OP_TRAIN_SIZE : TP_SCRA_OP_INFER_SIZE));
 }
 
 /* ---- the tiled stage of a checked blob (b->tile != NULL) ---- */
 
 static inline uint32_t tp_tile_tensors(const tp_blob_view *b)
 {
-    return tp_rd_u16(b->tile + 2);
+    return tp_rd_u16(b->tile + TP_TILE_HDR_N_TENSORS);
 }
 
-/* Stage tensor i's record: u16 tensor, u16 0, u32 bytes, u32 offset[plan]. */
+/* Tiles along axis 0 (rows) or 1 (columns). */
+static inline uint32_t tp_tile_grid(const tp_blob_view *b, uint32_t axis)
+{
+    return b->tile[TP_TILE_HDR_GRID(axis)];
+}
+
+static inline uint32_t tp_tile_flags(const tp_blob_view *b) /* TP_TILE_INPUT_ROWS */
+{
+    return tp_rd_u16(b->tile + TP_TILE_HDR_FLAGS);
+}
+
+/* Stage tensor i's record (TP_TILE_TENSOR_*). */
 static inline const uint8_t *tp_tile_tensor(const tp_blob_view *b, uint32_t i)
 {
-    return b->tile + TP_TILE_HEADER + TP_TILE_TENSOR * i;
+    return b->tile + TP_TILE_HDR_BYTES + TP_TILE_TENSOR_BYTES * i;
+}
+
+/* Stage tensor i's tensor index, and its tile buffer's bytes (0: none) and offset under a plan
+ * (0 inference, 1 training). */
+static inline uint32_t tp_tile_tensor_index(const tp_blob_view *b, uint32_t i)
+{
+    return tp_rd_u16(tp_tile_tensor(b, i) + TP_TILE_TENSOR_TENSOR);
+}
+
+static inline uint32_t tp_tile_bytes(const tp_blob_view *b, uint32_t i)
+{
+    return tp_rd_u32(tp_tile_tensor(b, i) + TP_TILE_TENSOR_BUFFER_BYTES);
+}
+
+static inline uint32_t tp_tile_offset(const tp_blob_view *b, uint32_t i, uint32_t plan)
+{
+    return tp_rd_u32(tp_tile_tensor(b, i) + TP_TILE_TENSOR_OFFSET(plan));
 }
 
 /* Stage tensor i's span along axis 0 (rows, band r) or 1 (columns, band r): [*lo, *hi). */
@@ -325,10 +349,11 @@ static inline void tp_tile_span(const tp_blob_view *b, uint32_t axis, uint32_t r
                                 uint32_t *lo, uint32_t *hi)
 {
     uint32_t nt = tp_tile_tensors(b);
-    const uint8_t *p = b->tile + TP_TILE_HEADER + TP_TILE_TENSOR * nt +
-                       TP_TILE_SPAN * ((axis == 0u ? 0u : b->tile[4] * nt) + r * nt + i);
-    *lo = tp_rd_u16(p);
-    *hi = tp_rd_u16(p + 2);
+    const uint8_t *p = tp_tile_tensor(b, nt) + /* the spans follow the last tensor record */
+                       TP_TILE_SPAN_BYTES * ((axis == 0u ? 0u : tp_tile_grid(b, 0u) * nt) +
+                                             r * nt + i);
+    *lo = tp_rd_u16(p + TP_TILE_SPAN_LO);
+    *hi = tp_rd_u16(p + TP_TILE_SPAN_HI);
 }
 
 /* The channel buffer of op k when it runs in place under a plan (0 inference, 1 training), or
@@ -347,7 +372,8 @@ static inline uint32_t tp_param_bytes(const tp_blob_view *b)
 }
 
 /* Check a whole blob (header, CRC, sections, every tensor, op and the training program) and
- * fill *b with its section views and requirements. Never reads outside blob[0..len). */
-tp_status tp_blob_parse(tp_blob_view *b, const uint8_t *blob, uint32_t len);
+ * fill *b with its section views and requirements; a refusal says which check failed in
+ * *fault (core/blob/). Never reads outside blob[0..len). */
+tp_status tp_blob_parse(tp_blob_view *b, const uint8_t *blob, uint32_t len, tp_fault *fault);
 
 #endif /* TP_BLOB_H */

@@ -1,9 +1,9 @@
 /* tp_ops.h - every op kind, one row each: what the blob calls it, which operands it has, and
- * the names of its entries in each layer. The loader's table (tp_op_checks.c), the forward
+ * the names of its entries in each layer. The loader's table (blob/tp_op_checks.c), the forward
  * dispatch (tp_exec.c) and the training table (tp_train.c) are expanded from this one list, each
  * in its own layer, so an inference-only program links no training code. A new op kind is a
  * row here, its kernels, and its entries:
- *   tp_check_<name>        its operands' shapes and parameters (tp_op_checks.c, the loader)
+ *   tp_check_<name>        its operands' shapes and parameters (blob/tp_op_checks.c, the loader)
  *   tp_exec_<name>         its forward run (tp_exec.c)
  *   grad_<name>_input[_q]  its input gradient, float32 and integer maps (tp_train.c; grad 1)
  *   grad_<name>_weight[_q] a weight row's gradient (tp_train.c; weights 1)

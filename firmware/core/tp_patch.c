@@ -30,8 +30,8 @@ static int8_t *whole(stage_ctx *x, uint32_t i, const tp_tensor *t, uint32_t y0, 
         return x->band + (y0 - x->band_lo) * row;
     }
     return (int8_t *)tp_arena_at(x->s, (x->plan == TP_PLAN_TRAIN
-                                            ? tp_tran_act_offset(&x->s->b, tp_rd_u16(
-                                                                               tp_tile_tensor(&x->s->b, i)))
+                                            ? tp_tran_act_offset(&x->s->b,
+                                                                 tp_tile_tensor_index(&x->s->b, i))
                                             : t->offset) +
                                            y0 * row,
                                  rows * row);
@@ -41,15 +41,14 @@ static int8_t *whole(stage_ctx *x, uint32_t i, const tp_tensor *t, uint32_t y0, 
 static void window_of(stage_ctx *x, uint32_t i, uint32_t r, uint32_t c, window *w)
 {
     const tp_blob_view *b = &x->s->b;
-    const uint8_t *rec = tp_tile_tensor(b, i);
-    uint32_t bytes = tp_rd_u32(rec + 4);
+    uint32_t bytes = tp_tile_bytes(b, i);
     tp_tensor t;
-    tp_decode_tensor(b->tensors, tp_rd_u16(rec), &t);
+    tp_decode_tensor(b->tensors, tp_tile_tensor_index(b, i), &t);
     tp_tile_span(b, 0u, r, i, &w->y0, &w->y1);
     tp_tile_span(b, 1u, c, i, &w->x0, &w->x1);
     w->c = t.dims[3];
     if (bytes != 0u) {
-        w->data = (int8_t *)tp_arena_at(x->s, tp_rd_u32(rec + 8u + 4u * (uint32_t)x->plan), bytes);
+        w->data = (int8_t *)tp_arena_at(x->s, tp_tile_offset(b, i, (uint32_t)x->plan), bytes);
         w->stride = (w->x1 - w->x0) * w->c;
     } else { /* whole rows (the loader: every column span is the full width) */
         w->data = whole(x, i, &t, w->y0, w->y1 - w->y0);
@@ -63,7 +62,7 @@ static void copy_window(stage_ctx *x, uint32_t i, const window *w, int to_tile)
     tp_tensor t;
     uint32_t y, row, n = (w->x1 - w->x0) * w->c;
     int8_t *rows;
-    tp_decode_tensor(x->s->b.tensors, tp_rd_u16(tp_tile_tensor(&x->s->b, i)), &t);
+    tp_decode_tensor(x->s->b.tensors, tp_tile_tensor_index(&x->s->b, i), &t);
     row = (uint32_t)t.dims[2] * w->c;
     rows = whole(x, i, &t, w->y0, w->y1 - w->y0) + w->x0 * w->c;
     for (y = 0; y < w->y1 - w->y0; y++) {
@@ -107,7 +106,7 @@ static void input_window(stage_ctx *x, uint32_t ti, uint32_t n, uint32_t r, uint
 {
     uint32_t j;
     for (j = 0; j < n; j++) {
-        if (tp_rd_u16(tp_tile_tensor(&x->s->b, j)) == ti) {
+        if (tp_tile_tensor_index(&x->s->b, j) == ti) {
             window_of(x, j, r, c, w);
             return;
         }
@@ -185,26 +184,26 @@ tp_status tp_run_stage(tp_session *s, tp_plan plan, uint32_t *n)
     x.s = s;
     x.plan = plan;
     x.nt = tp_tile_tensors(b);
-    if (tp_rd_u16(b->tile + 6) & TP_TILE_INPUT_ROWS) {
+    if (tp_tile_flags(b) & TP_TILE_INPUT_ROWS) {
         if (s->rows == NULL) {
             return TP_ERR_BAD_INPUT;
         }
-        x.band = (int8_t *)tp_arena_at(s, tp_rd_u32(b->tile + 12u + 4u * (uint32_t)plan),
-                                       tp_rd_u32(b->tile + 8));
+        x.band = (int8_t *)tp_arena_at(s, tp_rd_u32(b->tile + TP_TILE_HDR_BAND_OFFSET(plan)),
+                                       tp_rd_u32(b->tile + TP_TILE_HDR_BAND_BYTES));
     }
-    for (r = 0; r < b->tile[4]; r++) {
+    for (r = 0; r < tp_tile_grid(b, 0u); r++) {
         if (x.band != NULL && fill_band(&x, r) != TP_OK) {
             return TP_ERR_BAD_INPUT;
         }
-        for (c = 0; c < b->tile[5]; c++) {
-            if (tp_rd_u32(tp_tile_tensor(b, 0) + 4) != 0u) { /* the input's window, copied in */
+        for (c = 0; c < tp_tile_grid(b, 1u); c++) {
+            if (tp_tile_bytes(b, 0u) != 0u) { /* the input's window, copied in */
                 window_of(&x, 0u, r, c, &w);
                 copy_window(&x, 0u, &w, 1);
             }
             for (k = 0; k + 1u < x.nt; k++) {
                 tile_op(&x, k, r, c);
             }
-            if (tp_rd_u32(tp_tile_tensor(b, x.nt - 1u) + 4) != 0u) { /* the output's, out */
+            if (tp_tile_bytes(b, x.nt - 1u) != 0u) { /* the output's, out */
                 window_of(&x, x.nt - 1u, r, c, &w);
                 copy_window(&x, x.nt - 1u, &w, 0);
             }

@@ -2,7 +2,16 @@
  * views the interpreters take of that memory. */
 #include "tp_session.h"
 
+#include "blob/tp_check.h"
+
 #include <string.h>
+
+/* Refuse the caller's memory: check (TP_CHECK_*) names what was wrong with it. */
+static tp_status refuse_memory(tp_session *s, tp_status status, uint32_t check)
+{
+    return tp_refuse(&s->fault, status, check, TP_SECTION_HEADER, TP_NO_RECORD, TP_FIELD_NONE,
+                     NULL, 0u);
+}
 
 tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint8_t *arena,
                           uint32_t arena_len, uint8_t *params, uint32_t params_len)
@@ -14,15 +23,23 @@ tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint
     }
     memset(s, 0, sizeof *s); /* a failed init leaves the session not loaded */
     memset(&v, 0, sizeof v);
-    st = tp_blob_parse(&v, blob, len);
+    st = tp_blob_parse(&v, blob, len, &s->fault);
     if (st != TP_OK) {
         return st;
     }
     if (arena == NULL || arena_len < v.req.arena_infer) {
-        return TP_ERR_ARENA_TOO_SMALL;
+        return refuse_memory(s, TP_ERR_ARENA_TOO_SMALL, TP_CHECK_ARENA_SIZE);
+    }
+    /* the contract of tinyprop.h: float32 gradients, int64 sums and word-read scratch live at
+     * the arena's planned offsets, which are aligned relative to its start */
+    if (((uintptr_t)arena & (TP_MEMORY_ALIGN - 1u)) != 0u) {
+        return refuse_memory(s, TP_ERR_ARG, TP_CHECK_ARENA_ALIGN);
     }
     if (params != NULL && params_len < v.req.params) {
-        return TP_ERR_PARAMS_TOO_SMALL;
+        return refuse_memory(s, TP_ERR_PARAMS_TOO_SMALL, TP_CHECK_PARAMS_SIZE);
+    }
+    if (((uintptr_t)params & (TP_MEMORY_ALIGN - 1u)) != 0u) {
+        return refuse_memory(s, TP_ERR_ARG, TP_CHECK_PARAMS_ALIGN);
     }
     s->b = v;
     s->arena = arena;
@@ -33,6 +50,11 @@ tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint
         tp_copy_params(s);
     }
     return TP_OK;
+}
+
+const tp_fault *tp_session_fault(const tp_session *s)
+{
+    return s != NULL ? &s->fault : NULL;
 }
 
 uint8_t *tp_arena_at(tp_session *s, uint32_t offset, uint32_t size)

@@ -411,7 +411,7 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     backward_ctx c;
     uint32_t n;
     memset(&c, 0, sizeof c);
-    part(s, TP_PART_BACKWARD, tp_rd_u16(rec));
+    part(s, TP_PART_BACKWARD, tp_rd_u16(rec + TP_TRAN_OP_OP));
     c.s = s;
     c.k = (s->flags & TP_SESSION_REFERENCE_KERNELS) ? &tp_ref_gradient : &tp_target_gradient;
     tp_decode_train_op(rec, &c.t);
@@ -558,7 +558,7 @@ static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
 
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
 {
-    uint32_t k, first, last, n_cls;
+    uint32_t k, j, n_rec, last, n_cls;
     const int8_t *logits = NULL;
     float loss;
     tp_tensor tz;
@@ -579,8 +579,8 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     if (label < 0 || (uint32_t)label >= n_cls) {
         return TP_ERR_BAD_LABEL;
     }
-    first = tp_tran_first(&s->b);
     last = tp_tran_last(&s->b);
+    n_rec = tp_tran_ops(&s->b);
     s->arena_high = 0;
     {
         uint32_t tiled;
@@ -590,12 +590,18 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
         }
         k = tiled;
     }
+    /* the TRAN records ascend by op inside [first, last] (the loader checks): walked beside
+     * the ops, op k's record is the next one or none */
+    j = 0u;
     for (; k <= last; k++) {
-        const uint8_t *rec = tp_tran_record_of(&s->b, k);
+        const uint8_t *rec = NULL;
         const int8_t *y;
+        if (j < n_rec && tp_tran_record_op(&s->b, j) == k) {
+            rec = tp_tran_record(&s->b, j++);
+        }
         part(s, TP_PART_FORWARD, k);
         y = tp_run_op(s, k, TP_PLAN_TRAIN);
-        if (rec != NULL && (rec[2] & TP_TRAN_MASK)) {
+        if (rec != NULL && (rec[TP_TRAN_OP_FLAGS] & TP_TRAN_MASK)) {
             save_mask(s, rec, y);
         }
         if (k == last) {
@@ -639,11 +645,8 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     {
         uint32_t key = tp_optim_step_key(s->hp.seed, s->step);
         uint32_t v_end = s->b.req.optimizer / 4u;
-        for (k = last + 1; k-- > first;) {
-            const uint8_t *rec = tp_tran_record_of(&s->b, k);
-            if (rec != NULL) {
-                backward_op(s, rec, key, &v_end);
-            }
+        for (j = n_rec; j-- > 0u;) { /* ops last down to first: the records, descending */
+            backward_op(s, tp_tran_record(&s->b, j), key, &v_end);
         }
     }
     part(s, TP_PART_END, last);

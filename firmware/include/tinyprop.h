@@ -6,6 +6,24 @@
  * the biases and weights the blob marks trainable). No heap, no globals: everything lives in
  * the tp_session the caller provides. Ask the blob first how much memory it needs
  * (tp_blob_requirements), then hand the memory to tp_session_init.
+ *
+ * The buffers, their sizes, alignment and lifetime:
+ *   tp_session  tp_session_size() bytes, any alignment a struct has; from tp_session_init to
+ *               the session's last use.
+ *   blob        len bytes, any alignment (read byte by byte); read only; the session keeps
+ *               pointers into it, so it outlives the session, unchanged.
+ *   arena       at least req.arena_infer bytes (req.arena_train for tp_train_step: it returns
+ *               TP_ERR_ARENA_TOO_SMALL otherwise), starting at a multiple of TP_MEMORY_ALIGN
+ *               (the core reads float32 gradients, int64 sums and kernel scratch there as
+ *               words); the session owns its contents from tp_session_init on: every call
+ *               overwrites it, nothing in it outlives a call but the input written with tp_input
+ *               and the output tp_output points to (until the next call).
+ *   params      NULL (inference only), or at least req.params bytes starting at a multiple of
+ *               TP_MEMORY_ALIGN; filled from the blob by tp_session_init and tp_reset_params,
+ *               it holds the trained parameters and the optimizer state across calls: keep it
+ *               (save it, restore it) to keep what the model learned.
+ * tp_session_init refuses an arena or params region that is too small or misaligned (the fault
+ * names which); nothing is allocated, and no buffer needs freeing beyond the caller's own.
  */
 #ifndef TINYPROP_H
 #define TINYPROP_H
@@ -34,6 +52,9 @@ extern "C" {
 #define TP_STATUS_ENUM_(name, code, kind, message) name = code,
 typedef enum { TP_STATUS_TABLE(TP_STATUS_ENUM_) } tp_status;
 #undef TP_STATUS_ENUM_
+
+/* The alignment of the arena and the params region (bytes). */
+#define TP_MEMORY_ALIGN 8u
 
 /* What one blob needs from the caller, read from its (checked) header. */
 typedef struct {
@@ -65,6 +86,21 @@ typedef struct {
     uint32_t arena_peak; /* measured arena high-water mark of this call, bytes */
     uint32_t skipped;    /* 1 if the update was skipped (non-finite loss or gradient) */
 } tp_result;
+
+/* Why the loader refused a blob, or tp_session_init the memory given with it: which check
+ * failed (tp_fault_text names it and formats the whole fault into one line) and where. */
+typedef struct {
+    tp_status status;  /* what the refusing call returned */
+    uint16_t check;    /* the check that failed; 0: none (TP_OK) */
+    uint16_t field;    /* the record's field at fault (tp_blob_layout.h's tp_blob_field); 0: none */
+    uint32_t section;  /* the section's id, its 4 bytes little-endian ("OPS " = 0x2053504F);
+                          0: the header, the section table or the caller's memory */
+    uint32_t record;   /* the record's index in that section; TP_FAULT_NO_RECORD: none */
+    const char *file;  /* the check's source file and line in builds with TP_DEBUG (and the */
+    uint32_t line;     /* fuzzer's); NULL and 0 in others */
+} tp_fault;
+
+#define TP_FAULT_NO_RECORD 0xFFFFFFFFu
 
 /* A checked blob: its section views and requirements, filled by the loader (read only). */
 typedef struct {
@@ -118,6 +154,7 @@ typedef struct {
     uint32_t flags; /* TP_SESSION_* */
     tp_row_source rows; /* the input's rows, for a blob that reads them in bands */
     void *rows_ctx;
+    tp_fault fault; /* why tp_session_init refused (fault.status: what it returned) */
 #ifdef TP_PROFILE /* builds that profile steps (kerneltest): others keep the session's size */
     tp_profile_hook profile;
     void *profile_ctx;
@@ -132,10 +169,25 @@ typedef struct {
  * outside blob[0..len). */
 tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirements *out);
 
-/* Bind a checked blob to caller memory. params may be NULL (and params_len 0) for inference
- * only; when given, the trainable parameters are copied in from the blob. */
+/* The same, and on a refusal which check failed, in *fault (NULL: not wanted). */
+tp_status tp_blob_check(const uint8_t *blob, uint32_t len, tp_requirements *out,
+                        tp_fault *fault);
+
+/* Bind a checked blob to caller memory (the buffers above: sizes, TP_MEMORY_ALIGN, lifetime).
+ * params may be NULL (and params_len 0) for inference only; when given, the trainable
+ * parameters are copied in from the blob. On a refusal, tp_session_fault says why:
+ * TP_ERR_ARENA_TOO_SMALL, TP_ERR_PARAMS_TOO_SMALL, TP_ERR_ARG for a misaligned buffer, or the
+ * loader's status. */
 tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint8_t *arena,
                           uint32_t arena_len, uint8_t *params, uint32_t params_len);
+
+/* The fault of the last tp_session_init (for FFI bindings, which do not mirror the session). */
+const tp_fault *tp_session_fault(const tp_session *s);
+
+/* The fault as one line into buf (n bytes, NUL-terminated, cut to fit), e.g.
+ * "TP_ERR_BLOB_INVALID: OPS record 12 field inputs: an operand is not ... (check op_operand)";
+ * returns the line's length before any cut. */
+uint32_t tp_fault_text(const tp_fault *f, char *buf, uint32_t n);
 
 /* Restore the trainable parameters to the blob's values and zero the optimizer state. */
 tp_status tp_reset_params(tp_session *s);

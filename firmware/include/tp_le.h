@@ -54,6 +54,12 @@ static inline float tp_rd_f32(const uint8_t *p)
     return v.f;
 }
 
+/* Element i of a little-endian uint16 array (held row maps). */
+static inline uint16_t tp_le_u16(const uint8_t *arr, uint32_t i)
+{
+    return tp_rd_u16(arr + 2u * i);
+}
+
 /* Element i of a little-endian int32 array (biases, multipliers, shifts). */
 static inline int32_t tp_le_i32(const uint8_t *arr, uint32_t i)
 {

@@ -8,12 +8,12 @@ compile/train_plan.py builds it (and packs it: the TRAN section); the NumPy refe
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import blob_layout
 from .frontend.graph import Graph
 
 if TYPE_CHECKING:  # annotations only: the plan's types are compile/'s
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: the plan's types are compile/'s
     from .compile.planner import Buffer
     from .compile.scheme import SparseScheme
 
-NONE32 = 0xFFFFFFFF
+NONE32 = blob_layout.CONSTANTS["NONE32"][0]
 F_BIAS, F_WEIGHT, F_MASK, F_GRAD_IN0, F_GRAD_IN1, F_ACTIVE = 1, 2, 4, 8, 16, 32
 # set on the first op (in backward order) that writes a gradient buffer: it zeroes it first
 F_ZERO_IN0, F_ZERO_IN1 = 64, 128
@@ -31,8 +31,9 @@ F_ZERO_IN0, F_ZERO_IN1 = 64, 128
 # (masked by the sink's RELU mask) and no map of it is ever stored.
 F2_REDUCED = 1  # the sink: its output's gradient buffer holds per-channel sums
 F2_REDUCE_IN0, F2_REDUCE_IN1 = 2, 4  # the writer: input 0's (1's) gradient goes into such sums
-TRAN_HEADER = struct.Struct("<HHHHII")
-TRAN_OP = struct.Struct("<HBBIIIfI")  # 24 bytes
+TRAN_HEADER = blob_layout.TRAN_HEADER.struct
+TRAN_OFFSET = blob_layout.TRAN_OFFSET.struct
+TRAN_OP = blob_layout.TRAN_OP.struct
 # --grad: the gradient maps' format, and its id in TRAN (tinyprop.reference.gradmap)
 GRAD_FORMATS = {"float32": 0, "int16": 1, "int8": 2}
 DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (README, bench --only grads)
@@ -96,8 +97,8 @@ class TrainProgram:
         n_t = len(self.graph.tensors)
         out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops),
                                          GRAD_FORMATS[self.grad], n_t, 0))
-        out += struct.pack(f"<{n_t}I", *(self.act_offset.get(i, NONE32) for i in range(n_t)))
-        out += struct.pack(f"<{n_t}I", *(self.grad_offset.get(i, NONE32) for i in range(n_t)))
+        for offsets in (self.act_offset, self.grad_offset):
+            out += b"".join(TRAN_OFFSET.pack(offsets.get(i, NONE32)) for i in range(n_t))
         for k in sorted(self.ops):
             t = self.ops[k]
             out += TRAN_OP.pack(t.op, t.flags, t.flags2, t.mask_offset, t.scratch_offset,

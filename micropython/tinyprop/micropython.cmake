@@ -7,6 +7,7 @@ add_library(usermod_tinyprop INTERFACE)
 get_filename_component(TINYPROP_FW ${CMAKE_CURRENT_LIST_DIR}/../../firmware ABSOLUTE)
 file(GLOB TINYPROP_LIB_SOURCES
     ${TINYPROP_FW}/core/*.c
+    ${TINYPROP_FW}/core/blob/*.c
     ${TINYPROP_FW}/core/kernels/*.c
     ${TINYPROP_FW}/core/kernels/*/*.c
     ${TINYPROP_FW}/proto/*.c

@@ -1,7 +1,7 @@
 /*
- * fuzz_blob.c - libFuzzer harness for the blob loader (firmware/core/tp_blob.c):
- * tp_blob_requirements (which checks the training program too), then, for a blob it accepts,
- * tp_session_init, tp_infer and tp_train_step on memory of exactly the requested sizes. Run it with tests/fuzz/run.sh blob;
+ * fuzz_blob.c - libFuzzer harness for the blob loader (firmware/core/blob/): tp_blob_check
+ * (which checks the training program too; a refusal's fault must name its check), then, for a
+ * blob it accepts, tp_session_init, tp_infer and tp_train_step on memory of exactly the requested sizes. Run it with tests/fuzz/run.sh blob;
  * seed_blob.py seeds the corpus with real small training blobs.
  *
  * The first input byte picks the mode, the rest is the blob. Odd modes patch the declared size
@@ -15,11 +15,8 @@
 
 #include "fuzz_check.h"
 #include "tinyprop.h"
+#include "tp_blob_layout.h"
 #include "tp_le.h"
-
-#define HEADER_BYTES 48u
-#define TOTAL_SIZE_AT 8u
-#define CRC_BYTES 4u
 /* Accepted garbage may ask for any memory or any amount of work: run the ones a small board
  * could hold, which keeps every execution short. */
 #define MAX_RUN_BYTES (64u << 10)
@@ -86,6 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t len;
     uint8_t *blob;
     tp_requirements req;
+    tp_fault fault;
+    char line[256];
     tp_status st;
     if (size < 1 || size - 1 > 0xFFFFFFFFu) {
         return 0;
@@ -94,14 +93,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     blob = malloc(len ? len : 1u);
     CHECK(blob != NULL);
     memcpy(blob, data + 1, len);
-    if ((data[0] & 1u) && len >= HEADER_BYTES + CRC_BYTES) {
-        tp_wr_u32(blob + TOTAL_SIZE_AT, len);
-        tp_wr_u32(blob + len - CRC_BYTES, tp_crc32(0, blob, len - CRC_BYTES));
+    if ((data[0] & 1u) && len >= TP_HDR_BYTES + TP_CRC_BYTES) {
+        tp_wr_u32(blob + TP_HDR_TOTAL_SIZE, len);
+        tp_wr_u32(blob + len - TP_CRC_BYTES, tp_crc32(0, blob, len - TP_CRC_BYTES));
     }
-    st = tp_blob_requirements(blob, len, &req);
+    st = tp_blob_check(blob, len, &req, &fault);
     CHECK(tp_status_name(st)[0] != '\0');
+    /* every refusal names its check: "<status>: <where>: <what> (check <name>, <file:line>)" */
+    CHECK(st == TP_OK || (fault.status == st && fault.check != 0u && fault.line != 0u &&
+                          tp_fault_text(&fault, line, sizeof line) < sizeof line &&
+                          strstr(line, tp_status_name(st)) == line && strstr(line, "(check ")));
     if (st == TP_OK) {
-        CHECK(req.blob_id == tp_crc32(0, blob, len - CRC_BYTES));
+        CHECK(req.blob_id == tp_crc32(0, blob, len - TP_CRC_BYTES));
         CHECK(req.n_classes > 0u);
         run_session(blob, len, &req, data[0]);
     }

@@ -40,7 +40,9 @@ if [[ -f $seeder ]]; then
     "${FUZZ_PYTHON:-$root/.venv/bin/python}" "$seeder" "$build/corpus_$target"
 fi
 # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
-clang -std=c99 -g -O1 -Wall -Wextra -Werror \
+# FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (libFuzzer's convention): the core's debug checks,
+# e.g. a refused blob's fault records the check's source line
+clang -std=c99 -g -O1 -Wall -Wextra -Werror -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all ${FUZZ_CFLAGS:-} \
     $(make -s -C "$root/firmware" print-cflags | sed 's/-std=c99 -ffp-contract=off//') "$harness" "${sources[@]}" -o "$build/fuzz_$target"
 # Inputs that once crashed (tests/fuzz/regressions_TARGET/) run first, as a read-only corpus.

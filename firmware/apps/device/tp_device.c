@@ -29,6 +29,7 @@
 #define HDR TP_DEVICE_RECORD_HEADER
 #define READ_BLOCK 256u
 #define TEXT_MAX 96u
+#define FAULT_TEXT_MAX 192u /* a refused blob's fault line (tp_fault_text), on the stack */
 #define SAMPLE_FLAGS_KNOWN TP_SAMPLE_FLAG_OUTPUT
 
 /* 8-byte aligned: the arena holds float gradients, the record int32 biases after its header. */
@@ -257,13 +258,14 @@ static void restore_params(void)
     (void)tp_reset_params(&dev.s);
 }
 
-/* Check the compiled-in blob, that it fits the static buffers, and bind it. */
+/* Check the compiled-in blob, that it fits the static buffers, and bind it; why not stays in
+ * the unbound session's fault (tp_session_fault), the ERROR text of requests that need a blob. */
 static tp_status bind_model(void)
 {
 #if HAVE_BLOB
     tp_requirements req;
     uint32_t need;
-    tp_status st = tp_blob_requirements(tp_model_blob, tp_model_blob_len, &req);
+    tp_status st = tp_blob_check(tp_model_blob, tp_model_blob_len, &req, &dev.s.fault);
     if (st != TP_OK) {
         return st;
     }
@@ -274,9 +276,8 @@ static tp_status bind_model(void)
     if (req.params > PARAMS_BYTES || NO_RECORD) {
         return TP_ERR_PARAMS_TOO_SMALL;
     }
-    return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, ARENA,
-                           ARENA_BYTES, req.params > 0u ? params() : NULL,
-                           req.params);
+    return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, ARENA, ARENA_BYTES,
+                           req.params > 0u ? params() : NULL, req.params);
 #else
     return TP_ERR_NOT_LOADED;
 #endif
@@ -291,7 +292,11 @@ static void boot_model(void)
     }
     if (st != TP_OK) {
         dev.boot_code = st;
-        send_log(text_join("model blob rejected at boot: ", tp_status_name(st)));
+        char line[FAULT_TEXT_MAX] = "model blob rejected at boot: ";
+        uint32_t at = (uint32_t)strlen(line);
+        dev.s.fault.status = st; /* also a refusal of the static buffers' sizes */
+        (void)tp_fault_text(&dev.s.fault, line + at, FAULT_TEXT_MAX - at);
+        send_log(line);
         return;
     }
     dev.loaded = 1;
@@ -305,9 +310,11 @@ static void boot_model(void)
 static int need_blob(uint16_t seq)
 {
     if (!dev.loaded) {
-        send_error(seq, dev.boot_code,
-                   dev.boot_code == TP_ERR_NOT_LOADED ? "no model blob in this firmware"
-                                                : "the model blob was rejected at boot");
+        char line[FAULT_TEXT_MAX] = "no model blob in this firmware";
+        if (dev.boot_code != TP_ERR_NOT_LOADED) {
+            (void)tp_fault_text(&dev.s.fault, line, FAULT_TEXT_MAX);
+        }
+        send_error(seq, dev.boot_code, line);
     }
     return dev.loaded;
 }

@@ -1,39 +1,39 @@
-"""Training blob v2: writer and reader. The format is specified in docs/blob-format.md; the C
-loader (firmware/core/tp_blob.c) checks every field this writer produces.
+"""Training blob v2: writer and reader. The format is specified in docs/blob-format.md, its
+records' layout in tinyprop/blob_layout.py (which generates the C loader's offsets); the C loader
+(firmware/core/blob/) checks every field this writer produces.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import blob_layout
 from ..errors import TinypropError
 from ..frontend.graph import Graph
 from ..frontend.opparams import OpParams, all_op_params
 from .memory import Layout, plan_inference, tiled_tensors
 
 MAGIC = b"TPRB"
-VERSION = 2
-HEADER = struct.Struct("<4sHHIIHHIIIHHHHII")  # 48 bytes
-SECTION = struct.Struct("<4sII")
-TENSOR = struct.Struct("<BBBB4HfiIIIIHH")  # 40 bytes
-OP = struct.Struct("<BBBB4HiiihhBBBBBBBBIHhifII4x")  # 64 bytes
-NONE16 = 0xFFFF
-NONE32 = 0xFFFFFFFF
+VERSION = blob_layout.CONSTANTS["BLOB_VERSION"][0]
+HEADER = blob_layout.HEADER.struct
+SECTION = blob_layout.SECTION.struct
+TENSOR = blob_layout.TENSOR.struct
+OP = blob_layout.OP.struct
+CRC = blob_layout.CRC.struct
+NONE16 = blob_layout.CONSTANTS["NONE16"][0]
+NONE32 = blob_layout.CONSTANTS["NONE32"][0]
 
 DTYPES = {"int8": 1, "int32": 2, "float32": 3}
 DTYPE_SIZE = {1: 1, 2: 4, 3: 4}
 ACT_CODES = {"NONE": 0, "RELU": 1, "RELU6": 2}
 
 T_CONST, T_ARENA, T_TRAINABLE, T_TILED = 1, 2, 4, 8
-INPL_HEADER = struct.Struct("<HHI")
-INPL_OP = struct.Struct("<HBBII")  # op, plans (1 inference, 2 training), 0, channel buffers
-
-assert HEADER.size == 48 and TENSOR.size == 40 and OP.size == 64
+INPL_HEADER = blob_layout.INPL_HEADER.struct
+INPL_OP = blob_layout.INPL_OP.struct  # op, plans (1 inference, 2 training), 0, channel buffers
 
 
 @dataclass
@@ -106,7 +106,7 @@ class Blob:
 def blob_id(blob: bytes) -> int:
     """A blob's id: the CRC32 in its trailer (over everything before it). A device reports it in
     READY, parameter records and checkpoints carry it, firmware builds are cached by it."""
-    return struct.unpack_from("<I", blob, len(blob) - 4)[0]
+    return CRC.unpack_from(blob, len(blob) - CRC.size)[0]
 
 
 class _Data:
@@ -251,56 +251,57 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
     body_off = HEADER.size + SECTION.size * len(sections)
     table, payload = bytearray(), bytearray()
     for sid, content in sections:
-        while (body_off + len(payload)) % 8:
+        while (body_off + len(payload)) % blob_layout.CONSTANTS["SECTION_ALIGN"][0]:
             payload.append(0)
         table += SECTION.pack(sid, body_off + len(payload), len(content))
         payload += content
-    total = body_off + len(payload) + 4
+    total = body_off + len(payload) + CRC.size
     header = HEADER.pack(MAGIC, VERSION, HEADER.size, total, model_id & 0xFFFFFFFF,
                          len(sections), 0, arena_bytes, train_arena, params_bytes,
                          graph.inputs[0], graph.outputs[0], logits, n_classes, optimizer_bytes,
                          0)
     blob = header + bytes(table) + bytes(payload)
-    return blob + struct.pack("<I", zlib.crc32(blob))
+    return blob + CRC.pack(zlib.crc32(blob))
 
 
 def read_blob(raw: bytes, name: str = "blob") -> Blob:
     """Parse and check a v2 blob (the same checks as the C loader, for the host side)."""
-    if len(raw) < HEADER.size + 4:
+    if len(raw) < HEADER.size + CRC.size:
         raise TinypropError(f"{name}: truncated ({len(raw)} bytes); re-run tinyprop convert")
-    (magic, version, hsize, total, model_id, n_sec, _flags, arena, train_arena, params_bytes,
-     tin, tout, tlog, n_classes, optimizer_bytes, _r1) = HEADER.unpack_from(raw)
-    if magic != MAGIC:
+    h = blob_layout.HEADER.unpack(raw)
+    if h["magic"] != MAGIC:
         raise TinypropError(f"{name}: not a tinyprop blob (bad magic); run tinyprop convert")
-    if version != VERSION:
-        raise TinypropError(f"{name}: blob version {version}, this tinyprop reads {VERSION}; "
-                            "re-run tinyprop convert")
+    if h["version"] != VERSION:
+        raise TinypropError(f"{name}: blob version {h['version']}, this tinyprop reads "
+                            f"{VERSION}; re-run tinyprop convert")
+    total = h["total_size"]
     if total != len(raw):
         raise TinypropError(f"{name}: header says {total} bytes but file has {len(raw)}; "
                             "truncated or corrupted, re-run tinyprop convert")
-    if zlib.crc32(raw[:-4]) != struct.unpack_from("<I", raw, total - 4)[0]:
+    if zlib.crc32(raw[:-CRC.size]) != blob_id(raw):
         raise TinypropError(f"{name}: CRC mismatch (corrupted); re-run tinyprop convert")
     sections = {}
-    for i in range(n_sec):
-        sid, off, size = SECTION.unpack_from(raw, hsize + i * SECTION.size)
-        if off + size > total - 4:
-            raise TinypropError(f"{name}: section {sid!r} out of bounds")
-        sections[sid.decode().strip()] = raw[off : off + size]
+    for i in range(h["n_sections"]):
+        s = blob_layout.SECTION.unpack(raw, h["header_size"] + i * SECTION.size)
+        if s["offset"] + s["size"] > total - CRC.size:
+            raise TinypropError(f"{name}: section {s['id']!r} out of bounds")
+        sections[s["id"].decode().strip()] = raw[s["offset"] : s["offset"] + s["size"]]
     tens = sections["TENS"]
     tensors = []
     for i in range(len(tens) // TENSOR.size):
-        f = TENSOR.unpack_from(tens, i * TENSOR.size)
-        tensors.append(BlobTensor(f[0], tuple(f[4 : 4 + f[1]]), f[2], f[8], f[9], f[10], f[11],
-                                  f[12], f[13], f[14]))
+        f = blob_layout.TENSOR.unpack(tens, i * TENSOR.size)
+        tensors.append(BlobTensor(f["dtype"], f["dims"][: f["rank"]], f["flags"], f["scale"],
+                                  f["zero_point"], f["offset"], f["size"], f["scales_offset"],
+                                  f["params_offset"], f["n_scales"]))
     ops_raw = sections["OPS"]
+    fields = [f.name for f in blob_layout.OP.fields if f.name in BlobOp.__dataclass_fields__]
     ops = []
     for i in range(len(ops_raw) // OP.size):
-        f = OP.unpack_from(ops_raw, i * OP.size)
-        ops.append(BlobOp(f[0], f[1], f[2], f[3], (f[4], f[5], f[6]), f[7], f[8], f[9], f[10],
-                          f[11], f[12], (f[13], f[14]), (f[15], f[16]), (f[17], f[18]),
-                          (f[19], f[20]), f[21], f[22], f[23], f[24], f[25], f[26], f[27]))
-    return Blob(model_id, arena, train_arena, params_bytes, tin, tout, tlog, n_classes, tensors,
-                ops, sections, bytes(raw), optimizer_bytes)
+        f = blob_layout.OP.unpack(ops_raw, i * OP.size)
+        ops.append(BlobOp(**{k: f[k] for k in fields}))
+    return Blob(h["model_id"], h["arena_infer"], h["arena_train"], h["params_bytes"], h["input"],
+                h["output"], h["logits"], h["n_classes"], tensors, ops, sections, bytes(raw),
+                h["optimizer_bytes"])
 
 
 def c_header(blob: bytes, symbol: str = "tp_model_blob") -> str:

@@ -17,11 +17,11 @@ more instructions. The reference kernels need no scratch.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import blob_layout
 from ..errors import TinypropError
 from ..frontend.graph import Graph, Op
 from ..frontend.opparams import op_params
@@ -35,8 +35,8 @@ TARGETS = {"ref": 0, "cortex-m4": 1, "cortex-m7": 1, "cortex-m33": 1}
 DEFAULT_TARGET = "cortex-m4"
 TARGET_KERNELS = {0: "reference", 1: "Cortex-M DSP"}
 
-SCRA_HEADER = struct.Struct("<HHI")
-SCRA_OP = struct.Struct("<IIII")
+SCRA_HEADER = blob_layout.SCRA_HEADER.struct
+SCRA_OP = blob_layout.SCRA_OP.struct
 NONE32 = 0xFFFFFFFF
 
 # firmware/core/kernels/arm/: tp_conv_arm.c and tp_depthwise_arm.c

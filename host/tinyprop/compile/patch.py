@@ -20,20 +20,21 @@ TILE section, docs/blob-format.md), the firmware (tp_patch.c) and the NumPy refe
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import blob_layout
 from ..frontend.graph import Graph, Op
 from ..frontend.opparams import OpParams, op_params
 
 MAX_GRID = 8  # tiles per side the planner tries
 
 # n_ops, n_tensors, rows, cols, flags, band bytes, band offset (infer, train), 0
-TILE_HEADER = struct.Struct("<HHBBHIIII")
-TILE_TENSOR = struct.Struct("<HHIII")  # tensor, 0, buffer bytes, offset (infer), offset (train)
-TILE_SPAN = struct.Struct("<HH")  # lo, hi
+TILE_HEADER = blob_layout.TILE_HEADER.struct
+# tensor, 0, buffer bytes, offset (infer), offset (train)
+TILE_TENSOR = blob_layout.TILE_TENSOR.struct
+TILE_SPAN = blob_layout.TILE_SPAN.struct  # lo, hi
 TILE_INPUT_ROWS = 1  # flags: the input is read in row bands (not held whole)
 NONE32 = 0xFFFFFFFF
 

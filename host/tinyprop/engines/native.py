@@ -41,6 +41,14 @@ class Result(ctypes.Structure):
                 ("skipped", ctypes.c_uint32)]
 
 
+class Fault(ctypes.Structure):
+    """tp_fault: which loader check refused a blob (tp_fault_text writes it as one line)."""
+
+    _fields_ = [("status", ctypes.c_int), ("check", ctypes.c_uint16), ("field", ctypes.c_uint16),
+                ("section", ctypes.c_uint32), ("record", ctypes.c_uint32),
+                ("file", ctypes.c_char_p), ("line", ctypes.c_uint32)]
+
+
 class _HParams(ctypes.Structure):
     """tp_hparams."""
 
@@ -62,6 +70,10 @@ def load_library() -> ctypes.CDLL:
     signatures = {
         "tp_blob_requirements": ([ctypes.c_char_p, u32, ctypes.POINTER(Requirements)],
                                  ctypes.c_int),
+        "tp_blob_check": ([ctypes.c_char_p, u32, ctypes.POINTER(Requirements),
+                           ctypes.POINTER(Fault)], ctypes.c_int),
+        "tp_session_fault": ([p], ctypes.POINTER(Fault)),
+        "tp_fault_text": ([ctypes.POINTER(Fault), ctypes.c_char_p, u32], u32),
         "tp_session_size": ([], u32),
         "tp_session_init": ([p, ctypes.c_char_p, u32, p, u32, p, u32], ctypes.c_int),
         "tp_input": ([p], p),
@@ -88,6 +100,29 @@ def blob_status(blob: bytes) -> str:
     return status_name(load_library().tp_blob_requirements(blob, len(blob), ctypes.byref(req)))
 
 
+def fault_text(fault: Fault) -> str:
+    """A fault as tp_fault_text writes it: one line naming the status, where and the check."""
+    lib = load_library()
+    n = lib.tp_fault_text(ctypes.byref(fault), None, 0) + 1
+    buf = ctypes.create_string_buffer(n)
+    lib.tp_fault_text(ctypes.byref(fault), buf, n)
+    return buf.value.decode()
+
+
+def blob_fault(blob: bytes) -> str:
+    """What the C loader says about a blob, as one line: "TP_OK" when it accepts it, else the
+    status, where and the check that refused it (tp_blob_check, tp_fault_text)."""
+    req, fault = Requirements(), Fault()
+    fault.status = load_library().tp_blob_check(blob, len(blob), ctypes.byref(req),
+                                                ctypes.byref(fault))
+    return fault_text(fault)
+
+
+def aligned_buffer(n: int) -> ctypes.Array:
+    """n bytes (at least 1) at a multiple of TP_MEMORY_ALIGN (8): an array of uint64s."""
+    return (ctypes.c_uint64 * max((n + 7) // 8, 1))()
+
+
 class NativeEngine(Engine):
     """One blob bound to arena and params memory owned by this object, run by the C core.
     `.requirements` is what tp_blob_requirements reported, `.last_result` the tp_result of the
@@ -100,15 +135,19 @@ class NativeEngine(Engine):
         self._lib = lib = load_library()
         blob = model.blob
         self._raw = ctypes.create_string_buffer(blob, len(blob))  # the core keeps pointers
-        req = Requirements()
-        self._check(lib.tp_blob_requirements(self._raw, len(blob), ctypes.byref(req)), "blob")
+        req, fault = Requirements(), Fault()
+        fault.status = lib.tp_blob_check(self._raw, len(blob), ctypes.byref(req),
+                                         ctypes.byref(fault))
+        self._refused(fault)
         self.requirements = req
-        self._arena = ctypes.create_string_buffer(max(req.arena_infer, req.arena_train, 1))
+        arena_bytes = max(req.arena_infer, req.arena_train)
+        self._arena = aligned_buffer(arena_bytes)
         # no params region for an inference blob: the core reads every weight from the blob
-        self._params = ctypes.create_string_buffer(req.params) if req.params else None
+        self._params = aligned_buffer(req.params) if req.params else None
         self._session = ctypes.create_string_buffer(lib.tp_session_size())
-        self._check(lib.tp_session_init(self._session, self._raw, len(blob), self._arena,
-                                        len(self._arena), self._params, req.params), "blob")
+        lib.tp_session_init(self._session, self._raw, len(blob), self._arena, arena_bytes,
+                            self._params, req.params)
+        self._refused(lib.tp_session_fault(self._session).contents)
         info = read_blob(blob, model.name)  # the C loader accepted it: so does this reader
         self.input_shape = tuple(info.tensors[info.input].shape)
         self.output_shape = tuple(info.tensors[info.output].shape)
@@ -119,6 +158,12 @@ class NativeEngine(Engine):
         lib.tp_set_row_source(self._session, self._rows, None)
         self._hp = _HParams()
         self.set_hparams(hparams or HParams())
+
+    def _refused(self, fault: Fault) -> None:
+        """Raise, with the fault's line, when the core refused the blob or its memory."""
+        if fault.status != Status.TP_OK:
+            raise NativeError(Status(fault.status), self.model.name,
+                              f"the C core refused to load it: {fault_text(fault)}")
 
     def _check(self, code: int, what: str) -> None:
         if code != Status.TP_OK:
@@ -171,10 +216,12 @@ class NativeEngine(Engine):
         return np.frombuffer(out, np.int8).reshape(self.output_shape).copy()
 
     def params(self) -> bytes:
-        return self._params.raw if self._params is not None else b""
+        if self._params is None:
+            return b""
+        return ctypes.string_at(self._params, self.requirements.params)
 
     def load_params(self, raw: bytes, step: int) -> None:
-        if self._params is None or len(raw) != len(self._params):
+        if self._params is None or len(raw) != self.requirements.params:
             raise TinypropError(f"{self.model.name}: {len(raw)} bytes of parameters for a "
                                 f"params region of {self.requirements.params}; they belong to "
                                 "another blob")

@@ -1,0 +1,144 @@
+"""A refused blob says which check refused it, in one line (tp_fault_text): the same line from
+the host C library (the ctypes engine raises with it) and from a board (the device's ERROR text).
+Also tp_session_init's memory contract: an arena or params region that is not 8-byte aligned is
+refused with TP_ERR_ARG and the check that says so."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import struct
+import zlib
+
+import pytest
+from test_device_host import load_ir_model
+from tinyprop import blob_layout
+from tinyprop.device.boards import BOOT_TIMEOUT
+from tinyprop.device.device import Device
+from tinyprop.device.firmware import build_device_firmware
+from tinyprop.device.link import Link, PipeTransport
+from tinyprop.device.runners import start_host_board
+from tinyprop.engines.base import BlobModel
+from tinyprop.engines.native import (
+    NativeEngine,
+    NativeError,
+    Requirements,
+    aligned_buffer,
+    blob_fault,
+    fault_text,
+    load_library,
+    status_name,
+)
+from tinyprop.errors import DeviceError
+
+
+def section(blob: bytes, sid: bytes) -> dict:
+    """A section's table entry (id, offset, size)."""
+    table, entry = blob_layout.HEADER.size, blob_layout.SECTION
+    entries = (entry.unpack(blob, table + i * entry.size)
+               for i in range(blob_layout.HEADER.unpack(blob)["n_sections"]))
+    return next(s for s in entries if s["id"] == sid)
+
+
+def patched(blob: bytes, at: int, fmt: str, value) -> bytes:
+    """The blob with one field rewritten at `at` and its CRC made right again: the field checks,
+    not the CRC, must refuse it."""
+    raw = bytearray(blob)
+    struct.pack_into(fmt, raw, at, value)
+    raw[-4:] = struct.pack("<I", zlib.crc32(bytes(raw[:-4])))
+    return bytes(raw)
+
+
+def field_at(blob: bytes, sid: bytes, record: blob_layout.Record, index: int, name: str,
+             header: int = 0) -> int:
+    """The offset in the blob of field `name` of record `index` of a section (after `header`
+    bytes of it)."""
+    return section(blob, sid)["offset"] + header + record.size * index + record.field(name).offset
+
+
+def tran_records(blob: bytes) -> int:
+    """Where TRAN's op records start in the section: after its header and offset arrays."""
+    n_tensors = blob_layout.TRAN_HEADER.unpack(blob, section(blob, b"TRAN")["offset"])["n_tensors"]
+    return blob_layout.TRAN_HEADER.size + 2 * blob_layout.TRAN_OFFSET.size * n_tensors
+
+
+def corrupted() -> dict[str, tuple[bytes, str]]:
+    """Three blobs, each with one field wrong, and the line the loader must refuse it with."""
+    blob = load_ir_model().blob
+    data_len = section(blob, b"DATA")["size"]
+    return {
+        # op 2, a 3x3 depthwise convolution, claims a 2-row kernel: its weights are 3x3
+        "op shape": (patched(blob, field_at(blob, b"OPS ", blob_layout.OP, 2, "k"), "<B", 2),
+                     "TP_ERR_BLOB_INVALID: OPS record 2: the operands' shapes or the parameter "
+                     "counts do not fit the op's kind (check op_shapes)"),
+        # tensor 7, op 2's weights, placed at the end of DATA
+        "tensor bounds": (patched(blob, field_at(blob, b"TENS", blob_layout.TENSOR, 7, "offset"),
+                                  "<I", data_len),
+                          "TP_ERR_BLOB_BOUNDS: TENS record 7 field offset: a constant's data "
+                          "outside DATA (check tensor_data)"),
+        # TRAN record 3 (op 6, the classifier) says it trains one row; its op holds two
+        "training record": (patched(blob, field_at(blob, b"TRAN", blob_layout.TRAN_OP, 3, "n_sel",
+                                                   tran_records(blob)), "<I", 1),
+                            "TP_ERR_BLOB_INVALID: TRAN record 3 field n_sel: n_sel differs from "
+                            "the op's held rows (check tran_n_sel)"),
+    }
+
+
+CASES = sorted(corrupted())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_host_library_names_the_check(case):
+    blob, line = corrupted()[case]
+    assert blob_fault(blob) == line
+    with pytest.raises(NativeError, match=re.escape(f"refused to load it: {line})")):
+        NativeEngine(BlobModel("corrupted", blob))
+
+
+def test_records_out_of_order_are_refused():
+    """The training step walks the TRAN records beside the ops: they must ascend."""
+    blob = load_ir_model().blob
+    at = field_at(blob, b"TRAN", blob_layout.TRAN_OP, 2, "op", tran_records(blob))
+    assert blob_fault(patched(blob, at, "<H", 3)) == (
+        "TP_ERR_BLOB_INVALID: TRAN record 2 field op: records not of ascending ops in "
+        "[first, last] after the tiled stage (check tran_order)")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_board_sends_the_same_line(case, tmp_path):
+    blob, line = corrupted()[case]
+    firmware = build_device_firmware("host", blob)
+    with start_host_board(firmware, tmp_path, timeout=60) as run, \
+            Link(PipeTransport(run.proc, "host board")) as link:
+        dev = Device(link)
+        assert dev.hello(BOOT_TIMEOUT).blob_id == 0  # nothing bound
+        with pytest.raises(DeviceError) as refused:
+            dev.reset()
+    assert str(refused.value).endswith(f"({line})")  # the ERROR text, after its status
+    assert any(text == f"model blob rejected at boot: {line}" for text in link.logs)
+
+
+def session_init(blob: bytes, arena_shift: int, params_shift: int) -> tuple[str, str]:
+    """(status, fault line) of tp_session_init given arena and params `shift` bytes past an
+    8-byte boundary."""
+    lib = load_library()
+    req = Requirements()
+    assert lib.tp_blob_requirements(blob, len(blob), ctypes.byref(req)) == 0
+    arena, params = aligned_buffer(req.arena_train + 8), aligned_buffer(req.params + 8)
+    session = ctypes.create_string_buffer(lib.tp_session_size())
+    st = lib.tp_session_init(session, blob, len(blob),
+                             ctypes.addressof(arena) + arena_shift, req.arena_train,
+                             ctypes.addressof(params) + params_shift, req.params)
+    return status_name(st), fault_text(lib.tp_session_fault(session).contents)
+
+
+def test_session_init_refuses_misaligned_memory():
+    blob = load_ir_model().blob
+    assert session_init(blob, 0, 0) == ("TP_OK", "TP_OK")
+    for shift in (1, 4):
+        assert session_init(blob, shift, 0) == (
+            "TP_ERR_ARG", "TP_ERR_ARG: memory: the arena does not start at a multiple of "
+            "TP_MEMORY_ALIGN (8) (check arena_align)")
+        assert session_init(blob, 0, shift) == (
+            "TP_ERR_ARG", "TP_ERR_ARG: memory: the params region does not start at a multiple "
+            "of TP_MEMORY_ALIGN (8) (check params_align)")
