@@ -1,4 +1,4 @@
-"""A new classifier head (tinyprop.compile.head, `convert --classes`): the rewritten .tflite is a
+"""A new classifier head (tinyprop.training.head, `convert --classes`): the rewritten .tflite is a
 model TFLite runs and the NumPy reference equals bit for bit, its head starts as the nearest class
 mean (or zero), its class names travel with it through convert, train, export and eval."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import modelgen
 import numpy as np
 import pytest
-from tinyprop.compile.head import labels_path, new_head, read_labels
 from tinyprop.data.datasets import load_split
 from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.reference.forward import Forward
+from tinyprop.training.head import labels_path, new_head, read_labels
 
 pytestmark = pytest.mark.slow  # TensorFlow (the generated model, the interpreter)
 TINYPROP = [sys.executable, "-m", "tinyprop.cli"]

@@ -151,11 +151,9 @@ def _imports(path: Path) -> set[str]:
     return {m for m in found if m.startswith("tinyprop.")}
 
 
-# The calls from compile/ into reference/, each inside its function: compile/auto.py's
-# calibration runs the reference trainer (a full backward pass with a zero learning rate), and
-# compile/head.py's new classifier head starts from the features the reference forward computes.
-KNOWN = {("compile/auto.py", "tinyprop.reference.backward"),
-         ("compile/head.py", "tinyprop.reference.forward")}
+# The one call from compile/ into reference/, inside its function: compile/auto.py's
+# calibration runs the reference trainer (a full backward pass with a zero learning rate).
+KNOWN = {("compile/auto.py", "tinyprop.reference.backward")}
 
 
 def test_reference_and_compile_do_not_import_each_other():

@@ -35,7 +35,7 @@ class DemoConfig:
     data: str | None = None
     out: Path = Path("out/demo")
     # a new-class task made from vww-mini (tinyprop.data.tasks, e.g. coco3): the VWW model gets
-    # a new head for its classes (compile/head.py) and learns them on the board
+    # a new head for its classes (training/head.py) and learns them on the board
     task: str | None = None
 
 
@@ -70,9 +70,9 @@ def _board_figures(state: RunState) -> dict:
 def _task(args: DemoConfig, model: Path, vww_mini: Path,
           say: Callable[[str], None]) -> tuple[Path, Path, tuple[str, ...]]:
     """(the model with a new head, the task's dataset folder, its classes) of args.task."""
-    from .compile.head import new_head
     from .data.datasets import load_dataset
     from .data.tasks import build_task
+    from .training.head import new_head
 
     data = build_task(args.task, vww_mini, args.out / args.task)
     classes = load_dataset(data).classes

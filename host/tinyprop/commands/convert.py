@@ -9,10 +9,10 @@ from pathlib import Path
 from ..compile.blob import c_header
 from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
-from ..compile.head import DEFAULT_HEAD_INIT, HEAD_INITS
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
 from ..program import DEFAULT_GRAD, GRAD_FORMATS
+from ..training.head import DEFAULT_HEAD_INIT, HEAD_INITS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -143,7 +143,7 @@ def with_new_head(model: Path, classes: str, calib: Path | None, shift: str, ini
                   blob: Path) -> Path:
     """`model` with a new head for `classes` (names, comma-separated, or a dataset folder whose
     class folders name them), written beside the blob."""
-    from ..compile.head import new_head
+    from ..training.head import new_head
 
     folder = Path(classes)
     if folder.is_dir():

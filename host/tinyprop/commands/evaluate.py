@@ -40,9 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     """(engine name, scores) of args.model on args.split."""
-    from ..compile.head import read_labels
     from ..data.datasets import load_dataset, load_split
     from ..training.evaluate import evaluate_engine, evaluate_tflite, label_names
+    from ..training.head import read_labels
 
     model: Path = args.model
     if not model.is_file():

@@ -48,12 +48,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..compile.blob import blob_id
     from ..compile.blobfile import load_blob
-    from ..compile.head import read_labels
     from ..data.datasets import load_dataset, load_split
     from ..engines import HParams, open_engine
     from ..monitor import plain_lines, run_dashboard
     from ..status import check_hparams
     from ..training.export import export_params
+    from ..training.head import read_labels
     from ..training.run import (
         RunConfig,
         check_samples,

@@ -13,8 +13,8 @@ import numpy as np
 import tflite
 
 from ..compile.blobfile import TrainingBlob
-from ..compile.head import labels_path, read_labels
 from ..errors import TinypropError
+from .head import labels_path, read_labels
 
 
 def buffer_spans(model_bytes: bytes) -> dict[int, tuple[int, int]]:
