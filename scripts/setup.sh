@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PKGS=(make gcc libc6-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm qemu-system-misc
-          gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf clang libclang-rt-14-dev python3-venv)
+          gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf clang libclang-rt-14-dev clang-format
+          python3-venv)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

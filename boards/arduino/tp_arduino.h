@@ -1,7 +1,8 @@
 /*
  * tp_arduino.h - what the Arduino boards (nano33ble, esp32) share: the serial link, the
  * microsecond counter and the start-up, in tp_arduino.cpp. Each board's folder adds its name,
- * SRAM, free RAM, stack peak, serial speed, flash store and memory (board.cpp) and calls tp_arduino_run() from setup().
+ * SRAM, free RAM, stack peak, serial speed, flash store and memory (board.cpp) and calls
+ * tp_arduino_run() from setup().
  */
 #ifndef TP_ARDUINO_H
 #define TP_ARDUINO_H
@@ -24,7 +25,8 @@ extern const unsigned long tp_arduino_baud;
 
 /* Open the serial link, run the device loop (which never returns on a real board: the link
  * never closes) and halt if it does. Call from setup(). Built with TP_APP_SELFTRAIN, it runs
- * the self-training application (firmware/apps/selftrain/selftrain.c) instead and halts when it ends. */
+ * the self-training application (firmware/apps/selftrain/selftrain.c) instead and halts when it
+ * ends. */
 void tp_arduino_run(void);
 
 #endif /* TP_ARDUINO_H */

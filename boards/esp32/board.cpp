@@ -5,8 +5,8 @@
  * LittleFS file in the flash's data partition (the default NVS partition, 20 KB, is too small
  * for a 67 KB record). The serial link and counter are boards/arduino/tp_arduino.cpp.
  * Built with TP_APP_SELFTRAIN (env esp32dev-wokwi) it runs the self-training application
- * (firmware/apps/selftrain/selftrain.c, what boards/esp32/scenario.yaml checks in Wokwi) instead of the
- * device loop, with its arena and params from the heap too.
+ * (firmware/apps/selftrain/selftrain.c, what boards/esp32/scenario.yaml checks in Wokwi) instead of
+ * the device loop, with its arena and params from the heap too.
  */
 #include <Arduino.h>
 #include <LittleFS.h>
@@ -115,8 +115,9 @@ static void measure_heap(void)
     heap_at_boot.largest_block = (uint32_t)largest;
     /* the second block: the largest left while the largest is held */
     void *held = largest > 0 ? heap_caps_malloc(largest, MALLOC_CAP_8BIT) : NULL;
-    heap_at_boot.second_block =
-        held != NULL ? (uint32_t)heap_caps_get_largest_free_block(MALLOC_CAP_8BIT) : TP_RAM_UNKNOWN;
+    heap_at_boot.second_block = held != NULL
+                                    ? (uint32_t)heap_caps_get_largest_free_block(MALLOC_CAP_8BIT)
+                                    : TP_RAM_UNKNOWN;
     heap_caps_free(held);
 }
 

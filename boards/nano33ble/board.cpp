@@ -22,7 +22,7 @@ struct slot_header {
     uint32_t magic;
     uint32_t sequence; /* the newer intact slot wins */
     uint32_t length;
-    uint32_t crc;      /* CRC32 of the record: a torn write is seen as such */
+    uint32_t crc; /* CRC32 of the record: a torn write is seen as such */
 };
 
 static mbed::FlashIAP flash;

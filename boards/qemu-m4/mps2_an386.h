@@ -39,12 +39,12 @@
 #define NVIC_ICPR0 TP_REG(0xE000E280u)
 
 /* System control block. */
-#define SCB_CPACR TP_REG(0xE000ED88u)  /* coprocessor access: CP10/CP11 = FPU */
-#define SCB_SHCSR TP_REG(0xE000ED24u)  /* enables for MemManage/BusFault/UsageFault */
-#define SCB_CFSR TP_REG(0xE000ED28u)   /* configurable fault status */
-#define SCB_HFSR TP_REG(0xE000ED2Cu)   /* hard fault status */
-#define SCB_MMFAR TP_REG(0xE000ED34u)  /* MemManage fault address */
-#define SCB_BFAR TP_REG(0xE000ED38u)   /* bus fault address */
+#define SCB_CPACR TP_REG(0xE000ED88u) /* coprocessor access: CP10/CP11 = FPU */
+#define SCB_SHCSR TP_REG(0xE000ED24u) /* enables for MemManage/BusFault/UsageFault */
+#define SCB_CFSR TP_REG(0xE000ED28u)  /* configurable fault status */
+#define SCB_HFSR TP_REG(0xE000ED2Cu)  /* hard fault status */
+#define SCB_MMFAR TP_REG(0xE000ED34u) /* MemManage fault address */
+#define SCB_BFAR TP_REG(0xE000ED38u)  /* bus fault address */
 #define SHCSR_MEMFAULTENA (1u << 16)
 #define SHCSR_BUSFAULTENA (1u << 17)
 #define SHCSR_USGFAULTENA (1u << 18)
@@ -57,7 +57,7 @@
 #define MPU_CTRL_ENABLE (1u << 0)
 #define MPU_CTRL_PRIVDEFENA (1u << 2) /* default memory map for privileged code elsewhere */
 #define MPU_RASR_ENABLE (1u << 0)
-#define MPU_RASR_SIZE(log2_bytes) (((uint32_t)(log2_bytes) - 1u) << 1)
+#define MPU_RASR_SIZE(log2_bytes) (((uint32_t)(log2_bytes)-1u) << 1)
 #define MPU_RASR_AP_NONE (0u << 24)
 #define MPU_RASR_AP_RW (3u << 24)
 #define MPU_RASR_AP_RO (6u << 24)

@@ -30,7 +30,7 @@ __attribute__((section(".vectors"), used)) static void (*const vector_table[VECT
  * compiler use FP registers anywhere. */
 __attribute__((naked, noreturn)) void tp_reset_handler(void)
 {
-    __asm__ volatile("cpsid i\n"                /* PRIMASK: no interrupt handler ever runs */
+    __asm__ volatile("cpsid i\n"             /* PRIMASK: no interrupt handler ever runs */
                      "ldr r0, =0xE000ED88\n" /* CPACR */
                      "ldr r1, [r0]\n"
                      "orr r1, r1, #(0xF << 20)\n" /* CP10, CP11: full access */

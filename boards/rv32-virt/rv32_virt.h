@@ -47,11 +47,11 @@
 #define PMP_NAPOT 0x18u
 #define PMP_LOCK 0x80u /* applies the entry to machine mode too */
 
-#define CSR_READ(name)                                                                        \
-    __extension__({                                                                           \
-        uint32_t v_;                                                                          \
-        __asm__ volatile("csrr %0, " #name : "=r"(v_));                                       \
-        v_;                                                                                   \
+#define CSR_READ(name)                                  \
+    __extension__({                                     \
+        uint32_t v_;                                    \
+        __asm__ volatile("csrr %0, " #name : "=r"(v_)); \
+        v_;                                             \
     })
 #define CSR_WRITE(name, value) __asm__ volatile("csrw " #name ", %0" ::"r"((uint32_t)(value)))
 

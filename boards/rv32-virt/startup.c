@@ -44,8 +44,7 @@ __attribute__((naked, noreturn, aligned(4))) void tp_trap_entry(void)
                      "j tp_fault_report\n");
 }
 
-__attribute__((noreturn, used)) void tp_fault_report(uint32_t mcause, uint32_t mepc,
-                                                     uint32_t mtval)
+__attribute__((noreturn, used)) void tp_fault_report(uint32_t mcause, uint32_t mepc, uint32_t mtval)
 {
     /* "TP FAULT mcause=XXXXXXXX mepc=XXXXXXXX mtval=XXXXXXXX\n" */
     static char line[] = "TP FAULT mcause=00000000 mepc=00000000 mtval=00000000\n";

@@ -38,7 +38,6 @@
 #define TP_T_TRAINABLE 4u
 #define TP_T_TILED 8u /* an activation held only tile by tile (TILE): no whole arena buffer */
 
-
 /* A decoded TENS record. */
 typedef struct {
     uint8_t dtype, rank, flags;
@@ -350,8 +349,8 @@ static inline void tp_tile_span(const tp_blob_view *b, uint32_t axis, uint32_t r
 {
     uint32_t nt = tp_tile_tensors(b);
     const uint8_t *p = tp_tile_tensor(b, nt) + /* the spans follow the last tensor record */
-                       TP_TILE_SPAN_BYTES * ((axis == 0u ? 0u : tp_tile_grid(b, 0u) * nt) +
-                                             r * nt + i);
+                       TP_TILE_SPAN_BYTES *
+                           ((axis == 0u ? 0u : tp_tile_grid(b, 0u) * nt) + r * nt + i);
     *lo = tp_rd_u16(p + TP_TILE_SPAN_LO);
     *hi = tp_rd_u16(p + TP_TILE_SPAN_HI);
 }

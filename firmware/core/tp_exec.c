@@ -137,8 +137,8 @@ void tp_exec_conv2d(const tp_op_run *r)
     void *scratch;
     tp_conv_params_of(r->op, &p);
     weights_from(r->s, r->op, 0u, &w, &q);
-    scratch = op_scratch(r->s, r->op, r->plan,
-                         k->conv2d_scratch_bytes(&p, &in->shape, &out->shape), &k);
+    scratch = op_scratch(r->s, r->op, r->plan, k->conv2d_scratch_bytes(&p, &in->shape, &out->shape),
+                         &k);
     k->conv2d(&p, &in->shape, in->data, &w, &q, &out->shape, out->data, scratch);
 }
 
@@ -182,8 +182,8 @@ void tp_exec_add(const tp_op_run *r)
         p.mult[j] = op_quant(r->s, op, 0, j);
         p.shift[j] = op_quant(r->s, op, 1, j);
     }
-    kernels_of(r->s)->add(&p, (uint32_t)(out->shape.h * out->shape.w * out->shape.c),
-                          r->in->data, r->in2->data, out->data);
+    kernels_of(r->s)->add(&p, (uint32_t)(out->shape.h * out->shape.w * out->shape.c), r->in->data,
+                          r->in2->data, out->data);
 }
 
 void tp_exec_avg_pool2d(const tp_op_run *r)
@@ -236,8 +236,8 @@ void tp_exec_reshape(const tp_op_run *r)
 static void (*const exec_entry[TP_OP_KIND_COUNT])(const tp_op_run *r) = {TP_OPS(EXEC_ENTRY)};
 #undef EXEC_ENTRY
 
-void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in,
-                const tp_act *in2, const tp_act *out)
+void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in, const tp_act *in2,
+                const tp_act *out)
 {
     tp_op_run r;
     r.s = s;

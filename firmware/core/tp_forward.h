@@ -30,8 +30,8 @@ TP_OPS(TP_EXEC_DECL)
 
 /* Run op's kernel (tp_exec.c) on the given operands, its padding as *op says (a tile's);
  * in2: a 2-input kind's second input, else NULL. */
-void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in,
-                const tp_act *in2, const tp_act *out);
+void tp_exec_op(tp_session *s, const tp_op *op, tp_plan plan, const tp_act *in, const tp_act *in2,
+                const tp_act *out);
 
 /* A depthwise convolution with multiplier 1 in place (out->data == in->data): channel by
  * channel through chan, one output channel's plane (out h x w bytes). */

@@ -15,12 +15,12 @@ tp_gmap tp_gm_at(uint8_t *buf, uint32_t format)
 }
 
 /* The names in parentheses: the functions, not tp_gradmap.h's macros to the inline versions. */
-uint32_t (tp_gm_bitlen)(uint64_t m)
+uint32_t(tp_gm_bitlen)(uint64_t m)
 {
     return tp_gm_bitlen_inline(m);
 }
 
-void (tp_gm_scale_parts)(float s, uint32_t *m, int32_t *k)
+void(tp_gm_scale_parts)(float s, uint32_t *m, int32_t *k)
 {
     tp_gm_scale_parts_inline(s, m, k);
 }
@@ -111,8 +111,8 @@ int64_t tp_gm_round_f32(float x)
 
 /* ---- writing a map ---- */
 
-void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows,
-                 uint32_t row_elems, uint32_t accumulate, uint8_t *shifts, int32_t e_v)
+void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows, uint32_t row_elems,
+                 uint32_t accumulate, uint8_t *shifts, int32_t e_v)
 {
     w->map = tp_gm_at(buf, format);
     w->header = buf;

@@ -40,8 +40,9 @@ static inline uint32_t tp_gm_bits(uint32_t format)
  * values padded to a multiple of 8. */
 static inline uint64_t tp_gm_buffer_bytes(uint32_t format, uint64_t n)
 {
-    return format == TP_GRAD_FLOAT32 ? 4u * n
-                                     : TP_GM_HEADER + ((tp_gm_bytes(format) * n + 7u) & ~(uint64_t)7u);
+    return format == TP_GRAD_FLOAT32
+               ? 4u * n
+               : TP_GM_HEADER + ((tp_gm_bytes(format) * n + 7u) & ~(uint64_t)7u);
 }
 
 /* A map in the arena: int16_t or int8_t values (bytes 2 or 1), exponent e. */
@@ -149,25 +150,24 @@ int64_t tp_gm_round_f32(float x);
 typedef struct {
     tp_gmap map;
     uint8_t *header;
-    uint8_t *shifts; /* scratch: each row's own shift */
-    int64_t *sums;   /* reducing (a sink's gradient): per-channel sums instead of a map */
+    uint8_t *shifts;     /* scratch: each row's own shift */
+    int64_t *sums;       /* reducing (a sink's gradient): per-channel sums instead of a map */
     const uint8_t *mask; /* reducing: the sink's 1-bit mask (NULL: none) */
     uint32_t channels;
     uint32_t rows, row_elems, bits;
-    int32_t e_c;     /* the exponent values are exact at (e_v, or a common one with the old map) */
-    int32_t sv, so;  /* shifts of new values and of the old map's to e_c */
+    int32_t e_c;    /* the exponent values are exact at (e_v, or a common one with the old map) */
+    int32_t sv, so; /* shifts of new values and of the old map's to e_c */
     uint32_t accumulate;
-    uint32_t shift;  /* the current row's */
+    uint32_t shift; /* the current row's */
 } tp_gm_writer;
 
-void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows,
-                 uint32_t row_elems, uint32_t accumulate, uint8_t *shifts, int32_t e_v);
+void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows, uint32_t row_elems,
+                 uint32_t accumulate, uint8_t *shifts, int32_t e_v);
 /* New value v of element i (row r's, index r * row_elems + j) with the old map's there: exact
  * at e_c. */
 static inline int64_t tp_gm_value(const tp_gm_writer *w, uint32_t i, int64_t v)
 {
-    return w->accumulate ? tp_gm_rshift(v, w->sv) + tp_gm_rshift(tp_gm_get(&w->map, i), w->so)
-                         : v;
+    return w->accumulate ? tp_gm_rshift(v, w->sv) + tp_gm_rshift(tp_gm_get(&w->map, i), w->so) : v;
 }
 /* A sink's gradient instead of a map (train_plan.F2_REDUCED): buf holds the exponent e_v, then
  * one int64 sum a channel of the exact values whose mask bit is set; rows, puts and the end do

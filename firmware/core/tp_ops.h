@@ -27,20 +27,19 @@
 #endif
 
 /*   KIND                code name              weights inputs grad q_row q_chan */
-#define TP_OPS(X)                                                                  \
-    X(CONV_2D,              1, conv2d,           1,      1,     1,   4,    2)       \
-    X(DEPTHWISE_CONV_2D,    2, depthwise_conv2d, 1,      1,     1,   4,    0)       \
-    X(FULLY_CONNECTED,      3, fully_connected,  1,      1,     1,   4,    2)       \
-    X(ADD,                  4, add,              0,      2,     1,   0,    0)       \
-    X(AVERAGE_POOL_2D,      5, avg_pool2d,       0,      1,     1,   0,    0)       \
-    X(MEAN,                 6, mean_hw,          0,      1,     1,   0,    0)       \
-    X(PAD,                  7, pad,              0,      1,     1,   0,    0)       \
-    X(RESHAPE,              8, reshape,          0,      1,     0,   0,    0)       \
-    X(SOFTMAX,              9, softmax,          0,      1,     0,   0,    0)       \
+#define TP_OPS(X)                                            \
+    X(CONV_2D, 1, conv2d, 1, 1, 1, 4, 2)                     \
+    X(DEPTHWISE_CONV_2D, 2, depthwise_conv2d, 1, 1, 1, 4, 0) \
+    X(FULLY_CONNECTED, 3, fully_connected, 1, 1, 1, 4, 2)    \
+    X(ADD, 4, add, 0, 2, 1, 0, 0)                            \
+    X(AVERAGE_POOL_2D, 5, avg_pool2d, 0, 1, 1, 0, 0)         \
+    X(MEAN, 6, mean_hw, 0, 1, 1, 0, 0)                       \
+    X(PAD, 7, pad, 0, 1, 1, 0, 0)                            \
+    X(RESHAPE, 8, reshape, 0, 1, 0, 0, 0)                    \
+    X(SOFTMAX, 9, softmax, 0, 1, 0, 0, 0)                    \
     TP_OPS_EXTRA(X)
 
-#define TP_OP_KIND_ROW(KIND, code, name, weights, inputs, grad, q_row, q_chan) \
-    TP_OP_##KIND = code,
+#define TP_OP_KIND_ROW(KIND, code, name, weights, inputs, grad, q_row, q_chan) TP_OP_##KIND = code,
 #define TP_OP_COUNT_ROW(KIND, code, name, weights, inputs, grad, q_row, q_chan) +1
 typedef enum { TP_OPS(TP_OP_KIND_ROW) } tp_op_kind;
 /* 1 + the rows: every table is this long and indexed by code, so a code out of 1..rows is a

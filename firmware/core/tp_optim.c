@@ -94,8 +94,8 @@ static inline float unit24(uint32_t k)
  * t = trunc(delta), delta - t exact (the fraction's bits of delta), negative when floor(delta)
  * = t - 1, whose fraction delta - (t - 1) is then (delta - t) + 1 rounded as float32 (the same
  * real value); else stochastic_round's clamp. */
-static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, float neg,
-                               uint32_t h, int qas, int mom)
+static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, float neg, uint32_t h,
+                               int qas, int mom)
 {
     float v = g, step, delta, r, t, frac;
     int32_t fl;
@@ -131,8 +131,8 @@ static inline void update_row(const tp_update *u, uint32_t row_params, uint32_t 
     uint8_t *vel = mom ? u->velocity + 4u * v0 : NULL;
     float lr = u->lr, mom_f = u->momentum;
     for (k = 0; k < n; k++, h += 0x9E3779B1u) {
-        int32_t nv = (int32_t)w[k] + row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg,
-                                              h, qas, mom);
+        int32_t nv = (int32_t)w[k] +
+                     row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, h, qas, mom);
         w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
     }
 }

@@ -22,8 +22,7 @@ uint32_t tp_optim_step_key(uint32_t seed, uint32_t step);
 
 /* Update int32 bias o (at params offset bias_params + 4 o, velocity o) with gradient db;
  * sw is channel o's weight scale. */
-void tp_optim_update_bias(const tp_update *u, uint32_t bias_params, uint32_t o, float db,
-                          float sw);
+void tp_optim_update_bias(const tp_update *u, uint32_t bias_params, uint32_t o, float db, float sw);
 
 /* Update a held int8 weight row (n weights at params offset row_params, velocities from v0)
  * with its gradient; sw is the row's channel scale. */

@@ -29,12 +29,13 @@ static int8_t *whole(stage_ctx *x, uint32_t i, const tp_tensor *t, uint32_t y0, 
     if (i == 0u && x->band != NULL) {
         return x->band + (y0 - x->band_lo) * row;
     }
-    return (int8_t *)tp_arena_at(x->s, (x->plan == TP_PLAN_TRAIN
-                                            ? tp_tran_act_offset(&x->s->b,
-                                                                 tp_tile_tensor_index(&x->s->b, i))
-                                            : t->offset) +
-                                           y0 * row,
-                                 rows * row);
+    return (
+        int8_t *)tp_arena_at(x->s,
+                             (x->plan == TP_PLAN_TRAIN
+                                  ? tp_tran_act_offset(&x->s->b, tp_tile_tensor_index(&x->s->b, i))
+                                  : t->offset) +
+                                 y0 * row,
+                             rows * row);
 }
 
 /* Where stage tensor i's window of tile (r, c) lives. */
@@ -101,8 +102,7 @@ static tp_status fill_band(stage_ctx *x, uint32_t r)
 }
 
 /* The window of tile (r, c) of the stage tensor holding tensor `ti` (among the first n). */
-static void input_window(stage_ctx *x, uint32_t ti, uint32_t n, uint32_t r, uint32_t c,
-                         window *w)
+static void input_window(stage_ctx *x, uint32_t ti, uint32_t n, uint32_t r, uint32_t c, window *w)
 {
     uint32_t j;
     for (j = 0; j < n; j++) {

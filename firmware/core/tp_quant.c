@@ -268,8 +268,8 @@ static int32_t exp_quarter(int32_t a)
     int32_t x3 = mul(x2, x);
     int32_t x4 = mul(x2, x2);
     int32_t x4_over_4 = rdpot(x4, 2);
-    int32_t poly = rdpot(
-        tp_wrap32((int64_t)mul(tp_wrap32((int64_t)x4_over_4 + x3), one_third) + x2), 1);
+    int32_t poly =
+        rdpot(tp_wrap32((int64_t)mul(tp_wrap32((int64_t)x4_over_4 + x3), one_third) + x2), 1);
     return tp_wrap32((int64_t)const_term + mul(const_term, tp_wrap32((int64_t)x + poly)));
 }
 

@@ -9,8 +9,8 @@
 /* Refuse the caller's memory: check (TP_CHECK_*) names what was wrong with it. */
 static tp_status refuse_memory(tp_session *s, tp_status status, uint32_t check)
 {
-    return tp_refuse(&s->fault, status, check, TP_SECTION_HEADER, TP_NO_RECORD, TP_FIELD_NONE,
-                     NULL, 0u);
+    return tp_refuse(&s->fault, status, check, TP_SECTION_HEADER, TP_NO_RECORD, TP_FIELD_NONE, NULL,
+                     0u);
 }
 
 tp_status tp_session_init(tp_session *s, const uint8_t *blob, uint32_t len, uint8_t *arena,
@@ -171,7 +171,7 @@ const int8_t *tp_output(const tp_session *s)
 {
     tp_tensor t;
     return io_tensor(s, s != NULL ? s->b.output : 0u, &t) ? (const int8_t *)(s->arena + t.offset)
-                                                           : NULL;
+                                                          : NULL;
 }
 
 uint32_t tp_output_bytes(const tp_session *s)

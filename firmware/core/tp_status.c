@@ -4,8 +4,8 @@
 const char *tp_status_name(tp_status st)
 {
     switch (st) {
-#define TP_STATUS_NAME_(name, code, kind, message)                                              \
-    case name:                                                                                  \
+#define TP_STATUS_NAME_(name, code, kind, message) \
+    case name:                                     \
         return #name;
         TP_STATUS_TABLE(TP_STATUS_NAME_)
 #undef TP_STATUS_NAME_
@@ -16,8 +16,8 @@ const char *tp_status_name(tp_status st)
 const char *tp_status_message(tp_status st)
 {
     switch (st) {
-#define TP_STATUS_MESSAGE_(name, code, kind, message)                                           \
-    case name:                                                                                  \
+#define TP_STATUS_MESSAGE_(name, code, kind, message) \
+    case name:                                        \
         return message;
         TP_STATUS_TABLE(TP_STATUS_MESSAGE_)
 #undef TP_STATUS_MESSAGE_

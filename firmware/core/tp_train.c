@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "tp_forward.h"
-#include "tp_loss.h"
 #include "tp_le.h"
+#include "tp_loss.h"
 #include "tp_optim.h"
 
 /* Tell a profiling hook, if any, that a part of the step begins (TP_PROFILE builds; in
@@ -77,8 +77,7 @@ static uint8_t *begin_input(const backward_ctx *c, tp_gm_writer *w, uint32_t pos
     } else {
         buf = tp_arena_at(c->s, tp_tran_grad_offset(&c->s->b, c->op.inputs[pos]),
                           (uint32_t)tp_gm_buffer_bytes(c->format, tp_tensor_elems(&t)));
-        tp_gm_begin(w, buf, c->format, rows, row_elems, (c->t.flags & zero) == 0u, c->scratch,
-                    e_v);
+        tp_gm_begin(w, buf, c->format, rows, row_elems, (c->t.flags & zero) == 0u, c->scratch, e_v);
     }
     return c->scratch + ((rows + 3u) & ~3u);
 }
@@ -114,14 +113,14 @@ static void grad_conv2d_input_q(const backward_ctx *c, uint32_t pos, tp_gm_write
 
 static void grad_conv2d_weight(const backward_ctx *c, const int8_t *x, uint32_t o, float *row)
 {
-    c->k->conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
-                        &c->out_shape, c->dy, o, row);
+    c->k->conv2d_weight(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale, &c->out_shape,
+                        c->dy, o, row);
 }
 
 static void grad_conv2d_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o, float *row)
 {
-    c->k->conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
-                          &c->out_shape, &c->dyq, o, row);
+    c->k->conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale, &c->out_shape,
+                          &c->dyq, o, row);
 }
 
 static void grad_depthwise_conv2d_input(const backward_ctx *c, float *dx)
@@ -133,8 +132,8 @@ static void grad_depthwise_conv2d_input_q(const backward_ctx *c, uint32_t pos, t
 {
     tp_gm_fold f;
     uint8_t *ks = begin_weighted_q(c, pos, w, taps(c) * (uint32_t)c->conv.depth_multiplier, &f);
-    c->k->depthwise_conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f, &c->dyq,
-                                   w, ks);
+    c->k->depthwise_conv2d_input_q(&c->conv, &c->in_shape, &c->out_shape, &c->w, &f, &c->dyq, w,
+                                   ks);
 }
 
 static void grad_depthwise_conv2d_weight(const backward_ctx *c, const int8_t *x, uint32_t o,
@@ -166,15 +165,14 @@ static void grad_fully_connected_input_q(const backward_ctx *c, uint32_t pos, tp
 static void grad_fully_connected_weight(const backward_ctx *c, const int8_t *x, uint32_t o,
                                         float *row)
 {
-    c->k->fully_connected_weight(c->w.row_len, x, c->tin.zero_point, c->tin.scale, c->dy, o,
-                                 row);
+    c->k->fully_connected_weight(c->w.row_len, x, c->tin.zero_point, c->tin.scale, c->dy, o, row);
 }
 
 static void grad_fully_connected_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o,
                                           float *row)
 {
-    c->k->fully_connected_weight_q(c->w.row_len, x, c->tin.zero_point, c->tin.scale, &c->dyq,
-                                   o, row);
+    c->k->fully_connected_weight_q(c->w.row_len, x, c->tin.zero_point, c->tin.scale, &c->dyq, o,
+                                   row);
 }
 
 /* Either input: the loader checked both have the output's size. */
@@ -242,8 +240,8 @@ typedef struct {
 
 #define IF_0(entry) 0
 #define IF_1(entry) entry
-#define OP_GRADS(KIND, code, name, weights, inputs, grad, q_row, q_chan)                  \
-    [TP_OP_##KIND] = {IF_##grad(grad_##name##_input), IF_##grad(grad_##name##_input_q),  \
+#define OP_GRADS(KIND, code, name, weights, inputs, grad, q_row, q_chan)                \
+    [TP_OP_##KIND] = {IF_##grad(grad_##name##_input), IF_##grad(grad_##name##_input_q), \
                       IF_##weights(grad_##name##_weight), IF_##weights(grad_##name##_weight_q)},
 static const op_grads grads[TP_OP_KIND_COUNT] = {TP_OPS(OP_GRADS)};
 #undef OP_GRADS
@@ -337,8 +335,8 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     if (c->t.flags & TP_TRAN_WEIGHT) {
         float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * row_len);
         uint32_t v0 = (c->t.flags & TP_TRAN_BIAS) ? n_out : 0u; /* first weight velocity */
-        const int8_t *x = (const int8_t *)tp_arena_at(
-            s, tp_tran_act_offset(&s->b, c->op.inputs[0]), c->tin.size);
+        const int8_t *x = (const int8_t *)tp_arena_at(s, tp_tran_act_offset(&s->b, c->op.inputs[0]),
+                                                      c->tin.size);
         for (o = 0; o < n_out; o++) { /* held rows, in channel order */
             uint32_t r = tp_held_row(&s->b, &c->op, o);
             if (r == TP_NONE16) {
@@ -347,19 +345,20 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
             part(s, TP_PART_GRAD, c->op.index);
             (c->format == TP_GRAD_FLOAT32 ? g->weight : g->weight_q)(c, x, o, row);
             part(s, TP_PART_UPDATE, c->op.index);
-            tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row,
-                                row_len, tp_weights_scale(&c->w, o));
+            tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row, row_len,
+                                tp_weights_scale(&c->w, o));
         }
     }
 }
 
 /* The bytes of 4 int8 values that bits 0-3 of a mask byte keep (0xFF) or clear (0x00), in
  * memory order whatever the byte order of a word. */
-static const uint8_t kept4[16][4] = {
-    {0, 0, 0, 0},       {255, 0, 0, 0},       {0, 255, 0, 0},       {255, 255, 0, 0},
-    {0, 0, 255, 0},     {255, 0, 255, 0},     {0, 255, 255, 0},     {255, 255, 255, 0},
-    {0, 0, 0, 255},     {255, 0, 0, 255},     {0, 255, 0, 255},     {255, 255, 0, 255},
-    {0, 0, 255, 255},   {255, 0, 255, 255},   {0, 255, 255, 255},   {255, 255, 255, 255}};
+static const uint8_t kept4[16][4] = {{0, 0, 0, 0},        {255, 0, 0, 0},     {0, 255, 0, 0},
+                                     {255, 255, 0, 0},    {0, 0, 255, 0},     {255, 0, 255, 0},
+                                     {0, 255, 255, 0},    {255, 255, 255, 0}, {0, 0, 0, 255},
+                                     {255, 0, 0, 255},    {0, 255, 0, 255},   {255, 255, 0, 255},
+                                     {0, 0, 255, 255},    {255, 0, 255, 255}, {0, 255, 255, 255},
+                                     {255, 255, 255, 255}};
 
 /* dY's values whose mask bit is 0 set to 0, a mask byte (8 values) at a time: 0xFF bytes (all
  * kept) are skipped; int8 maps AND their two words with the bytes kept (0x00: all cleared). */
@@ -441,8 +440,8 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
                          c.format);
     }
     if (c.t.scratch_offset != TP_NONE32) {
-        c.scratch = tp_arena_at(s, c.t.scratch_offset, tp_backward_scratch_bytes(&s->b, &c.op,
-                                                                                 c.t.flags));
+        c.scratch = tp_arena_at(s, c.t.scratch_offset,
+                                tp_backward_scratch_bytes(&s->b, &c.op, c.t.flags));
     }
     if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
         apply_mask(&c, tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u), n);
@@ -619,8 +618,9 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
         uint32_t format = tp_tran_grad_format(&s->b);
         uint8_t shift;
         tp_gm_writer w;
-        tp_gm_begin(&w, tp_arena_at(s, tp_tran_grad_offset(&s->b, s->b.logits),
-                                    (uint32_t)tp_gm_buffer_bytes(format, n_cls)),
+        tp_gm_begin(&w,
+                    tp_arena_at(s, tp_tran_grad_offset(&s->b, s->b.logits),
+                                (uint32_t)tp_gm_buffer_bytes(format, n_cls)),
                     format, 1u, n_cls, 0u, &shift, -TP_GM_LOSS_FRAC);
         loss = tp_softmax_xent_q(logits, tz.zero_point, tz.scale, n_cls, label, &w);
         if (loss - loss == 0.0f) {

@@ -42,11 +42,13 @@ extern "C" {
 #define TP_VERSION_PATCH 0
 #define TP_STRINGIFY_(x) #x
 #define TP_STRINGIFY(x) TP_STRINGIFY_(x)
-#define TP_VERSION                                                                              \
-    TP_STRINGIFY(TP_VERSION_MAJOR) "." TP_STRINGIFY(TP_VERSION_MINOR) "." TP_STRINGIFY(TP_VERSION_PATCH)
+#define TP_VERSION                 \
+    TP_STRINGIFY(TP_VERSION_MAJOR) \
+    "." TP_STRINGIFY(TP_VERSION_MINOR) "." TP_STRINGIFY(TP_VERSION_PATCH)
 /* The version as READY carries it (docs/protocol.md): major << 16 | minor << 8 | patch. */
-#define TP_VERSION_NUMBER                                                                       \
-    (((uint32_t)TP_VERSION_MAJOR << 16) | ((uint32_t)TP_VERSION_MINOR << 8) | (uint32_t)TP_VERSION_PATCH)
+#define TP_VERSION_NUMBER                                                     \
+    (((uint32_t)TP_VERSION_MAJOR << 16) | ((uint32_t)TP_VERSION_MINOR << 8) | \
+     (uint32_t)TP_VERSION_PATCH)
 
 /* Every status of the core, the protocol and the board HAL: tp_status.h's table. */
 #define TP_STATUS_ENUM_(name, code, kind, message) name = code,
@@ -71,17 +73,17 @@ typedef struct {
 } tp_requirements;
 
 typedef struct {
-    float lr;        /* SGD learning rate */
-    float momentum;  /* in [0, 1); non-zero needs the blob's optimizer state (req.optimizer) */
-    uint32_t seed;   /* stochastic rounding generator */
-    uint32_t flags;  /* TP_HP_* */
+    float lr;       /* SGD learning rate */
+    float momentum; /* in [0, 1); non-zero needs the blob's optimizer state (req.optimizer) */
+    uint32_t seed;  /* stochastic rounding generator */
+    uint32_t flags; /* TP_HP_* */
 } tp_hparams;
 
 #define TP_HP_NO_QAS 1u /* ablation: update without quantization-aware scaling */
 
 typedef struct {
-    float loss;          /* cross-entropy of the dequantized logits (train step only) */
-    int32_t prediction;  /* argmax of the logits */
+    float loss;         /* cross-entropy of the dequantized logits (train step only) */
+    int32_t prediction; /* argmax of the logits */
     int32_t label;
     uint32_t arena_peak; /* measured arena high-water mark of this call, bytes */
     uint32_t skipped;    /* 1 if the update was skipped (non-finite loss or gradient) */
@@ -90,14 +92,14 @@ typedef struct {
 /* Why the loader refused a blob, or tp_session_init the memory given with it: which check
  * failed (tp_fault_text names it and formats the whole fault into one line) and where. */
 typedef struct {
-    tp_status status;  /* what the refusing call returned */
-    uint16_t check;    /* the check that failed; 0: none (TP_OK) */
-    uint16_t field;    /* the record's field at fault (tp_blob_layout.h's tp_blob_field); 0: none */
-    uint32_t section;  /* the section's id, its 4 bytes little-endian ("OPS " = 0x2053504F);
-                          0: the header, the section table or the caller's memory */
-    uint32_t record;   /* the record's index in that section; TP_FAULT_NO_RECORD: none */
-    const char *file;  /* the check's source file and line in builds with TP_DEBUG (and the */
-    uint32_t line;     /* fuzzer's); NULL and 0 in others */
+    tp_status status; /* what the refusing call returned */
+    uint16_t check;   /* the check that failed; 0: none (TP_OK) */
+    uint16_t field;   /* the record's field at fault (tp_blob_layout.h's tp_blob_field); 0: none */
+    uint32_t section; /* the section's id, its 4 bytes little-endian ("OPS " = 0x2053504F);
+                         0: the header, the section table or the caller's memory */
+    uint32_t record;  /* the record's index in that section; TP_FAULT_NO_RECORD: none */
+    const char *file; /* the check's source file and line in builds with TP_DEBUG (and the */
+    uint32_t line;    /* fuzzer's); NULL and 0 in others */
 } tp_fault;
 
 #define TP_FAULT_NO_RECORD 0xFFFFFFFFu
@@ -114,7 +116,7 @@ typedef struct {
     const uint8_t *tile;    /* the tiled stage (TILE), or NULL: every op runs whole */
     const uint8_t *inplace; /* the in-place ops (INPL), or NULL: none */
     uint32_t n_tensors, n_ops, data_len, train_len, tile_len, inplace_len;
-    uint32_t stage_ops; /* ops 0..stage_ops-1 run tile by tile (0: none) */
+    uint32_t stage_ops;             /* ops 0..stage_ops-1 run tile by tile (0: none) */
     uint32_t input, output, logits; /* tensor indices */
     tp_requirements req;
 } tp_blob_view;
@@ -150,12 +152,12 @@ typedef struct {
     uint32_t params_len;
     uint32_t arena_high; /* high-water mark of the current call */
     tp_hparams hp;
-    uint32_t step;  /* training steps taken */
-    uint32_t flags; /* TP_SESSION_* */
+    uint32_t step;      /* training steps taken */
+    uint32_t flags;     /* TP_SESSION_* */
     tp_row_source rows; /* the input's rows, for a blob that reads them in bands */
     void *rows_ctx;
     tp_fault fault; /* why tp_session_init refused (fault.status: what it returned) */
-#ifdef TP_PROFILE /* builds that profile steps (kerneltest): others keep the session's size */
+#ifdef TP_PROFILE   /* builds that profile steps (kerneltest): others keep the session's size */
     tp_profile_hook profile;
     void *profile_ctx;
 #endif
@@ -170,8 +172,7 @@ typedef struct {
 tp_status tp_blob_requirements(const uint8_t *blob, uint32_t len, tp_requirements *out);
 
 /* The same, and on a refusal which check failed, in *fault (NULL: not wanted). */
-tp_status tp_blob_check(const uint8_t *blob, uint32_t len, tp_requirements *out,
-                        tp_fault *fault);
+tp_status tp_blob_check(const uint8_t *blob, uint32_t len, tp_requirements *out, tp_fault *fault);
 
 /* Bind a checked blob to caller memory (the buffers above: sizes, TP_MEMORY_ALIGN, lifetime).
  * params may be NULL (and params_len 0) for inference only; when given, the trainable

@@ -27,8 +27,7 @@ static inline uint16_t tp_rd_u16(const uint8_t *p)
 
 static inline uint32_t tp_rd_u32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 static inline int32_t tp_rd_i32(const uint8_t *p)

@@ -31,7 +31,7 @@
 
 /* Message types. Host -> device below 0x80, device -> host from 0x80. */
 typedef enum {
-    TP_MSG_HELLO = 0x01,       /* (empty) -> READY */
+    TP_MSG_HELLO = 0x01, /* (empty) -> READY */
     /* 0x02..0x04 reserved: the model blob is compiled into the firmware (docs/protocol.md) */
     TP_MSG_INPUT_CHUNK = 0x05, /* offset u32, data -> ACK(bytes written) */
     TP_MSG_TRAIN = 0x06,       /* label u8, flags u8 -> [OUTPUT], METRIC */
@@ -106,15 +106,14 @@ tp_status tp_frame_decoder_init(tp_frame_decoder *d, uint8_t *buf, size_t cap);
  * holds a frame), or an error for the frame that just ended (TP_ERR_UNKNOWN_TYPE also
  * fills *frame, whose CRC was good, so the answer can carry its seq). Empty frames (repeated
  * 0x00) are skipped silently. Call again with the rest of the input. */
-tp_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n,
-                                size_t *used, tp_frame *frame);
+tp_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n, size_t *used,
+                                tp_frame *frame);
 
 /* Encode one wire frame (COBS + delimiter) into out. The payload is the concatenation of head
  * and tail (either may be NULL when its length is 0), so fixed fields packed on the stack and
  * bulk data elsewhere need no copy. *out_len receives the wire size. */
-tp_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
-                          const uint8_t *head, size_t head_len, const uint8_t *tail,
-                          size_t tail_len, size_t *out_len);
+tp_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq, const uint8_t *head,
+                          size_t head_len, const uint8_t *tail, size_t tail_len, size_t *out_len);
 
 /* Largest payload whose frame fits a buffer of cap bytes (0 if none fits), capped at
  * TP_PROTO_MAX_PAYLOAD: how much PARAMS data a small transmit buffer can carry. */
@@ -157,7 +156,8 @@ tp_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg);
 /* ---- device -> host messages (the device encodes these into wire frames) ---- */
 
 typedef struct {
-    uint32_t sram_bytes, arena_bytes, blob_id, fw_version; /* fw_version: major<<16|minor<<8|patch */
+    uint32_t sram_bytes, arena_bytes, blob_id,
+        fw_version;       /* fw_version: major<<16|minor<<8|patch */
     uint16_t max_payload; /* largest payload the device accepts (its receive buffer) */
     uint8_t counter_unit; /* TP_COUNTER_* */
     /* RAM for a blob's arena and params record (version 2; TP_RAM_UNKNOWN: not measured): all
@@ -181,14 +181,14 @@ tp_status tp_proto_counter_unit(const char *name, uint8_t *unit);
 
 /* Each writes one wire frame into out (capacity cap) and its size into *out_len. Texts (board,
  * error, log) are cut to fit the payload limit and cap; byte tails never are (E_NO_SPACE). */
-tp_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
-                                const tp_msg_ready *m, size_t *out_len);
+tp_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_ready *m,
+                                size_t *out_len);
 tp_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint8_t acked_type,
                               uint32_t value, size_t *out_len);
-tp_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
-                                 const tp_msg_metric *m, size_t *out_len);
-tp_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq,
-                                 const uint8_t *data, size_t n, size_t *out_len);
+tp_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_metric *m,
+                                 size_t *out_len);
+tp_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq, const uint8_t *data,
+                                 size_t n, size_t *out_len);
 tp_status tp_proto_encode_params(uint8_t *out, size_t cap, uint16_t seq, uint32_t offset,
                                  const uint8_t *data, size_t n, size_t *out_len);
 tp_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, tp_status code,

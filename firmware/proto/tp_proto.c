@@ -84,8 +84,8 @@ static tp_status decoder_finish(tp_frame_decoder *d, tp_frame *frame)
     return known_type(b[0]) ? TP_OK : TP_ERR_UNKNOWN_TYPE;
 }
 
-tp_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n,
-                                size_t *used, tp_frame *frame)
+tp_status tp_frame_decoder_feed(tp_frame_decoder *d, const uint8_t *data, size_t n, size_t *used,
+                                tp_frame *frame)
 {
     size_t i;
     if (d == NULL || (data == NULL && n > 0) || used == NULL || frame == NULL) {
@@ -175,9 +175,8 @@ static uint32_t cobs_put_all(cobs_writer *w, uint32_t crc, const uint8_t *p, siz
     return tp_crc32(crc, p, n);
 }
 
-tp_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq,
-                          const uint8_t *head, size_t head_len, const uint8_t *tail,
-                          size_t tail_len, size_t *out_len)
+tp_status tp_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint16_t seq, const uint8_t *head,
+                          size_t head_len, const uint8_t *tail, size_t tail_len, size_t *out_len)
 {
     uint8_t header[5];
     uint8_t crc_bytes[4];
@@ -357,12 +356,11 @@ static tp_status encode_text(uint8_t *out, size_t cap, uint8_t type, uint16_t se
     room -= head_len;
     for (n = 0; n < room && text[n] != '\0'; n++) {
     }
-    return tp_frame_encode(out, cap, type, seq, head, head_len, (const uint8_t *)text, n,
-                           out_len);
+    return tp_frame_encode(out, cap, type, seq, head, head_len, (const uint8_t *)text, n, out_len);
 }
 
-tp_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq,
-                                const tp_msg_ready *m, size_t *out_len)
+tp_status tp_proto_encode_ready(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_ready *m,
+                                size_t *out_len)
 {
     uint8_t head[32];
     if (m == NULL) {
@@ -390,8 +388,8 @@ tp_status tp_proto_encode_ack(uint8_t *out, size_t cap, uint16_t seq, uint8_t ac
     return tp_frame_encode(out, cap, TP_MSG_ACK, seq, head, sizeof head, NULL, 0, out_len);
 }
 
-tp_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
-                                 const tp_msg_metric *m, size_t *out_len)
+tp_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_metric *m,
+                                 size_t *out_len)
 {
     uint8_t head[32];
     if (m == NULL) {
@@ -411,8 +409,8 @@ tp_status tp_proto_encode_metric(uint8_t *out, size_t cap, uint16_t seq,
     return tp_frame_encode(out, cap, TP_MSG_METRIC, seq, head, sizeof head, NULL, 0, out_len);
 }
 
-tp_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq,
-                                 const uint8_t *data, size_t n, size_t *out_len)
+tp_status tp_proto_encode_output(uint8_t *out, size_t cap, uint16_t seq, const uint8_t *data,
+                                 size_t n, size_t *out_len)
 {
     return tp_frame_encode(out, cap, TP_MSG_OUTPUT, seq, NULL, 0, data, n, out_len);
 }

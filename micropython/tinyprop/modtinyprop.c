@@ -65,11 +65,9 @@ static void error_attr(mp_obj_t self_in, qstr attr, mp_obj_t *dest)
     mp_obj_exception_attr(self_in, attr, dest);
 }
 
-static MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Error, MP_QSTR_Error, MP_TYPE_FLAG_NONE,
-                         make_new, mp_obj_exception_make_new,
-                         print, error_print,
-                         attr, error_attr,
-                         parent, &mp_type_Exception);
+static MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Error, MP_QSTR_Error, MP_TYPE_FLAG_NONE, make_new,
+                                mp_obj_exception_make_new, print, error_print, attr, error_attr,
+                                parent, &mp_type_Exception);
 
 static MP_NORETURN void raise_status(tp_status st, const char *fmt, ...)
 {
@@ -89,8 +87,8 @@ static MP_NORETURN void raise_status(tp_status st, const char *fmt, ...)
 /* ---- buffers the core points into -------------------------------------------------------- */
 
 typedef struct {
-    mp_obj_t obj;   /* the caller's object (kept alive by the session), or MP_OBJ_NULL: ours */
-    uint8_t *buf;   /* where the bytes were when the session was bound */
+    mp_obj_t obj; /* the caller's object (kept alive by the session), or MP_OBJ_NULL: ours */
+    uint8_t *buf; /* where the bytes were when the session was bound */
     size_t len;
 } held_buffer;
 
@@ -111,8 +109,7 @@ static void check_held(const held_buffer *h, const char *what)
     if (h->obj == MP_OBJ_NULL) {
         return;
     }
-    if (!mp_get_buffer(h->obj, &info, MP_BUFFER_READ) || info.buf != h->buf ||
-        info.len != h->len) {
+    if (!mp_get_buffer(h->obj, &info, MP_BUFFER_READ) || info.buf != h->buf || info.len != h->len) {
         raise_status(TP_ERR_ARG,
                      "the %s buffer was resized or moved after Session() (%u bytes then, %u now): "
                      "leave it alone while the session uses it, or make a new Session",
@@ -126,12 +123,16 @@ static void hold_memory(held_buffer *h, mp_obj_t obj, const char *what, uint32_t
 {
     hold(h, obj, MP_BUFFER_WRITE);
     if (((uintptr_t)h->buf & (ALIGN - 1u)) != 0u) {
-        raise_status(TP_ERR_ARG, "the %s must start at an 8-byte boundary: pass a whole bytearray, "
-                     "not a slice of one", what);
+        raise_status(TP_ERR_ARG,
+                     "the %s must start at an 8-byte boundary: pass a whole bytearray, "
+                     "not a slice of one",
+                     what);
     }
     if (h->len < need) {
-        raise_status(too_small, "the %s has %u bytes, this blob needs %u (see "
-                     "tinyprop.requirements)", what, (unsigned)h->len, (unsigned)need);
+        raise_status(too_small,
+                     "the %s has %u bytes, this blob needs %u (see "
+                     "tinyprop.requirements)",
+                     what, (unsigned)h->len, (unsigned)need);
     }
 }
 
@@ -234,10 +235,10 @@ static const mp_obj_type_t tinyprop_type_Session;
 static mp_obj_t requirements_dict(const tp_requirements *r)
 {
     static const qstr keys[] = {MP_QSTR_arena_infer, MP_QSTR_arena_train, MP_QSTR_params,
-                                MP_QSTR_input_bytes, MP_QSTR_n_classes, MP_QSTR_model_id,
-                                MP_QSTR_blob_id, MP_QSTR_optimizer};
-    const uint32_t values[] = {r->arena_infer, r->arena_train, r->params, r->input_bytes,
-                               r->n_classes, r->model_id, r->blob_id, r->optimizer};
+                                MP_QSTR_input_bytes, MP_QSTR_n_classes,   MP_QSTR_model_id,
+                                MP_QSTR_blob_id,     MP_QSTR_optimizer};
+    const uint32_t values[] = {r->arena_infer, r->arena_train, r->params,  r->input_bytes,
+                               r->n_classes,   r->model_id,    r->blob_id, r->optimizer};
     mp_obj_t d = mp_obj_new_dict(MP_ARRAY_SIZE(keys));
     for (size_t i = 0; i < MP_ARRAY_SIZE(keys); i++) {
         mp_obj_dict_store(d, MP_OBJ_NEW_QSTR(keys[i]), mp_obj_new_int_from_uint(values[i]));
@@ -248,7 +249,7 @@ static mp_obj_t requirements_dict(const tp_requirements *r)
 static void check_blob(const uint8_t *buf, size_t len, tp_requirements *req, const char *when)
 {
     tp_status st = (uint64_t)len > UINT32_MAX ? TP_ERR_BLOB_SIZE
-                                    : tp_blob_requirements(buf, (uint32_t)len, req);
+                                              : tp_blob_requirements(buf, (uint32_t)len, req);
     if (st != TP_OK) {
         raise_status(st, "%s%s", when, tp_status_message(st));
     }
@@ -289,10 +290,10 @@ static mp_obj_t session_make_new(const mp_obj_type_t *type, size_t n_args, size_
     bool train = args[ARG_train].u_bool;
     if (train && (req.arena_train == 0u || req.params == 0u)) {
         raise_status(TP_ERR_NO_TRAIN, "the blob has no training program: convert it with a "
-                     "--scheme, or pass train=False to only infer");
+                                      "--scheme, or pass train=False to only infer");
     }
     uint32_t arena_need = train && req.arena_train > req.arena_infer ? req.arena_train
-                                                                      : req.arena_infer;
+                                                                     : req.arena_infer;
     if (args[ARG_arena].u_obj == mp_const_none) {
         alloc_memory(&self->arena, arena_need, "arena");
     } else {
@@ -342,7 +343,8 @@ static mp_obj_t session_input(mp_obj_t self_in)
     session_obj_t *self = MP_OBJ_TO_PTR(self_in);
     check_buffers(self);
     if (tp_input(&self->s) == NULL) {
-        raise_status(TP_ERR_BAD_INPUT, "this blob reads its input in row bands (convert "
+        raise_status(TP_ERR_BAD_INPUT,
+                     "this blob reads its input in row bands (convert "
                      "--input-rows), which this module does not feed: convert without it");
     }
     self->sample_ready = true;
@@ -377,7 +379,8 @@ static void run(session_obj_t *self, int train, mp_int_t label, mp_obj_t sample)
                          (unsigned)info.len, (unsigned)self->s.b.req.input_bytes);
         }
         if (tp_input(&self->s) == NULL) {
-            raise_status(TP_ERR_BAD_INPUT, "this blob reads its input in row bands (convert "
+            raise_status(TP_ERR_BAD_INPUT,
+                         "this blob reads its input in row bands (convert "
                          "--input-rows), which this module does not feed: convert without it");
         }
         memmove(tp_input(&self->s), info.buf, info.len); /* it may be a view of the input */
@@ -385,10 +388,11 @@ static void run(session_obj_t *self, int train, mp_int_t label, mp_obj_t sample)
     }
     if (!self->sample_ready) {
         raise_status(TP_ERR_BAD_INPUT, "no new sample: write one into s.input() (or pass it) "
-                     "before every call; each call overwrites the input");
+                                       "before every call; each call overwrites the input");
     }
     if (train && self->params.buf == NULL) {
-        raise_status(TP_ERR_NO_TRAIN, "this session only infers: make it with train=True to "
+        raise_status(TP_ERR_NO_TRAIN,
+                     "this session only infers: make it with train=True to "
                      "train (it then needs the training arena and a params region)");
     }
     if (train && (label < 0 || (mp_uint_t)label >= self->s.b.req.n_classes)) {
@@ -538,18 +542,16 @@ static const mp_rom_map_elem_t session_locals_table[] = {
 };
 static MP_DEFINE_CONST_DICT(session_locals, session_locals_table);
 
-static MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Session, MP_QSTR_Session, MP_TYPE_FLAG_NONE,
-                                make_new, session_make_new,
-                                attr, session_attr,
-                                locals_dict, &session_locals);
+static MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Session, MP_QSTR_Session, MP_TYPE_FLAG_NONE, make_new,
+                                session_make_new, attr, session_attr, locals_dict, &session_locals);
 
 /* ---- tinyprop.Link ----------------------------------------------------------------------- */
 
 typedef struct {
     mp_obj_base_t base;
-    mp_obj_t out, in;     /* streams: frames go to out, HELLO comes from in */
+    mp_obj_t out, in; /* streams: frames go to out, HELLO comes from in */
     session_obj_t *session;
-    mp_obj_t board;       /* str, kept alive: the link points at its bytes */
+    mp_obj_t board; /* str, kept alive: the link points at its bytes */
     tp_mpy_link link;
 } link_obj_t;
 
@@ -618,13 +620,13 @@ static bool link_readable(link_obj_t *self)
     if (ready != MP_STREAM_ERROR) {
         return (ready & (MP_STREAM_POLL_RD | MP_STREAM_POLL_HUP | MP_STREAM_POLL_ERR)) != 0;
     }
-    #if MICROPY_PY_SELECT_POSIX_OPTIMISATIONS
+#if MICROPY_PY_SELECT_POSIX_OPTIMISATIONS
     mp_uint_t fd = sp->ioctl(self->in, MP_STREAM_GET_FILENO, 0, &err);
     if (fd != MP_STREAM_ERROR) {
         struct pollfd p = {(int)fd, POLLIN, 0};
         return poll(&p, 1, 0) != 0;
     }
-    #endif
+#endif
     return true; /* a stream that cannot poll (a file, BytesIO) never waits */
 }
 
@@ -669,8 +671,8 @@ static bool link_serve(link_obj_t *self, mp_int_t timeout_ms)
         }
         uint8_t b = (uint8_t)c;
         size_t used = 0, n = 0;
-        int hello = tp_mpy_link_feed(&self->link, &self->session->s, &b, 1, &used, tx,
-                                     sizeof tx, &n);
+        int hello = tp_mpy_link_feed(&self->link, &self->session->s, &b, 1, &used, tx, sizeof tx,
+                                     &n);
         link_send(self, TP_OK, tx, n);
         if (hello) {
             return true;
@@ -737,9 +739,8 @@ static const mp_rom_map_elem_t link_locals_table[] = {
 };
 static MP_DEFINE_CONST_DICT(link_locals, link_locals_table);
 
-static MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Link, MP_QSTR_Link, MP_TYPE_FLAG_NONE,
-                                make_new, link_make_new,
-                                locals_dict, &link_locals);
+static MP_DEFINE_CONST_OBJ_TYPE(tinyprop_type_Link, MP_QSTR_Link, MP_TYPE_FLAG_NONE, make_new,
+                                link_make_new, locals_dict, &link_locals);
 
 /* ---- the module -------------------------------------------------------------------------- */
 

@@ -12,8 +12,8 @@ void tp_mpy_link_init(tp_mpy_link *l, const char *board, uint32_t sram_bytes)
     l->sram_bytes = sram_bytes;
 }
 
-tp_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq,
-                       uint8_t *out, size_t cap, size_t *out_len)
+tp_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq, uint8_t *out,
+                       size_t cap, size_t *out_len)
 {
     char board[BOARD_MAX + 1u];
     tp_msg_ready m;
@@ -62,8 +62,8 @@ int tp_mpy_link_feed(tp_mpy_link *l, const tp_session *s, const uint8_t *data, s
     return 0;
 }
 
-tp_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out,
-                        size_t cap, size_t *out_len)
+tp_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out, size_t cap,
+                        size_t *out_len)
 {
     tp_msg_metric m;
     uint8_t label = c->train ? (uint8_t)c->r.label : (uint8_t)TP_LABEL_NONE;

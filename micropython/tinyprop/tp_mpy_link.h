@@ -33,10 +33,10 @@ typedef struct {
 /* One call of the session, as METRIC reports it. */
 typedef struct {
     tp_result r;
-    tp_status st;    /* TP_OK or TP_ERR_NONFINITE (a skipped update) */
-    int train;       /* 1: tp_train_step, 0: tp_infer */
-    uint32_t step;   /* s->step before the call: the step's 0-based index */
-    uint32_t us;     /* duration in microseconds (READY's counter unit) */
+    tp_status st;  /* TP_OK or TP_ERR_NONFINITE (a skipped update) */
+    int train;     /* 1: tp_train_step, 0: tp_infer */
+    uint32_t step; /* s->step before the call: the step's 0-based index */
+    uint32_t us;   /* duration in microseconds (READY's counter unit) */
     uint32_t stack_peak;
     uint32_t static_bytes;
 } tp_mpy_call;
@@ -50,11 +50,11 @@ int tp_mpy_link_feed(tp_mpy_link *l, const tp_session *s, const uint8_t *data, s
                      size_t *used, uint8_t *out, size_t cap, size_t *out_len);
 
 /* READY as the answer to a HELLO with seq (0: unsolicited). */
-tp_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq,
-                       uint8_t *out, size_t cap, size_t *out_len);
+tp_status tp_mpy_ready(const tp_mpy_link *l, const tp_session *s, uint16_t seq, uint8_t *out,
+                       size_t cap, size_t *out_len);
 
 /* METRIC (seq 0) for one call of session s. */
-tp_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out,
-                        size_t cap, size_t *out_len);
+tp_status tp_mpy_metric(const tp_session *s, const tp_mpy_call *c, uint8_t *out, size_t cap,
+                        size_t *out_len);
 
 #endif /* TP_MPY_LINK_H */

@@ -76,8 +76,8 @@ int main(int argc, char **argv)
     }
     arena = malloc(req.arena_train); /* malloc's alignment (16 on glibc) is what the core needs */
     params = malloc(req.params);
-    if (tp_session_init(&s, blob, (uint32_t)blob_len, arena, req.arena_train, params,
-                        req.params) != TP_OK) {
+    if (tp_session_init(&s, blob, (uint32_t)blob_len, arena, req.arena_train, params, req.params) !=
+        TP_OK) {
         return 4;
     }
     hp.lr = strtof(argv[4], NULL);

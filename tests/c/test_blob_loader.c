@@ -1,5 +1,6 @@
 /* test_blob_loader.c - drives the C loader and forward pass over a bundle of blobs, for the
- * sanitizer tests in tests/test_blob.py (built by tinyprop.device.firmware.build_program, ASan+UBSan).
+ * sanitizer tests in tests/test_blob.py (built by tinyprop.device.firmware.build_program,
+ * ASan+UBSan).
  *
  *   test_blob_loader BUNDLE [INPUT_BYTE]
  *

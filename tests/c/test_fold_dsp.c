@@ -13,8 +13,8 @@
  * Writes one summary line (on a board, on its link; here on stdout), the first mismatches
  * before it, and exits 1 when there are any.
  *
- * The cases: dY int8 (every q of -128..127 at every channel, stride 1) and int16 (q = odd 2^s, s up to
- * 14, both signs: every count of trailing zeros, hence every kind of tie); fold bits 15 (the
+ * The cases: dY int8 (every q of -128..127 at every channel, stride 1) and int16 (q = odd 2^s, s up
+ * to 14, both signs: every count of trailing zeros, hence every kind of tie); fold bits 15 (the
  * only ones SMMULR's int8 fold takes) and 11; for each shift sh from -3 to 42 the weight scales
  * of 16 channels m 2^-sh, m of the mantissas with 0..15 or 8..23 trailing zeros, or one
  * channel's scale 0: every path of the folds (SMMULR where no q m can be halfway, the int32

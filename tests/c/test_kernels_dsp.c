@@ -39,7 +39,7 @@ static tp_status train_steps(const uint8_t *blob, uint32_t blob_len, const tp_re
                              uint32_t *crcs)
 {
     uint32_t arena_bytes = req->arena_infer > req->arena_train ? req->arena_infer
-                                                                : req->arena_train;
+                                                               : req->arena_train;
     uint8_t *arena = malloc(arena_bytes ? arena_bytes : 1u);
     uint8_t *params = malloc(req->params ? req->params : 1u);
     tp_session s;

@@ -110,9 +110,8 @@ static int check(float a, float b, float c, int64_t acc)
     if (!same_double(mine, rs) || got != want) {
         printf("mismatch: a %a b %a c %a acc %lld: scale %a (ours mant %llu exp %d cls %u neg "
                "%u), requantized %lld (ours %lld)\n",
-               (double)a, (double)b, (double)c, (long long)acc, rs,
-               (unsigned long long)mine.mant, mine.exp, mine.cls, mine.neg, (long long)want,
-               (long long)got);
+               (double)a, (double)b, (double)c, (long long)acc, rs, (unsigned long long)mine.mant,
+               mine.exp, mine.cls, mine.neg, (long long)want, (long long)got);
         return 0;
     }
     return 1;

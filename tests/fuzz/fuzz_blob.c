@@ -1,8 +1,9 @@
 /*
  * fuzz_blob.c - libFuzzer harness for the blob loader (firmware/core/blob/): tp_blob_check
  * (which checks the training program too; a refusal's fault must name its check), then, for a
- * blob it accepts, tp_session_init, tp_infer and tp_train_step on memory of exactly the requested sizes. Run it with tests/fuzz/run.sh blob;
- * seed_blob.py seeds the corpus with real small training blobs.
+ * blob it accepts, tp_session_init, tp_infer and tp_train_step on memory of exactly the requested
+ * sizes. Run it with tests/fuzz/run.sh blob; seed_blob.py seeds the corpus with real small training
+ * blobs.
  *
  * The first input byte picks the mode, the rest is the blob. Odd modes patch the declared size
  * and the CRC trailer to match, so mutations get past the CRC into the field checks and the

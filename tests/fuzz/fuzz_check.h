@@ -3,11 +3,11 @@
 #ifndef FUZZ_CHECK_H
 #define FUZZ_CHECK_H
 
-#define CHECK(cond) \
-    do { \
-        if (!(cond)) { \
+#define CHECK(cond)           \
+    do {                      \
+        if (!(cond)) {        \
             __builtin_trap(); \
-        } \
+        }                     \
     } while (0)
 
 #endif

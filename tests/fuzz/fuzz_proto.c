@@ -2,8 +2,8 @@
  * fuzz_proto.c - libFuzzer harness for firmware/proto/tp_proto.c: the streaming decoder, the host
  * message unpacker and the device message encoders. Run it with tests/fuzz/run.sh proto.
  *
- * The first input byte picks what to drive (modes 0-3 below); buffers are malloc'ed at their exact size so
- * ASan sees any write past a caller's capacity.
+ * The first input byte picks what to drive (modes 0-3 below); buffers are malloc'ed at their exact
+ * size so ASan sees any write past a caller's capacity.
  */
 // FUZZ_SOURCES: firmware/proto/tp_proto.c firmware/core/tp_crc32.c firmware/core/tp_status.c
 #include <stdlib.h>
@@ -21,7 +21,8 @@ static void unpack_and_check(const tp_frame *f)
     if (st == TP_OK) {
         CHECK(m.type == f->type && m.seq == f->seq);
         CHECK(m.data_len <= f->len);
-        CHECK(m.data == NULL || (m.data >= f->payload && m.data + m.data_len <= f->payload + f->len));
+        CHECK(m.data == NULL ||
+              (m.data >= f->payload && m.data + m.data_len <= f->payload + f->len));
     }
 }
 
@@ -35,8 +36,7 @@ static void round_trip(const tp_frame *f)
     tp_frame_decoder d;
     tp_frame g;
     CHECK(wire && body);
-    CHECK(tp_frame_encode(wire, cap, f->type, f->seq, f->payload, f->len, NULL, 0, &n) ==
-          TP_OK);
+    CHECK(tp_frame_encode(wire, cap, f->type, f->seq, f->payload, f->len, NULL, 0, &n) == TP_OK);
     CHECK(n <= cap && memchr(wire, 0, n) == wire + n - 1);
     CHECK(tp_frame_decoder_init(&d, body, TP_PROTO_MAX_BODY) == TP_OK);
     CHECK(tp_frame_decoder_feed(&d, wire, n, &used, &g) == TP_OK && used == n);
@@ -158,8 +158,7 @@ static void drive_encoders(const uint8_t *data, size_t size)
         };
         size_t i;
         for (i = 0; i < sizeof results / sizeof results[0]; i++) {
-            CHECK(results[i] == TP_OK || results[i] == TP_ERR_NO_SPACE ||
-                  results[i] == TP_ERR_ARG);
+            CHECK(results[i] == TP_OK || results[i] == TP_ERR_NO_SPACE || results[i] == TP_ERR_ARG);
         }
     }
     /* A text frame that fits must decode to the (possibly cut) text. */

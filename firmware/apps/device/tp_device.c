@@ -69,12 +69,12 @@ static struct {
     char path[TP_PROTO_MAX_PAYLOAD + 1u];
     char text[TEXT_MAX];
     uint32_t text_len;
-    int loaded;           /* a blob is bound to the session */
-    tp_status boot_code;  /* ERROR code for requests that need a blob, when none is bound */
+    int loaded;            /* a blob is bound to the session */
+    tp_status boot_code;   /* ERROR code for requests that need a blob, when none is bound */
     uint32_t input_filled; /* contiguous input bytes written since the last sample */
-    uint32_t bulk_count;  /* samples in the open bulk file; 0: none open */
-    uint32_t bulk_input;  /* file offset of the bulk sample being run (a row-band input) */
-    int record_valid;     /* a PUSH_PARAMS header was accepted: later chunks may follow */
+    uint32_t bulk_count;   /* samples in the open bulk file; 0: none open */
+    uint32_t bulk_input;   /* file offset of the bulk sample being run (a row-band input) */
+    int record_valid;      /* a PUSH_PARAMS header was accepted: later chunks may follow */
 } dev;
 
 /* ERROR and LOG texts, built without snprintf (newlib-nano's needs a heap). */
@@ -381,7 +381,8 @@ static int sample_args_ok(uint16_t seq, uint8_t label, uint8_t flags, int train)
     }
     if ((train || label != TP_LABEL_NONE) && label >= dev.s.b.req.n_classes) {
         send_error(seq, TP_ERR_BAD_LABEL,
-                   text_fmt("label ", label, ", the model has ", dev.s.b.req.n_classes, " classes"));
+                   text_fmt("label ", label, ", the model has ", dev.s.b.req.n_classes,
+                            " classes"));
         return 0;
     }
     return 1;
@@ -462,8 +463,7 @@ static void on_pull(const tp_host_msg *m)
     n = total - off;
     n = n < m->u.pull.max_len ? n : m->u.pull.max_len;
     n = n < room ? n : room;
-    transmit(tp_proto_encode_params(dev.tx, sizeof dev.tx, m->seq, off, RECORD + off, n,
-                                    &len),
+    transmit(tp_proto_encode_params(dev.tx, sizeof dev.tx, m->seq, off, RECORD + off, n, &len),
              &len);
 }
 
@@ -647,8 +647,7 @@ static void serve_block(const uint8_t *p, size_t n)
         }
         if (st != TP_OK) {
             /* the seq is trustworthy only when the CRC was good */
-            uint16_t seq = (st == TP_ERR_UNKNOWN_TYPE || st == TP_ERR_BAD_PAYLOAD) ? f.seq
-                                                                                         : 0u;
+            uint16_t seq = (st == TP_ERR_UNKNOWN_TYPE || st == TP_ERR_BAD_PAYLOAD) ? f.seq : 0u;
             send_error(seq, st, "");
             continue;
         }

@@ -111,8 +111,7 @@ static void fill_pattern(uint8_t *p, uint32_t n, uint32_t index)
 
 /* The cost of one inference with the reference (1) or the build's (0) kernels, on the input
  * read afresh from the case file (an inference may reuse the input's bytes). */
-static uint32_t timed_infer(int reference, uint32_t input_at, uint32_t input_bytes,
-                            tp_status *st)
+static uint32_t timed_infer(int reference, uint32_t input_at, uint32_t input_bytes, tp_status *st)
 {
     uint64_t t0, t1;
     if (tp_board_bulk_read(input_at, (uint8_t *)tp_input(&session), input_bytes) !=
@@ -192,12 +191,11 @@ static void on_part(void *ctx, uint32_t part, uint32_t op)
 /* The training steps of a FLAG_TRAIN case; memory at `at` holds the arena, then the params,
  * then the profile table. */
 static void run_train_case(uint32_t index, const uint8_t *blob, uint32_t blob_len,
-                           const tp_requirements *req, uint8_t *at, uint32_t room,
-                           uint32_t inputs, uint32_t n_inputs, uint32_t input_bytes,
-                           uint32_t flags)
+                           const tp_requirements *req, uint8_t *at, uint32_t room, uint32_t inputs,
+                           uint32_t n_inputs, uint32_t input_bytes, uint32_t flags)
 {
     uint32_t arena = align8(req->arena_infer > req->arena_train ? req->arena_infer
-                                                                   : req->arena_train);
+                                                                : req->arena_train);
     uint32_t n_ops, table_bytes, i, k;
     uint8_t *params = at + arena, *table;
     tp_status st;

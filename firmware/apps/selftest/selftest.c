@@ -175,7 +175,8 @@ static void cmd_bulk(void)
     uint32_t offset = read_u32();
     uint32_t n = read_u32();
     int32_t size = tp_board_bulk_open(name);
-    int32_t got = size < 0 ? size : tp_board_bulk_read(offset, buffer, n < BUF_BYTES ? n : BUF_BYTES);
+    int32_t got = size < 0 ? size
+                           : tp_board_bulk_read(offset, buffer, n < BUF_BYTES ? n : BUF_BYTES);
     put_int(&line, "bulk size=", size);
     put_int(&line, " got=", got);
     send_line(&line);

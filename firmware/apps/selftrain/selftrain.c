@@ -32,7 +32,8 @@
 #include "tp_board.h"
 
 #if !defined(TP_MODEL_HEADER) || !defined(TP_SAMPLES_HEADER)
-#error "define TP_MODEL_HEADER and TP_SAMPLES_HEADER (firmware/apps/selftrain/selftrain_headers.py writes both)"
+#error \
+    "define TP_MODEL_HEADER and TP_SAMPLES_HEADER (firmware/apps/selftrain/selftrain_headers.py writes both)"
 #endif
 #include TP_MODEL_HEADER
 #include TP_SAMPLES_HEADER
@@ -187,8 +188,8 @@ int tp_selftrain_main(void)
     if (st != TP_OK) {
         return fail("the compiled-in blob", st);
     }
-    st = tp_session_init(&s, tp_model_blob, tp_model_blob_len, ARENA, TP_MODEL_ARENA_BYTES,
-                         PARAMS, TP_MODEL_PARAMS_BYTES);
+    st = tp_session_init(&s, tp_model_blob, tp_model_blob_len, ARENA, TP_MODEL_ARENA_BYTES, PARAMS,
+                         TP_MODEL_PARAMS_BYTES);
     if (st != TP_OK) {
         return fail("tp_session_init", st);
     }

@@ -31,8 +31,7 @@ tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len, tp_f
     return st == TP_OK ? tp_check_inplace(v, fault) : st;
 }
 
-tp_status tp_blob_check(const uint8_t *blob, uint32_t len, tp_requirements *out,
-                        tp_fault *fault)
+tp_status tp_blob_check(const uint8_t *blob, uint32_t len, tp_requirements *out, tp_fault *fault)
 {
     tp_blob_view v;
     tp_status st;

@@ -8,8 +8,7 @@
  * additions). */
 enum { S_TENS, S_OPS, S_DATA, S_NAME, S_TRAN, S_SCRA, S_TILE, S_INPL, S_COUNT };
 
-static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t total,
-                               tp_fault *f)
+static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t total, tp_fault *f)
 {
     static const char *const ids[S_COUNT] = {"TENS", "OPS ", "DATA", "NAME",
                                              "TRAN", "SCRA", "TILE", "INPL"};
@@ -96,8 +95,7 @@ tp_status tp_check_header(tp_blob_view *v, const uint8_t *blob, uint32_t len, tp
     }
     total = tp_rd_u32(blob + TP_HDR_TOTAL_SIZE);
     if (total > len) {
-        return TP_REFUSE(f, TP_ERR_BLOB_TRUNCATED, TRUNCATED, HEADER, TP_NO_RECORD,
-                         HDR_TOTAL_SIZE);
+        return TP_REFUSE(f, TP_ERR_BLOB_TRUNCATED, TRUNCATED, HEADER, TP_NO_RECORD, HDR_TOTAL_SIZE);
     }
     if (total != len) {
         return TP_REFUSE(f, TP_ERR_BLOB_SIZE, BLOB_SIZE, HEADER, TP_NO_RECORD, HDR_TOTAL_SIZE);

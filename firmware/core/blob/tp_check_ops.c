@@ -22,8 +22,9 @@ static tp_status operand(const tp_blob_view *v, uint32_t i, tensor_role role, in
     tp_decode_tensor(v->tensors, i, t);
     switch (role) {
     case ROLE_ACT: /* whole in the arena, or tile by tile inside the stage (check_tile) */
-        return t->dtype == TP_DT_INT8 && (t->flags & (TP_T_ARENA | TP_T_TILED)) ? TP_OK
-                                                                              : TP_ERR_BLOB_INVALID;
+        return t->dtype == TP_DT_INT8 && (t->flags & (TP_T_ARENA | TP_T_TILED))
+                   ? TP_OK
+                   : TP_ERR_BLOB_INVALID;
     case ROLE_WEIGHTS:
         return t->dtype == TP_DT_INT8 && (t->flags & TP_T_CONST) ? TP_OK : TP_ERR_BLOB_INVALID;
     default:
@@ -80,8 +81,8 @@ static int op_shapes_ok(tp_checked_op *c)
             return 0;
         }
     }
-    if (d->inputs == 2u && (operand(v, op->inputs[1], ROLE_ACT, 0, &c->in2) != TP_OK ||
-                            !int8_range(op->in2_zp))) {
+    if (d->inputs == 2u &&
+        (operand(v, op->inputs[1], ROLE_ACT, 0, &c->in2) != TP_OK || !int8_range(op->in2_zp))) {
         return 0;
     }
     return d->check(c);
@@ -124,9 +125,9 @@ static tp_status check_op(const tp_blob_view *v, const tp_op *op, tp_fault *f)
 {
     tp_checked_op c;
     tp_status st;
-    if (op->kind == 0u || op->kind >= TP_OP_KIND_COUNT || op->activation > 2u ||
-        op->mode > 2u || !int8_range(op->in_zp) || !int8_range(op->out_zp) ||
-        !int8_range(op->act_min) || !int8_range(op->act_max) || op->act_min > op->act_max) {
+    if (op->kind == 0u || op->kind >= TP_OP_KIND_COUNT || op->activation > 2u || op->mode > 2u ||
+        !int8_range(op->in_zp) || !int8_range(op->out_zp) || !int8_range(op->act_min) ||
+        !int8_range(op->act_max) || op->act_min > op->act_max) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, OP_FIELDS, OPS, op->index, OPS_KIND);
     }
     st = check_multipliers(v, op, f);

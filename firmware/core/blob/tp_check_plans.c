@@ -31,8 +31,8 @@ tp_status tp_check_scratch(const tp_blob_view *v, tp_fault *f)
     }
     for (k = 0; k < v->n_ops && st == TP_OK; k++) {
         size = tp_scratch_plan(v, k, 0u, &offset);
-        st = check_scratch_entry(offset, size, v->req.arena_infer, k,
-                                 TP_FIELD_SCRA_OP_INFER_OFFSET, f);
+        st = check_scratch_entry(offset, size, v->req.arena_infer, k, TP_FIELD_SCRA_OP_INFER_OFFSET,
+                                 f);
         if (st == TP_OK) {
             size = tp_scratch_plan(v, k, 1u, &offset);
             st = check_scratch_entry(offset, size, v->train != NULL ? v->req.arena_train : 0u, k,
@@ -45,9 +45,8 @@ tp_status tp_check_scratch(const tp_blob_view *v, tp_fault *f)
 /* Under one plan (its arena), INPL record j's op's input and output at one offset (their
  * region: `region` bytes) and its channel buffer (`chan` bytes at `c`) inside the arena,
  * apart from them. */
-static tp_status check_inplace_plan(uint32_t at_in, uint32_t at_out, uint32_t region,
-                                    uint32_t c, uint32_t chan, uint32_t arena, uint32_t j,
-                                    tp_fault *f)
+static tp_status check_inplace_plan(uint32_t at_in, uint32_t at_out, uint32_t region, uint32_t c,
+                                    uint32_t chan, uint32_t arena, uint32_t j, tp_fault *f)
 {
     if (at_in != at_out || at_in == TP_NONE32) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, INPLACE_SHARED, INPL, j, INPL_OP_OP);
@@ -115,8 +114,7 @@ tp_status tp_check_inplace(const tp_blob_view *v, tp_fault *f)
     if (v->inplace == NULL) {
         return TP_OK;
     }
-    if (v->inplace_len < TP_INPL_HDR_BYTES ||
-        tp_rd_u16(v->inplace + TP_INPL_HDR_RESERVED) != 0u ||
+    if (v->inplace_len < TP_INPL_HDR_BYTES || tp_rd_u16(v->inplace + TP_INPL_HDR_RESERVED) != 0u ||
         tp_rd_u32(v->inplace + TP_INPL_HDR_RESERVED_END) != 0u) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, INPLACE_LENGTH, INPL, TP_NO_RECORD, NONE);
     }

@@ -2,8 +2,7 @@
  * inside the region its flags name (DATA, the inference arena, the parameters). */
 #include "tp_check.h"
 
-static tp_status check_tensor(const tp_blob_view *v, uint32_t i, const tp_tensor *t,
-                              tp_fault *f)
+static tp_status check_tensor(const tp_blob_view *v, uint32_t i, const tp_tensor *t, tp_fault *f)
 {
     static const uint32_t dtype_size[4] = {0, 1, 4, 4};
     uint64_t bytes;

@@ -97,8 +97,7 @@ static int full_width(const tp_blob_view *v, uint32_t i, uint32_t width)
 /* A tile buffer's (or the band's) offset under each plan: inside that plan's arena, none
  * (TP_NONE32) for the training plan of a blob that does not train. */
 static tp_status check_tile_offsets(const tp_blob_view *v, uint32_t infer, uint32_t train,
-                                    uint32_t bytes, uint32_t record, uint32_t field,
-                                    tp_fault *f)
+                                    uint32_t bytes, uint32_t record, uint32_t field, tp_fault *f)
 {
     if (!within(infer, bytes, v->req.arena_infer) ||
         (v->train != NULL && !within(train, bytes, v->req.arena_train))) {
@@ -126,8 +125,7 @@ static tp_status check_stage_tensors(const tp_blob_view *v, uint32_t flags, uint
         if (i == 0u) {
             want = (flags & TP_TILE_INPUT_ROWS) ? TP_T_TILED : TP_T_ARENA;
             if (ti != v->input) {
-                return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_TENSOR, TILE, i,
-                                 TILE_TENSOR_TENSOR);
+                return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_TENSOR, TILE, i, TILE_TENSOR_TENSOR);
             }
         } else {
             tp_decode_op(v->ops, i - 1u, &op);
@@ -135,13 +133,11 @@ static tp_status check_stage_tensors(const tp_blob_view *v, uint32_t flags, uint
             if (op.output != ti || (op.kind != TP_OP_CONV_2D && op.kind != TP_OP_ADD &&
                                     op.kind != TP_OP_DEPTHWISE_CONV_2D &&
                                     op.kind != TP_OP_AVERAGE_POOL_2D && op.kind != TP_OP_PAD)) {
-                return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_TENSOR, TILE, i,
-                                 TILE_TENSOR_TENSOR);
+                return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_TENSOR, TILE, i, TILE_TENSOR_TENSOR);
             }
             for (j = 0; j < op_n_in(v, i - 1u); j++) {
                 if (tile_index(v, op.inputs[j], i) >= i) {
-                    return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_OPERAND, OPS, i - 1u,
-                                     OPS_INPUTS);
+                    return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_OPERAND, OPS, i - 1u, OPS_INPUTS);
                 }
             }
         }
@@ -204,11 +200,10 @@ static tp_status check_buffers(const tp_blob_view *v, tp_fault *f)
         }
         if ((uint64_t)tp_tile_most_span(v, 0u, i) * tp_tile_most_span(v, 1u, i) * t.dims[3] >
             bytes) {
-            st = TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_BUFFER, TILE, i,
-                           TILE_TENSOR_BUFFER_BYTES);
+            st = TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_BUFFER, TILE, i, TILE_TENSOR_BUFFER_BYTES);
         } else {
-            st = check_tile_offsets(v, tp_tile_offset(v, i, 0u), tp_tile_offset(v, i, 1u), bytes,
-                                    i, TP_FIELD_TILE_TENSOR_OFFSET, f);
+            st = check_tile_offsets(v, tp_tile_offset(v, i, 0u), tp_tile_offset(v, i, 1u), bytes, i,
+                                    TP_FIELD_TILE_TENSOR_OFFSET, f);
         }
     }
     return st;
@@ -263,8 +258,8 @@ tp_status tp_check_tile(tp_blob_view *v, tp_fault *f)
     rows = tp_tile_grid(v, 0u);
     cols = tp_tile_grid(v, 1u);
     flags = tp_tile_flags(v);
-    if (v->stage_ops == 0u || v->stage_ops >= v->n_ops || nt != v->stage_ops + 1u ||
-        rows == 0u || cols == 0u || (flags & ~TP_TILE_INPUT_ROWS) != 0u ||
+    if (v->stage_ops == 0u || v->stage_ops >= v->n_ops || nt != v->stage_ops + 1u || rows == 0u ||
+        cols == 0u || (flags & ~TP_TILE_INPUT_ROWS) != 0u ||
         tp_rd_u32(v->tile + TP_TILE_HDR_RESERVED) != 0u ||
         v->tile_len != TP_TILE_HDR_BYTES + TP_TILE_TENSOR_BYTES * nt +
                            TP_TILE_SPAN_BYTES * nt * (rows + cols)) {

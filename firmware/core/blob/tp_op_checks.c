@@ -70,8 +70,8 @@ int tp_check_avg_pool2d(const tp_checked_op *c)
 
 int tp_check_mean_hw(const tp_checked_op *c)
 {
-    return tp_is_nhwc(&c->in) && tp_tensor_elems(&c->out) == c->in.dims[3] &&
-           c->op->mode == 2u && c->op->n_mult == 1u;
+    return tp_is_nhwc(&c->in) && tp_tensor_elems(&c->out) == c->in.dims[3] && c->op->mode == 2u &&
+           c->op->n_mult == 1u;
 }
 
 int tp_check_pad(const tp_checked_op *c)
@@ -91,8 +91,8 @@ int tp_check_reshape(const tp_checked_op *c)
 int tp_check_softmax(const tp_checked_op *c)
 {
     const tp_op *op = c->op;
-    return c->in.size == c->out.size && c->in.rank >= 1u && op->n_mult == 1u &&
-           op->diff_min <= 0 && tp_le_i32(c->v->data + op->mult_offset, 1) >= 0;
+    return c->in.size == c->out.size && c->in.rank >= 1u && op->n_mult == 1u && op->diff_min <= 0 &&
+           tp_le_i32(c->v->data + op->mult_offset, 1) >= 0;
 }
 
 #define OP_DEF(KIND, code, name, weights, inputs, grad, q_row, q_chan) \

@@ -22,7 +22,8 @@
  * extension (Cortex-M4, M7, M33), unless TP_KERNELS_REF_ONLY asks for the reference kernels
  * only. TP_KERNELS_DSP_EMULATION builds them on any machine with portable C for the few
  * intrinsics they use (tests; the product's host build runs the reference kernels). */
-#if !defined(TP_KERNELS_REF_ONLY) && (defined(__ARM_FEATURE_DSP) || defined(TP_KERNELS_DSP_EMULATION))
+#if !defined(TP_KERNELS_REF_ONLY) && \
+    (defined(__ARM_FEATURE_DSP) || defined(TP_KERNELS_DSP_EMULATION))
 #define TP_KERNELS_DSP 1
 #else
 #define TP_KERNELS_DSP 0
@@ -36,7 +37,7 @@ typedef struct {
 /* A weighted op's int8 weights, one row per output channel, and their real scales. Rows a
  * training session holds in RAM (the trained ones) are read there, the others from the blob. */
 typedef struct {
-    const int8_t *data;      /* the blob's tensor: (O, KH, KW, I), (O, I) or depthwise (1, KH, KW, C) */
+    const int8_t *data; /* the blob's tensor: (O, KH, KW, I), (O, I) or depthwise (1, KH, KW, C) */
     const uint8_t *held_map; /* little-endian u16 per output channel: its row in `held`, 0xFFFF
                                 when the blob's is used; NULL: no row is held */
     const int8_t *held;      /* held rows, row_len bytes each */
@@ -126,8 +127,8 @@ typedef struct {
 /* ---- forward kernels: reference versions ---- */
 
 void tp_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
-                  const tp_weights *w, const tp_requant *q, const tp_shape *out_shape,
-                  int8_t *out, void *scratch);
+                  const tp_weights *w, const tp_requant *q, const tp_shape *out_shape, int8_t *out,
+                  void *scratch);
 uint32_t tp_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
                                     const tp_shape *out_shape);
 void tp_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
@@ -137,8 +138,7 @@ uint32_t tp_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_
                                               const tp_shape *out_shape);
 void tp_fully_connected_s8(const tp_fc_params *p, uint32_t n_in, const int8_t *in,
                            const tp_weights *w, const uint8_t *bias, int8_t *out, void *scratch);
-uint32_t tp_fully_connected_s8_scratch_bytes(const tp_fc_params *p, uint32_t n_in,
-                                             uint32_t n_out);
+uint32_t tp_fully_connected_s8_scratch_bytes(const tp_fc_params *p, uint32_t n_in, uint32_t n_out);
 /* The element-wise, pooling and softmax kernels need no scratch. */
 void tp_add_s8(const tp_add_params *p, uint32_t n, const int8_t *in1, const int8_t *in2,
                int8_t *out);
@@ -161,11 +161,10 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
                       int8_t *out, void *scratch);
 uint32_t tp_arm_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
                                         const tp_shape *out_shape);
-void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape,
-                                const int8_t *in, const tp_weights *w, const tp_requant *q,
-                                const tp_shape *out_shape, int8_t *out, void *scratch);
-uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p,
-                                                  const tp_shape *in_shape,
+void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
+                                const tp_weights *w, const tp_requant *q, const tp_shape *out_shape,
+                                int8_t *out, void *scratch);
+uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
                                                   const tp_shape *out_shape);
 void tp_arm_avg_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *in,
                           const tp_shape *out_shape, int8_t *out);
@@ -186,16 +185,15 @@ void tp_fully_connected_input_grad_f32(const tp_weights *w, const float *dy, flo
 uint32_t tp_input_grad_f32_scratch_bytes(const tp_shape *in_shape, const tp_shape *out_shape);
 uint32_t tp_weight_grad_f32_scratch_bytes(const tp_shape *in_shape, const tp_shape *out_shape);
 /* Row o of dW (row_len floats) from the int8 input x (zero point, scale) and dY. */
-void tp_conv2d_weight_grad_f32(const tp_conv_params *p, const tp_shape *in_shape,
-                               const int8_t *x, int32_t x_zp, float x_scale,
-                               const tp_shape *out_shape, const float *dy, uint32_t o,
-                               float *row);
+void tp_conv2d_weight_grad_f32(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
+                               int32_t x_zp, float x_scale, const tp_shape *out_shape,
+                               const float *dy, uint32_t o, float *row);
 void tp_depthwise_conv2d_weight_grad_f32(const tp_conv_params *p, const tp_shape *in_shape,
                                          const int8_t *x, int32_t x_zp, float x_scale,
                                          const tp_shape *out_shape, const float *dy, uint32_t o,
                                          float *row);
-void tp_fully_connected_weight_grad_f32(uint32_t n_in, const int8_t *x, int32_t x_zp,
-                                        float x_scale, const float *dy, uint32_t o, float *row);
+void tp_fully_connected_weight_grad_f32(uint32_t n_in, const int8_t *x, int32_t x_zp, float x_scale,
+                                        const float *dy, uint32_t o, float *row);
 /* dB of output channel o: the sum of dY over the output positions (n_out channels each). */
 float tp_bias_grad_f32(const float *dy, uint32_t positions, uint32_t n_out, uint32_t o);
 void tp_avg_pool2d_input_grad_f32(const tp_pool_params *p, const tp_shape *in_shape,
@@ -231,8 +229,8 @@ void tp_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *
                                        const int8_t *x, int32_t x_zp, float x_scale,
                                        const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
                                        float *row);
-void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_zp,
-                                      float x_scale, const tp_gmap *dy, uint32_t o, float *row);
+void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_zp, float x_scale,
+                                      const tp_gmap *dy, uint32_t o, float *row);
 float tp_bias_grad_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o);
 void tp_avg_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape,
                                 const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx);
@@ -243,23 +241,22 @@ void tp_add_input_grad_q(const tp_gmap *dy, tp_gm_writer *dx);
 
 /* The Cortex-M DSP versions (kernels/arm/tp_*_grad_arm.c, TP_KERNELS_DSP builds): the input
  * gradients of 1x1 CONV_2D and 3x3 DEPTHWISE_CONV_2D, the weight gradients of 1x1 CONV_2D and
- * of DEPTHWISE_CONV_2D, in the reference kernels' scratch (the depthwise ones use the stack); they run the reference kernel for what they do not cover. */
+ * of DEPTHWISE_CONV_2D, in the reference kernels' scratch (the depthwise ones use the stack); they
+ * run the reference kernel for what they do not cover. */
 void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
-                                const tp_shape *out_shape, const tp_weights *w,
-                                const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
-                                void *scratch);
+                                const tp_shape *out_shape, const tp_weights *w, const tp_gm_fold *f,
+                                const tp_gmap *dy, tp_gm_writer *dx, void *scratch);
 void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                           const tp_shape *out_shape, const tp_weights *w,
-                                          const tp_gm_fold *f, const tp_gmap *dy,
-                                          tp_gm_writer *dx, void *scratch);
-void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
-                                 const int8_t *x, int32_t x_zp, float x_scale,
-                                 const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
-                                 float *row);
+                                          const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
+                                          void *scratch);
+void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
+                                 int32_t x_zp, float x_scale, const tp_shape *out_shape,
+                                 const tp_gmap *dy, uint32_t o, float *row);
 void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                            const int8_t *x, int32_t x_zp, float x_scale,
-                                           const tp_shape *out_shape, const tp_gmap *dy,
-                                           uint32_t o, float *row);
+                                           const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
+                                           float *row);
 
 /* ---- kernel tables ---- */
 
@@ -276,8 +273,8 @@ typedef struct {
                             const uint8_t *, int8_t *, void *);
     uint32_t (*fully_connected_scratch_bytes)(const tp_fc_params *, uint32_t, uint32_t);
     void (*add)(const tp_add_params *, uint32_t, const int8_t *, const int8_t *, int8_t *);
-    void (*avg_pool2d)(const tp_pool_params *, const tp_shape *, const int8_t *,
-                       const tp_shape *, int8_t *);
+    void (*avg_pool2d)(const tp_pool_params *, const tp_shape *, const int8_t *, const tp_shape *,
+                       int8_t *);
     void (*mean_hw)(const tp_mean_params *, const tp_shape *, const int8_t *, int8_t *);
     void (*pad)(const tp_pad_params *, const tp_shape *, const int8_t *, const tp_shape *,
                 int8_t *);
@@ -290,8 +287,8 @@ typedef struct {
     void (*depthwise_conv2d_input)(const tp_conv_params *, const tp_shape *, const tp_shape *,
                                    const tp_weights *, const float *, float *);
     void (*fully_connected_input)(const tp_weights *, const float *, float *);
-    void (*conv2d_weight)(const tp_conv_params *, const tp_shape *, const int8_t *, int32_t,
-                          float, const tp_shape *, const float *, uint32_t, float *);
+    void (*conv2d_weight)(const tp_conv_params *, const tp_shape *, const int8_t *, int32_t, float,
+                          const tp_shape *, const float *, uint32_t, float *);
     void (*depthwise_conv2d_weight)(const tp_conv_params *, const tp_shape *, const int8_t *,
                                     int32_t, float, const tp_shape *, const float *, uint32_t,
                                     float *);
@@ -308,8 +305,8 @@ typedef struct {
     uint32_t (*weight_scratch_bytes)(const tp_shape *, const tp_shape *);
     /* integer maps */
     void (*conv2d_input_q)(const tp_conv_params *, const tp_shape *, const tp_shape *,
-                           const tp_weights *, const tp_gm_fold *, const tp_gmap *,
-                           tp_gm_writer *, void *);
+                           const tp_weights *, const tp_gm_fold *, const tp_gmap *, tp_gm_writer *,
+                           void *);
     void (*depthwise_conv2d_input_q)(const tp_conv_params *, const tp_shape *, const tp_shape *,
                                      const tp_weights *, const tp_gm_fold *, const tp_gmap *,
                                      tp_gm_writer *, void *);
@@ -318,8 +315,8 @@ typedef struct {
     void (*conv2d_weight_q)(const tp_conv_params *, const tp_shape *, const int8_t *, int32_t,
                             float, const tp_shape *, const tp_gmap *, uint32_t, float *);
     void (*depthwise_conv2d_weight_q)(const tp_conv_params *, const tp_shape *, const int8_t *,
-                                      int32_t, float, const tp_shape *, const tp_gmap *,
-                                      uint32_t, float *);
+                                      int32_t, float, const tp_shape *, const tp_gmap *, uint32_t,
+                                      float *);
     void (*fully_connected_weight_q)(uint32_t, const int8_t *, int32_t, float, const tp_gmap *,
                                      uint32_t, float *);
     float (*bias_q)(const tp_gmap *, uint32_t, uint32_t, uint32_t);

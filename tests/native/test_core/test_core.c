@@ -41,8 +41,8 @@ static void test_frame_round_trip_keeps_type_seq_and_payload(void)
     const uint8_t payload[] = {0, 1, 0, 0, 255, 0}; /* zeros: COBS must carry them */
     size_t n = 0;
     tp_frame frame;
-    TEST_ASSERT_EQUAL_INT(TP_OK, tp_frame_encode(wire, sizeof wire, TP_MSG_HELLO, 513, NULL,
-                                                       0, payload, sizeof payload, &n));
+    TEST_ASSERT_EQUAL_INT(TP_OK, tp_frame_encode(wire, sizeof wire, TP_MSG_HELLO, 513, NULL, 0,
+                                                 payload, sizeof payload, &n));
     TEST_ASSERT_EQUAL_UINT8(0u, wire[n - 1]); /* the delimiter ends it, and only it */
     TEST_ASSERT_NULL(memchr(wire, 0, n - 1));
     TEST_ASSERT_EQUAL_INT(TP_OK, round_trip(wire, n, &frame));
@@ -59,7 +59,7 @@ static void test_corrupted_frame_fails_its_crc(void)
     size_t n = 0;
     tp_frame frame;
     TEST_ASSERT_EQUAL_INT(TP_OK, tp_frame_encode(wire, sizeof wire, TP_MSG_HELLO, 1, payload,
-                                                       sizeof payload, NULL, 0, &n));
+                                                 sizeof payload, NULL, 0, &n));
     uint8_t *data = memchr(wire, 7, n); /* a payload byte: COBS passes it through as is */
     TEST_ASSERT_NOT_NULL(data);
     *data = 8;

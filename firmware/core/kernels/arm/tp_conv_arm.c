@@ -170,9 +170,8 @@ static inline void column(const tp_conv_params *p, const tp_shape *in_shape, con
     int32_t iy = oy * p->stride[0] - p->pad[0], ix = ox * p->stride[1] - p->pad[1];
     int32_t cin = in_shape->c;
     if (iy >= 0 && ix >= 0 && iy + p->k[0] <= in_shape->h && ix + p->k[1] <= in_shape->w) {
-        im2col_inside(in + (iy * in_shape->w + ix) * cin, in_shape->w * cin, p->k[1] * cin,
-                      p->k[0], (int32_t)(k4 - k), ((uint32_t)p->in_zp & 0xFFu) * 0x01010101u,
-                      col);
+        im2col_inside(in + (iy * in_shape->w + ix) * cin, in_shape->w * cin, p->k[1] * cin, p->k[0],
+                      (int32_t)(k4 - k), ((uint32_t)p->in_zp & 0xFFu) * 0x01010101u, col);
     } else {
         im2col(p, in_shape, in, oy, ox, k4, col);
     }
@@ -205,8 +204,8 @@ TP_DSP_INLINE void quad_2x2(const uint32_t *x, const uint32_t *w, int32_t *a00, 
  * cols + j k4 words, its outputs at o + j da (pixel a) and + db (pixel b: db = 0 repeats pixel
  * a when the block is odd). The K loop takes two quads a turn, and a last one when k4 / 4 is
  * odd. `fast` and `full` as for tp_dsp_output (constants: the compiler specializes both). */
-TP_DSP_INLINE void pair_block(const pair_job *job, const uint32_t *cols, uint32_t pairs,
-                              int8_t *o, uint32_t db, int fast, int full)
+TP_DSP_INLINE void pair_block(const pair_job *job, const uint32_t *cols, uint32_t pairs, int8_t *o,
+                              uint32_t db, int fast, int full)
 {
     /* the job in locals: the int8 output stores could alias it */
     tp_dsp_rq q0 = *job->rq0, q1 = *job->rq1;
@@ -294,9 +293,9 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
             }
             if (pointwise) {
                 a = in + (ay * p->stride[0] * in_shape->w + ax * p->stride[1]) * in_shape->c;
-                b = j + 1u < n ? in + (oy * p->stride[0] * in_shape->w + ox * p->stride[1]) *
-                                          in_shape->c
-                               : a;
+                b = j + 1u < n
+                        ? in + (oy * p->stride[0] * in_shape->w + ox * p->stride[1]) * in_shape->c
+                        : a;
             } else {
                 column(p, in_shape, in, ay, ax, l.k, k4, col);
                 a = b = col;
@@ -313,14 +312,14 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
             to_quads(a, b, pointwise ? l.k : k4, off, p->in_zp, cols + (j / 2u) * k4);
         }
         for (c = 0; c < cout; c += 2u) {
-            void (*run)(const pair_job *, const uint32_t *, uint32_t, int8_t *, uint32_t) =
-                fast ? pair_block_fast : pair_block_any;
+            void (*run)(const pair_job *, const uint32_t *, uint32_t, int8_t *,
+                        uint32_t) = fast ? pair_block_fast : pair_block_any;
             int8_t *o = out + pix * cout + c;
             job.d1 = c + 1u < cout ? 1u : 0u; /* an odd last channel is paired with itself */
             job.rq0 = &rq[c];
             job.rq1 = &rq[c + job.d1];
-            to_quads(tp_weights_row(w, c, &step), tp_weights_row(w, c + job.d1, &step), l.k, 0u,
-                     0, wq);
+            to_quads(tp_weights_row(w, c, &step), tp_weights_row(w, c + job.d1, &step), l.k, 0u, 0,
+                     wq);
             if (even != 0u) {
                 run(&job, cols, even, o, cout);
             }

@@ -148,9 +148,9 @@ TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *d
 
 /* The block's dY' of np (1..4) pixels, the first at dY offset `at`, the others oc apart, into
  * the table's pairs. */
-TP_DSP_INLINE void pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void *dq,
-                                uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim,
-                                int mode, uint32_t bytes)
+TP_DSP_INLINE void pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void *dq, uint32_t at,
+                                uint32_t oc, uint32_t np, uint32_t nb, int32_t lim, int mode,
+                                uint32_t bytes)
 {
     uint32_t j, p;
     for (j = 0; j < nb; j += 2u, t++) {
@@ -225,8 +225,8 @@ static TP_DSP_NOINLINE void pw_fold8_any(pw_pair *t, const pw_fold_params *fp, c
     pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 1u);
 }
 
-static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy,
-                    uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
+static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy, uint32_t at,
+                    uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
 {
     if (mode == PW_SMM) {
         pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
@@ -299,8 +299,8 @@ static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gma
 
 /* s0[p], s1[p] += sum over the npairs pairs of t of SMLAD of the pair's weights of inputs i and
  * i + 1 and g[p], for np (1 to 4, a constant) pixels. */
-TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs,
-                            uint32_t i, uint32_t np)
+TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs, uint32_t i,
+                            uint32_t np)
 {
     const pw_pair *e = t, *end2 = t + (npairs & ~1u);
     uint32_t r, u, ga, gb;
@@ -328,8 +328,8 @@ static inline uint32_t pw_w2(const pw_pair *e, uint32_t i, uint32_t *od)
     return tp_sxtb16(v);
 }
 
-TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs,
-                            uint32_t i, uint32_t np)
+TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs, uint32_t i,
+                            uint32_t np)
 {
     const pw_pair *e;
     uint32_t p;
@@ -377,8 +377,8 @@ static TP_DSP_NOINLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npair
 }
 
 /* The last np (1 to 3) pixels of a row. */
-static TP_DSP_NOINLINE void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs,
-                                        uint32_t ic, int add, uint32_t np)
+static TP_DSP_NOINLINE void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
+                                        int add, uint32_t np)
 {
     if (np == 3u) {
         pw_mac(a, t, npairs, ic, add, 3u);
@@ -390,9 +390,8 @@ static TP_DSP_NOINLINE void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t n
 }
 
 void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
-                                const tp_shape *out_shape, const tp_weights *w,
-                                const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
-                                void *scratch)
+                                const tp_shape *out_shape, const tp_weights *w, const tp_gm_fold *f,
+                                const tp_gmap *dy, tp_gm_writer *dx, void *scratch)
 {
     uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1;

@@ -21,8 +21,8 @@
 
 /* dY[p, o] of positions [p0, p0 + np) packed in pairs (dY[p], dY[p + 1]) into gp (a last odd
  * one with 0); returns sum dY and adds sum |dY| to *bound. */
-TP_DSP_INLINE int32_t wg_gather(const void *dq, uint32_t at, uint32_t oc, uint32_t np,
-                                uint32_t *gp, uint32_t *bound, uint32_t bytes)
+TP_DSP_INLINE int32_t wg_gather(const void *dq, uint32_t at, uint32_t oc, uint32_t np, uint32_t *gp,
+                                uint32_t *bound, uint32_t bytes)
 {
     uint32_t j, b = 0u;
     int32_t sum = 0;
@@ -45,8 +45,8 @@ static TP_DSP_NOINLINE int32_t wg_gather8(const void *dq, uint32_t at, uint32_t 
     return wg_gather(dq, at, oc, np, gp, bound, 1u);
 }
 
-static TP_DSP_NOINLINE int32_t wg_gather16(const void *dq, uint32_t at, uint32_t oc,
-                                           uint32_t np, uint32_t *gp, uint32_t *bound)
+static TP_DSP_NOINLINE int32_t wg_gather16(const void *dq, uint32_t at, uint32_t oc, uint32_t np,
+                                           uint32_t *gp, uint32_t *bound)
 {
     return wg_gather(dq, at, oc, np, gp, bound, 2u);
 }
@@ -99,10 +99,9 @@ static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, c
  * conversion (round to nearest even, as tp_gm_to_f32's) and one product with scale * 2^e (the
  * same float32 product). The row's sums are bounded as a whole, so positions go in blocks
  * (TP_WG_BLOCK) whatever their number. */
-void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
-                                 const int8_t *x, int32_t x_zp, float x_scale,
-                                 const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
-                                 float *row)
+void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
+                                 int32_t x_zp, float x_scale, const tp_shape *out_shape,
+                                 const tp_gmap *dy, uint32_t o, float *row)
 {
     uint32_t ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c, n, q, i, np, bound = 0u;
     int32_t *acc = (int32_t *)(void *)row, g_sum = 0, off;

@@ -46,8 +46,7 @@ static uint32_t band_rows(const tp_conv_params *p, const tp_shape *out_shape)
     return (band - 1u) * p->stride[0] + 3u;
 }
 
-uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p,
-                                                  const tp_shape *in_shape,
+uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
                                                   const tp_shape *out_shape)
 {
     (void)in_shape;
@@ -68,8 +67,8 @@ typedef struct {
 /* One row of the window for two outputs: the words c0 c1, c2 c3 (and c4 c5) of a plane row,
  * four multiply-accumulates; s2 (a constant: the callers specialize) says the window moves two
  * columns an output instead of one. */
-TP_DSP_INLINE void window_row(const int16_t *row, uint32_t w01, uint32_t w12, int s2,
-                              int32_t *s0, int32_t *s1)
+TP_DSP_INLINE void window_row(const int16_t *row, uint32_t w01, uint32_t w12, int s2, int32_t *s0,
+                              int32_t *s1)
 {
     uint32_t x01, x23, x45;
     __builtin_memcpy(&x01, row, 4);
@@ -165,8 +164,8 @@ static TP_DSP_NOINLINE void band_any(const dw_band *b, const dw_weights *wt, int
 
 /* The inside of a plane: rows x cols inputs of one channel, src_row bytes between input rows
  * and cin between columns, into plane rows TP_DW_ROW halfwords apart. */
-static TP_DSP_NOINLINE void gather(const int8_t *src, uint32_t src_row, uint32_t cin,
-                                   uint32_t rows, uint32_t cols, int16_t *dst)
+static TP_DSP_NOINLINE void gather(const int8_t *src, uint32_t src_row, uint32_t cin, uint32_t rows,
+                                   uint32_t cols, int16_t *dst)
 {
     uint32_t r, x;
     for (r = 0; r < rows; r++, src += src_row, dst += TP_DW_ROW) {
@@ -182,9 +181,9 @@ static TP_DSP_NOINLINE void gather(const int8_t *src, uint32_t src_row, uint32_t
     }
 }
 
-void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape,
-                                const int8_t *in, const tp_weights *w, const tp_requant *q,
-                                const tp_shape *out_shape, int8_t *out, void *scratch)
+void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
+                                const tp_weights *w, const tp_requant *q, const tp_shape *out_shape,
+                                int8_t *out, void *scratch)
 {
     int32_t h = in_shape->h, wd = in_shape->w, oh = out_shape->h, ow = out_shape->w;
     uint32_t cin = (uint32_t)in_shape->c, cout = (uint32_t)out_shape->c;

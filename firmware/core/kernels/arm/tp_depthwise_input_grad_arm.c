@@ -21,9 +21,9 @@ static int dw_covered(const tp_conv_params *p, const tp_shape *in_shape, const t
 {
     uint32_t s = p->stride[1];
     return p->k[0] == 3u && p->k[1] == 3u && p->depth_multiplier == 1 &&
-           (p->stride[0] == 1u || p->stride[0] == 2u) && (s == 1u || s == 2u) &&
-           p->pad[0] <= 2u && p->pad[1] <= 2u && (uint32_t)in_shape->w <= TP_GRAD_DW_MAX_W &&
-           out_shape->w > 0 && s * ((uint32_t)out_shape->w - 1u) <= (uint32_t)in_shape->w + 1u;
+           (p->stride[0] == 1u || p->stride[0] == 2u) && (s == 1u || s == 2u) && p->pad[0] <= 2u &&
+           p->pad[1] <= 2u && (uint32_t)in_shape->w <= TP_GRAD_DW_MAX_W && out_shape->w > 0 &&
+           s * ((uint32_t)out_shape->w - 1u) <= (uint32_t)in_shape->w + 1u;
 }
 
 /* How a channel's dY values fold (dw_fold_of). */
@@ -68,8 +68,8 @@ TP_DSP_INLINE void dw_fold8(int16_t *dst, const int8_t *s, uint32_t c, uint32_t 
 }
 
 /* n dY' of a channel (not DW_ZERO) into dst: src its first dY value (bytes wide), c apart. */
-static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t bytes,
-                                        uint32_t c, uint32_t n, const dw_fold *d)
+static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t bytes, uint32_t c,
+                                        uint32_t n, const dw_fold *d)
 {
     uint32_t j;
     if (d->how == DW_I8) {
@@ -212,8 +212,8 @@ TP_DSP_INLINE int32_t dw_smm_one(int32_t q, int32_t qs, int32_t b, int sat, int3
 /* n dY' of each of k (1 to 3, a constant) int8 rows (q0, q1, q2, c apart) folded by SMMULR
  * into planes d, d + TP_GRAD_DW_PLANE and d + 2 TP_GRAD_DW_PLANE: one loop for the k. */
 TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
-                                uint32_t c, uint32_t n, int32_t qs, int32_t b, int sat,
-                                int32_t lim, uint32_t k)
+                                uint32_t c, uint32_t n, int32_t qs, int32_t b, int sat, int32_t lim,
+                                uint32_t k)
 {
     uint32_t x;
     for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c) {
@@ -257,8 +257,8 @@ static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch,
  * dY' a plane per two outputs), then its dX values. */
 void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                           const tp_shape *out_shape, const tp_weights *w,
-                                          const tp_gm_fold *f, const tp_gmap *dy,
-                                          tp_gm_writer *dx, void *scratch)
+                                          const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
+                                          void *scratch)
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;

@@ -19,8 +19,8 @@
 
 void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                            const int8_t *x, int32_t x_zp, float x_scale,
-                                           const tp_shape *out_shape, const tp_gmap *dy,
-                                           uint32_t o, float *row)
+                                           const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
+                                           float *row)
 {
     uint32_t s0 = p->stride[0], s1 = p->stride[1], k0 = p->k[0], k1 = p->k[1];
     uint32_t oh = (uint32_t)out_shape->h, ow = (uint32_t)out_shape->w, oc = (uint32_t)out_shape->c;

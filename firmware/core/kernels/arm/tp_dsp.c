@@ -70,7 +70,7 @@ int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, con
 }
 
 /* The name in parentheses: the function, not tp_dsp.h's macro to the inline version. */
-int32_t (tp_dsp_fold)(int32_t q, uint32_t m, int32_t sh, int32_t lim)
+int32_t(tp_dsp_fold)(int32_t q, uint32_t m, int32_t sh, int32_t lim)
 {
     return tp_dsp_fold_inline(q, m, sh, lim);
 }

@@ -187,8 +187,8 @@ static inline int8_t tp_dsp_clamp(int32_t v, int32_t lo, int32_t hi)
  * activation range unless `full` (int8's). `fast` says every channel of the op rounds its
  * right shift (nm = -1) and has no left shift (s1 = 1): tp_dsp_fast. Callers pass constants,
  * so each use compiles to one straight sequence (LSL, ADD, MOV, SMLAL, ASR, SSAT). */
-TP_DSP_INLINE int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int fast, int full,
-                                   int32_t lo, int32_t hi)
+TP_DSP_INLINE int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int fast, int full, int32_t lo,
+                                   int32_t hi)
 {
     uint32_t a = (uint32_t)acc << (fast ? 1u : rq->s1);
     uint32_t neg = 0u - (a >> 31);

@@ -24,8 +24,8 @@ static int64_t dot_s8(const int8_t *x, int32_t zp, const int8_t *w, uint32_t n)
 }
 
 void tp_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
-                  const tp_weights *w, const tp_requant *q, const tp_shape *out_shape,
-                  int8_t *out, void *scratch)
+                  const tp_weights *w, const tp_requant *q, const tp_shape *out_shape, int8_t *out,
+                  void *scratch)
 {
     int32_t h = in_shape->h, wd = in_shape->w, cin = in_shape->c;
     int32_t oh = out_shape->h, ow = out_shape->w, cout = out_shape->c;

@@ -116,8 +116,9 @@ static float tap_grad(const tp_conv_params *p, const tp_shape *in_shape, const i
             continue;
         }
         acc = pad_sum(acc, g, x0, oc);
-        xp = x + ((oy * p->stride[0] + kh - p->pad[0]) * iw + x0 * p->stride[1] + kw - p->pad[1]) *
-                     ic + ch;
+        xp = x +
+             ((oy * p->stride[0] + kh - p->pad[0]) * iw + x0 * p->stride[1] + kw - p->pad[1]) * ic +
+             ch;
         for (ox = x0; ox < x1; ox++) {
             float xv = (float)((int32_t)*xp - zp) * sx;
             acc = acc + g[ox * oc] * xv;
@@ -128,9 +129,9 @@ static float tap_grad(const tp_conv_params *p, const tp_shape *in_shape, const i
     return acc;
 }
 
-void tp_conv2d_weight_grad_f32(const tp_conv_params *p, const tp_shape *in_shape,
-                               const int8_t *x, int32_t x_zp, float x_scale,
-                               const tp_shape *out_shape, const float *dy, uint32_t o, float *row)
+void tp_conv2d_weight_grad_f32(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
+                               int32_t x_zp, float x_scale, const tp_shape *out_shape,
+                               const float *dy, uint32_t o, float *row)
 {
     uint32_t ic = (uint32_t)in_shape->c, n = p->k[0] * p->k[1] * ic, k;
     for (k = 0; k < n; k++) { /* (kh, kw, ch) raster, the row's layout */
@@ -146,8 +147,8 @@ void tp_depthwise_conv2d_weight_grad_f32(const tp_conv_params *p, const tp_shape
 {
     uint32_t n = p->k[0] * p->k[1], k, ch = o / (uint32_t)p->depth_multiplier;
     for (k = 0; k < n; k++) {
-        row[k] = tap_grad(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, k / p->k[1],
-                          k % p->k[1], ch);
+        row[k] = tap_grad(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, k / p->k[1], k % p->k[1],
+                          ch);
     }
 }
 

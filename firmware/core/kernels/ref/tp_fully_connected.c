@@ -23,8 +23,7 @@ void tp_fully_connected_s8(const tp_fc_params *p, uint32_t n_in, const int8_t *i
     }
 }
 
-uint32_t tp_fully_connected_s8_scratch_bytes(const tp_fc_params *p, uint32_t n_in,
-                                             uint32_t n_out)
+uint32_t tp_fully_connected_s8_scratch_bytes(const tp_fc_params *p, uint32_t n_in, uint32_t n_out)
 {
     (void)p;
     (void)n_in;

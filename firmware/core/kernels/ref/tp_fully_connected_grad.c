@@ -15,8 +15,8 @@ void tp_fully_connected_input_grad_f32(const tp_weights *w, const float *dy, flo
     }
 }
 
-void tp_fully_connected_weight_grad_f32(uint32_t n_in, const int8_t *x, int32_t x_zp,
-                                        float x_scale, const float *dy, uint32_t o, float *row)
+void tp_fully_connected_weight_grad_f32(uint32_t n_in, const int8_t *x, int32_t x_zp, float x_scale,
+                                        const float *dy, uint32_t o, float *row)
 {
     uint32_t k;
     for (k = 0; k < n_in; k++) {

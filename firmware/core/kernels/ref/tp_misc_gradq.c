@@ -2,8 +2,8 @@
  * integer gradient maps (reference/backward.py _backward_op_int). Each dX value is computed
  * exactly where it is needed, twice per row: once for the row's largest magnitude, once to
  * write it (the map writer, tp_gradmap.h; the caller ends it); a pixel whose values are those
- * of the pixel before (pooled by the same window alone; MEAN) is skipped, then copied. PAD and ADD rows that dY's
- * values fit as they are (no accumulating, no sums) are copied. */
+ * of the pixel before (pooled by the same window alone; MEAN) is skipped, then copied. PAD and ADD
+ * rows that dY's values fit as they are (no accumulating, no sums) are copied. */
 #include <string.h>
 
 #include "tp_ref.h"

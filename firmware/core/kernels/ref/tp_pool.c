@@ -22,15 +22,14 @@ void tp_avg_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const i
                         sum += in[(y * w + x) * c + ch];
                     }
                 }
-                out[(oy * ow + ox) * c + ch] =
-                    tp_clamp_act(tp_rounded_div(sum, n), p->act_min, p->act_max);
+                out[(oy * ow + ox) * c + ch] = tp_clamp_act(tp_rounded_div(sum, n), p->act_min,
+                                                            p->act_max);
             }
         }
     }
 }
 
-void tp_mean_hw_s8(const tp_mean_params *p, const tp_shape *in_shape, const int8_t *in,
-                   int8_t *out)
+void tp_mean_hw_s8(const tp_mean_params *p, const tp_shape *in_shape, const int8_t *in, int8_t *out)
 {
     int32_t hw = in_shape->h * in_shape->w, c = in_shape->c;
     int32_t ch, i;

@@ -52,8 +52,8 @@ static inline int8_t tp_requantize(const tp_conv_params *p, int64_t acc, const t
 }
 
 /* The kernel window of output (oy, ox): taps [*y0, *y1) x [*x0, *x1) inside an h x w input. */
-static inline void tp_window(const tp_conv_params *p, int32_t h, int32_t w, int32_t oy,
-                             int32_t ox, int32_t *y0, int32_t *y1, int32_t *x0, int32_t *x1)
+static inline void tp_window(const tp_conv_params *p, int32_t h, int32_t w, int32_t oy, int32_t ox,
+                             int32_t *y0, int32_t *y1, int32_t *x0, int32_t *x1)
 {
     int32_t iy = oy * p->stride[0] - p->pad[0], ix = ox * p->stride[1] - p->pad[1];
     *y0 = iy < 0 ? -iy : 0;
@@ -64,8 +64,8 @@ static inline void tp_window(const tp_conv_params *p, int32_t h, int32_t w, int3
 
 /* The outputs o in [*lo, *hi) of a window tap at offset t (stride st, padding pad) whose input
  * o * st + t - pad lies inside [0, n): the others read padding. */
-static inline void tp_tap_range(uint32_t t, uint32_t st, uint32_t pad, uint32_t n,
-                                uint32_t n_out, uint32_t *lo, uint32_t *hi)
+static inline void tp_tap_range(uint32_t t, uint32_t st, uint32_t pad, uint32_t n, uint32_t n_out,
+                                uint32_t *lo, uint32_t *hi)
 {
     uint32_t end = n + pad > t ? (n + pad - t + st - 1u) / st : 0u; /* first o past the input */
     *lo = t >= pad ? 0u : (pad - t + st - 1u) / st;

@@ -218,11 +218,13 @@ void tp_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *i
                         continue;
                     }
                     for (o = 0; o < oc; o++) {
-                        uint32_t at = ((uint32_t)oy * (uint32_t)out_shape->w + (uint32_t)ox) * oc + o;
+                        uint32_t at = ((uint32_t)oy * (uint32_t)out_shape->w + (uint32_t)ox) * oc +
+                                      o;
                         const int8_t *wo = tp_weights_row(w, o, &step);
                         channel_scale(w, o, &m, &k);
-                        acc[(uint32_t)x * ic + o / mult] +=
-                            wo[(kh * p->k[1] + kw) * step] * tp_gm_fold_one(f, tp_gm_get(dy, at), m, k);
+                        acc[(uint32_t)x * ic + o / mult] += wo[(kh * p->k[1] + kw) * step] *
+                                                            tp_gm_fold_one(f, tp_gm_get(dy, at), m,
+                                                                           k);
                     }
                 }
             }
@@ -264,8 +266,11 @@ static int64_t tap_sum(const tp_conv_params *p, const tp_shape *in_shape, const 
                  &y1);
     tp_tap_range(kw, p->stride[1], p->pad[1], iw, ow, &x0, &x1);
     for (oy = y0; oy < y1; oy++) {
-        const int8_t *xp = x + ((oy * p->stride[0] + kh - p->pad[0]) * iw + x0 * p->stride[1] + kw -
-                                p->pad[1]) * ic + ch;
+        const int8_t *xp = x +
+                           ((oy * p->stride[0] + kh - p->pad[0]) * iw + x0 * p->stride[1] + kw -
+                            p->pad[1]) *
+                               ic +
+                           ch;
         for (ox = x0; ox < x1; ox++) {
             s += (int64_t)tp_gm_get(dy, (oy * ow + ox) * oc + o) * ((int32_t)*xp - zp);
             xp += p->stride[1] * ic;
@@ -299,8 +304,8 @@ void tp_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *
     }
 }
 
-void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_zp,
-                                      float x_scale, const tp_gmap *dy, uint32_t o, float *row)
+void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_zp, float x_scale,
+                                      const tp_gmap *dy, uint32_t o, float *row)
 {
     uint32_t k;
     int64_t g = tp_gm_get(dy, o);
