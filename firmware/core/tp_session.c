@@ -180,6 +180,24 @@ uint32_t tp_output_bytes(const tp_session *s)
     return io_tensor(s, s != NULL ? s->b.output : 0u, &t) ? t.size : 0u;
 }
 
+const char *tp_class_name(const tp_session *s, uint32_t k)
+{
+    const uint8_t *name;
+    if (s == NULL || s->b.labels == NULL || k >= s->b.req.n_classes) {
+        return NULL; /* not loaded, no names, or no such class */
+    }
+    /* a walk over the names before k: the loader checked that n_classes terminated names
+     * follow the header (tp_check_labels), so it stays inside LABL */
+    name = s->b.labels + TP_LABL_HDR_BYTES;
+    for (; k > 0u; k--) {
+        while (*name != 0u) {
+            name++;
+        }
+        name++;
+    }
+    return (const char *)name;
+}
+
 /* The only check of a session's hyper-parameters: the steps trust s->hp. */
 tp_status tp_set_hparams(tp_session *s, const tp_hparams *hp)
 {

@@ -115,7 +115,8 @@ typedef struct {
     const uint8_t *scratch; /* the kernels' scratch plan (SCRA), or NULL: none */
     const uint8_t *tile;    /* the tiled stage (TILE), or NULL: every op runs whole */
     const uint8_t *inplace; /* the in-place ops (INPL), or NULL: none */
-    uint32_t n_tensors, n_ops, data_len, train_len, tile_len, inplace_len;
+    const uint8_t *labels;  /* the class names (LABL), or NULL: none */
+    uint32_t n_tensors, n_ops, data_len, train_len, tile_len, inplace_len, labels_len;
     uint32_t stage_ops;             /* ops 0..stage_ops-1 run tile by tile (0: none) */
     uint32_t input, output, logits; /* tensor indices */
     tp_requirements req;
@@ -202,6 +203,10 @@ void tp_set_row_source(tp_session *s, tp_row_source rows, void *ctx);
 /* The model's int8 output (after tp_infer) inside the arena. */
 const int8_t *tp_output(const tp_session *s);
 uint32_t tp_output_bytes(const tp_session *s);
+/* The name of class k (logit k), NUL-terminated UTF-8 inside the blob; NULL for a blob without
+ * class names (convert without MODEL.labels.txt) or k >= n_classes. It walks the names before
+ * k: O(total name bytes) a call, for printing a prediction, not for an inner loop. */
+const char *tp_class_name(const tp_session *s, uint32_t k);
 
 tp_status tp_infer(tp_session *s, tp_result *r);
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r);

@@ -1,0 +1,31 @@
+/* tp_check_labels.c - LABL, the class names: after its header, n_labels names, each UTF-8 and
+ * NUL-terminated, one a logit, and nothing after them (so tp_class_name may walk them). */
+#include "tp_check.h"
+
+tp_status tp_check_labels(const tp_blob_view *v, tp_fault *f)
+{
+    uint32_t n_labels, k, at = TP_LABL_HDR_BYTES, start;
+    if (v->labels == NULL) {
+        return TP_OK;
+    }
+    if (v->labels_len < TP_LABL_HDR_BYTES || tp_rd_u16(v->labels + TP_LABL_HDR_RESERVED) != 0u ||
+        tp_rd_u16(v->labels + TP_LABL_HDR_N_LABELS) != v->req.n_classes) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, LABELS_COUNT, LABL, TP_NO_RECORD,
+                         LABL_HDR_N_LABELS);
+    }
+    n_labels = tp_rd_u16(v->labels + TP_LABL_HDR_N_LABELS);
+    for (k = 0; k < n_labels; k++) {
+        start = at;
+        while (at < v->labels_len && v->labels[at] != 0u) {
+            at++;
+        }
+        if (at == v->labels_len || at == start) {
+            return TP_REFUSE(f, TP_ERR_BLOB_INVALID, LABELS_TEXT, LABL, k, NONE);
+        }
+        at++; /* past the NUL */
+    }
+    if (at != v->labels_len) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, LABELS_TRAILING, LABL, TP_NO_RECORD, NONE);
+    }
+    return TP_OK;
+}
