@@ -115,8 +115,7 @@ typedef struct {
     const uint8_t *scratch; /* the kernels' scratch plan (SCRA), or NULL: none */
     const uint8_t *tile;    /* the tiled stage (TILE), or NULL: every op runs whole */
     const uint8_t *inplace; /* the in-place ops (INPL), or NULL: none */
-    const uint8_t *labels;  /* the class names (LABL), or NULL: none */
-    uint32_t n_tensors, n_ops, data_len, train_len, tile_len, inplace_len, labels_len;
+    uint32_t n_tensors, n_ops, data_len, train_len, tile_len, inplace_len;
     uint32_t stage_ops;             /* ops 0..stage_ops-1 run tile by tile (0: none) */
     uint32_t input, output, logits; /* tensor indices */
     tp_requirements req;

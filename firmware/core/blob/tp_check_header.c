@@ -4,8 +4,8 @@
 
 #include "tp_check.h"
 
-/* The sections the firmware reads, in tp_blob_view order; others are skipped (later minor
- * additions). */
+/* The sections the firmware reads, each at most once: in tp_blob_view order, then LABL (which
+ * has no view); others are skipped (later minor additions). */
 enum { S_TENS, S_OPS, S_DATA, S_NAME, S_TRAN, S_SCRA, S_TILE, S_INPL, S_LABL, S_COUNT };
 
 static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t total, tp_fault *f)
@@ -70,8 +70,8 @@ static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t to
     v->tile_len = sizes[S_TILE];
     v->inplace = found[S_INPL];
     v->inplace_len = sizes[S_INPL];
-    v->labels = found[S_LABL]; /* checked once n_classes is (tp_check_labels) */
-    v->labels_len = sizes[S_LABL];
+    /* LABL: only its duplicates are refused here; it keeps no view in the session (no RAM for
+     * names read rarely): tp_check_labels and tp_class_name find it with tp_blob_section */
     return TP_OK;
 }
 

@@ -4,27 +4,28 @@
 
 tp_status tp_check_labels(const tp_blob_view *v, tp_fault *f)
 {
-    uint32_t n_labels, k, at = TP_LABL_HDR_BYTES, start;
-    if (v->labels == NULL) {
+    uint32_t len, n_labels, k, at = TP_LABL_HDR_BYTES, start;
+    const uint8_t *labels = tp_blob_section(v, "LABL", &len);
+    if (labels == NULL) {
         return TP_OK;
     }
-    if (v->labels_len < TP_LABL_HDR_BYTES || tp_rd_u16(v->labels + TP_LABL_HDR_RESERVED) != 0u ||
-        tp_rd_u16(v->labels + TP_LABL_HDR_N_LABELS) != v->req.n_classes) {
+    if (len < TP_LABL_HDR_BYTES || tp_rd_u16(labels + TP_LABL_HDR_RESERVED) != 0u ||
+        tp_rd_u16(labels + TP_LABL_HDR_N_LABELS) != v->req.n_classes) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, LABELS_COUNT, LABL, TP_NO_RECORD,
                          LABL_HDR_N_LABELS);
     }
-    n_labels = tp_rd_u16(v->labels + TP_LABL_HDR_N_LABELS);
+    n_labels = tp_rd_u16(labels + TP_LABL_HDR_N_LABELS);
     for (k = 0; k < n_labels; k++) {
         start = at;
-        while (at < v->labels_len && v->labels[at] != 0u) {
+        while (at < len && labels[at] != 0u) {
             at++;
         }
-        if (at == v->labels_len || at == start) {
+        if (at == len || at == start) {
             return TP_REFUSE(f, TP_ERR_BLOB_INVALID, LABELS_TEXT, LABL, k, NONE);
         }
         at++; /* past the NUL */
     }
-    if (at != v->labels_len) {
+    if (at != len) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, LABELS_TRAILING, LABL, TP_NO_RECORD, NONE);
     }
     return TP_OK;
