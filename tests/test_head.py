@@ -11,6 +11,7 @@ from pathlib import Path
 import modelgen
 import numpy as np
 import pytest
+from tinyprop.compile.blob import read_blob
 from tinyprop.data.datasets import load_split
 from tinyprop.errors import TinypropError
 from tinyprop.frontend.tflite_reader import read_tflite
@@ -100,6 +101,9 @@ def test_classes_through_convert_train_export_eval(base, task, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "new head for 3 classes (cat, dog, owl)" in run.stdout
+    assert read_blob(blob.read_bytes()).labels == NAMES  # the blob carries them (LABL)
+    # train, export and eval then take them from the blob, not from beside its source
+    labels_path(blob.with_suffix(".head.tflite")).unlink()
     tuned = tmp_path / "tuned.tflite"
     run = subprocess.run([*TINYPROP, "train", str(blob), "--data", str(task), "--board", "host",
                           "--steps", "30", "--plain", "--out", str(tuned), "--log",

@@ -2,6 +2,8 @@
  * interpreters make, indexed or searched in records the loader checked are in order. */
 #include "tp_blob.h"
 
+#include <string.h>
+
 const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k)
 {
     uint32_t lo = 0u, hi = tp_tran_ops(b); /* the records' ops ascend (tp_check_train) */
@@ -16,6 +18,20 @@ const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k)
             hi = mid;
         }
     }
+    return NULL;
+}
+
+const uint8_t *tp_blob_section(const tp_blob_view *b, const char *id, uint32_t *len)
+{
+    uint32_t i, n = tp_rd_u16(b->blob + TP_HDR_N_SECTIONS);
+    for (i = 0; i < n; i++) { /* every entry inside the blob (tp_check_header) */
+        const uint8_t *rec = b->blob + TP_HDR_BYTES + TP_SEC_BYTES * i;
+        if (memcmp(rec + TP_SEC_ID, id, 4) == 0) {
+            *len = tp_rd_u32(rec + TP_SEC_SIZE);
+            return b->blob + tp_rd_u32(rec + TP_SEC_OFFSET);
+        }
+    }
+    *len = 0u;
     return NULL;
 }
 

@@ -98,6 +98,9 @@ typedef struct {
  * (r, c) is row span [r][i] x column span [c][i]. Offsets [0] inference, [1] training. */
 #define TP_TILE_INPUT_ROWS 1u /* flags: the input is read in row bands, not held whole */
 
+/* ---- LABL: the class names (docs/blob-format.md, compile/blob.py) ----
+ * header (n_labels = n_classes) | n_labels names, UTF-8, each NUL-terminated, nothing after. */
+
 /* ---- INPL: ops run in place (docs/blob-format.md, compile/memory.py) ----
  * header | per op, ascending: plans (1 inference, 2 training), its channel buffer's offset
  * under each plan. */
@@ -268,6 +271,11 @@ static inline uint32_t tp_tran_grad_offset(const tp_blob_view *b, uint32_t tenso
 /* The TRAN record of op k, or NULL when op k takes no part in the backward pass (a binary
  * search of the ascending records; the step's loops walk them in order instead). */
 const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k);
+
+/* Section `id` (4 bytes) of a blob whose header the loader checked: its start, its size in
+ * *len; NULL (and 0) when the blob has none. A walk of the section table, for sections read
+ * rarely that keep no view in the session (LABL). */
+const uint8_t *tp_blob_section(const tp_blob_view *b, const char *id, uint32_t *len);
 
 /* The op writing tensor i (its output), or TP_NONE32. */
 uint32_t tp_producer_of(const tp_blob_view *b, uint32_t tensor);

@@ -156,6 +156,11 @@
 #define TP_INPL_OP_RESERVED 3u /* u8 */
 #define TP_INPL_OP_CHANNEL_OFFSET(i) (4u + 4u * (uint32_t)(i)) /* u32[2] */
 
+/* LABL: the class names, then n_labels NUL-terminated UTF-8 names: 4 bytes (<HH) */
+#define TP_LABL_HDR_BYTES 4u
+#define TP_LABL_HDR_N_LABELS 0u /* u16 */
+#define TP_LABL_HDR_RESERVED 2u /* u16 */
+
 /* Every field, for a refused blob's fault (tp_fault.field). */
 typedef enum {
     TP_FIELD_NONE = 0,
@@ -256,6 +261,8 @@ typedef enum {
     TP_FIELD_INPL_OP_PLANS,
     TP_FIELD_INPL_OP_RESERVED,
     TP_FIELD_INPL_OP_CHANNEL_OFFSET,
+    TP_FIELD_LABL_HDR_N_LABELS,
+    TP_FIELD_LABL_HDR_RESERVED,
     TP_FIELD_COUNT
 } tp_blob_field;
 
@@ -358,6 +365,8 @@ typedef enum {
     "op", \
     "plans", \
     "reserved", \
-    "channel_offset"
+    "channel_offset", \
+    "n_labels", \
+    "reserved"
 
 #endif /* TP_BLOB_LAYOUT_H */

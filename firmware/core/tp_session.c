@@ -180,6 +180,29 @@ uint32_t tp_output_bytes(const tp_session *s)
     return io_tensor(s, s != NULL ? s->b.output : 0u, &t) ? t.size : 0u;
 }
 
+const char *tp_class_name(const tp_session *s, uint32_t k)
+{
+    const uint8_t *name;
+    uint32_t len;
+    if (s == NULL || s->b.ops == NULL || k >= s->b.req.n_classes) {
+        return NULL; /* not loaded, or no such class */
+    }
+    name = tp_blob_section(&s->b, "LABL", &len);
+    if (name == NULL) {
+        return NULL;
+    }
+    /* a walk over the names before k: the loader checked that n_classes terminated names
+     * follow the header (tp_check_labels), so it stays inside LABL */
+    name += TP_LABL_HDR_BYTES;
+    for (; k > 0u; k--) {
+        while (*name != 0u) {
+            name++;
+        }
+        name++;
+    }
+    return (const char *)name;
+}
+
 /* The only check of a session's hyper-parameters: the steps trust s->hp. */
 tp_status tp_set_hparams(tp_session *s, const tp_hparams *hp)
 {

@@ -202,6 +202,10 @@ void tp_set_row_source(tp_session *s, tp_row_source rows, void *ctx);
 /* The model's int8 output (after tp_infer) inside the arena. */
 const int8_t *tp_output(const tp_session *s);
 uint32_t tp_output_bytes(const tp_session *s);
+/* The name of class k (logit k), NUL-terminated UTF-8 inside the blob; NULL for a blob without
+ * class names (convert without MODEL.labels.txt) or k >= n_classes. It walks the names before
+ * k: O(total name bytes) a call, for printing a prediction, not for an inner loop. */
+const char *tp_class_name(const tp_session *s, uint32_t k);
 
 tp_status tp_infer(tp_session *s, tp_result *r);
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r);

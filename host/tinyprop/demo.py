@@ -95,6 +95,7 @@ def run_demo(args: DemoConfig, show: Callable[[Iterator[dict], Path], RunState],
     from .monitor.runlog import RunLog
     from .training.evaluate import evaluate_tflite
     from .training.export import export_params
+    from .training.head import read_labels
     from .training.run import RunConfig, training_events
 
     # it scores with the TFLite interpreter: say so before any download or conversion
@@ -109,7 +110,8 @@ def run_demo(args: DemoConfig, show: Callable[[Iterator[dict], Path], RunState],
     calib = data if args.scheme == "auto" else None
     say(f"converting {model.name} with scheme {args.scheme} under {args.budget}"
         + (f" (calibrating on '{args.shift}' samples)" if calib else ""))
-    tb = build(model, args.scheme, args.budget, calib, calib_shift=args.shift)
+    tb = build(model, args.scheme, args.budget, calib, calib_shift=args.shift,
+               labels=read_labels(model))  # a task's new head: its classes go in the blob
     blob_path = args.out / (f"{args.task}.tpb" if args.task else "vww.tpb")
     blob_path.write_bytes(tb.blob)
     fig = figures(tb.program, tb.blob)

@@ -59,6 +59,13 @@ static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements
     st = tp_session_init(&s, blob, len, arena, arena_len, params, req->params);
     CHECK(tp_status_name(st)[0] != '\0');
     if (st == TP_OK) {
+        uint32_t k;
+        /* every class name (if any) ends inside the blob, which is malloc'ed at its length */
+        for (k = 0; k < req->n_classes; k++) {
+            const char *name = tp_class_name(&s, k);
+            CHECK(name == NULL || strlen(name) > 0u);
+        }
+        CHECK(tp_class_name(&s, req->n_classes) == NULL);
         put_sample(&s, req, fill);
         st = tp_infer(&s, &r);
         if (st == TP_OK) {

@@ -22,21 +22,27 @@ from tinyprop.compile.train_plan import build_program
 from tinyprop.frontend.tflite_reader import read_tflite
 
 MAX_LEN = 8192  # run.sh's -max_len, mode byte included
-# (model, scheme, gradient format): all op kinds but PAD (no generated PAD model ends in a
-# classifier), each blob with a training program; integer maps, a sink (bias-only) among them
-SEEDS = [("conv3x3_same_relu", "last:2", "float32"), ("mbv2_block", "last:2", "float32"),
-         ("mbv1_tail", "last:2", "float32"), ("fc_flatten", "last:2", "float32"),
-         ("odd_7x7_stack", "bias-only", "float32"), ("mbv2_block", "last:2", "int16"),
-         ("mbv1_tail", "bias-only", "int8"), ("odd_7x7_stack", "bias-only", "int16")]
+# (model, scheme, gradient format, class names): all op kinds but PAD (no generated PAD model
+# ends in a classifier), each blob with a training program; integer maps, a sink (bias-only)
+# and class names (LABL) among them
+SEEDS = [("conv3x3_same_relu", "last:2", "float32", False),
+         ("mbv2_block", "last:2", "float32", False), ("mbv1_tail", "last:2", "float32", False),
+         ("fc_flatten", "last:2", "float32", True),
+         ("odd_7x7_stack", "bias-only", "float32", False),
+         ("mbv2_block", "last:2", "int16", False), ("mbv1_tail", "bias-only", "int8", False),
+         ("odd_7x7_stack", "bias-only", "int16", False)]
 
 
 def seed_blobs() -> dict[str, bytes]:
     blobs = {}
-    for name, scheme, grad in SEEDS:
+    for name, scheme, grad, named in SEEDS:
         path = build_tflite(name)
         graph = read_tflite(path)
         program = build_program(graph, parse_scheme(graph, scheme), grad=grad)
-        blobs[f"{name}_{grad}"] = pack_blob(graph, zlib.crc32(path.read_bytes()), train=program)
+        n_classes = graph.tensors[graph.logits_op().outputs[0]].size
+        labels = tuple(f"class {k}" for k in range(n_classes)) if named else None
+        blobs[f"{name}_{grad}{'_labels' if named else ''}"] = pack_blob(
+            graph, zlib.crc32(path.read_bytes()), train=program, labels=labels)
     return blobs
 
 

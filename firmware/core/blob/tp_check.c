@@ -20,6 +20,9 @@ tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len, tp_f
         st = tp_check_ops(v, fault);
     }
     if (st == TP_OK) {
+        st = tp_check_labels(v, fault);
+    }
+    if (st == TP_OK) {
         st = tp_check_tile(v, fault);
     }
     if (st == TP_OK) {

@@ -1,5 +1,5 @@
 /* tp_check.h - the blob loader's checks, one file a section family (tp_check_header.c,
- * _tensors, _ops, _train, _tile, _plans; tp_check.c runs them in order), and how a check
+ * _tensors, _ops, _labels, _train, _tile, _plans; tp_check.c runs them in order), and how a check
  * refuses: TP_REFUSE records which check failed and where in the caller's tp_fault, and
  * returns the status.
  *
@@ -95,6 +95,10 @@
     X(INPLACE_SHARED, "input and output not at one offset")                                      \
     X(INPLACE_BOUNDS, "the input, output or channel buffer outside the plan's arena")            \
     X(INPLACE_OVERLAP, "the channel buffer overlaps the input and output")                       \
+    /* LABL (tp_check_labels.c) */                                                               \
+    X(LABELS_COUNT, "shorter than its header, reserved not 0, or n_labels is not n_classes")     \
+    X(LABELS_TEXT, "a class name empty or not NUL-terminated inside the section")                \
+    X(LABELS_TRAILING, "bytes after the last class name")                                        \
     /* TILE (tp_check_tile.c) */                                                                 \
     X(TILED_WITHOUT_TILE, "a TILED tensor in a blob without TILE")                               \
     X(TILE_HEADER, "the op or tensor count, grid, flags or length do not fit")                   \
@@ -133,6 +137,7 @@ typedef enum {
 #define TP_SECTION_SCRA TP_FOURCC('S', 'C', 'R', 'A')
 #define TP_SECTION_TILE TP_FOURCC('T', 'I', 'L', 'E')
 #define TP_SECTION_INPL TP_FOURCC('I', 'N', 'P', 'L')
+#define TP_SECTION_LABL TP_FOURCC('L', 'A', 'B', 'L')
 #define TP_NO_RECORD TP_FAULT_NO_RECORD
 
 /* Fill *fault (when not NULL) and return status. */
@@ -163,8 +168,9 @@ static inline int within(uint32_t offset, uint64_t size, uint32_t region)
  * with. The header's also fills the view's sections and requirements. */
 tp_status tp_check_header(tp_blob_view *v, const uint8_t *blob, uint32_t len, tp_fault *f);
 tp_status tp_check_tensors(const tp_blob_view *v, tp_fault *f);
-tp_status tp_check_ops(tp_blob_view *v, tp_fault *f);  /* and the input, output, logits */
-tp_status tp_check_tile(tp_blob_view *v, tp_fault *f); /* sets v->stage_ops */
+tp_status tp_check_ops(tp_blob_view *v, tp_fault *f);          /* and the input, output, logits */
+tp_status tp_check_labels(const tp_blob_view *v, tp_fault *f); /* after n_classes is checked */
+tp_status tp_check_tile(tp_blob_view *v, tp_fault *f);         /* sets v->stage_ops */
 tp_status tp_check_train(const tp_blob_view *v, tp_fault *f);
 tp_status tp_check_scratch(const tp_blob_view *v, tp_fault *f);
 tp_status tp_check_inplace(const tp_blob_view *v, tp_fault *f);

@@ -12,7 +12,7 @@ from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
 from ..program import DEFAULT_GRAD, GRAD_FORMATS
-from ..training.head import DEFAULT_HEAD_INIT, HEAD_INITS
+from ..training.head import DEFAULT_HEAD_INIT, HEAD_INITS, read_labels
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                               args.output)
     tb = build(model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
                momentum=args.momentum, target=target, patch=args.patch,
-               input_rows=args.input_rows, grad=args.grad)
+               input_rows=args.input_rows, grad=args.grad, labels=read_labels(model))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:

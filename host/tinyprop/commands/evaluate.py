@@ -68,7 +68,7 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
 
     tb = load_blob(model, args.source)
     t_in = tb.graph.input
-    named = read_labels(tb.source)
+    named = tb.labels or read_labels(tb.source)  # the blob's own class names first
     classes = load_dataset(args.data, args.holdout, named).classes
     xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift, t_in.shape[1:],
                            args.holdout, named)

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     tb = load_blob(args.blob, args.model)
     check_hparams(args.lr, args.momentum, tb.program.optimizer_bytes > 0, str(args.blob))
     t_in = tb.graph.input
-    named = read_labels(tb.source)  # a new head's classes pick the dataset's folders
+    # a new head's classes (the blob's own, else those beside its source) pick the folders
+    named = tb.labels or read_labels(tb.source)
     xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, args.shift, t_in.shape[1:],
                            args.holdout, named)
     classes = load_dataset(args.data, args.holdout, named).classes

@@ -34,6 +34,7 @@ ACT_CODES = {"NONE": 0, "RELU": 1, "RELU6": 2}
 T_CONST, T_ARENA, T_TRAINABLE, T_TILED = 1, 2, 4, 8
 INPL_HEADER = blob_layout.INPL_HEADER.struct
 INPL_OP = blob_layout.INPL_OP.struct  # op, plans (1 inference, 2 training), 0, channel buffers
+LABL_HEADER = blob_layout.LABL_HEADER.struct
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Blob:
     sections: dict[str, bytes] = field(default_factory=dict)
     raw: bytes = b""
     optimizer_bytes: int = 0  # momentum state at the end of the params region (params_bytes)
+    labels: tuple[str, ...] | None = None  # the class names (LABL), None without them
 
     def data(self, offset: int, n: int, dtype) -> np.ndarray:
         d = self.sections["DATA"]
@@ -172,13 +174,38 @@ def inplace_section(infer: Layout, train_layout: Layout | None) -> bytes:
     return bytes(out)
 
 
+def labels_section(labels: tuple[str, ...], n_classes: int) -> bytes:
+    """The LABL section: its header, then each class name UTF-8 and NUL-terminated."""
+    if len(labels) != n_classes:
+        raise TinypropError(f"{len(labels)} class names for a model with {n_classes} outputs; "
+                            "give one name a class (MODEL.labels.txt, one a line)")
+    bad = [n for n in labels if not n or "\0" in n]
+    if bad:
+        raise TinypropError(f"class name {bad[0]!r}: empty or with a NUL; give printable names")
+    return LABL_HEADER.pack(len(labels), 0) + b"".join(n.encode() + b"\0" for n in labels)
+
+
+def read_labels_section(section: bytes, n_classes: int, name: str) -> tuple[str, ...]:
+    """The class names of a LABL section (the C loader's checks, for the host side)."""
+    head = blob_layout.LABL_HEADER.unpack(section) if len(section) >= LABL_HEADER.size else None
+    names = section[LABL_HEADER.size:].split(b"\0")
+    if (head is None or (head["n_labels"], head["reserved"]) != (n_classes, 0)
+            or not section.endswith(b"\0")
+            or len(names) - 1 != n_classes or not all(names[:-1])):
+        raise TinypropError(f"{name}: its class names (LABL) are corrupted; re-run tinyprop "
+                            "convert")
+    return tuple(n.decode(errors="replace") for n in names[:-1])
+
+
 def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
-              scratch=None, infer: Layout | None = None) -> bytes:
+              scratch=None, infer: Layout | None = None,
+              labels: tuple[str, ...] | None = None) -> bytes:
     """Serialize a graph (and optionally its training program, a
     tinyprop.compile.train_plan.TrainProgram, and its kernels' scratch plan, a
     tinyprop.compile.kernels.ScratchPlan: the SCRA section and the arenas with it) to blob
     v2. `infer`: the inference layout (memory.py; default `inference_for`); with a training
-    program it must tile the program's stage."""
+    program it must tile the program's stage. `labels`: the class names, one a logit (the
+    LABL section; None: none, and the blob is as it was without them)."""
     params = all_op_params(graph)
     infer = infer if infer is not None else inference_for(graph, train)
     train_layout = train.layout if train is not None else None
@@ -248,6 +275,8 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
         arena_bytes, train_arena = scratch.infer_arena, scratch.train_arena
     logits = graph.logits_op().outputs[0]
     n_classes = graph.tensors[logits].size
+    if labels is not None:
+        sections.append((b"LABL", labels_section(tuple(labels), n_classes)))
     body_off = HEADER.size + SECTION.size * len(sections)
     table, payload = bytearray(), bytearray()
     for sid, content in sections:
@@ -299,9 +328,11 @@ def read_blob(raw: bytes, name: str = "blob") -> Blob:
     for i in range(len(ops_raw) // OP.size):
         f = blob_layout.OP.unpack(ops_raw, i * OP.size)
         ops.append(BlobOp(**{k: f[k] for k in fields}))
+    labels = (read_labels_section(sections["LABL"], h["n_classes"], name)
+              if "LABL" in sections else None)
     return Blob(h["model_id"], h["arena_infer"], h["arena_train"], h["params_bytes"], h["input"],
                 h["output"], h["logits"], h["n_classes"], tensors, ops, sections, bytes(raw),
-                h["optimizer_bytes"])
+                h["optimizer_bytes"], labels)
 
 
 def c_header(blob: bytes, symbol: str = "tp_model_blob") -> str:

@@ -34,6 +34,7 @@ class TrainingBlob:
     source: Path
     path: Path | None = None
     scratch: ScratchPlan | None = None  # the kernels' scratch plan (None: reference kernels)
+    labels: tuple[str, ...] | None = None  # the class names the blob carries (LABL), or None
 
     @property
     def name(self) -> str:
@@ -46,12 +47,14 @@ class TrainingBlob:
 
 def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
               target: str = DEFAULT_TARGET, limit: int | None = None, patch: str = "auto",
-              input_rows: bool = False, grad: str = DEFAULT_GRAD) -> TrainingBlob:
+              input_rows: bool = False, grad: str = DEFAULT_GRAD,
+              labels: tuple[str, ...] | None = None) -> TrainingBlob:
     """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state;
     `target` names the kernels it plans scratch for (tinyprop.compile.kernels), within `limit`
     bytes of device memory (arena + params region) when given; `patch` and `input_rows` how
     the frozen first ops may run tile by tile (train_plan.build_program); `grad` is the
-    gradient maps' format (program.GRAD_FORMATS)."""
+    gradient maps' format (program.GRAD_FORMATS); `labels` the class names it carries (the
+    caller reads them beside the model: training.head.read_labels)."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
     program = build_program(graph, scheme, momentum, patch, input_rows,
@@ -71,8 +74,8 @@ def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
     if limit is not None and (target != "ref" or program.layout.stage is not None):
         meta["scratch_limit"] = limit  # the device's limit: the scratch and the stage fit it
     blob = pack_blob(graph, zlib.crc32(raw), train=program, meta=meta, scratch=scratch,
-                     infer=infer)
-    return TrainingBlob(graph, program, blob, Path(model), scratch=scratch)
+                     infer=infer, labels=labels)
+    return TrainingBlob(graph, program, blob, Path(model), scratch=scratch, labels=labels)
 
 
 def _arena_limit(graph: Graph, scheme: SparseScheme, momentum: bool,
@@ -103,7 +106,7 @@ def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
     tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")),
                    meta.get("target", "ref"), meta.get("scratch_limit"),
                    meta.get("patch", "auto"), bool(meta.get("input_rows")),
-                   meta.get("grad", "float32"))
+                   meta.get("grad", "float32"), info.labels)
     if tb.blob != raw:
         raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "
                             "another tinyprop version?); re-run tinyprop convert")

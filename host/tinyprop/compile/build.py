@@ -25,7 +25,8 @@ PATCH_MODES = ("auto", "min", "none")
 def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | None = None,
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
           momentum: bool = False, target: str = DEFAULT_TARGET, patch: str = "auto",
-          input_rows: bool = False, grad: str = DEFAULT_GRAD) -> TrainingBlob:
+          input_rows: bool = False, grad: str = DEFAULT_GRAD,
+          labels: tuple[str, ...] | None = None) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given (a size less `reserve`, or a board's Room); `auto`
     calibrates on the train split of `calib` seen through `calib_shift`. `momentum` plans the
@@ -33,7 +34,8 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
     kernels (tinyprop.compile.kernels), within the budget: the scheme is chosen first, without
     it. `patch` (auto, min, none) and `input_rows`: how the frozen first ops may run tile by
     tile (memory.choose_layout); `grad` the gradient maps' format (program.GRAD_FORMATS),
-    which the scheme search plans with."""
+    which the scheme search plans with. `labels`: the class names the blob carries (LABL;
+    the caller reads them beside the model, training.head.read_labels)."""
     if patch not in PATCH_MODES:
         raise TinypropError(f"--patch {patch}: unknown; use one of {', '.join(PATCH_MODES)}")
     check_target(target)
@@ -68,6 +70,6 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
                 raise err
     limit = room.scratch_limit(prog) if room is not None else None
     try:
-        return make_blob(model, sch, momentum, target, limit, patch, input_rows, grad)
+        return make_blob(model, sch, momentum, target, limit, patch, input_rows, grad, labels)
     except ValueError as exc:  # --input-rows on a model whose first ops cannot be tiled
         raise TinypropError(f"--input-rows: {exc}; convert without it") from exc

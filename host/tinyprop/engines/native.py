@@ -79,6 +79,7 @@ def load_library() -> ctypes.CDLL:
         "tp_input": ([p], p),
         "tp_output": ([p], p),
         "tp_output_bytes": ([p], u32),
+        "tp_class_name": ([p, u32], ctypes.c_char_p),
         "tp_infer": ([p, ctypes.POINTER(Result)], ctypes.c_int),
         "tp_train_step": ([p, ctypes.c_int32, ctypes.POINTER(Result)], ctypes.c_int),
         "tp_set_hparams": ([p, ctypes.POINTER(_HParams)], ctypes.c_int),
@@ -158,6 +159,14 @@ class NativeEngine(Engine):
         lib.tp_set_row_source(self._session, self._rows, None)
         self._hp = _HParams()
         self.set_hparams(hparams or HParams())
+
+    def class_names(self) -> tuple[str, ...] | None:
+        """The class names the core reads from the blob (tp_class_name), None without them."""
+        first = self._lib.tp_class_name(self._session, 0)
+        if first is None:
+            return None
+        n = self.requirements.n_classes
+        return tuple(self._lib.tp_class_name(self._session, k).decode() for k in range(n))
 
     def _refused(self, fault: Fault) -> None:
         """Raise, with the fault's line, when the core refused the blob or its memory."""

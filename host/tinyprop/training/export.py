@@ -61,7 +61,7 @@ def export_params(tb: TrainingBlob, params: bytes, out: Path) -> Path:
                             f"holds {tb.program.region_bytes:,}; give the parameters of a run "
                             "of this blob")
     export_tflite(tb.source, tb.program.unpack_params(params), out)
-    names = read_labels(tb.source)
+    names = tb.labels or read_labels(tb.source)
     if names is not None:  # a new head's class names go with the model
         labels_path(out).write_text("".join(f"{n}\n" for n in names))
     return out
