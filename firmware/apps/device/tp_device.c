@@ -30,6 +30,13 @@
 #define READ_BLOCK 256u
 #define TEXT_MAX 96u
 #define FAULT_TEXT_MAX 192u /* a refused blob's fault line (tp_fault_text), on the stack */
+/* The functions that build that line are never inlined: in the caller's frame (the request
+ * loop, main) its bytes would sit on the stack under every training step. */
+#if defined(__GNUC__) || defined(__clang__)
+#define COLD_PATH __attribute__((noinline, cold))
+#else
+#define COLD_PATH
+#endif
 #define SAMPLE_FLAGS_KNOWN TP_SAMPLE_FLAG_OUTPUT
 
 /* 8-byte aligned: the arena holds float gradients, the record int32 biases after its header. */
@@ -283,6 +290,15 @@ static tp_status bind_model(void)
 #endif
 }
 
+static COLD_PATH void log_boot_refusal(tp_status st)
+{
+    char line[FAULT_TEXT_MAX] = "model blob rejected at boot: ";
+    uint32_t at = (uint32_t)strlen(line);
+    dev.s.fault.status = st; /* also a refusal of the static buffers' sizes */
+    (void)tp_fault_text(&dev.s.fault, line + at, FAULT_TEXT_MAX - at);
+    send_log(line);
+}
+
 static void boot_model(void)
 {
     tp_status st = bind_model();
@@ -292,11 +308,7 @@ static void boot_model(void)
     }
     if (st != TP_OK) {
         dev.boot_code = st;
-        char line[FAULT_TEXT_MAX] = "model blob rejected at boot: ";
-        uint32_t at = (uint32_t)strlen(line);
-        dev.s.fault.status = st; /* also a refusal of the static buffers' sizes */
-        (void)tp_fault_text(&dev.s.fault, line + at, FAULT_TEXT_MAX - at);
-        send_log(line);
+        log_boot_refusal(st);
         return;
     }
     dev.loaded = 1;
@@ -307,14 +319,19 @@ static void boot_model(void)
 
 /* ---- requests ---- */
 
+static COLD_PATH void send_no_blob(uint16_t seq)
+{
+    char line[FAULT_TEXT_MAX] = "no model blob in this firmware";
+    if (dev.boot_code != TP_ERR_NOT_LOADED) {
+        (void)tp_fault_text(&dev.s.fault, line, FAULT_TEXT_MAX);
+    }
+    send_error(seq, dev.boot_code, line);
+}
+
 static int need_blob(uint16_t seq)
 {
     if (!dev.loaded) {
-        char line[FAULT_TEXT_MAX] = "no model blob in this firmware";
-        if (dev.boot_code != TP_ERR_NOT_LOADED) {
-            (void)tp_fault_text(&dev.s.fault, line, FAULT_TEXT_MAX);
-        }
-        send_error(seq, dev.boot_code, line);
+        send_no_blob(seq);
     }
     return dev.loaded;
 }
