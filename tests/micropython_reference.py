@@ -38,6 +38,7 @@ from tinyprop.compile.blob import blob_id, read_blob
 from tinyprop.data import assets
 from tinyprop.device.device import write_bulk_file
 from tinyprop.device.protocol import PROTOCOL_VERSION, MsgType
+from tinyprop.engines.native import blob_fault
 from tinyprop.reference.backward import ReferenceTrainer
 from tinyprop.status import Status, status_code
 
@@ -177,6 +178,9 @@ def expect_errors() -> list[str]:
     fresh = ReferenceTrainer(m.program, LR, SEED)
     x0, y0 = m.inputs[0], int(m.labels[0])
     p0 = prediction(m, fresh, x0)
+    corrupted = bytearray(m.blob)
+    corrupted[len(corrupted) // 2] ^= 1
+    fault = blob_fault(bytes(corrupted))  # the C loader's line, "TP_ERR_BLOB_CRC: where: what"
     step0 = fresh.train_step(x0, y0)
 
     def refused(status: str) -> str:
@@ -187,6 +191,7 @@ def expect_errors() -> list[str]:
         f"truncated blob -> {refused('TP_ERR_BLOB_TRUNCATED')}",
         f"not a blob -> {refused('TP_ERR_BLOB_MAGIC')}",
         f"corrupted blob -> {refused('TP_ERR_BLOB_CRC')}",
+        f"TP_ERR_BLOB_CRC ({status_code('TP_ERR_BLOB_CRC')}): {fault.split(': ', 1)[1]}",
         "int as blob -> TypeError",
         "blob at an odd address -> accepted",
         f"arena too small -> {refused('TP_ERR_ARENA_TOO_SMALL')}",

@@ -39,6 +39,10 @@ attempt("not a blob", tinyprop.Session, b"TFL3" + blob[4:])
 bad = bytearray(blob)
 bad[len(bad) // 2] ^= 1
 attempt("corrupted blob", tinyprop.Session, bad)
+try:
+    tinyprop.Session(bad)
+except tinyprop.Error as e:
+    print(e)  # the core's fault line: where, what, which check
 attempt("int as blob", tinyprop.Session, 5)
 attempt("blob at an odd address", tinyprop.Session, memoryview(b"\0" + blob)[1:])
 
