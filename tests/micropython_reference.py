@@ -4,10 +4,11 @@ their expected outputs from tinyprop's NumPy reference.
 Assets, made by tinyprop whenever they are needed, never committed: `small`, a MobileNetV1
 tail generated in the graph IR (tests/opgen.py small_classifier: the same bytes on every
 machine, which a TFLite conversion is not), trained last:2 on eight random inputs, also as
-`small_momentum` with optimizer state; `vww`, the MLPerf Tiny VWW model from the shared assets
-(last:2) with four real photos, two of each class. Blobs are packed without META (which holds
-the source's path), so their bytes and ids do not depend on where the model lies. Samples are
-files as tinyprop.device.device.write_bulk_file writes them: a label byte, then the int8 input, per
+`small_momentum` with optimizer state and as `small_float_grads` with float32 gradient maps;
+`vww`, the MLPerf Tiny VWW model from the shared assets (last:2) with four real photos, two of
+each class. Blobs are packed without META (which holds the source's path), so their bytes and
+ids do not depend on where the model lies. Samples are files as
+tinyprop.device.device.write_bulk_file writes them: a label byte, then the int8 input, per
 sample. The scripts import them from a module `tp_assets`.
 
 Each .exp is what its script prints when every loss, prediction, output and params CRC equals
@@ -37,6 +38,7 @@ from tinyprop.compile.blob import blob_id, read_blob
 from tinyprop.data import assets
 from tinyprop.device.device import write_bulk_file
 from tinyprop.device.protocol import PROTOCOL_VERSION, MsgType
+from tinyprop.engines.native import blob_fault
 from tinyprop.reference.backward import ReferenceTrainer
 from tinyprop.status import Status, status_code
 
@@ -57,6 +59,12 @@ def small_momentum() -> Model:
     return load_ir_model(momentum=True)
 
 
+def small_float_grads() -> Model:
+    """The same with float32 gradient maps (convert --grad float32): its training arena is
+    larger than its inference arena, which the int8 maps' is not."""
+    return load_ir_model(grad="float32")
+
+
 def vww() -> Model:
     return load_vww_model(assets.resolve_model(), assets.resolve_dataset())
 
@@ -68,10 +76,12 @@ def write_assets(out: Path, frozen: bool) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     small, big = load_small_model(), vww()
     files = {"SMALL_BLOB": "small.tpb", "SMALL_SAMPLES": "small.bin",
-             "SMALL_MOMENTUM_BLOB": "small_momentum.tpb", "VWW_BLOB": "vww.tpb",
+             "SMALL_MOMENTUM_BLOB": "small_momentum.tpb",
+             "SMALL_FLOAT_GRADS_BLOB": "small_float_grads.tpb", "VWW_BLOB": "vww.tpb",
              "VWW_SAMPLES": "vww.bin"}
     (out / "small.tpb").write_bytes(small.blob)
     (out / "small_momentum.tpb").write_bytes(small_momentum().blob)
+    (out / "small_float_grads.tpb").write_bytes(small_float_grads().blob)
     (out / "vww.tpb").write_bytes(big.blob)
     write_bulk_file(out / "small.bin", small.inputs, small.labels)
     write_bulk_file(out / "vww.bin", big.inputs, big.labels)
@@ -162,9 +172,15 @@ def expect_vww() -> list[str]:
 
 def expect_errors() -> list[str]:
     m = load_small_model()
+    float_grads = requirements(small_float_grads())
+    assert float_grads["arena_train"] > float_grads["arena_infer"], (
+        "tinyprop_errors.py needs a blob whose training arena exceeds its inference arena")
     fresh = ReferenceTrainer(m.program, LR, SEED)
     x0, y0 = m.inputs[0], int(m.labels[0])
     p0 = prediction(m, fresh, x0)
+    corrupted = bytearray(m.blob)
+    corrupted[len(corrupted) // 2] ^= 1
+    fault = blob_fault(bytes(corrupted))  # the C loader's line, "TP_ERR_BLOB_CRC: where: what"
     step0 = fresh.train_step(x0, y0)
 
     def refused(status: str) -> str:
@@ -175,6 +191,7 @@ def expect_errors() -> list[str]:
         f"truncated blob -> {refused('TP_ERR_BLOB_TRUNCATED')}",
         f"not a blob -> {refused('TP_ERR_BLOB_MAGIC')}",
         f"corrupted blob -> {refused('TP_ERR_BLOB_CRC')}",
+        f"TP_ERR_BLOB_CRC ({status_code('TP_ERR_BLOB_CRC')}): {fault.split(': ', 1)[1]}",
         "int as blob -> TypeError",
         "blob at an odd address -> accepted",
         f"arena too small -> {refused('TP_ERR_ARENA_TOO_SMALL')}",

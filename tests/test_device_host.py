@@ -20,7 +20,7 @@ from tinyprop.data.datasets import load_dataset, read_rgb, to_model_input
 from tinyprop.device.boards import open_board
 from tinyprop.device.device import write_bulk_file
 from tinyprop.frontend.tflite_reader import read_tflite
-from tinyprop.program import TrainProgram
+from tinyprop.program import DEFAULT_GRAD, TrainProgram
 from tinyprop.reference.backward import ReferenceTrainer
 
 LR, SEED = 0.05, 7
@@ -64,15 +64,15 @@ def load_small_model(target: str = "ref") -> Model:
 
 
 @functools.cache
-def load_ir_model(momentum: bool = False) -> Model:
+def load_ir_model(momentum: bool = False, grad: str = DEFAULT_GRAD) -> Model:
     """A MobileNetV1 tail built in the graph IR (tests/opgen.py small_classifier), last:2, and
     eight samples: the same bytes on every machine, unlike a TFLite conversion, for tests whose
     verdict depends on the model, not only on C equalling the reference (loss falls, .exp
-    files). `momentum` plans the optimizer state."""
+    files). `momentum` plans the optimizer state; `grad` is the gradient maps' format."""
     from opgen import small_classifier
 
     graph = small_classifier()
-    program = build_program(graph, parse_scheme(graph, "last:2"), momentum)
+    program = build_program(graph, parse_scheme(graph, "last:2"), momentum, grad=grad)
     blob = pack_blob(graph, zlib.crc32(graph.name.encode()), train=program)
     inputs = np.random.default_rng(3).integers(-128, 128, (8, *graph.input.shape[1:]))
     return Model(program, blob, inputs.astype(np.int8), np.array([0, 1, 1, 0, 1, 0, 0, 1]))

@@ -39,12 +39,19 @@ attempt("not a blob", tinyprop.Session, b"TFL3" + blob[4:])
 bad = bytearray(blob)
 bad[len(bad) // 2] ^= 1
 attempt("corrupted blob", tinyprop.Session, bad)
+try:
+    tinyprop.Session(bad)
+except tinyprop.Error as e:
+    print(e)  # the core's fault line: where, what, which check
 attempt("int as blob", tinyprop.Session, 5)
 attempt("blob at an odd address", tinyprop.Session, memoryview(b"\0" + blob)[1:])
 
 # memory
 attempt("arena too small", tinyprop.Session, blob, bytearray(req["arena_infer"] - 1))
-attempt("arena for inference, train=True", tinyprop.Session, blob, bytearray(req["arena_infer"]))
+# float32 gradient maps: the training arena is larger than the inference arena (int8 maps' is not)
+float_grads = tp_assets.SMALL_FLOAT_GRADS_BLOB
+attempt("arena for inference, train=True", tinyprop.Session, float_grads,
+        bytearray(tinyprop.requirements(float_grads)["arena_infer"]))
 attempt("unaligned arena", tinyprop.Session, blob, memoryview(bytearray(req["arena_train"] + 8))[1:])
 attempt("read-only arena", tinyprop.Session, blob, bytes(req["arena_train"]))
 attempt("params too small", tinyprop.Session, blob, None, bytearray(req["params"] - 1))

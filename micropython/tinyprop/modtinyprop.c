@@ -84,6 +84,21 @@ static MP_NORETURN void raise_status(tp_status st, const char *fmt, ...)
     nlr_raise(mp_obj_exception_make_new(&tinyprop_type_Error, 3, 0, args));
 }
 
+/* A refusal with the core's fault line (where, what, the check: tp_fault_text) after `when`; the
+ * line's leading status name is cut, the exception names it. A fault without a check (the
+ * refusal recorded none) gives the status's message. */
+static MP_NORETURN void raise_fault(const tp_fault *f, const char *when)
+{
+    size_t skip = strlen(tp_status_name(f->status)) + 2u; /* "NAME: " */
+    uint32_t n = tp_fault_text(f, NULL, 0u);
+    if (n <= skip) {
+        raise_status(f->status, "%s%s", when, tp_status_message(f->status));
+    }
+    char *line = m_new(char, n + 1u);
+    (void)tp_fault_text(f, line, n + 1u);
+    raise_status(f->status, "%s%s", when, line + skip);
+}
+
 /* ---- buffers the core points into -------------------------------------------------------- */
 
 typedef struct {
@@ -248,10 +263,11 @@ static mp_obj_t requirements_dict(const tp_requirements *r)
 
 static void check_blob(const uint8_t *buf, size_t len, tp_requirements *req, const char *when)
 {
-    tp_status st = (uint64_t)len > UINT32_MAX ? TP_ERR_BLOB_SIZE
-                                              : tp_blob_requirements(buf, (uint32_t)len, req);
-    if (st != TP_OK) {
-        raise_status(st, "%s%s", when, tp_status_message(st));
+    tp_fault fault = {0};
+    fault.status = (uint64_t)len > UINT32_MAX ? TP_ERR_BLOB_SIZE
+                                              : tp_blob_check(buf, (uint32_t)len, req, &fault);
+    if (fault.status != TP_OK) {
+        raise_fault(&fault, when);
     }
 }
 
@@ -313,7 +329,9 @@ static mp_obj_t session_make_new(const mp_obj_type_t *type, size_t n_args, size_
                                    self->arena.buf, (uint32_t)self->arena.len, self->params.buf,
                                    (uint32_t)self->params.len);
     if (st != TP_OK) {
-        raise_status(st, "%s", tp_status_message(st));
+        tp_fault fault = *tp_session_fault(&self->s);
+        fault.status = st; /* what it returned, whether or not a check recorded a fault */
+        raise_fault(&fault, "");
     }
     /* the reference trainer's defaults: tinyprop train passes its own */
     tp_hparams hp = {0.01f, 0.0f, 0u, 0u};
