@@ -116,19 +116,15 @@ def convert(model) -> bytes:
     """Full-integer post-training quantization: int8 weights, activations, input and output."""
     import tensorflow as tf
 
+    from ..frontend.quantize import full_int8
+
     rng = np.random.default_rng(0)
 
     def representative():
         for _ in range(CALIB_IMAGES):
             yield [rng.uniform(-1, 1, (1, SIZE, SIZE, 3)).astype(np.float32)]
 
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = representative
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
-    return conv.convert()
+    return full_int8(tf.lite.TFLiteConverter.from_keras_model(model), representative)
 
 
 def cache_dir() -> Path:

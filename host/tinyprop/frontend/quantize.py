@@ -127,14 +127,20 @@ def _converter(tf, model: Path, kind: str) -> Callable[[Callable], bytes]:
     else:
         conv = tf.lite.TFLiteConverter.from_saved_model(str(model))
 
-    def run(representative: Callable) -> bytes:
-        conv.optimizations = [tf.lite.Optimize.DEFAULT]
-        conv.representative_dataset = representative
-        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        conv.inference_input_type = tf.int8
-        conv.inference_output_type = tf.int8
-        return conv.convert()
-    return run
+    return lambda representative: full_int8(conv, representative)
+
+
+def full_int8(conv, representative: Callable) -> bytes:
+    """What a TFLiteConverter makes with full-integer post-training quantization: int8
+    weights, activations, input and output, calibrated on `representative`."""
+    import tensorflow as tf
+
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    return conv.convert()
 
 
 def _all_float(content: bytes) -> bytes:
