@@ -27,7 +27,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +65,7 @@ class Dataset:
     classes: tuple[str, ...]  # the label's names: sorted folder names, or the .npz's
     samples: tuple[Sample, ...]  # sorted by (class, file name): a stable order everywhere
     kind: str  # "images", "features" (.npy files) or "arrays" (one .npz)
+    x: np.ndarray | None = field(default=None, repr=False, compare=False)  # a .npz's samples
 
     def split(self, name: str) -> list[Sample]:
         """The samples of split `name`: "train", "holdout" or "all"."""
@@ -143,7 +144,7 @@ def _load_npz(path: Path, holdout: float | None) -> Dataset:
     held = holdout_split([(int(v), str(i)) for i, v in enumerate(y)], holdout) if holdout else set()
     samples = tuple(Sample(path, int(y[i]), "holdout" if str(i) in held else "train", i)
                     for i in np.argsort(y, kind="stable"))
-    return Dataset(path, classes, samples, "arrays")
+    return Dataset(path, classes, samples, "arrays", x)  # read once: x may be large
 
 
 def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
@@ -382,7 +383,7 @@ def _features(ds: Dataset, split: str, shift: str | None,
                             "features: drop --shift")
     samples = _nonempty(ds, split)
     shape = tuple(int(d) for d in size)
-    x = _read_npz(ds.root)[0] if ds.kind == "arrays" else None
+    x = ds.x
     out = [_feature(x[s.row] if x is not None else _read_npy(s.path), shape, s.name)
            for s in samples]
     labels = np.array([s.label for s in samples], dtype=np.int64)

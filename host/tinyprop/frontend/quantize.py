@@ -199,15 +199,17 @@ def quantization_accuracy(float_model: Path, int8_model: Path, data: Path, shift
                           holdout: float | None = None) -> dict:
     """Accuracy of the float model and of its int8 copy on `data`'s holdout split (its train
     split if it has no holdout): {"split", "n", "float", "int8"}."""
-    from ..data.datasets import load_dataset, load_real, load_split
+    from ..data.datasets import load_dataset, load_real, quantize_real
     from ..training.evaluate import tflite_predictions
     from .tflite_reader import read_tflite
 
-    split = "holdout" if load_dataset(data, holdout).split("holdout") else "train"
+    ds = load_dataset(data, holdout)
+    split = "holdout" if ds.split("holdout") else "train"
+    ys = np.array([s.label for s in ds.split(split)], np.int64)
     t_in = read_tflite(int8_model).input
-    shape = t_in.shape[1:]
-    xq, ys, _ = load_split(data, split, t_in.s, t_in.zp, shift, shape, holdout)
-    xr = load_real(data, split, shift, shape, holdout)
+    xr = load_real(data, split, shift, t_in.shape[1:], holdout)
+    # the int8 inputs from the real ones, as load_split makes them (decoded once, not twice)
+    xq = quantize_real(xr, t_in.s, t_in.zp)
     return {"split": split, "n": len(ys),
             "float": float(np.mean(float_predictions(float_model, xr) == ys)),
             "int8": float(np.mean(tflite_predictions(int8_model, xq) == ys))}
