@@ -238,6 +238,17 @@ static inline uint32_t tp_tran_grad_format(const tp_blob_view *b)
     return tp_rd_u16(b->train + TP_TRAN_HDR_GRAD_FORMAT);
 }
 
+/* The losses' ids in TRAN (program.LOSSES; tp_loss.h computes them). */
+#define TP_LOSS_XENT 0u /* softmax cross-entropy of the logits and the label */
+#define TP_LOSS_MSE 1u  /* mean squared error of the output against the input */
+#define TP_LOSSES 2u
+
+/* What the step minimises (TP_LOSS_*). */
+static inline uint32_t tp_tran_loss(const tp_blob_view *b)
+{
+    return tp_rd_u16(b->train + TP_TRAN_HDR_LOSS);
+}
+
 /* Records in TRAN: one per op of the backward pass, ascending by op (the loader checks). */
 static inline uint32_t tp_tran_ops(const tp_blob_view *b)
 {

@@ -84,14 +84,15 @@
 #define TP_OPS_HELD_MAP 52u /* u32 */
 #define TP_OPS_HELD_PARAMS 56u /* u32 */
 
-/* TRAN: the training program's header: 16 bytes (<HHHHII) */
+/* TRAN: the training program's header: 16 bytes (<HHHHIHH) */
 #define TP_TRAN_HDR_BYTES 16u
 #define TP_TRAN_HDR_FIRST 0u /* u16 */
 #define TP_TRAN_HDR_LAST 2u /* u16 */
 #define TP_TRAN_HDR_N_OPS 4u /* u16 */
 #define TP_TRAN_HDR_GRAD_FORMAT 6u /* u16 */
 #define TP_TRAN_HDR_N_TENSORS 8u /* u32 */
-#define TP_TRAN_HDR_RESERVED 12u /* u32 */
+#define TP_TRAN_HDR_LOSS 12u /* u16 */
+#define TP_TRAN_HDR_RESERVED 14u /* u16 */
 
 /* TRAN: u32 act_offset[n_tensors] then u32 grad_offset[n_tensors]: 4 bytes (<I) */
 #define TP_TRAN_OFF_BYTES 4u
@@ -224,6 +225,7 @@ typedef enum {
     TP_FIELD_TRAN_HDR_N_OPS,
     TP_FIELD_TRAN_HDR_GRAD_FORMAT,
     TP_FIELD_TRAN_HDR_N_TENSORS,
+    TP_FIELD_TRAN_HDR_LOSS,
     TP_FIELD_TRAN_HDR_RESERVED,
     TP_FIELD_TRAN_OFF_OFFSET,
     TP_FIELD_TRAN_OP_OP,
@@ -329,6 +331,7 @@ typedef enum {
     "n_ops", \
     "grad_format", \
     "n_tensors", \
+    "loss", \
     "reserved", \
     "offset", \
     "op", \

@@ -555,6 +555,41 @@ static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
     }
 }
 
+/* The step's loss (TRAN's) of the logits; their gradient goes to the logits' gradient buffer.
+ * mse's target is the input, still whole in the training arena (the planner keeps it). */
+static float step_loss(tp_session *s, const int8_t *logits, const tp_tensor *tz, uint32_t n,
+                       int32_t label)
+{
+    uint32_t format = tp_tran_grad_format(&s->b);
+    const int8_t *target = NULL;
+    tp_tensor tx;
+    float loss;
+    uint8_t shift;
+    tp_gm_writer w;
+    if (tp_tran_loss(&s->b) == TP_LOSS_MSE) {
+        tp_decode_tensor(s->b.tensors, s->b.input, &tx);
+        target = (const int8_t *)tp_arena_at(s, tp_tran_act_offset(&s->b, s->b.input), n);
+    }
+    if (format == TP_GRAD_FLOAT32) {
+        float *grad = grad_of(s, s->b.logits, n);
+        return target != NULL ? tp_mse_f32(logits, tz->zero_point, tz->scale, target,
+                                           tx.zero_point, tx.scale, n, grad)
+                              : tp_softmax_xent_f32(logits, tz->zero_point, tz->scale, n, label,
+                                                    grad);
+    }
+    tp_gm_begin(&w,
+                tp_arena_at(s, tp_tran_grad_offset(&s->b, s->b.logits),
+                            (uint32_t)tp_gm_buffer_bytes(format, n)),
+                format, 1u, n, 0u, &shift, -TP_GM_LOSS_FRAC);
+    loss = target != NULL ? tp_mse_q(logits, tz->zero_point, tz->scale, target, tx.zero_point,
+                                     tx.scale, n, &w)
+                          : tp_softmax_xent_q(logits, tz->zero_point, tz->scale, n, label, &w);
+    if (loss - loss == 0.0f) {
+        tp_gm_end(&w);
+    }
+    return loss;
+}
+
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
 {
     uint32_t k, j, n_rec, last, n_cls;
@@ -611,22 +646,7 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     pred = tp_argmax_s8(logits, n_cls);
     /* loss and logits gradient in the logits' gradient buffer */
     part(s, TP_PART_LOSS, last);
-    if (tp_tran_grad_format(&s->b) == TP_GRAD_FLOAT32) {
-        loss = tp_softmax_xent_f32(logits, tz.zero_point, tz.scale, n_cls, label,
-                                   grad_of(s, s->b.logits, n_cls));
-    } else {
-        uint32_t format = tp_tran_grad_format(&s->b);
-        uint8_t shift;
-        tp_gm_writer w;
-        tp_gm_begin(&w,
-                    tp_arena_at(s, tp_tran_grad_offset(&s->b, s->b.logits),
-                                (uint32_t)tp_gm_buffer_bytes(format, n_cls)),
-                    format, 1u, n_cls, 0u, &shift, -TP_GM_LOSS_FRAC);
-        loss = tp_softmax_xent_q(logits, tz.zero_point, tz.scale, n_cls, label, &w);
-        if (loss - loss == 0.0f) {
-            tp_gm_end(&w);
-        }
-    }
+    loss = step_loss(s, logits, &tz, n_cls, label);
     if (r != NULL) {
         memset(r, 0, sizeof *r);
         r->loss = loss;

@@ -92,7 +92,7 @@ OP = Record("op", "TP_OPS", "an OPS record, in execution order", [
     ("held_map", "u32"), ("held_params", "u32"), ("pad_end", "pad", 4)])
 TRAN_HEADER = Record("TRAN header", "TP_TRAN_HDR", "TRAN: the training program's header", [
     ("first", "u16"), ("last", "u16"), ("n_ops", "u16"), ("grad_format", "u16"),
-    ("n_tensors", "u32"), ("reserved", "u32")])
+    ("n_tensors", "u32"), ("loss", "u16"), ("reserved", "u16")])
 TRAN_OFFSET = Record("TRAN offset", "TP_TRAN_OFF",
                      "TRAN: u32 act_offset[n_tensors] then u32 grad_offset[n_tensors]",
                      [("offset", "u32")])

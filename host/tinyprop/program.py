@@ -37,6 +37,11 @@ TRAN_OP = blob_layout.TRAN_OP.struct
 # --grad: the gradient maps' format, and its id in TRAN (tinyprop.reference.gradmap)
 GRAD_FORMATS = {"float32": 0, "int16": 1, "int8": 2}
 DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (README, bench --only grads)
+# --loss: what the step minimises, and its id in TRAN. xent: softmax cross-entropy of the
+# logits and the label; mse: mean squared error of the output against the input (an
+# autoencoder learning to reconstruct what it is shown)
+LOSSES = {"xent": 0, "mse": 1}
+DEFAULT_LOSS = "xent"
 
 
 @dataclass
@@ -78,6 +83,7 @@ class TrainProgram:
     optimizer_bytes: int = 0
     layout: Layout | None = None  # the arena plan: tiled stage, in-place ops (memory.py)
     grad: str = DEFAULT_GRAD  # the gradient maps' format (GRAD_FORMATS)
+    loss: str = DEFAULT_LOSS  # what the step minimises (LOSSES)
 
     @property
     def region_bytes(self) -> int:
@@ -96,7 +102,7 @@ class TrainProgram:
         """The TRAN section. Held weight rows are described in the OPS records (held_map)."""
         n_t = len(self.graph.tensors)
         out = bytearray(TRAN_HEADER.pack(self.first, self.logits, len(self.ops),
-                                         GRAD_FORMATS[self.grad], n_t, 0))
+                                         GRAD_FORMATS[self.grad], n_t, LOSSES[self.loss], 0))
         for offsets in (self.act_offset, self.grad_offset):
             out += b"".join(TRAN_OFFSET.pack(offsets.get(i, NONE32)) for i in range(n_t))
         for k in sorted(self.ops):

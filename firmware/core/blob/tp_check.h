@@ -59,10 +59,12 @@
     /* TRAN (tp_check_train.c) */                                                                \
     X(TRAN_HEADER, "shorter than its header")                                                    \
     X(TRAN_FIELDS, "n_tensors is not TENS's, last is no op, first is after last, or the "        \
-                   "gradient format is unknown")                                                 \
+                   "gradient format or the loss is unknown")                                     \
     X(TRAN_LENGTH, "shorter than its offsets and records")                                       \
     X(TRAN_LOSS, "the last op does not make the logits, or the logits have no gradient buffer")  \
     X(TRAN_STAGE, "training reaches into the tiled stage")                                       \
+    X(TRAN_TARGET, "the mse loss's target, the input, is not the logits' size or not in the "    \
+                   "training arena whole")                                                       \
     X(TRAN_ACTIVATION, "an operand of the training forward has no training-plan activation")     \
     X(TRAN_ACTIVATION_BOUNDS, "an activation outside the training arena")                        \
     X(TRAN_GRADIENT_BOUNDS, "a gradient buffer outside the training arena")                      \

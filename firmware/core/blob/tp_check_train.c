@@ -148,7 +148,8 @@ tp_status tp_check_train(const tp_blob_view *v, tp_fault *f)
     first = tp_tran_first(v);
     last = tp_tran_last(v);
     if (tp_rd_u32(v->train + TP_TRAN_HDR_N_TENSORS) != v->n_tensors || last >= v->n_ops ||
-        first > last || tp_tran_grad_format(v) >= TP_GRAD_FORMATS) {
+        first > last || tp_tran_grad_format(v) >= TP_GRAD_FORMATS ||
+        tp_tran_loss(v) >= TP_LOSSES || tp_rd_u16(v->train + TP_TRAN_HDR_RESERVED) != 0u) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TRAN_FIELDS, TRAN, TP_NO_RECORD, NONE);
     }
     if ((uint64_t)TP_TRAN_HDR_BYTES + 2ull * TP_TRAN_OFF_BYTES * v->n_tensors +
@@ -161,6 +162,17 @@ tp_status tp_check_train(const tp_blob_view *v, tp_fault *f)
     tp_decode_op(v->ops, last, &op);
     if (op.output != v->logits || tp_tran_grad_offset(v, v->logits) == TP_NONE32) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TRAN_LOSS, TRAN, TP_NO_RECORD, TRAN_HDR_LAST);
+    }
+    /* mse's target is the input, read whole from the training arena after the forward pass */
+    if (tp_tran_loss(v) == TP_LOSS_MSE) {
+        tp_tensor in, out;
+        tp_decode_tensor(v->tensors, v->input, &in);
+        tp_decode_tensor(v->tensors, v->logits, &out);
+        if (tp_tensor_elems(&in) != tp_tensor_elems(&out) || (in.flags & TP_T_TILED) ||
+            tp_tran_act_offset(v, v->input) == TP_NONE32) {
+            return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TRAN_TARGET, TRAN, TP_NO_RECORD,
+                             TRAN_HDR_LOSS);
+        }
     }
     /* nothing trains inside the tiled stage: the backward pass never reaches it */
     if (first < v->stage_ops) {

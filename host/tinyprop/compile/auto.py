@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..frontend.graph import Graph
-from ..program import DEFAULT_GRAD, TrainProgram
+from ..program import DEFAULT_GRAD, DEFAULT_LOSS, TrainProgram
 from .budget import DEFAULT_RESERVE, Room, over_budget
 from .scheme import LayerUpdate, SparseScheme, out_channels, pick_channels, with_classifier
 from .train_plan import build_program
@@ -33,16 +33,17 @@ def calibration_samples(xs: np.ndarray, ys: np.ndarray,
 
 
 def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]],
-                           grad: str = DEFAULT_GRAD) -> dict:
+                           grad: str = DEFAULT_GRAD, loss: str = DEFAULT_LOSS) -> dict:
     """Per weighted op: (sum of squared bias gradients, per-channel squared weight gradients),
-    from a full-backward reference pass with a zero learning rate, in gradient format `grad`."""
+    from a full-backward reference pass of `loss` with a zero learning rate, in gradient format
+    `grad`."""
     from ..reference.backward import ReferenceTrainer  # here: only auto needs the reference
 
     weighted = [op.index for op in graph.weighted_ops()]
     full = SparseScheme("probe", {i: LayerUpdate(i, True, None) for i in weighted})
     for i in weighted:
         full.layers[i].channels = list(range(out_channels(graph, i)))
-    prog = build_program(graph, with_classifier(graph, full), grad=grad)
+    prog = build_program(graph, with_classifier(graph, full), grad=grad, loss=loss)
     trainer = ReferenceTrainer(prog, lr=0.0)
     norms: dict[int, list] = {i: [0.0, None] for i in weighted}
     trainer.probe = norms
@@ -53,17 +54,17 @@ def calibration_grad_norms(graph: Graph, samples: list[tuple[np.ndarray, int]],
 
 def auto_scheme(graph: Graph, budget: int | Room, samples=None, reserve: int = DEFAULT_RESERVE,
                 max_layers: int = 12, momentum: bool = False, patch: str = "auto",
-                input_rows: bool = False,
-                grad: str = DEFAULT_GRAD) -> tuple[SparseScheme, TrainProgram]:
+                input_rows: bool = False, grad: str = DEFAULT_GRAD,
+                loss: str = DEFAULT_LOSS) -> tuple[SparseScheme, TrainProgram]:
     """The greedy scheme under `budget` (bytes, less `reserve`; or a Room, a board's); with
     `momentum` every trained parameter also costs its float32 velocity. Unless `patch` is
     "none", candidates are costed with the smallest arena a tiled stage allows (chosen once,
     for the classifier alone, and kept while it stays frozen); the blob then takes the
     cheapest stage that fits (make_blob). Memory is planned with gradient maps in format
-    `grad`."""
+    `grad`; `loss` is what the step minimises (the calibration gradients' too)."""
     room = budget if isinstance(budget, Room) else Room(budget, reserve)
     weighted = [op.index for op in graph.weighted_ops()]
-    norms = calibration_grad_norms(graph, samples, grad) if samples else None
+    norms = calibration_grad_norms(graph, samples, grad, loss) if samples else None
     scheme = with_classifier(graph, SparseScheme(f"auto@{room.budget // 1024}KB"))
     costing = "none" if patch == "none" else "min"
     stages: dict[int, object] = {}  # earliest trained op -> the smallest arena's stage
@@ -71,10 +72,10 @@ def auto_scheme(graph: Graph, budget: int | Room, samples=None, reserve: int = D
     def program(trial: SparseScheme) -> TrainProgram:
         e = trial.earliest()
         if e not in stages:
-            p = build_program(graph, trial, momentum, costing, input_rows, grad=grad)
+            p = build_program(graph, trial, momentum, costing, input_rows, grad=grad, loss=loss)
             stages[e] = p.layout.stage if p.layout.stage is not None else "none"
             return p
-        return build_program(graph, trial, momentum, stages[e], input_rows, grad=grad)
+        return build_program(graph, trial, momentum, stages[e], input_rows, grad=grad, loss=loss)
 
     prog = program(scheme)
     if not room.fits(prog):  # even the classifier alone does not fit

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import TinypropError
 from ..frontend.graph import Graph
 from ..frontend.tflite_reader import read_tflite
-from ..program import DEFAULT_GRAD, TrainProgram
+from ..program import DEFAULT_GRAD, DEFAULT_LOSS, TrainProgram
 from .blob import inference_for, pack_blob, read_blob
 from .kernels import DEFAULT_TARGET, ScratchPlan, plan_scratch
 from .scheme import SparseScheme, scheme_from_dict
@@ -41,6 +41,11 @@ class TrainingBlob:
         return str(self.path) if self.path is not None else f"the blob of {self.source.name}"
 
     @property
+    def autoencoder(self) -> bool:
+        """Whether a step minimises the reconstruction error (--loss mse), not a class's."""
+        return self.program.loss == "mse"
+
+    @property
     def classes(self) -> int:
         return self.graph.tensors[self.graph.logits_op().outputs[0]].size
 
@@ -48,18 +53,21 @@ class TrainingBlob:
 def make_blob(model: Path, scheme: SparseScheme, momentum: bool = False,
               target: str = DEFAULT_TARGET, limit: int | None = None, patch: str = "auto",
               input_rows: bool = False, grad: str = DEFAULT_GRAD,
-              labels: tuple[str, ...] | None = None) -> TrainingBlob:
+              labels: tuple[str, ...] | None = None, loss: str = DEFAULT_LOSS) -> TrainingBlob:
     """The blob of `model` trained by `scheme`; `momentum` reserves its optimizer state;
     `target` names the kernels it plans scratch for (tinyprop.compile.kernels), within `limit`
     bytes of device memory (arena + params region) when given; `patch` and `input_rows` how
     the frozen first ops may run tile by tile (train_plan.build_program); `grad` is the
     gradient maps' format (program.GRAD_FORMATS); `labels` the class names it carries (the
-    caller reads them beside the model: training.head.read_labels)."""
+    caller reads them beside the model: training.head.read_labels); `loss` what a step
+    minimises (program.LOSSES)."""
     graph = read_tflite(model)
     raw = Path(model).read_bytes()
     program = build_program(graph, scheme, momentum, patch, input_rows,
-                            _arena_limit(graph, scheme, momentum, limit, grad), grad)
+                            _arena_limit(graph, scheme, momentum, limit, grad), grad, loss)
     meta = {"source": str(Path(model).resolve()), "scheme": scheme.to_json(), "grad": grad}
+    if loss != DEFAULT_LOSS:  # a classifier's blob stays as it always was
+        meta["loss"] = loss
     if momentum:  # only then: a blob without optimizer state stays as it always was
         meta["momentum"] = True
     if patch != "auto":  # likewise for the layout options
@@ -106,7 +114,7 @@ def load_blob(path: Path, model: Path | None = None) -> TrainingBlob:
     tb = make_blob(src, scheme_from_dict(meta["scheme"]), bool(meta.get("momentum")),
                    meta.get("target", "ref"), meta.get("scratch_limit"),
                    meta.get("patch", "auto"), bool(meta.get("input_rows")),
-                   meta.get("grad", "float32"), info.labels)
+                   meta.get("grad", "float32"), info.labels, meta.get("loss", DEFAULT_LOSS))
     if tb.blob != raw:
         raise TinypropError(f"{path}: rebuilding it from {src} gives a different blob (made by "
                             "another tinyprop version?); re-run tinyprop convert")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import TinypropError
 from ..frontend.tflite_reader import read_tflite
-from ..program import DEFAULT_GRAD
+from ..program import DEFAULT_GRAD, DEFAULT_LOSS
 from .auto import auto_scheme, calibration_samples
 from .blobfile import TrainingBlob, make_blob
 from .budget import DEFAULT_RESERVE, Room, over_budget, parse_budget
@@ -26,7 +26,7 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
           momentum: bool = False, target: str = DEFAULT_TARGET, patch: str = "auto",
           input_rows: bool = False, grad: str = DEFAULT_GRAD,
-          labels: tuple[str, ...] | None = None) -> TrainingBlob:
+          labels: tuple[str, ...] | None = None, loss: str = DEFAULT_LOSS) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given (a size less `reserve`, or a board's Room); `auto`
     calibrates on the train split of `calib` seen through `calib_shift`. `momentum` plans the
@@ -35,7 +35,8 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
     it. `patch` (auto, min, none) and `input_rows`: how the frozen first ops may run tile by
     tile (memory.choose_layout); `grad` the gradient maps' format (program.GRAD_FORMATS),
     which the scheme search plans with. `labels`: the class names the blob carries (LABL;
-    the caller reads them beside the model, training.head.read_labels)."""
+    the caller reads them beside the model, training.head.read_labels); `loss` what a step
+    minimises (program.LOSSES: mse for an autoencoder)."""
     if patch not in PATCH_MODES:
         raise TinypropError(f"--patch {patch}: unknown; use one of {', '.join(PATCH_MODES)}")
     check_target(target)
@@ -56,13 +57,13 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
                                    calib_shift, graph.input.shape[1:])
             samples = calibration_samples(xs, ys)
         sch, prog = auto_scheme(graph, room, samples, momentum=momentum, patch=patch,
-                                input_rows=input_rows, grad=grad)
+                                input_rows=input_rows, grad=grad, loss=loss)
     else:
         sch = parse_scheme(graph, scheme)
-        prog = build_program(graph, sch, momentum, "none", grad=grad)
+        prog = build_program(graph, sch, momentum, "none", grad=grad, loss=loss)
         if room is not None:
             prog = build_program(graph, sch, momentum, patch, input_rows,
-                                 room.scratch_limit(prog) - prog.region_bytes, grad)
+                                 room.scratch_limit(prog) - prog.region_bytes, grad, loss)
             if not room.fits(prog):
                 err = over_budget(prog, room)
                 if patch == "none":  # the first ops in tiles might have fitted
@@ -70,6 +71,7 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
                 raise err
     limit = room.scratch_limit(prog) if room is not None else None
     try:
-        return make_blob(model, sch, momentum, target, limit, patch, input_rows, grad, labels)
+        return make_blob(model, sch, momentum, target, limit, patch, input_rows, grad, labels,
+                         loss)
     except ValueError as exc:  # --input-rows on a model whose first ops cannot be tiled
         raise TinypropError(f"--input-rows: {exc}; convert without it") from exc

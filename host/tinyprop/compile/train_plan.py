@@ -20,6 +20,7 @@ from ..errors import TinypropError
 from ..frontend.graph import Graph, Op
 from ..program import (
     DEFAULT_GRAD,
+    DEFAULT_LOSS,
     F2_REDUCE_IN0,
     F2_REDUCE_IN1,
     F2_REDUCED,
@@ -32,6 +33,7 @@ from ..program import (
     F_ZERO_IN0,
     F_ZERO_IN1,
     GRAD_FORMATS,
+    LOSSES,
     NONE32,
     TrainOp,
     TrainProgram,
@@ -101,18 +103,21 @@ def backward_scratch(graph: Graph, op: Op, flags: int, fmt: str, row_len: int) -
 
 def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
                   patch: str | PatchStage = "auto", input_rows: bool = False,
-                  limit: int | None = None, grad: str = DEFAULT_GRAD) -> TrainProgram:
+                  limit: int | None = None, grad: str = DEFAULT_GRAD,
+                  loss: str = DEFAULT_LOSS) -> TrainProgram:
     """The program of `scheme` on `graph`; `momentum` plans a float32 velocity per trained
     parameter (the optimizer state, after the params in their region). `patch` (memory.py's
     choose_layout): "auto" runs the ops before the earliest trained one tile by tile when that
     is what fits `limit` bytes of arena with the fewest recomputed MACs (no stage without a
     limit), "min" for the smallest arena, "none" never, or a given stage (when it is still
     frozen under this scheme, then without in-place ops: auto's cheap costing); `input_rows`
-    reads the input in row bands; `grad` is the gradient maps' format (GRAD_FORMATS)."""
+    reads the input in row bands; `grad` is the gradient maps' format (GRAD_FORMATS); `loss`
+    what the step minimises (LOSSES: mse keeps the input in the arena until the loss reads it)."""
     if grad not in GRAD_FORMATS:
         raise TinypropError(f"--grad {grad}: unknown; use one of {', '.join(GRAD_FORMATS)}")
     tens = graph.tensors
     L = graph.logits_op().index
+    check_loss(graph, loss, input_rows)
     E = scheme.earliest()
 
     def bstep(k: int) -> int:
@@ -194,7 +199,7 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
                 sums[out] = tens[out].shape[-1]
 
     def build(stage: PatchStage | None, inplace: frozenset[int]) -> Layout:
-        return train_layout(graph, ops, alias, L, stage, inplace, grad, sums)
+        return train_layout(graph, ops, alias, L, stage, inplace, grad, sums, loss == "mse")
 
     if isinstance(patch, PatchStage):  # auto's trials: a stage chosen before (if still frozen)
         layout = build(patch if patch.n_ops <= E else None, frozenset())
@@ -210,16 +215,34 @@ def build_program(graph: Graph, scheme: SparseScheme, momentum: bool = False,
         t.scratch_offset = where.get(Buf("s", k), NONE32)
     return TrainProgram(graph, scheme, E, L, ops, act_offset, grad_offset, layout.buffers,
                         layout.offsets, layout.arena, params_off, trainable, alias, held,
-                        4 * n_velocity if momentum else 0, layout, grad)
+                        4 * n_velocity if momentum else 0, layout, grad, loss)
+
+
+def check_loss(graph: Graph, loss: str, input_rows: bool) -> None:
+    """Refuse a loss the model cannot have: mse compares the output with the input, so both
+    hold as many values and the whole input stays in the arena."""
+    if loss not in LOSSES:
+        raise TinypropError(f"--loss {loss}: unknown; use one of {', '.join(LOSSES)}")
+    if loss != "mse":
+        return
+    x, y = graph.input, graph.tensors[graph.logits_op().outputs[0]]
+    if x.size != y.size:
+        raise TinypropError(f"--loss mse: the model maps {x.size} inputs to {y.size} outputs; an "
+                            "autoencoder reconstructs its input, so give a model whose output "
+                            "has the input's size (or drop --loss mse for a classifier)")
+    if input_rows:
+        raise TinypropError("--loss mse with --input-rows: the loss reads the whole input after "
+                            "the forward pass; drop --input-rows")
 
 
 def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L: int,
                  stage: PatchStage | None, inplace: frozenset[int], grad: str = DEFAULT_GRAD,
-                 sums: dict[int, int] | None = None) -> Layout:
+                 sums: dict[int, int] | None = None, keep_input: bool = False) -> Layout:
     """The training step's arena: activations (saved ones until their op's backward), masks,
     gradients in format `grad` (`sums`: the buffers holding a sink's channel sums) and the
     backward scratch, with lifetimes in schedule steps; a tiled stage's buffers and in-place
-    ops' channel buffers as in the inference plan (memory.py)."""
+    ops' channel buffers as in the inference plan (memory.py); `keep_input`: the input until
+    the loss (mse's target)."""
     tens = graph.tensors
     sums = sums or {}
 
@@ -274,6 +297,8 @@ def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L
                 use(Buf("g", root(ti)), grad_bytes(root(ti)), bstep(k))
     logits = root(graph.ops[L].outputs[0])
     use(Buf("g", logits), grad_bytes(logits), L + 1)
+    if keep_input:
+        use_act(graph.inputs[0], L + 1)
     spans = {n.index: v for n, v in life.items() if n.kind == "a"}
     extend_for_stage(spans, stage, act)
     in_name = Buf("a", act.get(graph.inputs[0], graph.inputs[0]))

@@ -125,6 +125,15 @@ def loss_and_grad(z: np.ndarray, label: int) -> tuple[np.float32, np.ndarray]:
     return loss, g
 
 
+def mse_and_grad(y: np.ndarray, t: np.ndarray) -> tuple[np.float32, np.ndarray]:
+    """Mean squared error of float32 outputs y against targets t; gradient 2 (y - t) / n. Each
+    value in float32 and the sum in order, as tp_loss.c computes them."""
+    d = (y - t).astype(f32)
+    n = f32(d.size)
+    loss = (seqsum(d * d, 0) / n).astype(f32)
+    return loss, (d * (f32(2) / n)).astype(f32)
+
+
 class ReferenceTrainer:
     """The training state (trainable parameters) and one training step, in NumPy."""
 
@@ -202,7 +211,13 @@ class ReferenceTrainer:
         zq = vals[zt.index].reshape(-1)
         z = ((zq.astype(np.int32) - zt.zp).astype(f32) * f32(zt.s)).astype(f32)
         pred = int(np.argmax(zq))
-        loss, dz = loss_and_grad(z, label)
+        if prog.loss == "mse":  # the target: the input, dequantized
+            xt = g.input
+            t = ((np.asarray(x).reshape(-1).astype(np.int32) - xt.zp).astype(f32)
+                 * f32(xt.s)).astype(f32)
+            loss, dz = mse_and_grad(z, t)
+        else:
+            loss, dz = loss_and_grad(z, label)
         if not np.isfinite(loss):
             self.step += 1
             return StepResult(float(loss), pred, label, True, zq)
