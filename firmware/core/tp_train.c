@@ -572,18 +572,18 @@ static float step_loss(tp_session *s, const int8_t *logits, const tp_tensor *tz,
     }
     if (format == TP_GRAD_FLOAT32) {
         float *grad = grad_of(s, s->b.logits, n);
-        return target != NULL ? tp_mse_f32(logits, tz->zero_point, tz->scale, target,
-                                           tx.zero_point, tx.scale, n, grad)
-                              : tp_softmax_xent_f32(logits, tz->zero_point, tz->scale, n, label,
-                                                    grad);
+        return target != NULL
+                   ? tp_mse_f32(logits, tz->zero_point, tz->scale, target, tx.zero_point, tx.scale,
+                                n, grad)
+                   : tp_softmax_xent_f32(logits, tz->zero_point, tz->scale, n, label, grad);
     }
     tp_gm_begin(&w,
                 tp_arena_at(s, tp_tran_grad_offset(&s->b, s->b.logits),
                             (uint32_t)tp_gm_buffer_bytes(format, n)),
                 format, 1u, n, 0u, &shift, -TP_GM_LOSS_FRAC);
-    loss = target != NULL ? tp_mse_q(logits, tz->zero_point, tz->scale, target, tx.zero_point,
-                                     tx.scale, n, &w)
-                          : tp_softmax_xent_q(logits, tz->zero_point, tz->scale, n, label, &w);
+    loss = target != NULL
+               ? tp_mse_q(logits, tz->zero_point, tz->scale, target, tx.zero_point, tx.scale, n, &w)
+               : tp_softmax_xent_q(logits, tz->zero_point, tz->scale, n, label, &w);
     if (loss - loss == 0.0f) {
         tp_gm_end(&w);
     }

@@ -148,8 +148,8 @@ tp_status tp_check_train(const tp_blob_view *v, tp_fault *f)
     first = tp_tran_first(v);
     last = tp_tran_last(v);
     if (tp_rd_u32(v->train + TP_TRAN_HDR_N_TENSORS) != v->n_tensors || last >= v->n_ops ||
-        first > last || tp_tran_grad_format(v) >= TP_GRAD_FORMATS ||
-        tp_tran_loss(v) >= TP_LOSSES || tp_rd_u16(v->train + TP_TRAN_HDR_RESERVED) != 0u) {
+        first > last || tp_tran_grad_format(v) >= TP_GRAD_FORMATS || tp_tran_loss(v) >= TP_LOSSES ||
+        tp_rd_u16(v->train + TP_TRAN_HDR_RESERVED) != 0u) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TRAN_FIELDS, TRAN, TP_NO_RECORD, NONE);
     }
     if ((uint64_t)TP_TRAN_HDR_BYTES + 2ull * TP_TRAN_OFF_BYTES * v->n_tensors +

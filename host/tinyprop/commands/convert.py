@@ -11,7 +11,7 @@ from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
-from ..program import DEFAULT_GRAD, GRAD_FORMATS
+from ..program import DEFAULT_GRAD, DEFAULT_LOSS, GRAD_FORMATS, LOSSES
 from ..training.head import DEFAULT_HEAD_INIT, HEAD_INITS, read_labels
 
 
@@ -65,6 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grad", default=DEFAULT_GRAD, choices=list(GRAD_FORMATS),
                    help="the gradient maps' format: int16 or int8 values with one power-of-two "
                    f"scale per map, or float32 (docs/training.md); default {DEFAULT_GRAD}")
+    p.add_argument("--loss", default=DEFAULT_LOSS, choices=list(LOSSES),
+                   help="what training minimises: xent (softmax cross-entropy of the logits "
+                   "and the label, a classifier; default) or mse (the mean squared error of "
+                   "the output against the input: an autoencoder learning what normal is)")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer memory table and each op's kernel")
     p.add_argument("--report-json", type=Path, help="write the memory figures as JSON")
@@ -99,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
                               args.output)
     tb = build(model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
                momentum=args.momentum, target=target, patch=args.patch,
-               input_rows=args.input_rows, grad=args.grad, labels=read_labels(model))
+               input_rows=args.input_rows, grad=args.grad, labels=read_labels(model),
+               loss=args.loss)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:

@@ -1,4 +1,7 @@
-"""`tinyprop eval MODEL --data DIR`: accuracy and per-class accuracy of a model on a split.
+"""`tinyprop eval MODEL --data DIR`: accuracy and per-class accuracy of a model on a split; of
+an autoencoder (a blob converted with --loss mse, or a .tflite whose output is its input's size
+and no SOFTMAX's), the reconstruction error per class and the AUC of telling anomalies by it
+(training.anomaly).
 
 A .tflite runs in the TFLite interpreter (its reference kernels); a .tpb blob runs on an engine
 (`--board reference|host|BOARD|PORT`, BOARD a board tinyprop starts: its name or folder), with
@@ -41,7 +44,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     """(engine name, scores) of args.model on args.split."""
     from ..data.datasets import load_dataset, load_split
-    from ..training.evaluate import evaluate_engine, evaluate_tflite, label_names
+    from ..training.anomaly import is_autoencoder
+    from ..training.evaluate import (
+        engine_outputs,
+        evaluate_engine,
+        evaluate_reconstruction,
+        evaluate_tflite,
+        label_names,
+        tflite_outputs,
+    )
     from ..training.head import read_labels
 
     model: Path = args.model
@@ -57,9 +68,12 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
         t_in = graph.input
         named = read_labels(model)  # a new head's classes pick the dataset's folders
         classes = load_dataset(args.data, args.holdout, named).classes
-        names = label_names(classes, graph.tensors[graph.logits_op().outputs[0]].size, args.data)
         xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift,
                                t_in.shape[1:], args.holdout, named)
+        if is_autoencoder(graph):
+            return "tflite", evaluate_reconstruction(tflite_outputs(model, xs), xs, ys, classes,
+                                                     graph)
+        names = label_names(classes, graph.tensors[graph.logits_op().outputs[0]].size, args.data)
         return "tflite", evaluate_tflite(model, xs, ys, names)
     if model.suffix != ".tpb":
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
@@ -72,9 +86,12 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     classes = load_dataset(args.data, args.holdout, named).classes
     xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift, t_in.shape[1:],
                            args.holdout, named)
-    names = label_names(classes, tb.classes, args.data)
     with open_engine(args.board or "reference", tb) as engine:
-        return engine.name, evaluate_engine(engine, xs, ys, names)
+        if tb.autoencoder:
+            return engine.name, evaluate_reconstruction(engine_outputs(engine, xs), xs, ys,
+                                                        classes, tb.graph)
+        return engine.name, evaluate_engine(engine, xs, ys, label_names(classes, tb.classes,
+                                                                        args.data))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
+    if "auc" in result:
+        print(reconstruction_lines(args, engine, result))
+        return 0
     print(f"{args.model.name} on {args.data.name} {args.split} ({result['n']} samples, shift "
           f"{args.shift}, {engine}): accuracy {result['accuracy']:.1%}")
     for name, acc in result["per_class"].items():
@@ -92,3 +112,18 @@ def run(args: argparse.Namespace) -> int:
         if key.endswith("_per_inference"):
             print(f"  {key.replace('_', ' ')}: {value:,.0f}")
     return 0
+
+
+def reconstruction_lines(args: argparse.Namespace, engine: str, result: dict) -> str:
+    """An autoencoder's eval: the mean reconstruction error of each class and the AUC."""
+    auc = "-" if result["auc"] is None else f"{result['auc']:.3f}"
+    lines = [f"{args.model.name} on {args.data.name} {args.split} ({result['n']} samples: "
+             f"{result['n_normal']} normal, {result['n_anomalous']} anomalous; {engine}): "
+             f"reconstruction error (MSE) normal {_fmt(result['error_normal'])}, anomalous "
+             f"{_fmt(result['error_anomalous'])}; AUC {auc}"]
+    lines += [f"  {name:<12} {_fmt(err)}" for name, err in result["error_per_class"].items()]
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"

@@ -16,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("blob", type=Path, help="training blob from tinyprop convert (.tpb)")
     p.add_argument("--data", type=Path, required=True,
                    help="dataset: a folder with a sub-folder of images or .npy files a class "
-                   "(person/, non_person/ for VWW), or a .npz with x and y")
+                   "(person/, non_person/ for VWW), or a .npz with x and y; an autoencoder "
+                   "(convert --loss mse) trains on its normal/ class (or its only one)")
     p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
                    help="hold out this seeded fraction of every class (e.g. 0.3) instead of "
                    "the dataset's holdout.txt; pass the same to eval")
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engines import HParams, open_engine
     from ..monitor import plain_lines, run_dashboard
     from ..status import check_hparams
+    from ..training.anomaly import normal_samples
     from ..training.export import export_params
     from ..training.head import read_labels
     from ..training.run import (
@@ -71,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, args.shift, t_in.shape[1:],
                            args.holdout, named)
     classes = load_dataset(args.data, args.holdout, named).classes
+    if tb.autoencoder:  # it learns what normal is: from the normal samples alone
+        xs, ys = normal_samples(xs, ys, classes, args.data)
     check_samples(tb, xs, ys, args.data, classes)
     total = args.steps if args.steps is not None else len(xs) * (args.epochs or 1)
     cfg = RunConfig(args.lr, args.seed, args.schedule, args.momentum, args.checkpoint_every,

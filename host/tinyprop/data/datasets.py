@@ -129,9 +129,8 @@ def _class_folders(root: Path, classes: Sequence[str] | None) -> tuple[str, ...]
     if missing:
         raise TinypropError(f"{root}: no folder {missing[0]}/ for class {missing[0]!r}; make "
                             "one with its samples, or name the classes the folders hold")
-    if len(classes) < 2:
-        found = f"only {classes[0]}/" if classes else "no class folder"
-        raise TinypropError(f"{root}: {found}; a dataset needs a folder a class, at least two "
+    if not classes:  # one class is a dataset (an autoencoder's normal); a classifier's check
+        raise TinypropError(f"{root}: no class folder; a dataset needs a folder a class "
                             f"({_layout()})")
     if len(set(classes)) != len(classes):
         raise TinypropError(f"{root}: classes {', '.join(classes)} name a folder twice; name "
@@ -168,8 +167,6 @@ def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     if int(y.max()) >= n:
         raise TinypropError(f"{path}: y holds {int(y.max())} but classes names {n}; name every "
                             "class, or drop classes")
-    if n < 2:
-        raise TinypropError(f"{path}: one class; a dataset needs at least two")
     return x, y.astype(np.int64), names or tuple(str(i) for i in range(n))
 
 

@@ -309,13 +309,15 @@ def step_line(state: RunState, event: dict) -> str:
 
     if event.get("skipped"):
         return f"step {state.step}{total} skipped"
-    mark = "ok  " if event.get("correct") else "MISS"
     counter = "" if state.counter is None else f"  {state.counter:,.0f} {state.counter_unit}"
+    scored = ""
+    if event.get("prediction") is not None:  # an autoencoder's steps predict no class
+        mark = "ok  " if event.get("correct") else "MISS"
+        scored = (f" {mark} {name(event.get('label'))}->{name(event.get('prediction'))} acc "
+                  f"{fmt_pct(state.accuracy)} last{state.window} {fmt_pct(state.accuracy_window)}")
     return (
         f"step {state.step}{total} ep {event.get('epoch', '-')} loss {fmt_float(state.loss)}"
-        f" (ema {fmt_float(state.loss_smoothed)}) {mark} {name(event.get('label'))}"
-        f"->{name(event.get('prediction'))} acc {fmt_pct(state.accuracy)}"
-        f" last{state.window} {fmt_pct(state.accuracy_window)}"
+        f" (ema {fmt_float(state.loss_smoothed)}){scored}"
         f"{counter}"
         f"  {fmt_float(state.samples_per_s, 2)}/s ETA {fmt_duration(state.eta_s)}"
     )

@@ -1,9 +1,11 @@
 """Accuracy of a model on labelled samples: the TFLite interpreter on a .tflite, or an engine
 (the NumPy reference, the host C core, a board) on a training blob. `tinyprop eval`, the demo
-and the bench all score through here, so their figures mean the same thing.
+and the bench all score through here, so their figures mean the same thing. An autoencoder is
+scored by its reconstruction error instead (training.anomaly).
 
     evaluate_tflite(Path("vww.tflite"), xs, ys)   # {"accuracy": 0.81, "per_class": {...}, ...}
     evaluate_engine(engine, xs, ys)               # the same, plus "<unit>_per_inference" on a board
+    evaluate_reconstruction(outputs, xs, ys, classes, graph)   # {"auc": 0.93, ...}
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from ..data.datasets import CLASSES
 from ..engines import Engine
 from ..errors import TinypropError
 from ..extras import require
+from ..frontend.graph import Graph
+from .anomaly import anomaly_scores, reconstruction_errors
 
 
 def scores(labels: Sequence[int], predictions: Sequence[int],
@@ -47,9 +51,9 @@ def label_names(classes: Sequence[str], outputs: int, data: Path) -> tuple[str, 
     return tuple(classes) + tuple(f"output {i}" for i in range(len(classes), outputs))
 
 
-def tflite_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
-    """argmax of the output for each int8 sample, from TFLite's reference kernels (BUILTIN_REF:
-    the kernels tinyprop's forward pass equals bit for bit)."""
+def tflite_outputs(model: Path, xs: np.ndarray) -> np.ndarray:
+    """The int8 output of each int8 sample (N x the output's shape), from TFLite's reference
+    kernels (BUILTIN_REF: the kernels tinyprop's forward pass equals bit for bit)."""
     tf = require("tensorflow", "scoring a .tflite (the TFLite interpreter)")
 
     if not Path(model).is_file():
@@ -66,12 +70,18 @@ def tflite_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
                             "int8 .tflite model") from None
     i_in = it.get_input_details()[0]["index"]
     i_out = it.get_output_details()[0]["index"]
-    predictions = []
+    outputs = []
     for x in xs:
         it.set_tensor(i_in, x[None])
         it.invoke()
-        predictions.append(int(np.argmax(it.get_tensor(i_out)[0])))
-    return np.array(predictions, np.int64)
+        outputs.append(it.get_tensor(i_out)[0].copy())
+    return np.stack(outputs)
+
+
+def tflite_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
+    """argmax of the output for each int8 sample (tflite_outputs)."""
+    outputs = tflite_outputs(model, xs)
+    return np.argmax(outputs.reshape(len(xs), -1), axis=1).astype(np.int64)
 
 
 def evaluate_tflite(model: Path, xs: np.ndarray, ys: np.ndarray,
@@ -91,3 +101,16 @@ def evaluate_engine(engine: Engine, xs: np.ndarray, ys: np.ndarray,
     if counters:
         result[f"{engine.counter_unit}_per_inference"] = float(np.mean(counters))
     return result
+
+
+def engine_outputs(engine: Engine, xs: np.ndarray) -> np.ndarray:
+    """The int8 output of each sample on an engine in its current state (N x the output)."""
+    return np.stack([engine.infer(x) for x in xs])
+
+
+def evaluate_reconstruction(outputs: np.ndarray, xs: np.ndarray, ys: np.ndarray,
+                            classes: Sequence[str], graph: Graph) -> dict:
+    """An autoencoder's scores (anomaly.anomaly_scores) from its int8 `outputs` of the int8
+    samples xs (labels ys, of `classes`), quantized as `graph`'s input and output."""
+    errors = reconstruction_errors(outputs, xs, graph.input, graph.output)
+    return anomaly_scores(errors, ys, classes)

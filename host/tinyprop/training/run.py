@@ -93,6 +93,10 @@ def check_samples(tb: TrainingBlob, xs: np.ndarray, ys: np.ndarray, data: Path,
         raise TinypropError(f"{data}: samples of {got} ({xs[0].size} values), the model's "
                             f"{shape} input takes {tb.graph.input.size}; give samples of the "
                             "model's input shape")
+    if len(classes) < 2 and not tb.autoencoder:
+        raise TinypropError(f"{data}: only {classes[0]}; a classifier learns from two classes "
+                            "or more: add a folder (or a y value) a class, or convert an "
+                            "autoencoder (--loss mse) to learn one class as normal")
     if int(ys.max()) >= tb.classes:
         raise TinypropError(f"{data}: label {int(ys.max())} ({classes[int(ys.max())]}) is out of "
                             f"range for a model with {tb.classes} output(s); train a model with "
@@ -132,6 +136,8 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
         ev = {"type": "step", "step": step, "epoch": epoch, "label": y,
               "prediction": r.prediction, "correct": r.prediction == y,
               "loss": r.loss, "skipped": r.skipped}
+        if tb.autoencoder:  # nothing to predict: the loss is the reconstruction error
+            ev.update(prediction=None, correct=None)
         mem = dict(r.memory)
         mem.setdefault("arena_peak", tb.program.arena_bytes)
         mem.setdefault("trainable", tb.program.region_bytes)
