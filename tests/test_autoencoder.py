@@ -72,6 +72,18 @@ def test_qemu_m4_equals_numpy_under_auto(sounds):
     assert trained(tb, "qemu-m4", xs) == want
 
 
+@pytest.mark.slow
+def test_trains_on_qemu_m4_from_the_cli(sounds, tmp_path, capsys):
+    """A board's run ends with its cost per step and per inference (no class to score)."""
+    blob, log = tmp_path / "ad.tpb", tmp_path / "run.jsonl"
+    assert main(["convert", str(AD_MODEL), "-o", str(blob), "--loss", "mse"]) == 0
+    assert main(["train", str(blob), "--data", str(sounds), "--board", "qemu-m4", "--steps", "6",
+                 "--plain", "--log", str(log)]) == 0
+    summary = json.loads(log.read_text().splitlines()[-1])
+    assert summary["type"] == "summary"
+    assert summary["instructions_per_step"] > summary["instructions_per_inference"] > 0
+
+
 def eval_json(capsys, model: Path, data: Path, *extra: str) -> dict:
     assert main(["eval", str(model), "--data", str(data), "--holdout", "0.3", "--json",
                  *extra]) == 0

@@ -22,7 +22,6 @@ from ..compile.blobfile import TrainingBlob
 from ..data.datasets import CLASSES
 from ..engines import Engine
 from ..errors import TinypropError
-from .evaluate import evaluate_engine
 
 # Inferences a board's run summary takes its per-inference cost from: the count barely depends
 # on the data (rounding branches only), so a few are enough.
@@ -153,18 +152,17 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
     summary = {"type": "summary", "steps": total, "elapsed_s": round(elapsed, 3),
                "samples_per_s": round((total - start) / elapsed, 3) if elapsed > 0 else None}
     if engine.counter_unit is not None:
-        summary.update(engine_costs(engine, counters, xs, ys, cfg.classes[: tb.classes]))
+        summary.update(engine_costs(engine, counters, xs, ys))
     yield summary
 
 
-def engine_costs(engine: Engine, counters: list[int], xs: np.ndarray, ys: np.ndarray,
-                 classes: tuple[str, ...]) -> dict:
+def engine_costs(engine: Engine, counters: list[int], xs: np.ndarray, ys: np.ndarray) -> dict:
     """Summary fields of an engine that counts its cost: the counter unit, the mean counter of
     the training steps, and of an inference (INFERENCE_PROBE training samples)."""
     unit = engine.counter_unit
     probe = slice(0, INFERENCE_PROBE)
-    cost = evaluate_engine(engine, xs[probe], ys[probe], classes)
-    fields = {"counter_unit": unit, f"{unit}_per_inference": round(cost[f"{unit}_per_inference"])}
+    inferences = [r.counter for r in engine.evaluate(xs[probe], ys[probe])]
+    fields = {"counter_unit": unit, f"{unit}_per_inference": round(float(np.mean(inferences)))}
     if counters:
         fields[f"{unit}_per_step"] = round(float(np.mean(counters)))
     return fields
