@@ -4,6 +4,7 @@ mean (or zero), its class names travel with it through convert, train, export an
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,8 @@ def test_classes_through_convert_train_export_eval(base, task, tmp_path):
     assert run.returncode == 0, run.stderr
     assert read_labels(tuned) == NAMES and labels_path(tuned).is_file()
     assert '"classes":["cat","dog","owl"]' in (tmp_path / "run.jsonl").read_text()
+    # the monitor (its plain view; the dashboard folds the same state) names them too
+    assert re.search(r" (cat|dog|owl)->(cat|dog|owl) acc ", run.stdout)
     run = subprocess.run([*TINYPROP, "eval", str(tuned), "--data", str(task), "--split", "all"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
