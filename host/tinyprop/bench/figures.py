@@ -68,6 +68,7 @@ class BenchConfig:
     epochs: int = 3
     lr: float = 0.005
     seed: int = 0
+    seeds: tuple[int, ...] = ()  # the accuracy sections train once a seed (empty: `seed` once)
     board: str = "qemu-m4"
     model: str | None = None
     data: str | None = None
@@ -207,21 +208,41 @@ def board(ctx: Ctx) -> dict:
     return out
 
 
-def adapt(ctx: Ctx, tb: TrainingBlob, shift: str, engine: Engine, tag: str) -> dict:
-    """Train `engine` on the shifted train split, export as out/tuned_<tag>.tflite, score it
-    with TFLite on the shifted holdout."""
+def adapt(ctx: Ctx, tb: TrainingBlob, shift: str, engine_for: Callable[[int], Engine],
+          tag: str) -> dict:
+    """Train an engine (engine_for(seed), once a seed of the config) on the shifted train
+    split, export each as out/tuned_<tag>[_s<seed>].tflite, score it with TFLite on the shifted
+    holdout: the mean accuracy, each seed's and their range, with the holdout's size."""
     from ..training.evaluate import evaluate_tflite
     from ..training.export import export_params
 
     xs, ys = ctx.split("train", shift)
+    holdout = ctx.split("holdout", shift)
     steps = len(xs) * ctx.cfg.epochs
-    t0 = time.time()
-    drain(tb, engine, xs, ys, steps, ctx.cfg.lr, ctx.cfg.seed)
-    seconds = time.time() - t0
-    tuned = ctx.cfg.out / f"tuned_{tag}.tflite"
-    export_params(tb, engine.params(), tuned)
-    return {"accuracy_after": evaluate_tflite(tuned, *ctx.split("holdout", shift))["accuracy"],
+    seeds = ctx.cfg.seeds or (ctx.cfg.seed,)
+    runs, seconds = {}, 0.0
+    for seed in seeds:
+        t0 = time.time()
+        with engine_for(seed) as engine:
+            drain(tb, engine, xs, ys, steps, ctx.cfg.lr, seed)
+            params = engine.params()
+        seconds += time.time() - t0
+        tuned = ctx.cfg.out / (f"tuned_{tag}.tflite" if len(seeds) == 1
+                               else f"tuned_{tag}_s{seed}.tflite")
+        export_params(tb, params, tuned)
+        runs[seed] = evaluate_tflite(tuned, *holdout)["accuracy"]
+    accs = list(runs.values())
+    return {"accuracy_after": float(np.mean(accs)), "accuracy_runs": runs,
+            "accuracy_range": [min(accs), max(accs)], "holdout": len(holdout[1]),
             "steps": steps, "host_seconds": round(seconds, 1)}
+
+
+def fmt_after(r: dict) -> str:
+    """An accuracy after training: the mean, and its range when several seeds ran."""
+    if len(r.get("accuracy_runs", {})) < 2:
+        return f"{r['accuracy_after']:.1%}"
+    lo, hi = r["accuracy_range"]
+    return f"{r['accuracy_after']:.1%} ({lo:.1%}-{hi:.1%})"
 
 
 def rounding(ctx: Ctx) -> dict:
@@ -230,14 +251,19 @@ def rounding(ctx: Ctx) -> dict:
     tb, fig = ctx.blob("auto", "256KB")
     out = {"scheme": fig["scheme"], "shift": ctx.cfg.shift}
     for mode in ("stochastic", "nearest"):
-        engine = ReferenceEngine(tb, HParams(ctx.cfg.lr, ctx.cfg.seed))
-        engine.trainer.rounding, engine.trainer.tally = mode, {}
-        r = adapt(ctx, tb, ctx.cfg.shift, engine, f"rounding_{mode}")
-        t = engine.trainer.tally
+        t: dict = {}  # the tally of every seed's run
+
+        def engine_for(seed: int, mode=mode, t=t) -> ReferenceEngine:
+            engine = ReferenceEngine(tb, HParams(ctx.cfg.lr, seed))
+            engine.trainer.rounding, engine.trainer.tally = mode, t
+            return engine
+
+        r = adapt(ctx, tb, ctx.cfg.shift, engine_for, f"rounding_{mode}")
         out[mode] = {"accuracy_after": r["accuracy_after"],
+                     "accuracy_runs": r["accuracy_runs"], "holdout": r["holdout"],
                      "updates": t["n"], "sub_lsb_share": round(t["sub_lsb"] / t["n"], 4),
                      "sub_lsb_applied_over_expected": round(t["sub_applied"] / t["sub_abs"], 4)}
-        ctx.say(f"  {mode:<10} after {out[mode]['accuracy_after']:.1%}; "
+        ctx.say(f"  {mode:<10} after {fmt_after(r)}; "
                 f"{out[mode]['sub_lsb_share']:.1%} of updates under half an LSB, applied "
                 f"{out[mode]['sub_lsb_applied_over_expected']:.3f} of their sum")
     return out
@@ -260,12 +286,14 @@ def accuracy(ctx: Ctx) -> dict:
             ("last:2", ctx.blob("last:2"), ctx.cfg.shift, True),
             ("auto 256KB on night", night, "night", True)):
         # the host C core: the board's arithmetic, bit for bit
-        with open_engine("host", tb, HParams(ctx.cfg.lr, ctx.cfg.seed, qas)) as engine:
-            r = adapt(ctx, tb, shift, engine, f"{shift}_{tb.program.scheme.name}_{int(qas)}")
+        r = adapt(ctx, tb, shift,
+                  lambda seed, tb=tb, qas=qas: open_engine("host", tb,
+                                                           HParams(ctx.cfg.lr, seed, qas)),
+                  f"{shift}_{tb.program.scheme.name}_{int(qas)}")
         out["runs"][label] = {"shift": shift, "scheme": fig["scheme"], "qas": qas,
                               "accuracy_before": before[shift], **r,
                               "memory_total": fig["total"]}
-        ctx.say(f"  {label:<24} {shift:<6} {before[shift]:.1%} -> {r['accuracy_after']:.1%}")
+        ctx.say(f"  {label:<24} {shift:<6} {before[shift]:.1%} -> {fmt_after(r)}")
     return out
 
 
@@ -276,11 +304,15 @@ def baseline(ctx: Ctx, measured: dict) -> dict:
     h5 = resolve_model(None, variant="h5")
     out = {}
     for shift in dict.fromkeys((ctx.cfg.shift, "night")):
-        f = float_finetune(h5, ctx.data, shift, epochs=20, lr=1e-4, seed=ctx.cfg.seed)
-        row = {k: f[k] for k in ("accuracy_before", "accuracy_after", "epochs", "lr")}
+        fs = {seed: float_finetune(h5, ctx.data, shift, epochs=20, lr=1e-4, seed=seed)
+              for seed in ctx.cfg.seeds or (ctx.cfg.seed,)}
+        accs = [f["accuracy_after"] for f in fs.values()]
+        row = {k: next(iter(fs.values()))[k] for k in ("accuracy_before", "epochs", "lr")}
+        row.update(accuracy_after=float(np.mean(accs)), accuracy_range=[min(accs), max(accs)],
+                   accuracy_runs={seed: f["accuracy_after"] for seed, f in fs.items()})
         runs = [r for r in measured.get("runs", {}).values()
                 if r["shift"] == shift and r["qas"] and r["scheme"].startswith("auto")]
-        gain = f["accuracy_after"] - f["accuracy_before"]
+        gain = row["accuracy_after"] - row["accuracy_before"]
         if runs and gain > 0:
             ours = runs[0]["accuracy_after"] - runs[0]["accuracy_before"]
             row["sparse_gain_over_float_gain"] = round(ours / gain, 3)
@@ -332,8 +364,8 @@ def _train_score(ctx: Ctx, tb: TrainingBlob, shift: str, tag: str) -> dict:
     """Train on the host C core (the board's arithmetic, bit for bit) and score the export."""
     from ..engines import open_engine
 
-    with open_engine("host", tb, HParams(ctx.cfg.lr, ctx.cfg.seed)) as engine:
-        return adapt(ctx, tb, shift, engine, tag)
+    return adapt(ctx, tb, shift, lambda seed: open_engine("host", tb, HParams(ctx.cfg.lr, seed)),
+                 tag)
 
 
 def grads(ctx: Ctx) -> dict:
@@ -347,10 +379,9 @@ def grads(ctx: Ctx) -> dict:
         for fmt in GRAD_FORMATS:
             tb, fig = ctx.blob("auto", "256KB", shift=shift, grad=fmt)
             r = _train_score(ctx, tb, shift, f"grads_{shift}_{fmt}")
-            row[fmt] = {"scheme": fig["scheme"], "planned_bytes": fig["total"],
-                        "accuracy_after": r["accuracy_after"], "host_seconds": r["host_seconds"]}
+            row[fmt] = {"scheme": fig["scheme"], "planned_bytes": fig["total"], **r}
             ctx.say(f"  {shift:<7} {fmt:<8} {fig['total']:>8,} B  {before:.1%} -> "
-                    f"{r['accuracy_after']:.1%}  {fig['scheme']}")
+                    f"{fmt_after(r)}  {fig['scheme']}")
         out["shifts"][shift] = row
     return out
 
@@ -367,8 +398,8 @@ def frontier(ctx: Ctx) -> dict:
             continue
         r = _train_score(ctx, tb, ctx.cfg.shift, f"frontier_{kb}")
         rows.append({"budget_kb": kb, "planned_bytes": fig["total"], "scheme": fig["scheme"],
-                     "accuracy_after": r["accuracy_after"]})
-        ctx.say(f"  {kb:>4} KB  {fig['total']:>8,} B  {r['accuracy_after']:.1%}  {fig['scheme']}")
+                     **r})
+        ctx.say(f"  {kb:>4} KB  {fig['total']:>8,} B  {fmt_after(r)}  {fig['scheme']}")
     out = {"shift": ctx.cfg.shift, "grad": ctx.blob("auto", "256KB")[0].program.grad,
            "rows": rows, "tflm_inference_arena": tflm_arena(ctx.model)}
     out["png"] = str(draw_frontier(out, ctx.cfg.out / "frontier.png"))

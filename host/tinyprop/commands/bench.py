@@ -18,6 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="+", default=[], metavar="SEED",
+                   help="train the accuracy sections once a seed and report the mean and range "
+                   "(e.g. --seeds 1 2 3; default: --seed once)")
     p.add_argument("--board", default="qemu-m4", help="board of the board section")
     p.add_argument("--model", help="MLPerf VWW int8 .tflite (default: TINYPROP_ASSETS or cache)")
     p.add_argument("--data", help="dataset dir (default: TINYPROP_ASSETS/datasets/vww-mini)")
@@ -30,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from ..bench.figures import BenchConfig, Ctx, measure_section
 
     args.out.mkdir(parents=True, exist_ok=True)
-    cfg = BenchConfig(args.shift, args.epochs, args.lr, args.seed, args.board, args.model,
-                      args.data, args.out)
+    cfg = BenchConfig(args.shift, args.epochs, args.lr, args.seed, tuple(args.seeds),
+                      args.board, args.model, args.data, args.out)
     ctx = Ctx(cfg, say=lambda line: print(line, flush=True))
     result: dict = {"model": str(ctx.model), "shift": args.shift}
     t0 = time.time()
