@@ -316,9 +316,9 @@ def small_classifier(seed: int = 0) -> Graph:
 def stage_case(seed: int) -> Case:
     """A graph whose first ops can run as a tiled stage (compile/patch.py): a random chain over
     a map of 9..30 pixels a side of CONV_2D (1x1 to 7x7, strides 1 and 2, SAME and VALID),
-    DEPTHWISE_CONV_2D (multipliers 1 and 2), PAD, AVERAGE_POOL_2D and MobileNetV2 residual
-    blocks (1x1 expansion, depthwise, 1x1 projection, ADD), then a 1x1 CONV_2D and MEAN that
-    run whole."""
+    DEPTHWISE_CONV_2D (multipliers 1 and 2), PAD, AVERAGE_POOL_2D, MAX_POOL_2D and MobileNetV2
+    residual blocks (1x1 expansion, depthwise, 1x1 projection, ADD), then a 1x1 CONV_2D and
+    MEAN that run whole."""
     r = np.random.default_rng([seed, 0x7173])
     b = _Builder(r)
     h, w = int(r.integers(9, 31)), int(r.integers(9, 31))
@@ -351,13 +351,13 @@ def stage_case(seed: int) -> Case:
             desc.append(f"pad{pads}")
         elif kind == "pool":
             kk = (min(int(r.integers(2, 4)), hh), min(int(r.integers(2, 4)), ww))
-            geo = conv_geometry(Op(0, "AVERAGE_POOL_2D", [], [],
-                                   dict(stride=(s, s), padding=pad)), (hh, ww), kk)
+            pool = str(r.choice(["AVERAGE_POOL_2D", "MAX_POOL_2D"]))
+            geo = conv_geometry(Op(0, pool, [], [], dict(stride=(s, s), padding=pad)), (hh, ww),
+                                kk)
             out = b.act("pool", (1, *geo["out_hw"], c), scale=t.s, zp=t.zp)
-            b.op("AVERAGE_POOL_2D", [y], out, stride=(s, s), padding=pad, filter=kk,
-                 activation="NONE")
+            b.op(pool, [y], out, stride=(s, s), padding=pad, filter=kk, activation="NONE")
             y = out
-            desc.append(f"pool{kk}s{s}{pad[0]}")
+            desc.append(f"{pool}{kk}s{s}{pad[0]}")
         else:
             e = b.conv(y, "CONV_2D", k=(1, 1), cout=c * int(r.integers(2, 5)), act="RELU6")
             d = b.conv(e, "DEPTHWISE_CONV_2D", k=(3, 3), act="RELU6")

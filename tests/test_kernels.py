@@ -23,7 +23,7 @@ from tinyprop.compile.blobfile import TrainingBlob, make_blob
 from tinyprop.compile.scheme import LayerUpdate, parse_scheme
 from tinyprop.compile.train_plan import build_program
 from tinyprop.engines import BlobModel, HParams
-from tinyprop.engines.native import NativeEngine
+from tinyprop.engines.native import NativeEngine, blob_fault, blob_status
 from tinyprop.engines.reference import ReferenceEngine
 from tinyprop.frontend.tflite_reader import read_tflite
 from tinyprop.program import F2_REDUCED, F_GRAD_IN0, GRAD_FORMATS
@@ -142,3 +142,19 @@ def test_a_max_pool_runs_tile_by_tile_in_the_frozen_first_ops():
     c = NativeEngine(tb)
     assert all(np.array_equal(c.infer(x), Forward(graph).run(x)) for x in xs)
     _train_both(tb, xs, 8)
+
+
+def test_a_max_pool_changing_the_quantization_is_refused_in_one_line():
+    """TFLite's int8 max pool keeps its input's scale and zero point; a blob whose max pool
+    does not is refused by the loader, naming the op and the check."""
+    for what in ("zero_point", "scale"):
+        g = forward_case("MAX_POOL_2D", 0).graph
+        assert blob_status(pack_blob(g, 0)) == "TP_OK"
+        y = g.tensors[g.ops[-1].outputs[0]]
+        if what == "zero_point":
+            y.zero_point = y.zero_point ^ 1
+        else:
+            y.scale = y.scale * np.float32(2)
+        assert blob_fault(pack_blob(g, 0)) == (
+            f"TP_ERR_BLOB_INVALID: OPS record {g.ops[-1].index}: the operands' shapes, "
+            "quantization or parameter counts do not fit the op's kind (check op_shapes)"), what
