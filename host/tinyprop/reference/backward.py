@@ -536,8 +536,8 @@ def max_pool_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
     raster order: overlapping windows accumulate."""
     buf = buf.copy()
     ch = np.arange(buf.shape[3])
-    for oy, ox, ys, xs in pool_argmax(values[op.inputs[0]], p.geometry):
-        buf[0, ys, xs, ch] = buf[0, ys, xs, ch] + dy[0, oy, ox]
+    for oy, ox, rows, cols in pool_argmax(values[op.inputs[0]], p.geometry):
+        buf[0, rows, cols, ch] = buf[0, rows, cols, ch] + dy[0, oy, ox]
     return buf
 
 
@@ -546,8 +546,8 @@ def max_pool_grad_int(graph: Graph, op: Op, p: OpParams, pos: int, dy: GradMap,
     x = values[op.inputs[0]]
     v = np.zeros(x.shape, np.int64)
     ch = np.arange(x.shape[3])
-    for oy, ox, ys, xs in pool_argmax(x, p.geometry):
-        v[0, ys, xs, ch] += dy.q[0, oy, ox]
+    for oy, ox, rows, cols in pool_argmax(x, p.geometry):
+        v[0, rows, cols, ch] += dy.q[0, oy, ox]
     return v, dy.e
 
 
