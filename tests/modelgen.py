@@ -185,6 +185,29 @@ def avgpool_valid_nondivide():
                 L.AveragePooling2D((3, 2), strides=(1, 2), padding="valid"), seed=16)
 
 
+def maxpool_same_odd():
+    L = _keras().layers
+    return _seq((13, 11, 4), L.Conv2D(4, 1, activation="relu"),
+                L.MaxPooling2D(3, strides=2, padding="same"),
+                L.MaxPooling2D((2, 3), strides=(2, 2), padding="same"), seed=26)
+
+
+def maxpool_valid_fused():
+    """Max pools whose windows do not divide the map, the converter fusing RELU and RELU6."""
+    L = _keras().layers
+    return _seq((7, 7, 4), L.Conv2D(5, 1), L.MaxPooling2D(2, padding="valid"), L.ReLU(),
+                L.MaxPooling2D((3, 2), strides=(1, 2), padding="valid"), L.ReLU(6.0), seed=27)
+
+
+def maxpool_cnn():
+    """A classic small CNN: conv, max pool, conv, overlapping max pool, MEAN, FC (training
+    through max pools: tests/test_kernels.py)."""
+    L = _keras().layers
+    return _seq((12, 12, 3), L.Conv2D(8, 3, padding="same", activation="relu"),
+                L.MaxPooling2D(2), L.Conv2D(8, 3, padding="same", activation="relu"),
+                L.MaxPooling2D(3, strides=2, padding="same"), *_head(L, 3), seed=28)
+
+
 def mean_keepdims():
     L = _keras().layers
     return _seq((7, 7, 6), L.Conv2D(6, 3, padding="same", activation="relu"),
@@ -261,8 +284,9 @@ MODELS: dict[str, Callable] = {f.__name__: f for f in (
     conv1x1_none, conv3x3_same_relu, conv3x3_valid_s2_relu6, conv5x5_same_s2, conv_nonsquare,
     conv_bn_relu, dw_m1_relu6, dw_m2_valid, dw_s2_same_odd, dw_m2_s2_same, fc_flatten,
     fc_dense_only, add_residual_scales, add_relu, avgpool_same_odd, avgpool_valid_nondivide,
-    mean_keepdims, mean_nokeep, pad_asym_conv, pad_asym_pool, odd_7x7_stack, mbv2_block,
-    mbv1_tail, fc_per_tensor, softmax_wide,
+    maxpool_same_odd, maxpool_valid_fused, maxpool_cnn, mean_keepdims, mean_nokeep,
+    pad_asym_conv, pad_asym_pool, odd_7x7_stack, mbv2_block, mbv1_tail, fc_per_tensor,
+    softmax_wide,
 )}
 MODELS["mean_same_quant"] = mean_nokeep
 MODELS["mean_keepdims_same_quant"] = mean_keepdims
@@ -272,9 +296,11 @@ PER_TENSOR_DENSE = {"fc_per_tensor"}
 # Models the reader must refuse (tests/test_convert_errors.py), with the op it must name.
 
 
-def max_pool():
-    L = _keras().layers
-    return _seq((8, 8, 3), L.Conv2D(4, 3, padding="same"), L.MaxPooling2D(2), seed=30)
+def multiply():
+    def body(L, x):
+        return L.Multiply()([L.Conv2D(3, 1)(x), L.Conv2D(3, 3, padding="same")(x)])
+
+    return _functional((8, 8, 3), body, seed=30)
 
 
 def concatenation():
@@ -301,14 +327,15 @@ def dilated_depthwise():
 
 
 REFUSED: dict[str, Callable] = {f.__name__: f for f in (
-    max_pool, concatenation, tanh, dilated_conv, dilated_depthwise,
+    multiply, concatenation, tanh, dilated_conv, dilated_depthwise,
 )}
 # A float model: the same Keras model converted without quantization.
 FLOAT_MODELS = {"float_conv": conv3x3_same_relu}
 
 
 _C, _D, _F, _A = "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD"
-_P, _M, _PAD, _R, _S = "AVERAGE_POOL_2D", "MEAN", "PAD", "RESHAPE", "SOFTMAX"
+_P, _X, _M, _PAD = "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "PAD"
+_R, _S = "RESHAPE", "SOFTMAX"
 EXPECTED_OPS: dict[str, set[str]] = {
     "conv1x1_none": {_C},
     "conv3x3_same_relu": {_C, _M, _F, _S},
@@ -326,6 +353,9 @@ EXPECTED_OPS: dict[str, set[str]] = {
     "add_relu": {_C, _D, _A},
     "avgpool_same_odd": {_C, _P},
     "avgpool_valid_nondivide": {_C, _P},
+    "maxpool_same_odd": {_C, _X},
+    "maxpool_valid_fused": {_C, _X},
+    "maxpool_cnn": {_C, _X, _M, _F, _S},
     "mean_keepdims": {_C, _M, _R, _S},
     "mean_nokeep": {_C, _M, _F, _S},
     "pad_asym_conv": {_PAD, _C, _D},

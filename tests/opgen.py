@@ -19,9 +19,9 @@ from tinyprop.frontend.graph import Graph, Op, Tensor
 from tinyprop.frontend.opparams import conv_geometry
 
 FORWARD_KINDS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "AVERAGE_POOL_2D",
-                 "MEAN", "PAD", "SOFTMAX")
+                 "MEAN", "PAD", "SOFTMAX", "MAX_POOL_2D")
 GRADIENT_KINDS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "AVERAGE_POOL_2D",
-                  "MEAN", "PAD")
+                  "MEAN", "PAD", "MAX_POOL_2D")
 
 
 @dataclass
@@ -129,6 +129,12 @@ def _spatial(r: np.random.Generator, k=(1, 1)) -> tuple[int, int, int]:
     return h, w, int(r.integers(1, 20))
 
 
+def _pool_activation(r: np.random.Generator, kind: str) -> str:
+    """A max pool's fused activation (drawn); an average pool's cases keep NONE (and their
+    draws)."""
+    return str(r.choice(["NONE", "RELU", "RELU6"])) if kind == "MAX_POOL_2D" else "NONE"
+
+
 def forward_case(kind: str, seed: int) -> Case:
     """A graph whose last op is `kind`, its parameters drawn from `seed`."""
     r = np.random.default_rng([seed, FORWARD_KINDS.index(kind)])
@@ -153,17 +159,18 @@ def forward_case(kind: str, seed: int) -> Case:
         act = str(r.choice(["NONE", "RELU", "RELU6"]))
         b.op("ADD", [a, x], y, activation=act)
         desc = f"{h}x{w}x{c} {act}"
-    elif kind == "AVERAGE_POOL_2D":
+    elif kind in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
         k = (int(r.integers(1, 5)), int(r.integers(1, 5)))
         h, w, c = _spatial(r, k)
         x = b.act("x", (1, h, w, c))
         stride, padding = (int(r.integers(1, 4)), int(r.integers(1, 4))), str(
             r.choice(["SAME", "VALID"]))
+        act = _pool_activation(r, kind)
         geo = conv_geometry(Op(0, kind, [], [], dict(stride=stride, padding=padding)), (h, w), k)
         t = b.tensors[x]
         y = b.act("y", (1, *geo["out_hw"], c), scale=t.s, zp=t.zp)
-        b.op(kind, [x], y, stride=stride, padding=padding, filter=k, activation="NONE")
-        desc = f"{h}x{w}x{c} k={k} stride={stride} {padding}"
+        b.op(kind, [x], y, stride=stride, padding=padding, filter=k, activation=act)
+        desc = f"{h}x{w}x{c} k={k} stride={stride} {padding} {act}"
     elif kind == "MEAN":
         h, w, c = _spatial(r)
         x = b.act("x", (1, h, w, c))
@@ -221,15 +228,16 @@ def training_case(kind: str, seed: int) -> Case:
         b.op("ADD", [a, a2], y, activation=str(r.choice(["NONE", "RELU"])))
         trained[1] = None
         desc = "two trained branches"
-    elif kind == "AVERAGE_POOL_2D":
+    elif kind in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
         k = (int(r.integers(1, 4)), int(r.integers(1, 4)))
         stride = (int(r.integers(1, 3)), int(r.integers(1, 3)))
         padding = str(r.choice(["SAME", "VALID"]))
+        act = _pool_activation(r, kind)
         geo = conv_geometry(Op(0, kind, [], [], dict(stride=stride, padding=padding)), (h, w), k)
         t = b.tensors[a]
         y = b.act("pool", (1, *geo["out_hw"], t.shape[3]), scale=t.s, zp=t.zp)
-        b.op(kind, [a], y, stride=stride, padding=padding, filter=k, activation="NONE")
-        desc = f"k={k} stride={stride} {padding}"
+        b.op(kind, [a], y, stride=stride, padding=padding, filter=k, activation=act)
+        desc = f"k={k} stride={stride} {padding} {act}"
     elif kind == "MEAN":
         y = b.act("mean", (1, 1, 1, b.tensors[a].shape[3]))
         b.op(kind, [a, b.const_int32("axes", [1, 2])], y, keep_dims=True)
@@ -308,9 +316,9 @@ def small_classifier(seed: int = 0) -> Graph:
 def stage_case(seed: int) -> Case:
     """A graph whose first ops can run as a tiled stage (compile/patch.py): a random chain over
     a map of 9..30 pixels a side of CONV_2D (1x1 to 7x7, strides 1 and 2, SAME and VALID),
-    DEPTHWISE_CONV_2D (multipliers 1 and 2), PAD, AVERAGE_POOL_2D and MobileNetV2 residual
-    blocks (1x1 expansion, depthwise, 1x1 projection, ADD), then a 1x1 CONV_2D and MEAN that
-    run whole."""
+    DEPTHWISE_CONV_2D (multipliers 1 and 2), PAD, AVERAGE_POOL_2D, MAX_POOL_2D and MobileNetV2
+    residual blocks (1x1 expansion, depthwise, 1x1 projection, ADD), then a 1x1 CONV_2D and
+    MEAN that run whole."""
     r = np.random.default_rng([seed, 0x7173])
     b = _Builder(r)
     h, w = int(r.integers(9, 31)), int(r.integers(9, 31))
@@ -343,13 +351,13 @@ def stage_case(seed: int) -> Case:
             desc.append(f"pad{pads}")
         elif kind == "pool":
             kk = (min(int(r.integers(2, 4)), hh), min(int(r.integers(2, 4)), ww))
-            geo = conv_geometry(Op(0, "AVERAGE_POOL_2D", [], [],
-                                   dict(stride=(s, s), padding=pad)), (hh, ww), kk)
+            pool = str(r.choice(["AVERAGE_POOL_2D", "MAX_POOL_2D"]))
+            geo = conv_geometry(Op(0, pool, [], [], dict(stride=(s, s), padding=pad)), (hh, ww),
+                                kk)
             out = b.act("pool", (1, *geo["out_hw"], c), scale=t.s, zp=t.zp)
-            b.op("AVERAGE_POOL_2D", [y], out, stride=(s, s), padding=pad, filter=kk,
-                 activation="NONE")
+            b.op(pool, [y], out, stride=(s, s), padding=pad, filter=kk, activation="NONE")
             y = out
-            desc.append(f"pool{kk}s{s}{pad[0]}")
+            desc.append(f"{pool}{kk}s{s}{pad[0]}")
         else:
             e = b.conv(y, "CONV_2D", k=(1, 1), cout=c * int(r.integers(2, 5)), act="RELU6")
             d = b.conv(e, "DEPTHWISE_CONV_2D", k=(3, 3), act="RELU6")

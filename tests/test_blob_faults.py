@@ -69,8 +69,8 @@ def corrupted() -> dict[str, tuple[bytes, str]]:
     return {
         # op 2, a 3x3 depthwise convolution, claims a 2-row kernel: its weights are 3x3
         "op shape": (patched(blob, field_at(blob, b"OPS ", blob_layout.OP, 2, "k"), "<B", 2),
-                     "TP_ERR_BLOB_INVALID: OPS record 2: the operands' shapes or the parameter "
-                     "counts do not fit the op's kind (check op_shapes)"),
+                     "TP_ERR_BLOB_INVALID: OPS record 2: the operands' shapes, quantization or "
+                     "parameter counts do not fit the op's kind (check op_shapes)"),
         # tensor 7, op 2's weights, placed at the end of DATA
         "tensor bounds": (patched(blob, field_at(blob, b"TENS", blob_layout.TENSOR, 7, "offset"),
                                   "<I", data_len),

@@ -20,7 +20,7 @@ OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.start
 
 # generated model -> (operator kind the reader must name, words of the advice it must give)
 REFUSALS = {
-    "max_pool": ("MAX_POOL_2D", "rebuild the model"),
+    "multiply": ("MUL", "rebuild the model"),
     "concatenation": ("CONCATENATION", "rebuild the model"),
     "tanh": ("TANH", "rebuild the model"),
     "dilated_conv": ("CONV_2D", "dilation_rate=1"),
@@ -114,7 +114,7 @@ def convert(model: Path, out: Path) -> subprocess.CompletedProcess:
 
 @needs_convert
 def test_cli_refusals_exit_2_with_one_line(tmp_path, float_model, good_model):
-    cases = [modelgen.build_tflite("max_pool"), modelgen.build_tflite("dilated_conv"),
+    cases = [modelgen.build_tflite("multiply"), modelgen.build_tflite("dilated_conv"),
              float_model, tmp_path / "absent.tflite", *_not_tflite_files(tmp_path, good_model)[:2]]
     out = tmp_path / "out.tpb"
     for model in cases:

@@ -116,7 +116,7 @@ def _features(graph: Graph) -> set[str]:
             a, b = (t[i] for i in op.inputs)
             if a.s != b.s:
                 out.add(f"{k} different input scales")
-        elif k == "AVERAGE_POOL_2D":
+        elif k in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
             (kh, kw), (oh, ow) = o["filter"], p.geometry["out_hw"]
             h, w = t[op.inputs[0]].shape[1:3]
             sh, sw = o["stride"]
@@ -153,6 +153,8 @@ REQUIRED_FEATURES = {
     "ADD different input scales", "ADD fused NONE", "ADD fused RELU",
     "AVERAGE_POOL_2D SAME window not dividing the map",
     "AVERAGE_POOL_2D VALID window not dividing the map",
+    "MAX_POOL_2D SAME window not dividing the map", "MAX_POOL_2D VALID window not dividing the map",
+    "MAX_POOL_2D fused NONE", "MAX_POOL_2D fused RELU", "MAX_POOL_2D fused RELU6",
     "MEAN keep_dims=True new quantization", "MEAN keep_dims=False new quantization",
     "MEAN keep_dims=True same quantization", "MEAN keep_dims=False same quantization",
     "PAD asymmetric", "RESHAPE", "SOFTMAX",

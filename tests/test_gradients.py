@@ -76,6 +76,7 @@ def _pad_add_mean():
     return modelgen._functional((10, 10, 4), body, seed=42)
 
 
+MODELGEN = ("mbv2_block", "fc_flatten", "maxpool_cnn")
 GENERATED = {"pad_add_flatten": (_pad_add_flatten, {"PAD", "ADD", "RESHAPE", "AVERAGE_POOL_2D"}),
              "pad_add_mean": (_pad_add_mean, {"PAD", "ADD", "MEAN", "DEPTHWISE_CONV_2D"})}
 
@@ -106,8 +107,9 @@ def cases(tf, vww_model_path, vww_data_dir, tmp_path_factory):
         for fmt in COSINE_MIN:
             out[name, fmt] = (g, build_program(g, parse_scheme(g, f"last:{k}"), grad=fmt),
                               modelgen.sample_inputs(path, 3, seed=5))
-    # from modelgen's cached set: MobileNetV2 block (ADD, MEAN), and Flatten (RESHAPE) -> FC
-    for name in ("mbv2_block", "fc_flatten"):
+    # from modelgen's cached set: MobileNetV2 block (ADD, MEAN), Flatten (RESHAPE) -> FC, and
+    # a CNN with max pools between its trained layers
+    for name in MODELGEN:
         path = modelgen.build_tflite(name)
         g = read_tflite(path)
         k = len(g.weighted_ops())
@@ -183,6 +185,8 @@ def tf_gradients(tf, graph, program, x: np.ndarray, label: int,
             return xin + act[op.inputs[1]]
         if kind == "AVERAGE_POOL_2D":
             return tf.nn.avg_pool2d(xin, o["filter"], o["stride"], o["padding"])
+        if kind == "MAX_POOL_2D":  # its gradient goes to the first of equals, as ours
+            return tf.nn.max_pool2d(xin, o["filter"], o["stride"], o["padding"])
         if kind == "MEAN":
             return tf.reshape(tf.reduce_mean(xin, axis=(1, 2)), t[op.outputs[0]].shape)
         if kind == "PAD":
@@ -245,7 +249,7 @@ def layer_cosines(tf, graph, program, xs, mistake: str | None = None) -> dict[st
 
 
 @pytest.mark.parametrize("fmt", list(COSINE_MIN))
-@pytest.mark.parametrize("name", ["vww", *GENERATED, "mbv2_block", "fc_flatten"])
+@pytest.mark.parametrize("name", ["vww", *GENERATED, *MODELGEN])
 def test_reference_gradients_match_tensorflow_autodiff(name, fmt, cases, tf):
     graph, program, xs = cases[name, fmt]
     cos = layer_cosines(tf, graph, program, xs)

@@ -14,16 +14,19 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
+import modelgen
 import numpy as np
 import pytest
 from opgen import FORWARD_KINDS, GRADIENT_KINDS, forward_case, random_input, training_case
 from tinyprop.compile.blob import pack_blob
-from tinyprop.compile.blobfile import TrainingBlob
-from tinyprop.compile.scheme import LayerUpdate
+from tinyprop.compile.blobfile import TrainingBlob, make_blob
+from tinyprop.compile.scheme import LayerUpdate, parse_scheme
 from tinyprop.compile.train_plan import build_program
 from tinyprop.engines import BlobModel, HParams
-from tinyprop.engines.native import NativeEngine
-from tinyprop.program import F2_REDUCED, GRAD_FORMATS
+from tinyprop.engines.native import NativeEngine, blob_fault, blob_status
+from tinyprop.engines.reference import ReferenceEngine
+from tinyprop.frontend.tflite_reader import read_tflite
+from tinyprop.program import F2_REDUCED, F_GRAD_IN0, GRAD_FORMATS
 from tinyprop.reference.backward import ReferenceTrainer
 from tinyprop.reference.forward import Forward
 
@@ -99,3 +102,59 @@ def test_generated_cases_cover_what_they_claim():
     shifts = np.concatenate([op_params(g, g.ops[-1]).shift for g in
                              (forward_case("CONV_2D", s).graph for s in range(CASES))])
     assert (shifts > 0).any() and (shifts < 0).any()
+
+
+def _train_both(tb, xs, steps: int) -> None:
+    """C and reference side by side from one blob: each step's loss and prediction agree, the
+    arena's high-water mark is within the plan, and the parameters end equal."""
+    ours = NativeEngine(tb, HParams(lr=0.05, seed=3))
+    theirs = ReferenceEngine(tb, HParams(lr=0.05, seed=3))
+    for step in range(steps):
+        x, label = xs[step % len(xs)], step % tb.classes
+        a, b = ours.train(x, label), theirs.train(x, label)
+        assert (a.loss, a.prediction) == (b.loss, b.prediction), step
+        assert a.memory["arena_peak"] <= tb.program.arena_bytes
+    assert ours.params() == theirs.params()
+
+
+@pytest.mark.parametrize("grad", GRAD_FORMATS)
+def test_a_keras_cnn_trains_through_its_max_pools_bit_exactly(grad):
+    """modelgen's maxpool_cnn (conv, max pool 2x2, conv, max pool 3x3/2 SAME, MEAN, FC) with
+    its three weighted layers trained: both max pools pass their gradient down (their inputs
+    kept for the backward), and the C core trains as the reference does."""
+    path = modelgen.build_tflite("maxpool_cnn")
+    graph = read_tflite(path)
+    tb = make_blob(path, parse_scheme(graph, "last:3"), grad=grad)
+    pools = [op.index for op in graph.ops if op.kind == "MAX_POOL_2D"]
+    assert len(pools) == 2 and all(tb.program.ops[k].flags & F_GRAD_IN0 for k in pools)
+    _train_both(tb, modelgen.sample_inputs(path, 6, seed=11), 12)
+
+
+def test_a_max_pool_runs_tile_by_tile_in_the_frozen_first_ops():
+    """The same model with only its last conv and FC trained and the smallest arena: the first
+    conv and max pool run as a tiled stage, and inference and training stay the reference's."""
+    path = modelgen.build_tflite("maxpool_cnn")
+    graph = read_tflite(path)
+    tb = make_blob(path, parse_scheme(graph, "last:2"), patch="min")
+    stage = tb.program.layout.stage
+    assert stage is not None and "MAX_POOL_2D" in {op.kind for op in graph.ops[:stage.n_ops]}
+    xs = modelgen.sample_inputs(path, 6, seed=12)
+    c = NativeEngine(tb)
+    assert all(np.array_equal(c.infer(x), Forward(graph).run(x)) for x in xs)
+    _train_both(tb, xs, 8)
+
+
+def test_a_max_pool_changing_the_quantization_is_refused_in_one_line():
+    """TFLite's int8 max pool keeps its input's scale and zero point; a blob whose max pool
+    does not is refused by the loader, naming the op and the check."""
+    for what in ("zero_point", "scale"):
+        g = forward_case("MAX_POOL_2D", 0).graph
+        assert blob_status(pack_blob(g, 0)) == "TP_OK"
+        y = g.tensors[g.ops[-1].outputs[0]]
+        if what == "zero_point":
+            y.zero_point = y.zero_point ^ 1
+        else:
+            y.scale = y.scale * np.float32(2)
+        assert blob_fault(pack_blob(g, 0)) == (
+            f"TP_ERR_BLOB_INVALID: OPS record {g.ops[-1].index}: the operands' shapes, "
+            "quantization or parameter counts do not fit the op's kind (check op_shapes)"), what

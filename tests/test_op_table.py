@@ -19,7 +19,7 @@ from tinyprop.engines.native import blob_status
 from tinyprop.frontend.ops import spec
 from tinyprop.paths import REPO_ROOT as REPO
 
-TEST_COPY = 10  # the extra row's code: the next after the list's
+TEST_COPY = 11  # the extra row's code: the next after the list's
 ROW = f"TP_OPS_EXTRA(X)=X(TEST_COPY, {TEST_COPY}, test_copy, 0, 1, 0, 0, 0)"
 
 

@@ -44,11 +44,11 @@ def _negate(graph, op, p, values) -> np.ndarray:
     return np.clip(2 * zp - values[op.inputs[0]].astype(np.int64), -128, 127).astype(np.int8)
 
 
-def _negate_grad(graph, op, p, pos, dy, buf) -> np.ndarray:
+def _negate_grad(graph, op, p, pos, dy, buf, values) -> np.ndarray:
     return (buf - dy).astype(np.float32)
 
 
-def _negate_grad_int(graph, op, p, pos, dy: GradMap):
+def _negate_grad_int(graph, op, p, pos, dy: GradMap, values):
     return -dy.q, dy.e
 
 
@@ -112,7 +112,7 @@ def test_the_negation_flips_the_gradient_it_passes(negate):
     db, _ = step_gradients(prog, x, 0)[0]
     passing = ops.register(ops.OpSpec(
         "TEST_PASS", 201, forward=_negate, window="same",
-        grad=lambda g, op, p, pos, dy, buf: (buf + dy).astype(np.float32)))
+        grad=lambda g, op, p, pos, dy, buf, values: (buf + dy).astype(np.float32)))
     try:
         graph.ops[k].kind = passing.kind
         db_pass, _ = step_gradients(prog, x, 0)[0]

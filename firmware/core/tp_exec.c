@@ -193,6 +193,13 @@ void tp_exec_avg_pool2d(const tp_op_run *r)
     kernels_of(r->s)->avg_pool2d(&p, &r->in->shape, r->in->data, &r->out->shape, r->out->data);
 }
 
+void tp_exec_max_pool2d(const tp_op_run *r)
+{
+    tp_pool_params p;
+    tp_pool_params_of(r->op, &p);
+    kernels_of(r->s)->max_pool2d(&p, &r->in->shape, r->in->data, &r->out->shape, r->out->data);
+}
+
 void tp_exec_mean_hw(const tp_op_run *r)
 {
     tp_mean_params p;

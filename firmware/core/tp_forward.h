@@ -54,7 +54,7 @@ void tp_shape_of(const tp_tensor *t, tp_shape *shape);
 
 /* The convolution parameters of a CONV_2D or DEPTHWISE_CONV_2D op (also its gradients'). */
 void tp_conv_params_of(const tp_op *op, tp_conv_params *p);
-/* Likewise for AVERAGE_POOL_2D and PAD. */
+/* Likewise for AVERAGE_POOL_2D, MAX_POOL_2D and PAD. */
 void tp_pool_params_of(const tp_op *op, tp_pool_params *p);
 void tp_pad_params_of(const tp_op *op, tp_pad_params *p);
 

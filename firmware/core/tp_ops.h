@@ -37,6 +37,7 @@
     X(PAD, 7, pad, 0, 1, 1, 0, 0)                            \
     X(RESHAPE, 8, reshape, 0, 1, 0, 0, 0)                    \
     X(SOFTMAX, 9, softmax, 0, 1, 0, 0, 0)                    \
+    X(MAX_POOL_2D, 10, max_pool2d, 0, 1, 1, 0, 0)            \
     TP_OPS_EXTRA(X)
 
 #define TP_OP_KIND_ROW(KIND, code, name, weights, inputs, grad, q_row, q_chan) TP_OP_##KIND = code,

@@ -82,6 +82,14 @@ static uint8_t *begin_input(const backward_ctx *c, tp_gm_writer *w, uint32_t pos
     return c->scratch + ((rows + 3u) & ~3u);
 }
 
+/* The op's input 0 as the training forward left it: the plan keeps it until this backward
+ * when a gradient reads it (a weight gradient's, a max pool's input gradient). */
+static const int8_t *saved_input(const backward_ctx *c)
+{
+    return (const int8_t *)tp_arena_at(c->s, tp_tran_act_offset(&c->s->b, c->op.inputs[0]),
+                                       c->tin.size);
+}
+
 /* ---- each op kind's gradients (tp_ops.h's row names them; the table follows) ---- */
 
 /* A weighted kind's integer input gradient begins: dY' folded for W^T dY' sums of at most
@@ -200,6 +208,21 @@ static void grad_avg_pool2d_input_q(const backward_ctx *c, uint32_t pos, tp_gm_w
     tp_pool_params_of(&c->op, &p);
     (void)begin_input(c, w, pos, c->dyq.e - TP_GM_POOL_FRAC);
     tp_avg_pool2d_input_grad_q(&p, &c->in_shape, &c->out_shape, &c->dyq, w);
+}
+
+static void grad_max_pool2d_input(const backward_ctx *c, float *dx)
+{
+    tp_pool_params p;
+    tp_pool_params_of(&c->op, &p);
+    c->k->max_pool2d_input(&p, &c->in_shape, saved_input(c), &c->out_shape, c->dy, dx);
+}
+
+static void grad_max_pool2d_input_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w)
+{
+    tp_pool_params p;
+    tp_pool_params_of(&c->op, &p);
+    (void)begin_input(c, w, pos, c->dyq.e);
+    tp_max_pool2d_input_grad_q(&p, &c->in_shape, saved_input(c), &c->out_shape, &c->dyq, w);
 }
 
 static void grad_mean_hw_input(const backward_ctx *c, float *dx)
@@ -335,8 +358,7 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     if (c->t.flags & TP_TRAN_WEIGHT) {
         float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * row_len);
         uint32_t v0 = (c->t.flags & TP_TRAN_BIAS) ? n_out : 0u; /* first weight velocity */
-        const int8_t *x = (const int8_t *)tp_arena_at(s, tp_tran_act_offset(&s->b, c->op.inputs[0]),
-                                                      c->tin.size);
+        const int8_t *x = saved_input(c);
         for (o = 0; o < n_out; o++) { /* held rows, in channel order */
             uint32_t r = tp_held_row(&s->b, &c->op, o);
             if (r == TP_NONE16) {

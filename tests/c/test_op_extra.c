@@ -1,5 +1,5 @@
 /* test_op_extra.c - an op kind added as tp_ops.h says, outside the core: the row comes from the
- * compiler (-DTP_OPS_EXTRA(X)=X(TEST_COPY, 10, test_copy, 0, 1, 0, 0, 0), tests/test_op_table.py),
+ * compiler (-DTP_OPS_EXTRA(X)=X(TEST_COPY, 11, test_copy, 0, 1, 0, 0, 0), tests/test_op_table.py),
  * its check and forward entry are here; nothing else in the core changes. TEST_COPY copies its
  * input like RESHAPE and shares its gradient buffer the same way, so a blob with RESHAPE's kind
  * byte set to it must run and train bit for bit as the original does.

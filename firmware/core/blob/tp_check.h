@@ -47,7 +47,8 @@
     X(OP_MULTIPLIERS_BOUNDS, "the multipliers and shifts outside DATA")                          \
     X(OP_MULTIPLIERS, "a negative multiplier or a shift outside [-31, 30]")                      \
     X(OP_OPERAND, "an operand is not a tensor of the type its position needs")                   \
-    X(OP_SHAPES, "the operands' shapes or the parameter counts do not fit the op's kind")        \
+    X(OP_SHAPES,                                                                                 \
+      "the operands' shapes, quantization or parameter counts do not fit the op's kind")         \
     X(HELD_PARAMS_ALONE, "held_params without a held_map")                                       \
     X(HELD_KIND, "held weight rows on an op without weights")                                    \
     X(HELD_MAP_BOUNDS, "the held row map outside DATA")                                          \

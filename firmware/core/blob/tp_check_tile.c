@@ -130,9 +130,10 @@ static tp_status check_stage_tensors(const tp_blob_view *v, uint32_t flags, uint
         } else {
             tp_decode_op(v->ops, i - 1u, &op);
             want = i + 1u < nt ? TP_T_TILED : TP_T_ARENA;
-            if (op.output != ti || (op.kind != TP_OP_CONV_2D && op.kind != TP_OP_ADD &&
-                                    op.kind != TP_OP_DEPTHWISE_CONV_2D &&
-                                    op.kind != TP_OP_AVERAGE_POOL_2D && op.kind != TP_OP_PAD)) {
+            if (op.output != ti ||
+                (op.kind != TP_OP_CONV_2D && op.kind != TP_OP_ADD &&
+                 op.kind != TP_OP_DEPTHWISE_CONV_2D && op.kind != TP_OP_AVERAGE_POOL_2D &&
+                 op.kind != TP_OP_MAX_POOL_2D && op.kind != TP_OP_PAD)) {
                 return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TILE_TENSOR, TILE, i, TILE_TENSOR_TENSOR);
             }
             for (j = 0; j < op_n_in(v, i - 1u); j++) {

@@ -68,6 +68,14 @@ int tp_check_avg_pool2d(const tp_checked_op *c)
     return windows_ok(c->op, &c->in, &c->out) && c->in.dims[3] == c->out.dims[3];
 }
 
+/* TFLite's int8 max pool keeps its input's quantization (the converter gives its output the
+ * same): the kernel compares and copies int8 values. */
+int tp_check_max_pool2d(const tp_checked_op *c)
+{
+    return tp_check_avg_pool2d(c) && c->in.scale == c->out.scale &&
+           c->in.zero_point == c->out.zero_point;
+}
+
 int tp_check_mean_hw(const tp_checked_op *c)
 {
     return tp_is_nhwc(&c->in) && tp_tensor_elems(&c->out) == c->in.dims[3] && c->op->mode == 2u &&

@@ -7,7 +7,7 @@
     {                                                                                            \
         conv, conv##_scratch_bytes, depthwise, depthwise##_scratch_bytes, tp_fully_connected_s8, \
             tp_fully_connected_s8_scratch_bytes, tp_add_s8, avg_pool, tp_mean_hw_s8, tp_pad_s8,  \
-            tp_softmax_s8                                                                        \
+            tp_softmax_s8, tp_max_pool2d_s8                                                      \
     }
 
 const tp_forward_kernels tp_ref_forward = TP_FORWARD_KERNELS(tp_conv2d_s8, tp_depthwise_conv2d_s8,

@@ -102,7 +102,7 @@ typedef struct {
     int32_t mult[3], shift[3]; /* [output, input 1, input 2] */
 } tp_add_params;
 
-/* AVERAGE_POOL_2D (int8 in and out, same quantization). */
+/* AVERAGE_POOL_2D and MAX_POOL_2D (int8 in and out, same quantization). */
 typedef struct {
     uint8_t stride[2], pad[2], k[2];
     int32_t act_min, act_max;
@@ -143,6 +143,8 @@ uint32_t tp_fully_connected_s8_scratch_bytes(const tp_fc_params *p, uint32_t n_i
 void tp_add_s8(const tp_add_params *p, uint32_t n, const int8_t *in1, const int8_t *in2,
                int8_t *out);
 void tp_avg_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *in,
+                      const tp_shape *out_shape, int8_t *out);
+void tp_max_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *in,
                       const tp_shape *out_shape, int8_t *out);
 void tp_mean_hw_s8(const tp_mean_params *p, const tp_shape *in_shape, const int8_t *in,
                    int8_t *out);
@@ -198,6 +200,11 @@ void tp_fully_connected_weight_grad_f32(uint32_t n_in, const int8_t *x, int32_t 
 float tp_bias_grad_f32(const float *dy, uint32_t positions, uint32_t n_out, uint32_t o);
 void tp_avg_pool2d_input_grad_f32(const tp_pool_params *p, const tp_shape *in_shape,
                                   const tp_shape *out_shape, const float *dy, float *dx);
+/* Each output's dY added to its window's largest input x (the first of equals in the window's
+ * row-major order), windows in raster order. */
+void tp_max_pool2d_input_grad_f32(const tp_pool_params *p, const tp_shape *in_shape,
+                                  const int8_t *x, const tp_shape *out_shape, const float *dy,
+                                  float *dx);
 void tp_mean_hw_input_grad_f32(const tp_shape *in_shape, const float *dy, float *dx);
 void tp_pad_input_grad_f32(const tp_pad_params *p, const tp_shape *in_shape,
                            const tp_shape *out_shape, const float *dy, float *dx);
@@ -233,6 +240,8 @@ void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_
                                       const tp_gmap *dy, uint32_t o, float *row);
 float tp_bias_grad_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o);
 void tp_avg_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape,
+                                const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx);
+void tp_max_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *x,
                                 const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx);
 void tp_mean_hw_input_grad_q(const tp_shape *in_shape, const tp_gmap *dy, tp_gm_writer *dx);
 void tp_pad_input_grad_q(const tp_pad_params *p, const tp_shape *in_shape,
@@ -279,6 +288,8 @@ typedef struct {
     void (*pad)(const tp_pad_params *, const tp_shape *, const int8_t *, const tp_shape *,
                 int8_t *);
     void (*softmax)(const tp_softmax_params *, uint32_t, uint32_t, const int8_t *, int8_t *);
+    void (*max_pool2d)(const tp_pool_params *, const tp_shape *, const int8_t *, const tp_shape *,
+                       int8_t *);
 } tp_forward_kernels;
 
 typedef struct {
@@ -297,6 +308,8 @@ typedef struct {
     float (*bias)(const float *, uint32_t, uint32_t, uint32_t);
     void (*avg_pool2d_input)(const tp_pool_params *, const tp_shape *, const tp_shape *,
                              const float *, float *);
+    void (*max_pool2d_input)(const tp_pool_params *, const tp_shape *, const int8_t *,
+                             const tp_shape *, const float *, float *);
     void (*mean_hw_input)(const tp_shape *, const float *, float *);
     void (*pad_input)(const tp_pad_params *, const tp_shape *, const tp_shape *, const float *,
                       float *);

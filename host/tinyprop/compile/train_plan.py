@@ -238,11 +238,11 @@ def check_loss(graph: Graph, loss: str, input_rows: bool) -> None:
 def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L: int,
                  stage: PatchStage | None, inplace: frozenset[int], grad: str = DEFAULT_GRAD,
                  sums: dict[int, int] | None = None, keep_input: bool = False) -> Layout:
-    """The training step's arena: activations (saved ones until their op's backward), masks,
-    gradients in format `grad` (`sums`: the buffers holding a sink's channel sums) and the
-    backward scratch, with lifetimes in schedule steps; a tiled stage's buffers and in-place
-    ops' channel buffers as in the inference plan (memory.py); `keep_input`: the input until
-    the loss (mse's target)."""
+    """The training step's arena: activations (an op's input kept until its backward when its
+    weight or input gradient reads it), masks, gradients in format `grad` (`sums`: the buffers
+    holding a sink's channel sums) and the backward scratch, with lifetimes in schedule steps;
+    a tiled stage's buffers and in-place ops' channel buffers as in the inference plan
+    (memory.py); `keep_input`: the input until the loss (mse's target)."""
     tens = graph.tensors
     sums = sums or {}
 
@@ -280,7 +280,7 @@ def train_layout(graph: Graph, ops: dict[int, TrainOp], alias: dict[int, int], L
     use_act(graph.ops[L].outputs[0], L + 1)
     for k, t in ops.items():
         op = graph.ops[k]
-        if t.flags & F_WEIGHT:
+        if t.flags & F_WEIGHT or (op.spec.grad_reads_input and t.flags & F_GRAD_IN0):
             use_act(op.inputs[0], bstep(k))
         if t.flags & F_MASK:
             n = tens[op.outputs[0]].size

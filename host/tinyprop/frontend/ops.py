@@ -30,11 +30,15 @@ class OpSpec:
     forward: Hook = None
     # the reference gradient of an activation input (not for weighted ops, whose gradient and
     # update the trainer computes): float32 maps, (graph, op, OpParams, input position, dY,
-    # that input's gradient so far) -> its gradient; integer maps, (graph, op, OpParams,
-    # input position, dY as a GradMap) -> (exact int64 values, their exponent). None: it
-    # passes nothing (a view shares its input's gradient buffer)
+    # that input's gradient so far, the step's forward values by tensor index) -> its
+    # gradient; integer maps, (graph, op, OpParams, input position, dY as a GradMap, the
+    # forward values) -> (exact int64 values, their exponent). None: it passes nothing (a view
+    # shares its input's gradient buffer)
     grad: Hook = None
     grad_int: Hook = None
+    # its input gradient reads its forward input (a max pool's argmax): the training plan
+    # keeps that input until the op's backward
+    grad_reads_input: bool = False
     # constant int8 weights per output channel (input 1) and an optional int32 bias (input
     # 2): what training updates
     weighted: bool = False
@@ -111,6 +115,8 @@ BUILTIN = (
            const_operand=True, window="shift"),
     OpSpec("RESHAPE", 8, None, _F + "run_reshape", const_operand=True, view=True),
     OpSpec("SOFTMAX", 9, _P + "softmax_op_params", _F + "run_softmax", loss_head=True),
+    OpSpec("MAX_POOL_2D", 10, _P + "pool_params", _F + "run_max_pool", _B + "max_pool_grad",
+           _B + "max_pool_grad_int", grad_reads_input=True, window="kernel"),
 )
 for _op in BUILTIN:
     register(_op)

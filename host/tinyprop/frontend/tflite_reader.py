@@ -223,6 +223,8 @@ class _Reader:
                           filter=(o.FilterHeight(), o.FilterWidth()),
                           activation=_ACT_NAMES.get(o.FusedActivationFunction(), "?"))
 
+    opt_max_pool_2d = opt_average_pool_2d  # the same options, the same one quantization
+
     def opt_mean(self, raw, op: Op, tensors: list[Tensor]) -> None:
         o = _options(raw, tflite.ReducerOptions)
         axes_t = tensors[op.inputs[1]]

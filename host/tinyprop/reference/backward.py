@@ -46,7 +46,7 @@ from ..program import (
 )
 from ..status import check_hparams
 from .fmath import exp_neg, floor_f32, log_pos
-from .forward import _padded, patches, pool_windows, run_op
+from .forward import _padded, patches, pool_argmax, pool_windows, run_op
 from .gradmap import GradMap, fold, loss_map, produce, rdiv, to_f32
 
 f32 = np.float32
@@ -266,7 +266,7 @@ class ReferenceTrainer:
         for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
             if grad is not None and t.flags & flag:
                 buf = self._grad_buf(grads, root, op.inputs[pos])
-                grads[root(op.inputs[pos])] = grad(g, op, p, pos, dy, buf)
+                grads[root(op.inputs[pos])] = grad(g, op, p, pos, dy, buf, vals)
 
     def _backward_op_int(self, k, vals, grads, root) -> None:
         """_backward_op with integer maps: dX is exact int64 values, written as a map."""
@@ -306,7 +306,7 @@ class ReferenceTrainer:
         grad = op.spec.hook("grad_int")  # None: a view shares its input's gradient buffer
         for pos, flag in ((0, F_GRAD_IN0), (1, F_GRAD_IN1)):
             if grad is not None and t.flags & flag:
-                write(pos, *grad(g, op, p, pos, dy))
+                write(pos, *grad(g, op, p, pos, dy, vals))
 
     def _keep(self, k: int, vals) -> np.ndarray:
         """Where op k's output passes a gradient: inside its RELU's clamp (all of it without a
@@ -516,17 +516,17 @@ def fold_terms(op, w_shape) -> int:
 # The kinds' gradient entries (ops.py): an activation input's gradient from dY.
 
 def add_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
-             buf: np.ndarray) -> np.ndarray:
+             buf: np.ndarray, values: dict) -> np.ndarray:
     return (buf + dy).astype(f32)
 
 
-def add_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
-                 dy: GradMap) -> tuple[np.ndarray, int]:
+def add_grad_int(graph: Graph, op: Op, p: OpParams, pos: int, dy: GradMap,
+                 values: dict) -> tuple[np.ndarray, int]:
     return dy.q, dy.e
 
 
 def pool_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
-              buf: np.ndarray) -> np.ndarray:
+              buf: np.ndarray, values: dict) -> np.ndarray:
     """Each window's dY divided by its size, added window by window in raster order."""
     buf = buf.copy()
     for oy, ox, ys, xs in pool_windows(p.geometry, *buf.shape[1:3]):
@@ -535,8 +535,8 @@ def pool_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
     return buf
 
 
-def pool_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
-                  dy: GradMap) -> tuple[np.ndarray, int]:
+def pool_grad_int(graph: Graph, op: Op, p: OpParams, pos: int, dy: GradMap,
+                  values: dict) -> tuple[np.ndarray, int]:
     shape = graph.tensors[op.inputs[0]].shape
     v = np.zeros(shape, np.int64)
     for oy, ox, ys, xs in pool_windows(p.geometry, *shape[1:3]):
@@ -545,28 +545,49 @@ def pool_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
     return v, dy.e - POOL_FRAC
 
 
+def max_pool_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
+                  buf: np.ndarray, values: dict) -> np.ndarray:
+    """Each window's dY added to its largest input (forward.pool_argmax), window by window in
+    raster order: overlapping windows accumulate."""
+    buf = buf.copy()
+    ch = np.arange(buf.shape[3])
+    for oy, ox, rows, cols in pool_argmax(values[op.inputs[0]], p.geometry):
+        buf[0, rows, cols, ch] = buf[0, rows, cols, ch] + dy[0, oy, ox]
+    return buf
+
+
+def max_pool_grad_int(graph: Graph, op: Op, p: OpParams, pos: int, dy: GradMap,
+                      values: dict) -> tuple[np.ndarray, int]:
+    x = values[op.inputs[0]]
+    v = np.zeros(x.shape, np.int64)
+    ch = np.arange(x.shape[3])
+    for oy, ox, rows, cols in pool_argmax(x, p.geometry):
+        v[0, rows, cols, ch] += dy.q[0, oy, ox]
+    return v, dy.e
+
+
 def mean_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
-              buf: np.ndarray) -> np.ndarray:
+              buf: np.ndarray, values: dict) -> np.ndarray:
     n = f32(buf.shape[1] * buf.shape[2])
     return (buf + (dy.reshape(1, 1, 1, -1) / n)).astype(f32)
 
 
-def mean_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
-                  dy: GradMap) -> tuple[np.ndarray, int]:
+def mean_grad_int(graph: Graph, op: Op, p: OpParams, pos: int, dy: GradMap,
+                  values: dict) -> tuple[np.ndarray, int]:
     shape = graph.tensors[op.inputs[0]].shape
     v = rdiv(dy.q.reshape(1, 1, 1, -1) << POOL_FRAC, shape[1] * shape[2])
     return np.broadcast_to(v, shape), dy.e - POOL_FRAC
 
 
 def pad_grad(graph: Graph, op: Op, p: OpParams, pos: int, dy: np.ndarray,
-             buf: np.ndarray) -> np.ndarray:
+             buf: np.ndarray, values: dict) -> np.ndarray:
     (ph, _), (pw, _) = op.options["pads"]
     h, w = buf.shape[1:3]
     return (buf + dy[:, ph : ph + h, pw : pw + w]).astype(f32)
 
 
-def pad_grad_int(graph: Graph, op: Op, p: OpParams, pos: int,
-                 dy: GradMap) -> tuple[np.ndarray, int]:
+def pad_grad_int(graph: Graph, op: Op, p: OpParams, pos: int, dy: GradMap,
+                 values: dict) -> tuple[np.ndarray, int]:
     (ph, _), (pw, _) = op.options["pads"]
     h, w = graph.tensors[op.inputs[0]].shape[1:3]
     return dy.q[:, ph : ph + h, pw : pw + w], dy.e

@@ -99,6 +99,26 @@ def average_pool(x, p: OpParams) -> np.ndarray:
     return _clamp(out, p)
 
 
+def max_pool(x, p: OpParams) -> np.ndarray:
+    """Each window's largest input (the cells clipped off, padding, are not taps), clamped."""
+    oh, ow = p.geometry["out_hw"]
+    out = np.empty((1, oh, ow, x.shape[3]), np.int64)
+    for oy, ox, ys, xs in pool_windows(p.geometry, *x.shape[1:3]):
+        out[0, oy, ox] = x[0, ys, xs].max(axis=(0, 1))
+    return _clamp(out, p)
+
+
+def pool_argmax(x: np.ndarray, geo: dict):
+    """(oy, ox, rows, cols) of each window in raster order with, per channel, the input
+    position of its largest value: the first in the window's row-major order among equals
+    (where a max pool's backward sends dY)."""
+    for oy, ox, ys, xs in pool_windows(geo, *x.shape[1:3]):
+        win = x[0, ys, xs]
+        first = win.reshape(-1, win.shape[2]).argmax(axis=0)  # argmax: the first of equals
+        width = xs.stop - xs.start
+        yield oy, ox, ys.start + first // width, xs.start + first % width
+
+
 def mean_hw(x, p: OpParams, out_shape: tuple[int, ...]) -> np.ndarray:
     acc = (x.astype(np.int64) - p.in_zp).sum(axis=(1, 2))  # 1/(H*W) is folded into p.mult
     out = np.clip(mbqm(acc, p.mult[0], p.shift[0]) + p.out_zp, -128, 127)
@@ -145,6 +165,10 @@ def run_add(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
 
 def run_average_pool(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
     return average_pool(values[op.inputs[0]], p)
+
+
+def run_max_pool(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:
+    return max_pool(values[op.inputs[0]], p)
 
 
 def run_mean(graph: Graph, op: Op, p: OpParams, values: dict) -> np.ndarray:

@@ -1,5 +1,5 @@
-/* tp_misc_grad.c - reference float32 input gradients of the ops without weights: average
- * pooling, MEAN, PAD and ADD (reference/backward.py). RESHAPE shares its gradient buffer. */
+/* tp_misc_grad.c - reference float32 input gradients of the ops without weights: average and
+ * max pooling, MEAN, PAD and ADD (reference/backward.py). RESHAPE shares its gradient buffer. */
 #include "tp_ref.h"
 
 void tp_avg_pool2d_input_grad_f32(const tp_pool_params *p, const tp_shape *in_shape,
@@ -24,6 +24,21 @@ void tp_avg_pool2d_input_grad_f32(const tp_pool_params *p, const tp_shape *in_sh
                         *d = *d + v;
                     }
                 }
+            }
+        }
+    }
+}
+
+void tp_max_pool2d_input_grad_f32(const tp_pool_params *p, const tp_shape *in_shape,
+                                  const int8_t *x, const tp_shape *out_shape, const float *dy,
+                                  float *dx)
+{
+    int32_t oy, ox, ch, c = in_shape->c;
+    for (oy = 0; oy < out_shape->h; oy++) {
+        for (ox = 0; ox < out_shape->w; ox++) {
+            for (ch = 0; ch < c; ch++) {
+                float *d = dx + tp_pool_argmax(p, in_shape, x, oy, ox, ch);
+                *d = *d + dy[(oy * out_shape->w + ox) * c + ch];
             }
         }
     }

@@ -1,4 +1,4 @@
-/* tp_misc_gradq.c - reference input gradients of average pooling, MEAN, PAD and ADD with
+/* tp_misc_gradq.c - reference input gradients of average and max pooling, MEAN, PAD and ADD with
  * integer gradient maps (reference/backward.py _backward_op_int). Each dX value is computed
  * exactly where it is needed, twice per row: once for the row's largest magnitude, once to
  * write it (the map writer, tp_gradmap.h; the caller ends it); a pixel whose values are those
@@ -13,6 +13,7 @@ typedef struct {
     const tp_shape *in_shape, *out_shape;
     const tp_pool_params *pool;
     const tp_pad_params *pad;
+    const int8_t *x; /* a max pool's input */
 } misc_ctx;
 
 /* Where a row's values go: mode MAX takes their largest magnitude, PUT writes them (a plain
@@ -170,8 +171,41 @@ static void pool_row(const misc_ctx *c, uint32_t y, emitter *e)
 void tp_avg_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape,
                                 const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx)
 {
-    misc_ctx c = {dy, in_shape, out_shape, p, 0};
+    misc_ctx c = {dy, in_shape, out_shape, p, 0, 0};
     write_rows(dx, &c, pool_row);
+}
+
+/* Row y of dX: per input value, the sum of dY over the windows whose largest value it is
+ * (tp_pool_argmax). */
+static void max_pool_row(const misc_ctx *c, uint32_t y, emitter *e)
+{
+    const tp_pool_params *p = c->pool;
+    int32_t ch = c->in_shape->c, w = c->in_shape->w, ow = c->out_shape->w;
+    int32_t y0, y1, x, cc;
+    uint32_t i = y * (uint32_t)w * (uint32_t)ch;
+    windows_of((int32_t)y, p->k[0], p->stride[0], p->pad[0], c->out_shape->h, &y0, &y1);
+    for (x = 0; x < w; x++) {
+        int32_t x0, x1, oy, ox;
+        windows_of(x, p->k[1], p->stride[1], p->pad[1], ow, &x0, &x1);
+        for (cc = 0; cc < ch; cc++, i++) {
+            int64_t v = 0;
+            for (oy = y0; oy <= y1; oy++) {
+                for (ox = x0; ox <= x1; ox++) {
+                    if (tp_pool_argmax(p, c->in_shape, c->x, oy, ox, cc) == (int32_t)i) {
+                        v += tp_gm_get(c->dy, (uint32_t)((oy * ow + ox) * ch + cc));
+                    }
+                }
+            }
+            emit(e, i, v);
+        }
+    }
+}
+
+void tp_max_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *x,
+                                const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx)
+{
+    misc_ctx c = {dy, in_shape, out_shape, p, 0, x};
+    write_rows(dx, &c, max_pool_row);
 }
 
 static void mean_row(const misc_ctx *c, uint32_t y, emitter *e)
@@ -191,7 +225,7 @@ static void mean_row(const misc_ctx *c, uint32_t y, emitter *e)
 
 void tp_mean_hw_input_grad_q(const tp_shape *in_shape, const tp_gmap *dy, tp_gm_writer *dx)
 {
-    misc_ctx c = {dy, in_shape, 0, 0, 0};
+    misc_ctx c = {dy, in_shape, 0, 0, 0, 0};
     write_rows(dx, &c, mean_row);
 }
 
@@ -237,7 +271,7 @@ static void pad_row(const misc_ctx *c, uint32_t y, emitter *e)
 void tp_pad_input_grad_q(const tp_pad_params *p, const tp_shape *in_shape,
                          const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx)
 {
-    misc_ctx c = {dy, in_shape, out_shape, 0, p};
+    misc_ctx c = {dy, in_shape, out_shape, 0, p, 0};
     uint32_t y, ch = (uint32_t)in_shape->c;
     for (y = 0; y < dx->rows; y++) {
         uint32_t from = ((y + p->before[0]) * (uint32_t)out_shape->w + p->before[1]) * ch;
@@ -257,7 +291,7 @@ static void add_row(const misc_ctx *c, uint32_t r, emitter *e)
 
 void tp_add_input_grad_q(const tp_gmap *dy, tp_gm_writer *dx)
 {
-    misc_ctx c = {dy, 0, 0, 0, 0};
+    misc_ctx c = {dy, 0, 0, 0, 0, 0};
     uint32_t r;
     for (r = 0; r < dx->rows; r++) {
         if (!copy_row(dx, r, dy, r * dx->row_elems)) {

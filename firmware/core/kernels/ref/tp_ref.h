@@ -1,5 +1,5 @@
-/* tp_ref.h - what the reference kernels share: activation clamping, requantization and the
- * in-image part of a kernel window. */
+/* tp_ref.h - what the reference kernels share: activation clamping, requantization, the
+ * in-image part of a kernel window and a max pool window's largest input. */
 #ifndef TP_REF_H
 #define TP_REF_H
 
@@ -71,6 +71,26 @@ static inline void tp_tap_range(uint32_t t, uint32_t st, uint32_t pad, uint32_t 
     *lo = t >= pad ? 0u : (pad - t + st - 1u) / st;
     *hi = end < n_out ? end : n_out;
     *lo = *lo < *hi ? *lo : *hi;
+}
+
+/* The index in `in` of channel ch's largest input in the pooling window of output (oy, ox),
+ * the window clipped to the image (the loader: at least one tap inside): the first of equals
+ * in the window's row-major order, as reference/forward.py pool_argmax. */
+static inline int32_t tp_pool_argmax(const tp_pool_params *p, const tp_shape *in_shape,
+                                     const int8_t *in, int32_t oy, int32_t ox, int32_t ch)
+{
+    int32_t h = in_shape->h, w = in_shape->w, c = in_shape->c;
+    int32_t y0 = oy * p->stride[0] - p->pad[0], x0 = ox * p->stride[1] - p->pad[1];
+    int32_t ys = y0 > 0 ? y0 : 0, ye = y0 + p->k[0] < h ? y0 + p->k[0] : h;
+    int32_t xs = x0 > 0 ? x0 : 0, xe = x0 + p->k[1] < w ? x0 + p->k[1] : w;
+    int32_t y, x, best = (ys * w + xs) * c + ch;
+    for (y = ys; y < ye; y++) {
+        for (x = xs; x < xe; x++) {
+            int32_t i = (y * w + x) * c + ch;
+            best = in[i] > in[best] ? i : best;
+        }
+    }
+    return best;
 }
 
 #endif /* TP_REF_H */
