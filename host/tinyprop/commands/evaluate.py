@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..data.datasets import SPLITS
+from ..data.datasets import PIXELS_HELP, SPLITS
 from ..data.shifts import SHIFTS
 from ..engines import BOARD_HELP
 from ..errors import TinypropError
@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "--holdout) instead of the dataset's holdout.txt")
     p.add_argument("--shift", choices=sorted(SHIFTS), default="none",
                    help="sensor shift applied to the images first")
+    p.add_argument("--pixels", help=f"for image datasets: {PIXELS_HELP}")
     p.add_argument("--board", default=None,
                    help=f"for a .tpb: {BOARD_HELP} (default reference)")
     p.add_argument("--model", dest="source", type=Path, metavar="SRC.tflite",
@@ -59,7 +60,7 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
         classes = load_dataset(args.data, args.holdout, named).classes
         names = label_names(classes, graph.tensors[graph.logits_op().outputs[0]].size, args.data)
         xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift,
-                               t_in.shape[1:], args.holdout, named)
+                               t_in.shape[1:], args.holdout, named, args.pixels)
         return "tflite", evaluate_tflite(model, xs, ys, names)
     if model.suffix != ".tpb":
         raise TinypropError(f"{model}: unknown model type; pass a .tflite or a .tpb blob")
@@ -71,7 +72,7 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     named = tb.labels or read_labels(tb.source)  # the blob's own class names first
     classes = load_dataset(args.data, args.holdout, named).classes
     xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift, t_in.shape[1:],
-                           args.holdout, named)
+                           args.holdout, named, args.pixels)
     names = label_names(classes, tb.classes, args.data)
     with open_engine(args.board or "reference", tb) as engine:
         return engine.name, evaluate_engine(engine, xs, ys, names)

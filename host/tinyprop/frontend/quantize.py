@@ -7,7 +7,8 @@ model it wrote as it would any other.
     int8 = quantize_model(Path("kws_float.tflite"), Path("data/"), Path("out/kws.int8.tflite"))
 
 What the calibration sees: the dataset's train split as real-valued model inputs
-(datasets.load_real: images as pixel / 255, features as they are), at most CALIB_SAMPLES of them.
+(datasets.load_real: images in the pixel range --pixels names, 0:1 = pixel / 255 by default,
+features as they are), at most CALIB_SAMPLES of them.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ def _tflite_input_dtype(model: Path) -> np.dtype:
 
 
 def quantize_model(model: Path, calib: Path | None, out: Path, shift: str = "none",
-                   holdout: float | None = None) -> Path:
+                   holdout: float | None = None, pixels: str | None = None) -> Path:
     """Write `model` (float) quantized to full int8 at `out`, calibrated on `calib`'s train
-    split seen through `shift`; returns `out`."""
+    split seen through `shift`, images in pixel range `pixels` (datasets.load_real); returns
+    `out`."""
     kind = model_kind(model)
     if kind == "int8":
         return model
@@ -69,7 +71,7 @@ def quantize_model(model: Path, calib: Path | None, out: Path, shift: str = "non
                             "so tinyprop can quantize it to int8 for you")
     tf = require("tensorflow", "quantizing a float model to int8")
     shape = _input_shape(tf, model, kind)
-    xs = _calibration_inputs(calib, shape, shift, holdout)
+    xs = _calibration_inputs(calib, shape, shift, holdout, pixels)
 
     def representative() -> Iterator[list[np.ndarray]]:
         for x in xs:
@@ -100,10 +102,10 @@ def _input_shape(tf, model: Path, kind: str) -> tuple[int, ...]:
 
 
 def _calibration_inputs(calib: Path, shape: tuple[int, ...], shift: str,
-                        holdout: float | None) -> np.ndarray:
+                        holdout: float | None, pixels: str | None) -> np.ndarray:
     from ..data.datasets import load_real
 
-    xs = load_real(calib, "train", shift, shape, holdout)
+    xs = load_real(calib, "train", shift, shape, holdout, pixels=pixels)
     if len(xs) > CALIB_SAMPLES:  # an even spread over the (class-sorted) split
         xs = xs[np.linspace(0, len(xs) - 1, CALIB_SAMPLES).round().astype(int)]
     return xs
@@ -196,7 +198,7 @@ def float_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
 
 
 def quantization_accuracy(float_model: Path, int8_model: Path, data: Path, shift: str = "none",
-                          holdout: float | None = None) -> dict:
+                          holdout: float | None = None, pixels: str | None = None) -> dict:
     """Accuracy of the float model and of its int8 copy on `data`'s holdout split (its train
     split if it has no holdout): {"split", "n", "float", "int8"}."""
     from ..data.datasets import load_dataset, load_real, quantize_real
@@ -207,7 +209,7 @@ def quantization_accuracy(float_model: Path, int8_model: Path, data: Path, shift
     split = "holdout" if ds.split("holdout") else "train"
     ys = np.array([s.label for s in ds.split(split)], np.int64)
     t_in = read_tflite(int8_model).input
-    xr = load_real(data, split, shift, t_in.shape[1:], holdout)
+    xr = load_real(data, split, shift, t_in.shape[1:], holdout, pixels=pixels)
     # the int8 inputs from the real ones, as load_split makes them (decoded once, not twice)
     xq = quantize_real(xr, t_in.s, t_in.zp)
     return {"split": split, "n": len(ys),
