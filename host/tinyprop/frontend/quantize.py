@@ -13,6 +13,7 @@ features as they are), at most CALIB_SAMPLES of them.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -85,6 +86,20 @@ def quantize_model(model: Path, calib: Path | None, out: Path, shift: str = "non
     return out
 
 
+def load_keras(path: str | os.PathLike):
+    """A Keras .h5/.keras model, also one Keras 2.4 saved (the MLPerf VWW .h5): Keras 3 rejects
+    the `groups` argument Keras 2.4 stored for DepthwiseConv2D (always 1 there, so dropping it
+    changes nothing)."""
+    keras = require("keras", "loading a Keras model")
+
+    class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
+        def __init__(self, *args, groups: int = 1, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    return keras.models.load_model(str(path), compile=False,
+                                   custom_objects={"DepthwiseConv2D": DepthwiseConv2D})
+
+
 def _input_shape(tf, model: Path, kind: str) -> tuple[int, ...]:
     """The model's input shape without the batch dimension."""
     if kind == "tflite":
@@ -93,7 +108,7 @@ def _input_shape(tf, model: Path, kind: str) -> tuple[int, ...]:
         sg = tflite.Model.GetRootAsModel(model.read_bytes(), 0).Subgraphs(0)
         return tuple(int(d) for d in sg.Tensors(sg.Inputs(0)).ShapeAsNumpy()[1:])
     if kind == "keras":
-        m = tf.keras.models.load_model(model, compile=False)
+        m = load_keras(model)
         return tuple(int(d) for d in m.inputs[0].shape[1:])
     loaded = tf.saved_model.load(str(model))
     fn = loaded.signatures["serving_default"]
@@ -124,8 +139,11 @@ def _converter(tf, model: Path, kind: str) -> Callable[[Callable], bytes]:
                                               activations_type=tf.int8)
         return run
     if kind == "keras":
-        conv = tf.lite.TFLiteConverter.from_keras_model(
-            tf.keras.models.load_model(model, compile=False))
+        # a batch of one, as a board runs it: with Keras' free batch dimension a Flatten's
+        # shape is computed at run time (SHAPE, STRIDED_SLICE, PACK: ops no board needs)
+        m = load_keras(model)
+        x = tf.keras.Input(batch_shape=(1, *m.inputs[0].shape[1:]))
+        conv = tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(x, m(x)))
     else:
         conv = tf.lite.TFLiteConverter.from_saved_model(str(model))
 
@@ -190,7 +208,7 @@ def float_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
             out.append(int(np.argmax(it.get_tensor(i_out)[0])))
         return np.array(out, np.int64)
     if kind == "keras":
-        y = tf.keras.models.load_model(model, compile=False).predict(xs, verbose=0)
+        y = load_keras(model).predict(xs, verbose=0)
     else:
         fn = tf.saved_model.load(str(model)).signatures["serving_default"]
         y = next(iter(fn(tf.constant(xs, tf.float32)).values())).numpy()
