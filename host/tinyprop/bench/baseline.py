@@ -24,6 +24,7 @@ from ..data.datasets import load_images, load_split
 from ..data.shifts import SHIFTS
 from ..errors import TinypropError
 from ..extras import require
+from ..frontend.quantize import load_keras
 
 
 def int8_accuracy(
@@ -51,20 +52,6 @@ def int8_accuracy(
     return float(np.mean(np.array(predictions) == labels))
 
 
-def load_float_model(h5_path: str | os.PathLike):
-    """Load the MLPerf Keras 2.4 .h5 with Keras 3, which rejects the `groups` argument that
-    Keras 2.4 stored for DepthwiseConv2D (always 1 there, so dropping it changes nothing)."""
-    keras = require("keras", "the float baseline")
-
-    class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
-        def __init__(self, *args, groups: int = 1, **kwargs):
-            super().__init__(*args, **kwargs)
-
-    return keras.models.load_model(
-        str(h5_path), compile=False, custom_objects={"DepthwiseConv2D": DepthwiseConv2D}
-    )
-
-
 def _float_accuracy(model, x: np.ndarray, labels: np.ndarray) -> float:
     probs = model.predict(x, batch_size=64, verbose=0)
     return float(np.mean(np.argmax(probs, axis=1) == labels))
@@ -90,7 +77,7 @@ def float_finetune(
 
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
-    model = load_float_model(h5_path)
+    model = load_keras(h5_path)
     # BatchNorm is frozen (inference mode, statistics and affine kept): the int8 model has BN
     # folded into its convolutions, so this is the float twin of updating the deployed weights.
     # (Training BN on batch statistics of 276 shifted images dragged the moving averages and the
@@ -149,7 +136,7 @@ def float_new_head(
 
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
-    base = load_float_model(h5_path)
+    base = load_keras(h5_path)
     dense = [layer for layer in base.layers if isinstance(layer, keras.layers.Dense)][-1]
     classes = load_dataset(data_dir).classes
     features = dense.input

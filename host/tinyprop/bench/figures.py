@@ -34,6 +34,11 @@ Sections (`tinyprop bench --only` picks some):
   frontier  accuracy after training on the shift vs planned bytes (arena + trainable) for auto
             under 48, 64, 96, 128, 192 and 256 KB (no reserve: the plan's cap) with the default
             maps: a table and OUT/frontier.png.
+  models    the MLPerf Tiny models, VWW with a new head (coco3) and the Keras float VWW model
+            quantized by tinyprop (tinyprop.bench.suite): each converted with auto at 256 KB for
+            the Cortex-M4 kernels, its ops, classes, input and plan, instructions per step and
+            per inference on the section's board, and whether 20 training steps leave the same
+            parameters (CRC) on the NumPy reference, the host C core and the board.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from ..engines import Engine, HParams
 from ..extras import require
 
 SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte", "step",
-            "grads", "frontier")
+            "grads", "frontier", "models")
 GRAD_SHIFTS = ("haze", "night", "sodium")  # the grads section's camera shifts
 FRONTIER_KB = (48, 64, 96, 128, 192, 256)  # the frontier section's budgets
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
@@ -441,7 +446,7 @@ def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
         return baseline(ctx, measured.get("accuracy", {}))
     return {"memory": memory, "board": board, "accuracy": accuracy,
             "rounding": rounding, "kernels": kernels, "tte": tte, "step": step,
-            "grads": grads, "frontier": frontier}[section](ctx)
+            "grads": grads, "frontier": frontier, "models": models}[section](ctx)
 
 
 def tte(ctx: Ctx) -> dict:
@@ -453,3 +458,14 @@ def tte(ctx: Ctx) -> dict:
         ctx.say(line)
     png = memory_png("mbv2-w0.35", build_model("mbv2-w0.35"), ctx.cfg.out / "tte-memory.png")
     return {"models": figs, "png": str(png)}
+
+
+def models(ctx: Ctx) -> dict:
+    from .suite import run_suite, table
+
+    # the MLPerf Tiny models lie beside the VWW model: models/mlperf-tiny-*/
+    figs = run_suite(ctx.model.parent.parent, ctx.data, ctx.cfg.out / "models", ctx.cfg.board,
+                     say=ctx.say)
+    for line in table(figs):
+        ctx.say(line)
+    return {"board": ctx.cfg.board, "models": figs}

@@ -11,6 +11,7 @@ from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
 from ..compile.report import figures, kernel_lines, layout_lines, report_lines
+from ..data.datasets import PIXELS_HELP, pixel_range
 from ..program import DEFAULT_GRAD, DEFAULT_LOSS, GRAD_FORMATS, LOSSES
 from ..training.head import DEFAULT_HEAD_INIT, HEAD_INITS, read_labels
 
@@ -45,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--head-init", choices=HEAD_INITS, default=DEFAULT_HEAD_INIT,
                    help="how the new head starts: means (nearest class mean of the --calib "
                    f"samples' features) or zero (default {DEFAULT_HEAD_INIT})")
+    p.add_argument("--pixels", help=f"for --calib's images: {PIXELS_HELP}")
     p.add_argument("--calib-shift", default="none",
                    help="sensor shift applied to the calibration samples (the target camera)")
     p.add_argument("--momentum", action="store_true",
@@ -97,14 +99,15 @@ def run(args: argparse.Namespace) -> int:
         from ..device.profiles import load_profile
 
         target = load_profile(args.board).kernels
-    model = int8_model(args.model, args.calib, args.calib_shift, args.output)
+    pixel_range(args.pixels)  # a bad --pixels stops here, before any slow work
+    model = int8_model(args.model, args.calib, args.calib_shift, args.output, args.pixels)
     if args.classes:
         model = with_new_head(model, args.classes, args.calib, args.calib_shift, args.head_init,
-                              args.output)
+                              args.output, args.pixels)
     tb = build(model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
                momentum=args.momentum, target=target, patch=args.patch,
                input_rows=args.input_rows, grad=args.grad, labels=read_labels(model),
-               loss=args.loss)
+               loss=args.loss, pixels=args.pixels)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:
@@ -128,24 +131,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def int8_model(model: Path, calib: Path | None, shift: str, blob: Path) -> Path:
-    """`model` if it is int8; else its int8 copy, quantized on `calib` and written beside the
-    blob, with both models' accuracy printed."""
+def int8_model(model: Path, calib: Path | None, shift: str, blob: Path,
+               pixels: str | None = None) -> Path:
+    """`model` if it is int8; else its int8 copy, quantized on `calib` (images in pixel range
+    `pixels`, default 0:1) and written beside the blob, with both models' accuracy printed."""
     from ..frontend.quantize import model_kind, quantization_accuracy, quantize_model
 
     if model_kind(model) == "int8":
         return model
     out = blob.with_suffix(".int8.tflite")
     print(f"{model}: a float model; quantizing it to int8 on {calib} (TensorFlow, full integer)")
-    quantize_model(model, calib, out, shift)
-    acc = quantization_accuracy(model, out, calib, shift)
+    quantize_model(model, calib, out, shift, pixels=pixels)
+    acc = quantization_accuracy(model, out, calib, shift, pixels=pixels)
     print(f"{out}: int8 model; accuracy on {calib.name} {acc['split']} ({acc['n']} samples): "
           f"float {acc['float']:.1%}, int8 {acc['int8']:.1%}")
     return out
 
 
 def with_new_head(model: Path, classes: str, calib: Path | None, shift: str, init: str,
-                  blob: Path) -> Path:
+                  blob: Path, pixels: str | None = None) -> Path:
     """`model` with a new head for `classes` (names, comma-separated, or a dataset folder whose
     class folders name them), written beside the blob."""
     from ..training.head import new_head
@@ -157,7 +161,7 @@ def with_new_head(model: Path, classes: str, calib: Path | None, shift: str, ini
         names = load_dataset(folder).classes
     else:
         names = tuple(c.strip() for c in classes.split(",") if c.strip())
-    out = new_head(model, names, calib, blob.with_suffix(".head.tflite"), init, shift)
+    out = new_head(model, names, calib, blob.with_suffix(".head.tflite"), init, shift, pixels)
     print(f"{out}: new head for {len(names)} classes ({', '.join(names)}), initialised from "
           f"{'the class means of ' + str(calib) if init == 'means' else 'zero'}")
     return out

@@ -26,7 +26,8 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
           reserve: str | int = DEFAULT_RESERVE, calib_shift: str = "none",
           momentum: bool = False, target: str = DEFAULT_TARGET, patch: str = "auto",
           input_rows: bool = False, grad: str = DEFAULT_GRAD,
-          labels: tuple[str, ...] | None = None, loss: str = DEFAULT_LOSS) -> TrainingBlob:
+          labels: tuple[str, ...] | None = None, loss: str = DEFAULT_LOSS,
+          pixels: str | None = None) -> TrainingBlob:
     """The blob of `model` trained by `scheme` (bias-only, bias-last:N, last:K, auto, or a
     .json file), under `budget` when given (a size less `reserve`, or a board's Room); `auto`
     calibrates on the train split of `calib` seen through `calib_shift`. `momentum` plans the
@@ -36,7 +37,8 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
     tile (memory.choose_layout); `grad` the gradient maps' format (program.GRAD_FORMATS),
     which the scheme search plans with. `labels`: the class names the blob carries (LABL;
     the caller reads them beside the model, training.head.read_labels); `loss` what a step
-    minimises (program.LOSSES: mse for an autoencoder)."""
+    minimises (program.LOSSES: mse for an autoencoder); `pixels` the pixel range of `calib`'s
+    images (None: the model input's own, datasets.input_pixels)."""
     if patch not in PATCH_MODES:
         raise TinypropError(f"--patch {patch}: unknown; use one of {', '.join(PATCH_MODES)}")
     check_target(target)
@@ -54,7 +56,7 @@ def build(model: Path, scheme: str, budget: str | Room | None, calib: Path | Non
             from ..data.datasets import load_split
 
             xs, ys, _ = load_split(calib, "train", graph.input.s, graph.input.zp,
-                                   calib_shift, graph.input.shape[1:])
+                                   calib_shift, graph.input.shape[1:], pixels=pixels)
             samples = calibration_samples(xs, ys)
         sch, prog = auto_scheme(graph, room, samples, momentum=momentum, patch=patch,
                                 input_rows=input_rows, grad=grad, loss=loss)

@@ -9,7 +9,9 @@ read as those two classes whatever other folders sit beside them (vww-mini's `or
 
 A class folder holds either images or `.npy` feature files, never both. Images are decoded,
 centre-cropped to the model's aspect ratio and resized to its input (`fit_to_size`); a model
-with one input channel gets their luma (`to_gray`); pixels are quantized as pixel / 255. A
+with one input channel gets their luma (`to_gray`); pixels become the model's real input by its
+pixel range (PIXEL_RANGES: 0:1 = pixel / 255, 0:255 = pixel, -1:1 = pixel / 127.5 - 1; for an
+int8 model picked from its input quantization, `input_pixels`), then are quantized. A
 `.npy` is one sample (audio MFCCs, an IMU window) of the input's shape, or flat: real values,
 quantized with the model's input scale and zero point, or int8 already quantized. A dataset may
 also be one `.npz` file with `x` (samples) and `y` (class indices), optionally `classes`.
@@ -45,6 +47,13 @@ HOLDOUT_SEED = 0  # the seed of a fractional holdout: train and eval must draw t
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp"}
 FEATURE_SUFFIX = ".npy"
 MODEL_SIZE = (96, 96)  # (height, width) of the MLPerf VWW model input
+# The real value x a uint8 pixel p is to a model, by the range the model was trained on:
+# name -> (lowest, highest) x, reached at p = 0 and p = 255.
+PIXEL_RANGES = {"0:1": (0.0, 1.0), "0:255": (0.0, 255.0), "-1:1": (-1.0, 1.0)}
+DEFAULT_PIXELS = "0:1"  # Keras' rescale=1/255: the MLPerf VWW model, and a float model's default
+PIXELS_HELP = ("the real value a pixel is to the model: 0:1 (pixel/255), 0:255 (the raw pixel) "
+               "or -1:1 (pixel/127.5 - 1); default: the range an int8 model's input "
+               f"quantization covers best, {DEFAULT_PIXELS} for a float model")
 
 
 @dataclass(frozen=True)
@@ -260,10 +269,50 @@ def quantize_real(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     return np.clip(rounded.astype(np.int32) + int(zero_point), -128, 127).astype(np.int8)
 
 
-def quantize_pixels(rgb: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    """uint8 pixels -> int8 model input for a model fed x = pixel/255 (quantize_real). For scale
-    1/255 and zero point -128 this is exactly pixel - 128."""
-    return quantize_real(rgb.astype(np.float32) / np.float32(255.0), scale, zero_point)
+def input_pixels(scale: float, zero_point: int) -> str:
+    """The pixel range (a PIXEL_RANGES name) of a model whose int8 input has `scale` and
+    `zero_point`: the one that overlaps the real range the int8 input covers,
+    (-128 - zp) * scale .. (127 - zp) * scale, most as intersection over union (the first in
+    PIXEL_RANGES on a tie). MLPerf VWW (1/255, -128: 0..1) -> 0:1; MLPerf ResNet-8 (1.0, -128:
+    0..255) -> 0:255; a float model quantized on pixels of one range gets that range back."""
+    lo, hi = (-128 - zero_point) * float(scale), (127 - zero_point) * float(scale)
+
+    def overlap(name: str) -> float:
+        a, b = PIXEL_RANGES[name]
+        return max(0.0, min(hi, b) - max(lo, a)) / (max(hi, b) - min(lo, a))
+
+    return max(PIXEL_RANGES, key=overlap)  # max keeps the first of equals
+
+
+def pixel_range(pixels: str | None, scale: float | None = None,
+                zero_point: int | None = None) -> str:
+    """`pixels` checked (--pixels); None: the int8 input's own (input_pixels), or
+    DEFAULT_PIXELS without one (a float model)."""
+    if pixels is None:
+        return DEFAULT_PIXELS if scale is None else input_pixels(scale, int(zero_point or 0))
+    if pixels not in PIXEL_RANGES:
+        raise TinypropError(f"--pixels {pixels}: unknown pixel range; use one of "
+                            f"{', '.join(PIXEL_RANGES)}")
+    return pixels
+
+
+def pixels_to_real(pixels_uint8: np.ndarray, pixels: str = DEFAULT_PIXELS) -> np.ndarray:
+    """uint8 pixels -> the float32 real input of a model trained on pixel range `pixels`."""
+    p = pixels_uint8.astype(np.float32)
+    if pixels == "0:1":
+        return p / np.float32(255.0)
+    if pixels == "-1:1":
+        return p / np.float32(127.5) - np.float32(1.0)
+    return p
+
+
+def quantize_pixels(rgb: np.ndarray, scale: float, zero_point: int,
+                    pixels: str | None = None) -> np.ndarray:
+    """uint8 pixels -> int8 model input: the real value of pixel range `pixels` (None: the
+    input's own, input_pixels) quantized (quantize_real). For 0:1 with scale 1/255 and zero
+    point -128 this is exactly pixel - 128."""
+    pixels = pixel_range(pixels, scale, zero_point)
+    return quantize_real(pixels_to_real(rgb, pixels), scale, zero_point)
 
 
 def _shape(shape: Sequence[int]) -> tuple[int, int, int]:
@@ -276,11 +325,13 @@ def to_model_input(
     scale: float,
     zero_point: int,
     size: Sequence[int] = MODEL_SIZE,
+    pixels: str | None = None,
 ) -> np.ndarray:
     """One RGB uint8 image of any size -> int8 (height, width, channels) model input; `size` is
-    (H, W) for an RGB model or (H, W, C) with C 3 or 1 (luma)."""
+    (H, W) for an RGB model or (H, W, C) with C 3 or 1 (luma); `pixels` as quantize_pixels."""
     h, w, c = _shape(size)
-    return quantize_pixels(_channels(fit_to_size(image_rgb_uint8, (h, w)), c), scale, zero_point)
+    return quantize_pixels(_channels(fit_to_size(image_rgb_uint8, (h, w)), c), scale, zero_point,
+                           pixels)
 
 
 def _channels(rgb: np.ndarray, c: int, what: str = "the model") -> np.ndarray:
@@ -341,16 +392,19 @@ def load_split(
     size: Sequence[int] = MODEL_SIZE,
     holdout: float | None = None,
     classes: Sequence[str] | None = None,
+    pixels: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """A split as int8 model inputs: (np.int8 N x H x W x C, np.int64 labels, sample names), for
     a model whose input is `size` ((H, W) RGB or (H, W, C)) quantized with `scale` and
-    `zero_point`. Images are fitted and quantized as pixel / 255 (load_images); features (.npy
-    files, a .npz) must have the input's shape (or its size) and are quantized as real values,
-    or taken as they are if int8. `holdout` and `classes` as load_dataset takes them."""
+    `zero_point`. Images are fitted (load_images) and quantized in pixel range `pixels` (None:
+    the input's own, input_pixels); features (.npy files, a .npz) must have the input's shape
+    (or its size) and are quantized as real values, or taken as they are if int8. `holdout`
+    and `classes` as load_dataset takes them."""
+    pixels = pixel_range(pixels, scale, zero_point)  # checked before any image is decoded
     ds = load_dataset(root, holdout, classes)
     if ds.kind == "images":
         images, labels, names = _images(ds, split, shift, size)
-        return quantize_pixels(images, scale, zero_point), labels, names
+        return quantize_pixels(images, scale, zero_point, pixels), labels, names
     xs, labels, names = _features(ds, split, shift, size)
     return (np.stack([x if x.dtype == np.int8 else quantize_real(x, scale, zero_point)
                       for x in xs]), labels, names)
@@ -358,12 +412,14 @@ def load_split(
 
 def load_real(root: str | os.PathLike, split: str, shift: str | None = None,
               size: Sequence[int] = MODEL_SIZE, holdout: float | None = None,
-              classes: Sequence[str] | None = None) -> np.ndarray:
-    """A split as the real-valued float32 inputs a float model takes (N x `size`): images as
-    pixel / 255, features as they are (int8 features, already quantized, are refused)."""
+              classes: Sequence[str] | None = None, pixels: str | None = None) -> np.ndarray:
+    """A split as the real-valued float32 inputs a float model takes (N x `size`): images in
+    pixel range `pixels` (None: DEFAULT_PIXELS), features as they are (int8 features, already
+    quantized, are refused)."""
+    pixels = pixel_range(pixels)
     ds = load_dataset(root, holdout, classes)
     if ds.kind == "images":
-        return _images(ds, split, shift, size)[0].astype(np.float32) / np.float32(255.0)
+        return pixels_to_real(_images(ds, split, shift, size)[0], pixels)
     xs, _, names = _features(ds, split, shift, size)
     for x, name in zip(xs, names, strict=True):
         if x.dtype == np.int8:

@@ -7,11 +7,13 @@ model it wrote as it would any other.
     int8 = quantize_model(Path("kws_float.tflite"), Path("data/"), Path("out/kws.int8.tflite"))
 
 What the calibration sees: the dataset's train split as real-valued model inputs
-(datasets.load_real: images as pixel / 255, features as they are), at most CALIB_SAMPLES of them.
+(datasets.load_real: images in the pixel range --pixels names, 0:1 = pixel / 255 by default,
+features as they are), at most CALIB_SAMPLES of them.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,9 +60,10 @@ def _tflite_input_dtype(model: Path) -> np.dtype:
 
 
 def quantize_model(model: Path, calib: Path | None, out: Path, shift: str = "none",
-                   holdout: float | None = None) -> Path:
+                   holdout: float | None = None, pixels: str | None = None) -> Path:
     """Write `model` (float) quantized to full int8 at `out`, calibrated on `calib`'s train
-    split seen through `shift`; returns `out`."""
+    split seen through `shift`, images in pixel range `pixels` (datasets.load_real); returns
+    `out`."""
     kind = model_kind(model)
     if kind == "int8":
         return model
@@ -69,7 +72,7 @@ def quantize_model(model: Path, calib: Path | None, out: Path, shift: str = "non
                             "so tinyprop can quantize it to int8 for you")
     tf = require("tensorflow", "quantizing a float model to int8")
     shape = _input_shape(tf, model, kind)
-    xs = _calibration_inputs(calib, shape, shift, holdout)
+    xs = _calibration_inputs(calib, shape, shift, holdout, pixels)
 
     def representative() -> Iterator[list[np.ndarray]]:
         for x in xs:
@@ -83,6 +86,20 @@ def quantize_model(model: Path, calib: Path | None, out: Path, shift: str = "non
     return out
 
 
+def load_keras(path: str | os.PathLike):
+    """A Keras .h5/.keras model, also one Keras 2.4 saved (the MLPerf VWW .h5): Keras 3 rejects
+    the `groups` argument Keras 2.4 stored for DepthwiseConv2D (always 1 there, so dropping it
+    changes nothing)."""
+    keras = require("keras", "loading a Keras model")
+
+    class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
+        def __init__(self, *args, groups: int = 1, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    return keras.models.load_model(str(path), compile=False,
+                                   custom_objects={"DepthwiseConv2D": DepthwiseConv2D})
+
+
 def _input_shape(tf, model: Path, kind: str) -> tuple[int, ...]:
     """The model's input shape without the batch dimension."""
     if kind == "tflite":
@@ -91,7 +108,7 @@ def _input_shape(tf, model: Path, kind: str) -> tuple[int, ...]:
         sg = tflite.Model.GetRootAsModel(model.read_bytes(), 0).Subgraphs(0)
         return tuple(int(d) for d in sg.Tensors(sg.Inputs(0)).ShapeAsNumpy()[1:])
     if kind == "keras":
-        m = tf.keras.models.load_model(model, compile=False)
+        m = load_keras(model)
         return tuple(int(d) for d in m.inputs[0].shape[1:])
     loaded = tf.saved_model.load(str(model))
     fn = loaded.signatures["serving_default"]
@@ -100,10 +117,10 @@ def _input_shape(tf, model: Path, kind: str) -> tuple[int, ...]:
 
 
 def _calibration_inputs(calib: Path, shape: tuple[int, ...], shift: str,
-                        holdout: float | None) -> np.ndarray:
+                        holdout: float | None, pixels: str | None) -> np.ndarray:
     from ..data.datasets import load_real
 
-    xs = load_real(calib, "train", shift, shape, holdout)
+    xs = load_real(calib, "train", shift, shape, holdout, pixels=pixels)
     if len(xs) > CALIB_SAMPLES:  # an even spread over the (class-sorted) split
         xs = xs[np.linspace(0, len(xs) - 1, CALIB_SAMPLES).round().astype(int)]
     return xs
@@ -122,8 +139,11 @@ def _converter(tf, model: Path, kind: str) -> Callable[[Callable], bytes]:
                                               activations_type=tf.int8)
         return run
     if kind == "keras":
-        conv = tf.lite.TFLiteConverter.from_keras_model(
-            tf.keras.models.load_model(model, compile=False))
+        # a batch of one, as a board runs it: with Keras' free batch dimension a Flatten's
+        # shape is computed at run time (SHAPE, STRIDED_SLICE, PACK: ops no board needs)
+        m = load_keras(model)
+        x = tf.keras.Input(batch_shape=(1, *m.inputs[0].shape[1:]))
+        conv = tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(x, m(x)))
     else:
         conv = tf.lite.TFLiteConverter.from_saved_model(str(model))
 
@@ -188,7 +208,7 @@ def float_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
             out.append(int(np.argmax(it.get_tensor(i_out)[0])))
         return np.array(out, np.int64)
     if kind == "keras":
-        y = tf.keras.models.load_model(model, compile=False).predict(xs, verbose=0)
+        y = load_keras(model).predict(xs, verbose=0)
     else:
         fn = tf.saved_model.load(str(model)).signatures["serving_default"]
         y = next(iter(fn(tf.constant(xs, tf.float32)).values())).numpy()
@@ -196,7 +216,7 @@ def float_predictions(model: Path, xs: np.ndarray) -> np.ndarray:
 
 
 def quantization_accuracy(float_model: Path, int8_model: Path, data: Path, shift: str = "none",
-                          holdout: float | None = None) -> dict:
+                          holdout: float | None = None, pixels: str | None = None) -> dict:
     """Accuracy of the float model and of its int8 copy on `data`'s holdout split (its train
     split if it has no holdout): {"split", "n", "float", "int8"}."""
     from ..data.datasets import load_dataset, load_real, quantize_real
@@ -207,7 +227,7 @@ def quantization_accuracy(float_model: Path, int8_model: Path, data: Path, shift
     split = "holdout" if ds.split("holdout") else "train"
     ys = np.array([s.label for s in ds.split(split)], np.int64)
     t_in = read_tflite(int8_model).input
-    xr = load_real(data, split, shift, t_in.shape[1:], holdout)
+    xr = load_real(data, split, shift, t_in.shape[1:], holdout, pixels=pixels)
     # the int8 inputs from the real ones, as load_split makes them (decoded once, not twice)
     xq = quantize_real(xr, t_in.s, t_in.zp)
     return {"split": split, "n": len(ys),

@@ -60,10 +60,12 @@ def head_ops(graph: Graph, model: Path) -> tuple[Op, Op | None]:
 
 
 def new_head(model: Path, classes: Sequence[str], calib: Path | None, out: Path,
-             init: str = DEFAULT_HEAD_INIT, shift: str = "none") -> Path:
+             init: str = DEFAULT_HEAD_INIT, shift: str = "none",
+             pixels: str | None = None) -> Path:
     """Write `model` with a new head of len(classes) outputs at `out` (and its labels beside
     it); "means" initialises it from `calib` (a dataset with a folder a class named as
-    `classes`) seen through `shift`. Returns `out`."""
+    `classes`) seen through `shift`, images in pixel range `pixels` (datasets.load_split).
+    Returns `out`."""
     if init not in HEAD_INITS:
         raise TinypropError(f"--head-init {init}: unknown; use one of {', '.join(HEAD_INITS)}")
     if len(classes) < 2:
@@ -78,7 +80,7 @@ def new_head(model: Path, classes: Sequence[str], calib: Path | None, out: Path,
         if calib is None:
             raise TinypropError("--head-init means: pass --calib DIR, a dataset with a folder a "
                                 f"class ({', '.join(classes)}), or use --head-init zero")
-        w, b, logits = _class_means(graph, x_t.index, calib, classes, shift)
+        w, b, logits = _class_means(graph, x_t.index, calib, classes, shift, pixels)
     else:
         w, b, logits = np.zeros((len(classes), n_feat)), np.zeros(len(classes)), (0.0, 0.0)
     old_scale = float(np.max(w_t.scale))
@@ -98,7 +100,7 @@ def new_head(model: Path, classes: Sequence[str], calib: Path | None, out: Path,
 
 
 def _features(graph: Graph, feat: int, calib: Path, classes: Sequence[str],
-              shift: str) -> tuple[np.ndarray, np.ndarray]:
+              shift: str, pixels: str | None) -> tuple[np.ndarray, np.ndarray]:
     """(real-valued features N x F at tensor `feat`, labels) of calib's train split, whose
     classes must be `classes` in that order."""
     from ..data.datasets import load_dataset, load_split
@@ -110,7 +112,8 @@ def _features(graph: Graph, feat: int, calib: Path, classes: Sequence[str],
                             f"{','.join(classes)}: calibrate on a dataset of the new classes, "
                             "named in its order (sorted folder names, or its classes.txt)")
     t_in = graph.input
-    xs, ys, _ = load_split(calib, "train", t_in.s, t_in.zp, shift, t_in.shape[1:])
+    xs, ys, _ = load_split(calib, "train", t_in.s, t_in.zp, shift, t_in.shape[1:],
+                           pixels=pixels)
     fwd = Forward(graph)
     ft = graph.tensors[feat]
     q = np.stack([fwd.run(x, keep=True)[feat].reshape(-1) for x in xs]).astype(np.float64)
@@ -118,9 +121,10 @@ def _features(graph: Graph, feat: int, calib: Path, classes: Sequence[str],
 
 
 def _class_means(graph: Graph, feat: int, calib: Path, classes: Sequence[str],
-                 shift: str) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+                 shift: str, pixels: str | None) -> tuple[np.ndarray, np.ndarray,
+                                                         tuple[float, float]]:
     """(weights, biases, (lowest, highest) logit on calib) of the nearest-class-mean head."""
-    f, ys = _features(graph, feat, calib, classes, shift)
+    f, ys = _features(graph, feat, calib, classes, shift, pixels)
     missing = [c for i, c in enumerate(classes) if not np.any(ys == i)]
     if missing:
         raise TinypropError(f"{calib}: no training samples of class {missing[0]!r}; the new "
