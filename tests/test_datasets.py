@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 from tinyprop.data.datasets import (
     CLASSES,
-    fit_to_size,
+    fit_rgb,
     holdout_split,
     load_dataset,
     load_images,
@@ -146,7 +146,7 @@ def test_to_model_input_center_crops_then_resizes():
     assert out.shape == (96, 96, 3) and out.dtype == np.int8
     assert np.all(out == np.array([-128, 72, -128], np.int8))
     # Portrait images crop top and bottom.
-    assert fit_to_size(img.transpose(1, 0, 2)).shape == (96, 96, 3)
+    assert fit_rgb(img.transpose(1, 0, 2), (96, 96)).shape == (96, 96, 3)
     with pytest.raises(TinypropError, match="expected a uint8"):
         to_model_input(img.astype(np.float32), VWW_SCALE, -128)
 
@@ -209,7 +209,7 @@ def test_grayscale_models_get_pillows_luma(tmp_path):
     _write(root / "b", "y.png", rgb[::-1])
     x, y, _ = load_split(root, "all", VWW_SCALE, -128, size=(32, 32, 1))
     assert x.shape == (2, 32, 32, 1)
-    gray = to_gray(fit_to_size(rgb, (32, 32)))
+    gray = to_gray(fit_rgb(rgb, (32, 32)))
     np.testing.assert_array_equal(x[0], quantize_pixels(gray, VWW_SCALE, -128))
     np.testing.assert_array_equal(to_model_input(rgb, VWW_SCALE, -128, (32, 32, 1)), x[0])
     with pytest.raises(TinypropError, match="takes 4 channels"):

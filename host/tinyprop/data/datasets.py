@@ -1,6 +1,7 @@
 """Datasets of any classification task, and the model's input preprocessing.
 
-A dataset is a folder with one sub-folder a class (any number, at least two): the label of a
+A dataset is a folder with one sub-folder a class (any number; a classifier trains on two or
+more, an autoencoder on one): the label of a
 sample is the index of its folder's name among the sorted folder names, as Keras'
 `image_dataset_from_directory` (and the MLPerf VWW models, trained with `flow_from_directory`:
 0 = non_person, 1 = person) number them. A `classes.txt` (one folder name a line) names the
@@ -8,8 +9,9 @@ class folders and their order instead; the MLPerf VWW layout (`person/` and `non
 read as those two classes whatever other folders sit beside them (vww-mini's `originals/`).
 
 A class folder holds either images or `.npy` feature files, never both. Images are decoded,
-centre-cropped to the model's aspect ratio and resized to its input (`fit_to_size`); a model
-with one input channel gets their luma (`to_gray`); pixels become the model's real input by its
+centre-cropped to the model's aspect ratio and resized to its input (`fit_rgb`: the integer
+rule a board repeats on its camera frames, data/image.py); a model with one input channel gets
+their luma (`to_gray`); pixels become the model's real input by its
 pixel range (PIXEL_RANGES: 0:1 = pixel / 255, 0:255 = pixel, -1:1 = pixel / 127.5 - 1; for an
 int8 model picked from its input quantization, `input_pixels`), then are quantized. A
 `.npy` is one sample (audio MFCCs, an IMU window) of the input's shape, or flat: real values,
@@ -36,6 +38,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import TinypropError
+from .image import crop_window, fit_image, to_gray
 from .shifts import apply_shift
 
 # The VWW task's classes (vww-mini's folders, sorted): the labels the MLPerf model was trained on.
@@ -226,39 +229,36 @@ def _decode(path: str | os.PathLike) -> tuple[np.ndarray, bytes | None]:
         raise TinypropError(f"{path}: cannot decode image ({exc}); remove or replace it") from exc
 
 
-def fit_to_size(rgb: np.ndarray, size: Sequence[int] = MODEL_SIZE) -> np.ndarray:
-    """Center-crop to the aspect ratio of size=(height, width), then resize (Pillow LANCZOS, as
-    vww-mini was made) if the crop is not already that size."""
+def lanczos_fit(rgb: np.ndarray, size: Sequence[int] = MODEL_SIZE) -> np.ndarray:
+    """Center-crop to the aspect ratio of size=(height, width) (image.crop_window), then resize
+    with Pillow LANCZOS: how vww-mini's photos were made from their COCO originals. Model
+    inputs are fitted by fit_image instead, the rule a board repeats."""
     _check_rgb(rgb)
-    th, tw = int(size[0]), int(size[1])
-    h, w = rgb.shape[:2]
-    # Largest centered window with aspect tw:th (integer arithmetic: no float drift).
-    ch, cw = (h, h * tw // th) if h * tw <= w * th else (w * th // tw, w)
-    top, left = (h - ch) // 2, (w - cw) // 2
+    top, left, ch, cw = crop_window(rgb.shape[0], rgb.shape[1], size)
     crop = rgb[top : top + ch, left : left + cw]
-    if crop.shape[:2] == (th, tw):
+    if crop.shape[:2] == tuple(size[:2]):
         return np.ascontiguousarray(crop)
-    return np.asarray(Image.fromarray(crop).resize((tw, th), Image.LANCZOS), dtype=np.uint8)
+    return np.asarray(Image.fromarray(crop).resize((int(size[1]), int(size[0])), Image.LANCZOS),
+                      dtype=np.uint8)
 
 
-def to_gray(rgb: np.ndarray) -> np.ndarray:
-    """uint8 ... x 3 RGB -> uint8 ... x 1 luma, ITU-R 601 in 16-bit fixed point:
-    (19595 R + 38470 G + 7471 B + 2^15) >> 16, which is Pillow's convert("L") exactly and
-    integer arithmetic a board can repeat."""
-    r, g, b = (rgb[..., i].astype(np.uint32) for i in range(3))
-    return ((19595 * r + 38470 * g + 7471 * b + 0x8000) >> 16).astype(np.uint8)[..., None]
+def fit_rgb(rgb: np.ndarray, size: Sequence[int]) -> np.ndarray:
+    """A uint8 RGB image fitted to (height, width) as a board fits a camera frame
+    (image.fit_image, tp_frame_fit)."""
+    _check_rgb(rgb)
+    return fit_image(rgb, size[:2])
 
 
 def write_model_image(
     src: str | os.PathLike, dest: str | os.PathLike, size: Sequence[int] = MODEL_SIZE
 ) -> None:
-    """The image file src center-cropped and resized (fit_to_size) to size, saved as an RGB JPEG
+    """The image file src center-cropped and resized (lanczos_fit) to size, saved as an RGB JPEG
     of quality 95: how vww-mini's photos were made from their COCO originals. The original's
     JPEG comment, if any, is kept (Pillow >= 9.4 carries it through crop and resize, and
     vww-mini's files have it), so every vww-mini file is reproduced byte for byte."""
     rgb, comment = _decode(src)
     extra = {"comment": comment} if comment else {}
-    Image.fromarray(fit_to_size(rgb, size)).save(dest, format="JPEG", quality=95, **extra)
+    Image.fromarray(lanczos_fit(rgb, size)).save(dest, format="JPEG", quality=95, **extra)
 
 
 def quantize_real(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
@@ -330,7 +330,7 @@ def to_model_input(
     """One RGB uint8 image of any size -> int8 (height, width, channels) model input; `size` is
     (H, W) for an RGB model or (H, W, C) with C 3 or 1 (luma); `pixels` as quantize_pixels."""
     h, w, c = _shape(size)
-    return quantize_pixels(_channels(fit_to_size(image_rgb_uint8, (h, w)), c), scale, zero_point,
+    return quantize_pixels(_channels(fit_rgb(image_rgb_uint8, (h, w)), c), scale, zero_point,
                            pixels)
 
 
@@ -367,7 +367,7 @@ def _images(ds: Dataset, split: str, shift: str | None,
     h, w, c = _shape(size)
     images = []
     for s in samples:
-        rgb = fit_to_size(read_rgb(s.path), (h, w))
+        rgb = fit_rgb(read_rgb(s.path), (h, w))
         images.append(_channels(apply_shift(shift or "none", rgb, s.name), c))
     labels = np.array([s.label for s in samples], dtype=np.int64)
     return np.stack(images), labels, [s.name for s in samples]
