@@ -1,6 +1,8 @@
 """A frame fitted to the model's input is the same bytes on a board (tp_frame_fit, the real C
 core) and on the host (tinyprop.data.image.fit_image, what train and eval feed a model): crops,
-shrink factors, upscaling, channel conversions and padded rows. And the rule is a fair resize:
+shrink factors, upscaling, channel conversions, padded rows, gray, RGB888 and RGB565 frames;
+and the int8 input the same (tp_pixel_table and tp_frame_input = datasets.quantize_pixels) in
+every pixel range. And the rule is a fair resize:
 it is the exact area average of the window, and on vww-mini's COCO originals it lands within a
 few levels of the photos (Pillow LANCZOS crops saved as JPEG)."""
 
@@ -12,50 +14,104 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tinyprop.data.datasets import read_rgb
-from tinyprop.data.image import crop_window, fit_image
+from tinyprop.data.datasets import PIXEL_RANGES, quantize_pixels, read_rgb, to_model_input
+from tinyprop.data.image import (
+    FRAME_FORMATS,
+    crop_window,
+    decode_frame,
+    encode_frame,
+    fit_image,
+)
 from tinyprop.engines.native import load_library, status_name
 
 
 class Frame(ctypes.Structure):
     _fields_ = [("pixels", ctypes.c_void_p), ("width", ctypes.c_uint32),
-                ("height", ctypes.c_uint32), ("channels", ctypes.c_uint32),
+                ("height", ctypes.c_uint32), ("format", ctypes.c_uint32),
                 ("stride", ctypes.c_uint32)]
 
 
-def c_fit(img: np.ndarray, size: tuple[int, int], channels: int, pad: int = 0) -> np.ndarray:
-    """tp_frame_fit on img (H x W x C uint8), its rows `pad` bytes longer than the pixels."""
-    h, w, c = img.shape
-    rows = np.zeros((h, w * c + pad), np.uint8)
-    rows[:, : w * c] = img.reshape(h, w * c)
+def frame_of(raw: bytes, width: int, height: int, fmt: str, pad: int = 0) -> tuple[Frame, object]:
+    """A tp_frame of a frame's packed bytes, its rows `pad` bytes longer (and the buffer)."""
+    row = len(raw) // height
+    rows = np.zeros((height, row + pad), np.uint8)
+    rows[:, :row] = np.frombuffer(raw, np.uint8).reshape(height, row)
+    return Frame(rows.ctypes.data, width, height, FRAME_FORMATS.index(fmt), row + pad), rows
+
+
+def c_fit(raw: bytes, width: int, height: int, fmt: str, size: tuple[int, int], channels: int,
+          pad: int = 0) -> np.ndarray:
+    """tp_frame_fit on a frame of `fmt`."""
+    frame, _rows = frame_of(raw, width, height, fmt, pad)
     out = np.zeros((size[0], size[1], channels), np.uint8)
-    lib = load_library()
-    frame = Frame(rows.ctypes.data, w, h, c, w * c + pad)
-    st = lib.tp_frame_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
-                          ctypes.c_uint32(size[1]), ctypes.c_uint32(size[0]),
-                          ctypes.c_uint32(channels))
+    st = load_library().tp_frame_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
+                                     ctypes.c_uint32(size[1]), ctypes.c_uint32(size[0]),
+                                     ctypes.c_uint32(channels))
     assert status_name(st) == "TP_OK"
     return out
 
 
-CASES = [  # (frame H, W, C), output (H, W), output C
-    ((240, 320, 3), (96, 96), 3),   # a QVGA camera: 4:3 cropped, k = 2, bilinear 120 -> 96
-    ((480, 640, 3), (96, 96), 1),   # VGA to luma, k = 5
-    ((120, 160, 1), (96, 96), 3),   # a gray camera to an RGB model
-    ((97, 131, 3), (32, 32), 1),    # odd sizes, k = 3
-    ((50, 40, 3), (96, 96), 3),     # upscaling, k = 1
-    ((96, 96, 3), (96, 96), 3),     # already the size: a copy
-    ((60, 200, 3), (49, 10), 1),    # a tall output from a wide frame
+CASES = [  # (frame H, W), its format, output (H, W), output C
+    ((240, 320), "rgb888", (96, 96), 3),    # a QVGA camera: 4:3 cropped, 2.5 pixels an output
+    ((480, 640), "rgb888", (96, 96), 1),    # VGA to luma, exactly 5
+    ((120, 160), "gray8", (96, 96), 3),     # a gray camera to an RGB model
+    ((144, 176), "gray8", (96, 96), 1),     # QCIF grayscale (the Nano 33 BLE Sense's OV7675)
+    ((144, 176), "rgb565be", (96, 96), 3),  # QCIF RGB565
+    ((96, 96), "rgb565be", (96, 96), 1),    # esp32-camera's FRAMESIZE_96X96, to luma
+    ((97, 131), "rgb888", (32, 32), 1),     # odd sizes
+    ((50, 40), "rgb888", (96, 96), 3),      # upscaling
+    ((96, 96), "rgb888", (96, 96), 3),      # already the size: a copy
+    ((60, 200), "rgb888", (49, 10), 1),     # a tall output from a wide frame
 ]
 
 
-@pytest.mark.parametrize("shape, size, channels", CASES)
-def test_c_equals_numpy(shape, size, channels):
-    img = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
-    want = fit_image(img, size, channels)
+@pytest.mark.parametrize("shape, fmt, size, channels", CASES)
+def test_c_equals_numpy(shape, fmt, size, channels):
+    rgb = np.random.default_rng(sum(shape)).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    raw = encode_frame(rgb, fmt)
+    want = fit_image(decode_frame(raw, shape[1], shape[0], fmt), size, channels)
     assert want.shape == (*size, channels)
-    np.testing.assert_array_equal(c_fit(img, size, channels), want)
-    np.testing.assert_array_equal(c_fit(img, size, channels, pad=5), want)
+    np.testing.assert_array_equal(c_fit(raw, shape[1], shape[0], fmt, size, channels), want)
+    np.testing.assert_array_equal(c_fit(raw, shape[1], shape[0], fmt, size, channels, pad=5),
+                                  want)
+
+
+def test_rgb565_widens_its_bits():
+    rgb = np.array([[[255, 255, 255], [0, 0, 0], [8, 4, 8], [200, 100, 50]]], np.uint8)
+    back = decode_frame(encode_frame(rgb, "rgb565be"), 4, 1, "rgb565be")
+    assert back[0, :3].tolist() == [[255, 255, 255], [0, 0, 0], [8, 4, 8]]
+    assert back[0, 3].tolist() == [206, 101, 49]  # 25, 25, 6 in 5-6-5 bits
+
+
+@pytest.mark.parametrize("pixels", list(PIXEL_RANGES))
+def test_pixel_table_is_the_hosts_quantization(pixels):
+    lib = load_library()
+    every = np.arange(256, dtype=np.uint8)
+    for scale, zp in ((1 / 255, -128), (1.0, -128), (0.0078125, 0), (0.02, 5), (3e-4, -3)):
+        table = np.zeros(256, np.int8)
+        st = lib.tp_pixel_table(ctypes.c_uint32(list(PIXEL_RANGES).index(pixels)),
+                                ctypes.c_float(scale), ctypes.c_int32(zp),
+                                table.ctypes.data_as(ctypes.c_void_p))
+        assert status_name(st) == "TP_OK"
+        want = quantize_pixels(every, np.float32(scale), zp, pixels)
+        np.testing.assert_array_equal(table, want, err_msg=f"{pixels} {scale} {zp}")
+
+
+def test_frame_input_is_load_splits_input(vww_data_dir):
+    """A vww-mini photo sent as a 96x96 RGB888 frame becomes exactly the VWW input train feeds."""
+    photo = sorted((vww_data_dir / "person").iterdir())[0]
+    rgb = read_rgb(photo)
+    lib = load_library()
+    table = np.zeros(256, np.int8)
+    lib.tp_pixel_table(ctypes.c_uint32(0), ctypes.c_float(np.float32(1 / 255)),
+                       ctypes.c_int32(-128), table.ctypes.data_as(ctypes.c_void_p))
+    frame, _rows = frame_of(encode_frame(rgb, "rgb888"), 96, 96, "rgb888")
+    x = np.zeros((96, 96, 3), np.int8)
+    st = lib.tp_frame_input(ctypes.byref(frame), table.ctypes.data_as(ctypes.c_void_p),
+                            x.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint32(96),
+                            ctypes.c_uint32(96), ctypes.c_uint32(3))
+    assert status_name(st) == "TP_OK"
+    np.testing.assert_array_equal(x, to_model_input(rgb, np.float32(1 / 255), -128))
 
 
 def test_it_is_the_exact_area_average():
@@ -80,14 +136,20 @@ def test_bad_frames_are_refused():
     out = np.zeros(96 * 96 * 3, np.uint8)
     px = np.zeros(300, np.uint8)
     for frame, (w, h, c) in (
-            (Frame(px.ctypes.data, 10, 10, 2, 20), (96, 96, 3)),  # two channels
-            (Frame(px.ctypes.data, 10, 10, 3, 20), (96, 96, 3)),  # stride shorter than a row
-            (Frame(px.ctypes.data, 10, 10, 1, 10), (96, 96, 4)),  # four output channels
-            (Frame(px.ctypes.data, 300, 1, 1, 300), (10, 96, 1)),  # a window under one pixel
-            (Frame(px.ctypes.data, 10, 10, 1, 10), (0, 96, 1))):  # an empty output
+            (Frame(px.ctypes.data, 10, 10, 3, 30), (96, 96, 3)),  # an unknown format
+            (Frame(px.ctypes.data, 10, 10, 1, 20), (96, 96, 3)),  # stride shorter than a row
+            (Frame(px.ctypes.data, 10, 10, 2, 19), (96, 96, 3)),  # RGB565: 2 bytes a pixel
+            (Frame(px.ctypes.data, 10, 10, 0, 10), (96, 96, 4)),  # four output channels
+            (Frame(px.ctypes.data, 300, 1, 0, 300), (10, 96, 1)),  # a window under one pixel
+            (Frame(px.ctypes.data, 10, 10, 0, 10), (0, 96, 1))):  # an empty output
         st = lib.tp_frame_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
                               ctypes.c_uint32(w), ctypes.c_uint32(h), ctypes.c_uint32(c))
         assert status_name(st) == "TP_ERR_ARG", (w, h, c)
+    table = np.zeros(256, np.int8)
+    for pixels, scale in ((3, 0.5), (0, 0.0), (0, float("inf")), (0, float("nan"))):
+        st = lib.tp_pixel_table(ctypes.c_uint32(pixels), ctypes.c_float(scale), ctypes.c_int32(0),
+                                table.ctypes.data_as(ctypes.c_void_p))
+        assert status_name(st) == "TP_ERR_ARG", (pixels, scale)
 
 
 def test_close_to_lanczos_on_real_photos():

@@ -1,8 +1,12 @@
-/* tp_image.c - a camera frame fitted to the model's input (tp_image.h), bit for bit as
+/* tp_image.c - a camera frame made the model's input (tp_image.h), bit for bit as
  * tinyprop.data.image does it in NumPy. */
 #include "tp_image.h"
 
 #include <stddef.h>
+
+/* Bytes a pixel and channels of each tp_frame_format. */
+static const uint8_t frame_bytes[3] = {1u, 3u, 2u};
+static const uint8_t frame_channels[3] = {1u, 3u, 3u};
 
 /* The source pixels [*first, *last] an output pixel i of n covers on an axis whose window is
  * r pixels long: in units of 1 / n of a source pixel, source pixel j spans [j n, (j + 1) n) and
@@ -20,15 +24,32 @@ static uint64_t overlap(uint32_t i, uint32_t n, uint32_t r, uint32_t j)
     return (hi < b ? hi : b) - (lo > a ? lo : a);
 }
 
+/* The 8-bit channels of pixel p (stored as `format`) in v. */
+static void decode(uint32_t format, const uint8_t *p, uint32_t v[3])
+{
+    if (format == TP_FRAME_GRAY8) {
+        v[0] = p[0];
+    } else if (format == TP_FRAME_RGB888) {
+        v[0] = p[0];
+        v[1] = p[1];
+        v[2] = p[2];
+    } else { /* RGB565, high byte first: 5-6-5 bits widened by repeating their top bits */
+        uint32_t r = (uint32_t)p[0] >> 3, b = (uint32_t)p[1] & 31u;
+        uint32_t g = (((uint32_t)p[0] & 7u) << 3) | ((uint32_t)p[1] >> 5);
+        v[0] = (r << 3) | (r >> 2);
+        v[1] = (g << 2) | (g >> 4);
+        v[2] = (b << 3) | (b >> 2);
+    }
+}
+
 tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
                        uint32_t out_c)
 {
-    uint32_t cw, ch, x0, y0, x, y, c, n_in;
+    uint32_t cw, ch, x0, y0, x, y, c, n_in, bpp;
     uint64_t area;
     if (frame == NULL || frame->pixels == NULL || out == NULL || out_w == 0u || out_h == 0u ||
-        frame->width == 0u || frame->height == 0u ||
-        (frame->channels != 1u && frame->channels != 3u) || (out_c != 1u && out_c != 3u) ||
-        frame->stride < frame->width * frame->channels) {
+        frame->width == 0u || frame->height == 0u || frame->format > TP_FRAME_RGB565BE ||
+        (out_c != 1u && out_c != 3u) || frame->stride / frame_bytes[frame->format] < frame->width) {
         return TP_ERR_ARG;
     }
     /* the largest centred window of aspect out_w : out_h */
@@ -44,7 +65,8 @@ tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint
     }
     x0 = (frame->width - cw) / 2u;
     y0 = (frame->height - ch) / 2u;
-    n_in = frame->channels;
+    n_in = frame_channels[frame->format];
+    bpp = frame_bytes[frame->format];
     area = (uint64_t)cw * ch;
     for (y = 0; y < out_h; y++) {
         uint32_t j0, j1;
@@ -58,8 +80,9 @@ tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint
                 uint64_t wy = overlap(y, out_h, ch, j);
                 for (i = i0; i <= i1; i++) {
                     uint64_t w = wy * overlap(x, out_w, cw, i);
+                    decode(frame->format, row + (size_t)(x0 + i) * bpp, v);
                     for (c = 0; c < n_in; c++) {
-                        sum[c] += w * row[(x0 + i) * n_in + c];
+                        sum[c] += w * v[c];
                     }
                 }
             }
@@ -79,6 +102,46 @@ tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint
                 out[(y * out_w + x) * 3u + 2u] = (uint8_t)v[0];
             }
         }
+    }
+    return TP_OK;
+}
+
+tp_status tp_pixel_table(uint32_t range, float scale, int32_t zero_point, int8_t table[256])
+{
+    uint32_t p;
+    if (table == NULL || range > TP_PIXELS_M1_1 || !(scale > 0.0f && scale - scale == 0.0f)) {
+        return TP_ERR_ARG;
+    }
+    for (p = 0; p < 256u; p++) {
+        float x = (float)p, v, a;
+        int32_t q;
+        if (range == TP_PIXELS_0_1) {
+            x = x / 255.0f;
+        } else if (range == TP_PIXELS_M1_1) {
+            x = x / 127.5f - 1.0f;
+        }
+        v = x / scale;
+        /* round half away from zero; past +-512 the clamp below decides alone */
+        a = v < 0.0f ? -v : v;
+        a = a > 512.0f ? 512.0f : a;
+        q = (int32_t)(a + 0.5f);
+        q = (v < 0.0f ? -q : q) + zero_point;
+        table[p] = (int8_t)(q < -128 ? -128 : (q > 127 ? 127 : q));
+    }
+    return TP_OK;
+}
+
+tp_status tp_frame_input(const tp_frame *frame, const int8_t table[256], int8_t *input,
+                         uint32_t out_w, uint32_t out_h, uint32_t out_c)
+{
+    uint32_t k, n = out_w * out_h * out_c;
+    uint8_t *bytes = (uint8_t *)input;
+    tp_status st = table != NULL ? tp_frame_fit(frame, bytes, out_w, out_h, out_c) : TP_ERR_ARG;
+    if (st != TP_OK) {
+        return st;
+    }
+    for (k = 0; k < n; k++) {
+        bytes[k] = (uint8_t)table[bytes[k]];
     }
     return TP_OK;
 }

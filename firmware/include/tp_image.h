@@ -1,13 +1,17 @@
-/* tp_image.h - a camera frame fitted to a model's input, exactly as tinyprop's host fits a photo
- * (tinyprop.data.image, docs/your-data.md "Images"): the board and the host feed a model the
- * same pixels, so what a board learns from its camera matches what the host trains and scores.
+/* tp_image.h - a camera frame made the model's int8 input, exactly as tinyprop's host makes a
+ * photo one (tinyprop.data.image, docs/your-data.md "Images"): the board and the host feed a
+ * model the same bytes, so what a board learns from its camera matches what the host trains
+ * and scores.
  *
  * The rule, integers only: the largest centred window of the model's aspect ratio (floor
  * division), then each output pixel the mean of the window's pixels over the area it covers,
  * partly covered pixels weighted by the part (an exact area average in integer units, rounded
- * half up); RGB to one channel is luma
- * (19595 R + 38470 G + 7471 B + 2^15) >> 16, one channel to RGB repeats it. A frame already of
- * the output's size is copied. No buffer beyond the output. */
+ * half up); RGB to one channel is luma (19595 R + 38470 G + 7471 B + 2^15) >> 16, one channel
+ * to RGB repeats it; RGB565 is widened to 8 bits a channel by repeating its top bits. A frame
+ * already of the output's size is copied. Then each 8-bit value becomes the int8 input through
+ * a table of 256 (tp_pixel_table): its real value in the model's pixel range, quantized with
+ * the input's scale and zero point. No buffer beyond the input: the frame is fitted into the
+ * input's bytes and mapped in place. */
 #ifndef TP_IMAGE_H
 #define TP_IMAGE_H
 
@@ -19,19 +23,42 @@
 extern "C" {
 #endif
 
-/* A frame of 8-bit pixels: channels 3 (R, G, B interleaved) or 1 (gray); row y starts at
- * pixels + y * stride (stride >= width * channels). */
+/* How a frame's pixels are stored. */
+typedef enum {
+    TP_FRAME_GRAY8 = 0,   /* one byte a pixel */
+    TP_FRAME_RGB888 = 1,  /* R, G, B bytes */
+    TP_FRAME_RGB565BE = 2 /* RRRRRGGG GGGBBBBB, high byte first: how OV767x and esp32-camera
+                             sensors send it */
+} tp_frame_format;
+
+/* A frame: row y starts at pixels + y * stride (stride >= width * the format's bytes). */
 typedef struct {
     const uint8_t *pixels;
-    uint32_t width, height, channels, stride;
+    uint32_t width, height, format, stride;
 } tp_frame;
 
-/* Fit the frame to out_w x out_h x out_c (out_c 3 or 1) in out (out_w * out_h * out_c bytes,
- * rows packed). TP_ERR_ARG: a NULL pointer, a zero size, a channel count other than 1 or 3,
- * a stride shorter than a row, or a frame smaller than the output in either dimension's
- * crop (the window of the output's aspect is narrower than one pixel). */
+/* The real value a pixel p is to the model (tinyprop.data.datasets.PIXEL_RANGES). */
+typedef enum {
+    TP_PIXELS_0_1 = 0,   /* p / 255 (Keras' rescale=1/255: MLPerf VWW) */
+    TP_PIXELS_0_255 = 1, /* p (MLPerf ResNet-8) */
+    TP_PIXELS_M1_1 = 2   /* p / 127.5 - 1 */
+} tp_pixel_range;
+
+/* Fit the frame to out_w x out_h x out_c (out_c 3 or 1) 8-bit values in out (rows packed).
+ * TP_ERR_ARG: a NULL pointer, a zero size, an unknown format, out_c other than 1 or 3, a
+ * stride shorter than a row, or a window of the output's aspect under one pixel. */
 tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
                        uint32_t out_c);
+
+/* table[p] = the int8 input of pixel value p: its real value in `range`, divided by `scale`,
+ * rounded half away from zero, plus zero_point, clamped (TFLite's QUANTIZE, in float32 as the
+ * host computes it). TP_ERR_ARG: an unknown range or a scale not positive and finite. */
+tp_status tp_pixel_table(uint32_t range, float scale, int32_t zero_point, int8_t table[256]);
+
+/* The frame fitted (tp_frame_fit) into input's out_w x out_h x out_c bytes, then each byte
+ * mapped through table (tp_pixel_table): the model's int8 input (tp_input). */
+tp_status tp_frame_input(const tp_frame *frame, const int8_t table[256], int8_t *input,
+                         uint32_t out_w, uint32_t out_h, uint32_t out_c);
 
 #ifdef __cplusplus
 }

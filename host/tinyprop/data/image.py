@@ -1,9 +1,11 @@
 """An image fitted to a model's input, in integers a board repeats bit for bit: the NumPy twin of
 the firmware's tp_frame_fit (firmware/include/tp_image.h, which states the rule), so a photo the
-host trains on and a camera frame the board learns from become the same pixels.
+host trains on and a camera frame the board learns from become the same pixels. Camera frames
+come as 8-bit gray, RGB888 or RGB565 (FRAME_FORMATS, tp_frame_format's order).
 
     fit_image(rgb, (96, 96))        # uint8 96 x 96 x 3
     fit_image(rgb, (49, 10), 1)     # uint8 49 x 10 x 1 (luma)
+    fit_image(decode_frame(raw, 176, 144, "rgb565be"), (96, 96))   # a QCIF RGB565 frame
 """
 
 from __future__ import annotations
@@ -11,6 +13,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+FRAME_FORMATS = ("gray8", "rgb888", "rgb565be")  # tp_frame_format: GRAY8, RGB888, RGB565BE
+_FRAME_BYTES = {"gray8": 1, "rgb888": 3, "rgb565be": 2}
+
+
+def encode_frame(rgb: np.ndarray, fmt: str) -> bytes:
+    """uint8 H x W x 3 RGB as a sensor in format `fmt` sends it: luma (to_gray), the bytes
+    themselves, or RGB565 high byte first (each channel's top 5-6-5 bits)."""
+    if fmt == "gray8":
+        return to_gray(rgb).tobytes()
+    if fmt == "rgb888":
+        return np.ascontiguousarray(rgb, np.uint8).tobytes()
+    r, g, b = (rgb[..., i].astype(np.uint16) for i in range(3))
+    return ((r >> 3) << 11 | (g >> 2) << 5 | (b >> 3)).astype(">u2").tobytes()
+
+
+def decode_frame(raw: bytes, width: int, height: int, fmt: str) -> np.ndarray:
+    """A frame's bytes (rows packed) as uint8 H x W x C, as tp_frame_fit reads them: RGB565's
+    channels widened to 8 bits by repeating their top bits."""
+    px = np.frombuffer(raw, np.uint8, width * height * _FRAME_BYTES[fmt])
+    if fmt != "rgb565be":
+        return px.reshape(height, width, -1).copy()
+    v = px.reshape(height, width, 2).astype(np.uint16)
+    r, g, b = v[..., 0] >> 3, (v[..., 0] & 7) << 3 | v[..., 1] >> 5, v[..., 1] & 31
+    return np.stack([r << 3 | r >> 2, g << 2 | g >> 4, b << 3 | b >> 2], -1).astype(np.uint8)
 
 
 def to_gray(rgb: np.ndarray) -> np.ndarray:
