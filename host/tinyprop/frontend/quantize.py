@@ -13,6 +13,8 @@ features as they are), at most CALIB_SAMPLES of them.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -160,7 +162,8 @@ def full_int8(conv, representative: Callable) -> bytes:
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     conv.inference_input_type = tf.int8
     conv.inference_output_type = tf.int8
-    return conv.convert()
+    with contextlib.redirect_stdout(io.StringIO()):  # a Keras model's export lists its graph
+        return conv.convert()
 
 
 def _all_float(content: bytes) -> bytes:
