@@ -412,15 +412,22 @@ def frontier(ctx: Ctx) -> dict:
 
 
 def draw_frontier(fig: dict, path: Path) -> Path:
-    """The frontier as a PNG: accuracy after training against planned bytes, TFLite Micro's
-    inference arena marked."""
+    """The frontier as a PNG: accuracy after training (the seeds' mean, their range as error
+    bars) against planned bytes, TFLite Micro's inference arena marked."""
     from matplotlib.figure import Figure
 
     f = Figure(figsize=(6, 3.6), dpi=100)
     ax = f.add_subplot()
     kb = [r["planned_bytes"] / 1024 for r in fig["rows"]]
     acc = [100 * r["accuracy_after"] for r in fig["rows"]]
-    ax.plot(kb, acc, "o-", color="tab:blue", label=f"tinyprop auto ({fig['grad']} maps)")
+    lo_hi = [[100 * v for v in r.get("accuracy_range", [r["accuracy_after"]] * 2)]
+             for r in fig["rows"]]
+    err = [[a - lo for a, (lo, _) in zip(acc, lo_hi, strict=True)],
+           [hi - a for a, (_, hi) in zip(acc, lo_hi, strict=True)]]
+    seeds = len(fig["rows"][0].get("accuracy_runs", {})) if fig["rows"] else 0
+    ax.errorbar(kb, acc, yerr=err, fmt="o-", color="tab:blue", capsize=3,
+                label=f"tinyprop auto ({fig['grad']} maps)"
+                + (f": mean and range of {seeds} seeds" if seeds > 1 else ""))
     labels: dict = {}  # budgets whose plans are the same point share one label
     for r, x, y in zip(fig["rows"], kb, acc, strict=True):
         labels.setdefault((x, y), []).append(str(r["budget_kb"]))
