@@ -49,7 +49,13 @@ def _realistic(model, seed: int):
             var = rng.uniform(0.3, 2.0, c)
             layer.set_weights([a.astype(np.float32) for a in (gamma, beta, mean, var)])
             continue
-        kernel = ws[0]
+        # Drawn here, not taken from Keras' initializers: those draw from a generator that
+        # k.utils.set_random_seed does not reset, so a model would differ with what the process
+        # built before it (Glorot-uniform limits, as Keras' default).
+        shape = ws[0].shape
+        receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+        limit = np.sqrt(6.0 / (receptive * (shape[-2] + shape[-1])))
+        kernel = rng.uniform(-limit, limit, shape).astype(np.float32)
         # Conv/Dense kernels end with the output channel; depthwise (kh, kw, cin, mult) too.
         gains = rng.uniform(0.3, 2.0, kernel.shape[-1]).astype(np.float32)
         out = [kernel * gains]
