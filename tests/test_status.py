@@ -59,7 +59,8 @@ def test_one_numbering_in_disjoint_ranges_and_every_message_says_what_to_do():
         assert status in core or status in proto or status in board, status
         kind, message = TABLE[status][1], TABLE[status][2]
         assert kind == "OK" or (kind in ("INPUT", "FAULT") and ": " in message), status
-    assert [s.name for s in Status if TABLE[s][1] == "OK"] == ["TP_OK", "TP_PROTO_MORE"]
+    assert [s.name for s in Status if TABLE[s][1] == "OK"] == ["TP_OK", "TP_STEP_PENDING",
+                                                              "TP_PROTO_MORE"]
     assert {Status.TP_ERR_BLOB_CRC, Status.TP_ERR_BAD_LR} <= {s for s in Status if s in core}
     assert {Status.TP_ERR_BAD_CRC, Status.TP_ERR_BAD_STATE} <= {s for s in Status if s in proto}
     # the board HAL returns minus its statuses (its non-negative results are counts)

@@ -63,6 +63,7 @@ tp_status tp_infer(tp_session *s, tp_result *r)
     if (s->b.ops == NULL) {
         return TP_ERR_NOT_LOADED;
     }
+    s->run.phase = 0u; /* it takes the arena: a training step under way is abandoned */
     s->arena_high = 0;
     st = tp_run_stage(s, TP_PLAN_INFER, &first);
     if (st != TP_OK) {

@@ -134,6 +134,7 @@ tp_status tp_reset_params(tp_session *s)
     if (s == NULL) {
         return TP_ERR_ARG;
     }
+    s->run.phase = 0u; /* a step under way is abandoned */
     s->step = 0;
     if (s->params != NULL) {
         tp_copy_params(s);
@@ -222,6 +223,7 @@ tp_status tp_set_hparams(tp_session *s, const tp_hparams *hp)
         return TP_ERR_BAD_HP_FLAGS;
     }
     s->hp = *hp;
+    s->run.phase = 0u; /* a step under way is abandoned */
     return TP_OK;
 }
 
@@ -229,6 +231,7 @@ void tp_set_step(tp_session *s, uint32_t step)
 {
     if (s != NULL) {
         s->step = step;
+        s->run.phase = 0u; /* a step under way is abandoned */
     }
 }
 

@@ -612,16 +612,15 @@ static float step_loss(tp_session *s, const int8_t *logits, const tp_tensor *tz,
     return loss;
 }
 
-tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
+/* Where a step under way stands (tp_step_run.phase). */
+enum { RUN_NONE = 0, RUN_STAGE, RUN_FORWARD, RUN_LOSS, RUN_BACKWARD };
+
+tp_status tp_train_begin(tp_session *s, int32_t label)
 {
-    uint32_t k, j, n_rec, last, n_cls;
-    const int8_t *logits = NULL;
-    float loss;
-    tp_tensor tz;
-    int32_t pred;
     if (s == NULL) {
         return TP_ERR_ARG;
     }
+    s->run.phase = RUN_NONE;
     if (s->b.ops == NULL) {
         return TP_ERR_NOT_LOADED;
     }
@@ -631,70 +630,114 @@ tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
     if (s->arena_len < s->b.req.arena_train) {
         return TP_ERR_ARENA_TOO_SMALL;
     }
-    n_cls = s->b.req.n_classes;
-    if (label < 0 || (uint32_t)label >= n_cls) {
+    if (label < 0 || (uint32_t)label >= s->b.req.n_classes) {
         return TP_ERR_BAD_LABEL;
     }
-    last = tp_tran_last(&s->b);
-    n_rec = tp_tran_ops(&s->b);
     s->arena_high = 0;
-    {
-        uint32_t tiled;
-        tp_status st = tp_run_stage(s, TP_PLAN_TRAIN, &tiled); /* frozen: nothing to keep */
-        if (st != TP_OK) {
-            return st;
-        }
-        k = tiled;
+    s->run.label = label;
+    s->run.phase = RUN_STAGE;
+    return TP_OK;
+}
+
+/* The step's end: its result in *r, the step counted. */
+static tp_status end_step(tp_session *s, tp_status st, tp_result *r)
+{
+    part(s, TP_PART_END, tp_tran_last(&s->b));
+    s->step++;
+    s->run.phase = RUN_NONE;
+    if (r != NULL) {
+        memset(r, 0, sizeof *r);
+        r->loss = s->run.loss;
+        r->prediction = s->run.prediction;
+        r->label = s->run.label;
+        r->skipped = st == TP_ERR_NONFINITE ? 1u : 0u;
+        r->arena_peak = s->arena_high;
     }
-    /* the TRAN records ascend by op inside [first, last] (the loader checks): walked beside
-     * the ops, op k's record is the next one or none */
-    j = 0u;
-    for (; k <= last; k++) {
+    return st;
+}
+
+/* One unit of the step's work (tp_train_continue), after any that take none. */
+static tp_status step_unit(tp_session *s)
+{
+    tp_step_run *run = &s->run;
+    uint32_t last = tp_tran_last(&s->b), n_cls = s->b.req.n_classes;
+    if (run->phase == RUN_STAGE) {
+        tp_status st = tp_run_stage(s, TP_PLAN_TRAIN, &run->k); /* frozen: nothing to keep */
+        run->j = 0u;
+        run->phase = RUN_FORWARD;
+        return st;
+    }
+    if (run->phase == RUN_FORWARD) {
+        /* the TRAN records ascend by op inside [first, last] (the loader checks): walked beside
+         * the ops, op k's record is the next one or none */
         const uint8_t *rec = NULL;
         const int8_t *y;
-        if (j < n_rec && tp_tran_record_op(&s->b, j) == k) {
-            rec = tp_tran_record(&s->b, j++);
+        if (run->j < tp_tran_ops(&s->b) && tp_tran_record_op(&s->b, run->j) == run->k) {
+            rec = tp_tran_record(&s->b, run->j++);
         }
-        part(s, TP_PART_FORWARD, k);
-        y = tp_run_op(s, k, TP_PLAN_TRAIN);
+        part(s, TP_PART_FORWARD, run->k);
+        y = tp_run_op(s, run->k, TP_PLAN_TRAIN);
         if (rec != NULL && (rec[TP_TRAN_OP_FLAGS] & TP_TRAN_MASK)) {
             save_mask(s, rec, y);
         }
-        if (k == last) {
-            logits = y;
+        if (run->k == last) {
+            run->logits = y;
+            run->phase = RUN_LOSS;
         }
+        run->k++;
+        return TP_OK;
     }
-    tp_decode_tensor(s->b.tensors, s->b.logits, &tz);
-    pred = tp_argmax_s8(logits, n_cls);
-    /* loss and logits gradient in the logits' gradient buffer */
-    part(s, TP_PART_LOSS, last);
-    loss = step_loss(s, logits, &tz, n_cls, label);
-    if (r != NULL) {
-        memset(r, 0, sizeof *r);
-        r->loss = loss;
-        r->prediction = pred;
-        r->label = label;
-    }
-    if (!(loss - loss == 0.0f)) { /* NaN or +-inf, exactly the reference's !isfinite */
-        part(s, TP_PART_END, last);
-        s->step++;
-        if (r != NULL) {
-            r->skipped = 1;
-            r->arena_peak = s->arena_high;
+    if (run->phase == RUN_LOSS) {
+        tp_tensor tz;
+        tp_decode_tensor(s->b.tensors, s->b.logits, &tz);
+        run->prediction = tp_argmax_s8(run->logits, n_cls);
+        /* loss and logits gradient in the logits' gradient buffer */
+        part(s, TP_PART_LOSS, last);
+        run->loss = step_loss(s, run->logits, &tz, n_cls, run->label);
+        if (!(run->loss - run->loss == 0.0f)) { /* NaN or +-inf: the reference's !isfinite */
+            return TP_ERR_NONFINITE;
         }
-        return TP_ERR_NONFINITE;
+        run->key = tp_optim_step_key(s->hp.seed, s->step);
+        run->v_end = s->b.req.optimizer / 4u;
+        run->j = tp_tran_ops(&s->b);
+        run->phase = RUN_BACKWARD;
+        return TP_OK;
     }
-    {
-        uint32_t key = tp_optim_step_key(s->hp.seed, s->step);
-        uint32_t v_end = s->b.req.optimizer / 4u;
-        for (j = n_rec; j-- > 0u;) { /* ops last down to first: the records, descending */
-            backward_op(s, tp_tran_record(&s->b, j), key, &v_end);
-        }
-    }
-    part(s, TP_PART_END, last);
-    s->step++;
-    if (r != NULL) {
-        r->arena_peak = s->arena_high;
-    }
+    /* ops last down to first: the records, descending */
+    backward_op(s, tp_tran_record(&s->b, --run->j), run->key, &run->v_end);
     return TP_OK;
+}
+
+tp_status tp_train_continue(tp_session *s, uint32_t units, tp_result *r)
+{
+    if (s == NULL) {
+        return TP_ERR_ARG;
+    }
+    if (s->run.phase == RUN_NONE) {
+        return TP_ERR_NO_STEP;
+    }
+    for (;;) {
+        tp_status st;
+        if (s->run.phase == RUN_BACKWARD && s->run.j == 0u) {
+            return end_step(s, TP_OK, r);
+        }
+        if (units == 0u) {
+            return TP_STEP_PENDING;
+        }
+        units--;
+        st = step_unit(s);
+        if (st == TP_ERR_NONFINITE) {
+            return end_step(s, st, r);
+        }
+        if (st != TP_OK) { /* the tiled first ops' row source failed: nothing was trained */
+            s->run.phase = RUN_NONE;
+            return st;
+        }
+    }
+}
+
+tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r)
+{
+    tp_status st = tp_train_begin(s, label);
+    return st == TP_OK ? tp_train_continue(s, 0xFFFFFFFFu, r) : st;
 }

@@ -142,6 +142,16 @@ typedef void (*tp_profile_hook)(void *ctx, uint32_t part, uint32_t op);
 typedef tp_status (*tp_row_source)(void *ctx, uint32_t row, uint32_t n, int8_t *dst,
                                    uint32_t bytes);
 
+/* A training step under way: from tp_train_begin to the tp_train_continue that ends it. */
+typedef struct {
+    uint32_t phase; /* 0: none under way; else where it stands (tp_train.c) */
+    uint32_t k, j;  /* the next forward op; TRAN records (forward: next; backward: left) */
+    uint32_t key, v_end;
+    int32_t label, prediction;
+    float loss;
+    const int8_t *logits;
+} tp_step_run;
+
 /* One blob bound to caller memory. Allocate it anywhere (tp_session_size() bytes); its fields
  * are the core's: read b.req and step, change nothing but through the functions below. */
 typedef struct {
@@ -156,8 +166,9 @@ typedef struct {
     uint32_t flags;     /* TP_SESSION_* */
     tp_row_source rows; /* the input's rows, for a blob that reads them in bands */
     void *rows_ctx;
-    tp_fault fault; /* why tp_session_init refused (fault.status: what it returned) */
-#ifdef TP_PROFILE   /* builds that profile steps (kerneltest): others keep the session's size */
+    tp_fault fault;  /* why tp_session_init refused (fault.status: what it returned) */
+    tp_step_run run; /* the training step under way, if any */
+#ifdef TP_PROFILE    /* builds that profile steps (kerneltest): others keep the session's size */
     tp_profile_hook profile;
     void *profile_ctx;
 #endif
@@ -209,6 +220,16 @@ const char *tp_class_name(const tp_session *s, uint32_t k);
 
 tp_status tp_infer(tp_session *s, tp_result *r);
 tp_status tp_train_step(tp_session *s, int32_t label, tp_result *r);
+/* The same step in slices, for a board that must keep serving a watchdog, a radio or a camera:
+ * tp_train_begin checks what tp_train_step checks and runs nothing; each tp_train_continue
+ * then runs at most `units` units of work (the tiled first ops, one op's forward, the loss,
+ * one op's backward and update) and returns TP_STEP_PENDING while work is left, then what
+ * tp_train_step returns, with *r filled as it fills it. The result is tp_train_step's bit for
+ * bit. Until it ends the arena is the step's: tp_infer, tp_train_begin, tp_set_hparams,
+ * tp_reset_params and tp_set_step abandon it (tp_train_continue then says TP_ERR_NO_STEP; the
+ * parameters keep the updates already made). */
+tp_status tp_train_begin(tp_session *s, int32_t label);
+tp_status tp_train_continue(tp_session *s, uint32_t units, tp_result *r);
 /* Train with hp from the next step on, once it passes every check (lr finite in [0,
  * TP_LR_MAX], momentum in [0, 1) and non-zero only with the blob's optimizer state, known
  * flags): else the session keeps its hyper-parameters and the status says which is wrong. */

@@ -75,6 +75,12 @@
       " momentum")                                                                                 \
     X(TP_ERR_BAD_HP_FLAGS, 0x13, INPUT,                                                            \
       "unknown hyper-parameter flags: pass only TP_HP_NO_QAS")                                     \
+    /* a training step in slices (tp_train_begin, tp_train_continue) */                           \
+    X(TP_STEP_PENDING, 0x14, OK,                                                                   \
+      "the training step has work left: call tp_train_continue again")                             \
+    X(TP_ERR_NO_STEP, 0x15, INPUT,                                                                 \
+      "no training step is under way (none begun, it ended, or another call on the session "       \
+      "abandoned it): begin one with tp_train_begin")                                              \
     /* the protocol (tp_proto.h) */                                                                \
     X(TP_PROTO_MORE, 0x40, OK,                                                                     \
       "the decoder used every byte and no frame is complete yet: feed it more")                    \
