@@ -80,3 +80,34 @@ def test_missing_platformio_is_named(capsys, monkeypatch, tmp_path, blob):
     err = flash(capsys, "--board", "nano33ble", "--blob", str(blob))
     assert "needs PlatformIO (pio), which is not installed" in err
     assert "pip install platformio" in err
+
+
+def _registry_reachable() -> bool:
+    import socket
+
+    from tinyprop.device.flash import PIO_REGISTRY
+
+    try:
+        socket.create_connection(PIO_REGISTRY, timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(_registry_reachable(), reason="PlatformIO's registry is reachable here: the "
+                    "first build would install the platform")
+def test_offline_without_the_platform_is_one_line(capsys, monkeypatch, tmp_path, blob):
+    """Offline (this machine, CI), a board whose PlatformIO platform is not installed is refused
+    at once instead of PlatformIO retrying "Installing nordicnrf52" until killed."""
+    monkeypatch.setenv("PLATFORMIO_CORE_DIR", str(tmp_path / "core"))
+    err = flash(capsys, "--board", "nano33ble", "--blob", str(blob), "--build-only")
+    assert ("env nano33ble needs PlatformIO's nordicnrf52 platform, which is not installed in "
+            f"{tmp_path / 'core' / 'platforms'}, and its registry api.registry.platformio.org "
+            "cannot be reached") in err
+    assert "--image" in err
+    # an installed platform is left to PlatformIO
+    (tmp_path / "core" / "platforms" / "nordicnrf52").mkdir(parents=True)
+    from tinyprop.device.flash import check_platform
+    from tinyprop.paths import REPO_ROOT
+
+    check_platform(REPO_ROOT, "nano33ble", {"PLATFORMIO_CORE_DIR": str(tmp_path / "core")})

@@ -128,7 +128,10 @@ def test_convert_train_eval_monitor_and_the_platformio_project(installed, vww_mo
     (work / "bin").mkdir()
     (work / "bin" / "pio").write_text(f"#!/bin/sh\nexec {python} -m platformio \"$@\"\n")
     (work / "bin" / "pio").chmod(0o755)
-    pio_env = {**env, "PATH": f"{work / 'bin'}:{env['PATH']}"}
+    # its platform taken as installed (offline, flash refuses a build PlatformIO cannot start)
+    (work / "pio-core" / "platforms" / "nordicnrf52").mkdir(parents=True)
+    pio_env = {**env, "PATH": f"{work / 'bin'}:{env['PATH']}",
+               "PLATFORMIO_CORE_DIR": str(work / "pio-core")}
     out = run([python, "-c", "import json; from pathlib import Path; from tinyprop.device.flash "
                "import flash_job; from tinyprop.device.profiles import load_profile; j = "
                "flash_job(load_profile('nano33ble'), blob=Path('m.tpb'), build_only=True); "

@@ -14,9 +14,11 @@ when it has its own platformio.ini (a user's board), else tinyprop.paths.REPO_RO
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
 import os
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,9 @@ from pathlib import Path
 from ..errors import TinypropError
 from ..paths import BUILD_ROOT, IN_CHECKOUT, REPO_ROOT
 from .profiles import BoardProfile, Flashing, blob_needs, check_fits
+
+# Where PlatformIO installs a platform from on a board's first build.
+PIO_REGISTRY = ("api.registry.platformio.org", 443)
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ def pio_job(board: BoardProfile, blob_path: Path | None, port: str | None,
     env = dict(os.environ)
     if not IN_CHECKOUT:  # the installed package's folder is not PlatformIO's to write in
         env.setdefault("PLATFORMIO_WORKSPACE_DIR", str(BUILD_ROOT / "platformio"))
+    check_platform(pio_project(board), env_name, env)
     if blob_path is not None:
         from .firmware import write_blob_header
 
@@ -133,6 +139,43 @@ def pio_job(board: BoardProfile, blob_path: Path | None, port: str | None,
     if upload_port is not None:
         command += ["-t", "upload", "--upload-port", upload_port]
     return FlashJob(command, env, "pio")
+
+
+def env_platform(project: Path, env_name: str) -> str | None:
+    """The platform name (no version or owner) env `env_name` of project's platformio.ini
+    builds with, following `extends` and [env]; None when it names none."""
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(project / "platformio.ini")
+    todo, seen = [f"env:{env_name}"], set()
+    while todo:
+        section = todo.pop(0)
+        if section in seen or not ini.has_section(section):
+            continue
+        seen.add(section)
+        if ini.has_option(section, "platform"):
+            return ini.get(section, "platform").split("@")[0].rstrip("/").split("/")[-1]
+        todo += [e.strip() for e in ini.get(section, "extends", fallback="").split(",") if e]
+        todo.append("env")
+    return None
+
+
+def check_platform(project: Path, env_name: str, env: dict[str, str]) -> None:
+    """Refuse, in one line, a build PlatformIO cannot start: its platform is not installed and
+    its registry cannot be reached (offline, PlatformIO would sit at "Installing ..." retrying
+    until killed)."""
+    name = env_platform(project, env_name)
+    core = Path(env.get("PLATFORMIO_CORE_DIR") or Path.home() / ".platformio")
+    if name in (None, "native") or any(p.name.split("@")[0] == name
+                                       for p in (core / "platforms").glob("*")):
+        return
+    try:
+        socket.create_connection(PIO_REGISTRY, timeout=5).close()
+    except OSError as exc:
+        raise TinypropError(
+            f"env {env_name} needs PlatformIO's {name} platform, which is not installed in "
+            f"{core / 'platforms'}, and its registry {PIO_REGISTRY[0]} cannot be reached "
+            f"({exc.strerror or exc}); build once with the network (`pio run -e {env_name}` "
+            "installs it), or flash a prebuilt image with --image") from None
 
 
 def flash_job(board: BoardProfile, *, blob: Path | None = None, image: Path | None = None,
