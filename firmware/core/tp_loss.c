@@ -96,11 +96,13 @@ float tp_mse_f32(const int8_t *y, int32_t y_zp, float y_scale, const int8_t *t, 
                  float t_scale, uint32_t n, float *grad)
 {
     uint32_t j;
-    float c = 2.0f / (float)n;
-    for (j = 0; j < n; j++) {
-        grad[j] = mse_diff(y, y_zp, y_scale, t, t_zp, t_scale, j) * c;
+    float c = 2.0f / (float)n, sum = 0.0f;
+    for (j = 0; j < n; j++) { /* the sum in mse_sum's order: the same bits */
+        float d = mse_diff(y, y_zp, y_scale, t, t_zp, t_scale, j);
+        grad[j] = d * c;
+        sum = sum + d * d;
     }
-    return mse_sum(y, y_zp, y_scale, t, t_zp, t_scale, n);
+    return sum / (float)n;
 }
 
 float tp_mse_q(const int8_t *y, int32_t y_zp, float y_scale, const int8_t *t, int32_t t_zp,

@@ -67,16 +67,9 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     if n_pos == 0 or n_neg == 0:
         return None
-    order = np.argsort(scores, kind="stable")
-    ranks = np.empty(len(scores), np.float64)
-    sorted_scores = scores[order]
-    i = 0
-    while i < len(scores):  # average the ranks of tied scores
-        j = i
-        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
+    # each score's rank among all (1-based), tied scores sharing the mean of their ranks
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]
     u = ranks[positive].sum() - n_pos * (n_pos + 1) / 2
     return float(u / (n_pos * n_neg))
 
