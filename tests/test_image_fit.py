@@ -1,7 +1,7 @@
-"""A frame fitted to the model's input is the same bytes on a board (tp_frame_fit, the real C
+"""A frame fitted to the model's input is the same bytes on a board (tp_image_fit, the real C
 core) and on the host (tinyprop.data.image.fit_image, what train and eval feed a model): crops,
 shrink factors, upscaling, channel conversions, padded rows, gray, RGB888 and RGB565 frames;
-and the int8 input the same (tp_pixel_table and tp_frame_input = datasets.quantize_pixels) in
+and the int8 input the same (tp_pixel_table and tp_image_input = datasets.quantize_pixels) in
 every pixel range. And the rule is a fair resize:
 it is the exact area average of the window, and on vww-mini's COCO originals it lands within a
 few levels of the photos (Pillow LANCZOS crops saved as JPEG)."""
@@ -32,7 +32,7 @@ class Frame(ctypes.Structure):
 
 
 def frame_of(raw: bytes, width: int, height: int, fmt: str, pad: int = 0) -> tuple[Frame, object]:
-    """A tp_frame of a frame's packed bytes, its rows `pad` bytes longer (and the buffer)."""
+    """A tp_image of a frame's packed bytes, its rows `pad` bytes longer (and the buffer)."""
     row = len(raw) // height
     rows = np.zeros((height, row + pad), np.uint8)
     rows[:, :row] = np.frombuffer(raw, np.uint8).reshape(height, row)
@@ -41,10 +41,10 @@ def frame_of(raw: bytes, width: int, height: int, fmt: str, pad: int = 0) -> tup
 
 def c_fit(raw: bytes, width: int, height: int, fmt: str, size: tuple[int, int], channels: int,
           pad: int = 0) -> np.ndarray:
-    """tp_frame_fit on a frame of `fmt`."""
+    """tp_image_fit on a frame of `fmt`."""
     frame, _rows = frame_of(raw, width, height, fmt, pad)
     out = np.zeros((size[0], size[1], channels), np.uint8)
-    st = load_library().tp_frame_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
+    st = load_library().tp_image_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
                                      ctypes.c_uint32(size[1]), ctypes.c_uint32(size[0]),
                                      ctypes.c_uint32(channels))
     assert status_name(st) == "TP_OK"
@@ -107,7 +107,7 @@ def test_frame_input_is_load_splits_input(vww_data_dir):
                        ctypes.c_int32(-128), table.ctypes.data_as(ctypes.c_void_p))
     frame, _rows = frame_of(encode_frame(rgb, "rgb888"), 96, 96, "rgb888")
     x = np.zeros((96, 96, 3), np.int8)
-    st = lib.tp_frame_input(ctypes.byref(frame), table.ctypes.data_as(ctypes.c_void_p),
+    st = lib.tp_image_input(ctypes.byref(frame), table.ctypes.data_as(ctypes.c_void_p),
                             x.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint32(96),
                             ctypes.c_uint32(96), ctypes.c_uint32(3))
     assert status_name(st) == "TP_OK"
@@ -142,7 +142,7 @@ def test_bad_frames_are_refused():
             (Frame(px.ctypes.data, 10, 10, 0, 10), (96, 96, 4)),  # four output channels
             (Frame(px.ctypes.data, 300, 1, 0, 300), (10, 96, 1)),  # a window under one pixel
             (Frame(px.ctypes.data, 10, 10, 0, 10), (0, 96, 1))):  # an empty output
-        st = lib.tp_frame_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
+        st = lib.tp_image_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
                               ctypes.c_uint32(w), ctypes.c_uint32(h), ctypes.c_uint32(c))
         assert status_name(st) == "TP_ERR_ARG", (w, h, c)
     table = np.zeros(256, np.int8)

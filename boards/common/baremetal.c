@@ -74,3 +74,13 @@ uint32_t tp_board_stack_peak(void)
     }
     return (uint32_t)((const char *)__stack_top - (const char *)word);
 }
+
+/* Nothing else runs on these boards, and nothing shows a prediction. */
+void tp_board_yield(void)
+{
+}
+
+void tp_board_show(int32_t prediction)
+{
+    (void)prediction;
+}

@@ -27,7 +27,7 @@ LDFLAGS := $(ARCH_FLAGS) $(LIBC_SPECS) -nostartfiles -T $(LINK_LD) -L$(ROOT)/boa
 LDLIBS := -lm
 
 BOARD_SRCS := $(addprefix $(BOARD_DIR)/,startup.c board.c) \
-              $(addprefix $(ROOT)/boards/common/,baremetal.c semihost.c)
+              $(addprefix $(ROOT)/boards/common/,baremetal.c semihost.c vcamera.c)
 SRCS := $(BOARD_SRCS) $(FIRMWARE_SRCS) $(APP_SRC)
 OBJS := $(call obj_of,$(BOARD_SRCS) $(FIRMWARE_SRCS)) $(APP_OBJ)
 ELF := $(BUILD)/$(PROG).elf

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tp_board.h"
+#include "vcamera.h"
 
 #define SYS_OPEN 0x01u
 #define SYS_CLOSE 0x02u
@@ -195,4 +196,31 @@ int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n)
     }
     tp_sh_close(handle);
     return status;
+}
+
+/* The virtual camera's files (vcamera.h): two more handles of the same kind. */
+static int32_t vfile_handle[2] = {-1, -1};
+
+int32_t tp_vfile_open(uint32_t slot, const char *name)
+{
+    if (slot > 1u || name == NULL) {
+        return TP_BOARD_ERR_ARG;
+    }
+    if (vfile_handle[slot] >= 0) {
+        tp_sh_close(vfile_handle[slot]);
+    }
+    vfile_handle[slot] = tp_sh_open(name, TP_SH_MODE_RB);
+    if (vfile_handle[slot] < 0) {
+        return TP_BOARD_ERR_NOT_FOUND;
+    }
+    int32_t size = tp_sh_flen(vfile_handle[slot]);
+    return size < 0 ? TP_BOARD_ERR_IO : size;
+}
+
+int32_t tp_vfile_read(uint32_t slot, uint32_t offset, uint8_t *dst, uint32_t n)
+{
+    if (slot > 1u || vfile_handle[slot] < 0 || (dst == NULL && n > 0)) {
+        return TP_BOARD_ERR_ARG;
+    }
+    return read_at(vfile_handle[slot], offset, dst, n);
 }

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdint.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "tp_board.h"
+#include "vcamera.h"
 
 #ifndef APP_ENTRY
 #error "APP_ENTRY must name the application's int entry(void)"
@@ -56,10 +58,11 @@ static struct {
     int in_fd;
     int out_fd;
     int bulk_fd;
+    int vfile_fd[2]; /* the virtual camera's files (vcamera.h) */
     struct timespec start;
     ucontext_t main_context;
     ucontext_t app_context;
-} board = {.in_fd = 0, .out_fd = 1, .bulk_fd = -1};
+} board = {.in_fd = 0, .out_fd = 1, .bulk_fd = -1, .vfile_fd = {-1, -1}};
 
 int tp_board_init(void)
 {
@@ -84,6 +87,36 @@ int tp_board_read(uint8_t *dst, size_t max)
             return TP_BOARD_ERR_CLOSED;
         }
     }
+}
+
+int tp_board_poll(uint8_t *dst, size_t max)
+{
+    struct pollfd p = {.fd = board.in_fd, .events = POLLIN, .revents = 0};
+    if (dst == NULL || max == 0) {
+        return TP_BOARD_ERR_ARG;
+    }
+    for (;;) {
+        int n = poll(&p, 1, 0);
+        if (n == 0) {
+            return 0;
+        }
+        if (n > 0) {
+            return tp_board_read(dst, max); /* ready: data, or the end of the link */
+        }
+        if (errno != EINTR) {
+            return TP_BOARD_ERR_CLOSED;
+        }
+    }
+}
+
+/* A process shares the machine by itself, and shows predictions in its link's messages. */
+void tp_board_yield(void)
+{
+}
+
+void tp_board_show(int32_t prediction)
+{
+    (void)prediction;
 }
 
 int tp_board_write(const uint8_t *src, size_t n)
@@ -209,6 +242,33 @@ int32_t tp_board_bulk_read(uint32_t offset, uint8_t *dst, uint32_t n)
         return TP_BOARD_ERR_ARG;
     }
     return read_at(board.bulk_fd, offset, dst, n);
+}
+
+int32_t tp_vfile_open(uint32_t slot, const char *name)
+{
+    if (slot > 1u || name == NULL) {
+        return TP_BOARD_ERR_ARG;
+    }
+    if (board.vfile_fd[slot] >= 0) {
+        close(board.vfile_fd[slot]);
+    }
+    board.vfile_fd[slot] = open(name, O_RDONLY);
+    struct stat info;
+    if (board.vfile_fd[slot] < 0) {
+        return errno == ENOENT ? TP_BOARD_ERR_NOT_FOUND : TP_BOARD_ERR_IO;
+    }
+    if (fstat(board.vfile_fd[slot], &info) != 0 || info.st_size > INT32_MAX) {
+        return TP_BOARD_ERR_IO;
+    }
+    return (int32_t)info.st_size;
+}
+
+int32_t tp_vfile_read(uint32_t slot, uint32_t offset, uint8_t *dst, uint32_t n)
+{
+    if (slot > 1u || board.vfile_fd[slot] < 0 || (dst == NULL && n > 0)) {
+        return TP_BOARD_ERR_ARG;
+    }
+    return read_at(board.vfile_fd[slot], offset, dst, n);
 }
 
 static const char *store_path(void)

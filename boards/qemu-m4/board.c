@@ -88,6 +88,18 @@ int tp_board_read(uint8_t *dst, size_t max)
     return (int)n;
 }
 
+int tp_board_poll(uint8_t *dst, size_t max)
+{
+    if (dst == NULL || max == 0) {
+        return TP_BOARD_ERR_ARG;
+    }
+    size_t n = 0;
+    while (n < max && n < INT32_MAX && (UART0_STATE & UART_STATE_RXFULL)) {
+        dst[n++] = (uint8_t)UART0_DATA;
+    }
+    return (int)n;
+}
+
 int tp_board_write(const uint8_t *src, size_t n)
 {
     if (src == NULL && n > 0) {

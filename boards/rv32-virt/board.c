@@ -75,6 +75,18 @@ int tp_board_read(uint8_t *dst, size_t max)
     return (int)n;
 }
 
+int tp_board_poll(uint8_t *dst, size_t max)
+{
+    if (dst == NULL || max == 0) {
+        return TP_BOARD_ERR_ARG;
+    }
+    size_t n = 0;
+    while (n < max && n < INT32_MAX && (UART0_LSR & UART_LSR_DATA_READY)) {
+        dst[n++] = UART0_RBR;
+    }
+    return (int)n;
+}
+
 /* Transmit needs no sleep: QEMU's UART hands each byte to the socket at once. */
 int tp_board_write(const uint8_t *src, size_t n)
 {

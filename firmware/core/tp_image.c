@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-/* Bytes a pixel and channels of each tp_frame_format. */
+/* Bytes a pixel and channels of each tp_image_format. */
 static const uint8_t frame_bytes[3] = {1u, 3u, 2u};
 static const uint8_t frame_channels[3] = {1u, 3u, 3u};
 
@@ -27,9 +27,9 @@ static uint64_t overlap(uint32_t i, uint32_t n, uint32_t r, uint32_t j)
 /* The 8-bit channels of pixel p (stored as `format`) in v. */
 static void decode(uint32_t format, const uint8_t *p, uint32_t v[3])
 {
-    if (format == TP_FRAME_GRAY8) {
+    if (format == TP_IMAGE_GRAY8) {
         v[0] = p[0];
-    } else if (format == TP_FRAME_RGB888) {
+    } else if (format == TP_IMAGE_RGB888) {
         v[0] = p[0];
         v[1] = p[1];
         v[2] = p[2];
@@ -42,13 +42,13 @@ static void decode(uint32_t format, const uint8_t *p, uint32_t v[3])
     }
 }
 
-tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
+tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
                        uint32_t out_c)
 {
     uint32_t cw, ch, x0, y0, x, y, c, n_in, bpp;
     uint64_t area;
     if (frame == NULL || frame->pixels == NULL || out == NULL || out_w == 0u || out_h == 0u ||
-        frame->width == 0u || frame->height == 0u || frame->format > TP_FRAME_RGB565BE ||
+        frame->width == 0u || frame->height == 0u || frame->format > TP_IMAGE_RGB565BE ||
         (out_c != 1u && out_c != 3u) || frame->stride / frame_bytes[frame->format] < frame->width) {
         return TP_ERR_ARG;
     }
@@ -131,12 +131,12 @@ tp_status tp_pixel_table(uint32_t range, float scale, int32_t zero_point, int8_t
     return TP_OK;
 }
 
-tp_status tp_frame_input(const tp_frame *frame, const int8_t table[256], int8_t *input,
+tp_status tp_image_input(const tp_image *frame, const int8_t table[256], int8_t *input,
                          uint32_t out_w, uint32_t out_h, uint32_t out_c)
 {
     uint32_t k, n = out_w * out_h * out_c;
     uint8_t *bytes = (uint8_t *)input;
-    tp_status st = table != NULL ? tp_frame_fit(frame, bytes, out_w, out_h, out_c) : TP_ERR_ARG;
+    tp_status st = table != NULL ? tp_image_fit(frame, bytes, out_w, out_h, out_c) : TP_ERR_ARG;
     if (st != TP_OK) {
         return st;
     }

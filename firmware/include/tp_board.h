@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "tinyprop.h"
+#include "tp_image.h"
 
 /* Status codes: 0 is success, a failure is minus its tp_status (tp_status.h's board range), as
  * functions that return a count return it as a non-negative value instead of TP_BOARD_OK. */
@@ -104,5 +105,53 @@ int tp_board_store_save(const uint8_t *src, uint32_t n);
  * TP_BOARD_ERR_NOT_FOUND if nothing was saved, TP_BOARD_ERR_TOO_BIG if the record exceeds max
  * (*n is still set to its length), or another negative status. */
 int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n);
+
+/* ---- Camera, labels and long work (the learn application, firmware/apps/learn/) ---- */
+
+/* What a camera delivers: width x height pixels of a tp_image_format, rows packed. */
+typedef struct {
+    uint32_t width, height, format;
+    uint32_t flags; /* TP_CAMERA_* below, set by the board */
+} tp_camera_mode;
+
+/* A camera that plays recorded frames (the virtual camera of qemu-m4, rv32-virt and host): its
+ * frames run out (TP_BOARD_ERR_CLOSED), and a run over them is repeatable. */
+#define TP_CAMERA_VIRTUAL 0x1u
+/* Its player asks the application to wait for the host's HELLO before the first frame, so an
+ * attached host sees every frame's result. */
+#define TP_CAMERA_WAIT_HOST 0x2u
+
+/* Start the camera. *mode holds the wanted width, height and format, or all three 0 for the
+ * board's own choice; on success it holds what the camera delivers. Returns TP_BOARD_OK,
+ * TP_BOARD_ERR_UNSUPPORTED (no camera on this board, or not in that mode), TP_BOARD_ERR_ARG,
+ * or another negative status. */
+int tp_board_camera_open(tp_camera_mode *mode);
+
+/* Capture the next frame into dst (capacity max). Returns its size in bytes (width x height x
+ * the format's bytes a pixel), TP_BOARD_ERR_CLOSED when a virtual camera has played its last
+ * frame, TP_BOARD_ERR_TOO_BIG when a frame exceeds max, TP_BOARD_ERR_ARG when the camera is not
+ * open, or another negative status. */
+int32_t tp_board_camera_read(uint8_t *dst, uint32_t max);
+
+/* No label for the frame (tp_board_label). */
+#define TP_BOARD_NO_LABEL (-1)
+
+/* The label a person (a button press, a key) or a script gives the frame read last: *label is
+ * its class index, or TP_BOARD_NO_LABEL. Buttons map their presses to classes as the board's
+ * notes say. Returns TP_BOARD_OK, TP_BOARD_ERR_UNSUPPORTED (no label source: labels come from
+ * the host only) or another negative status. */
+int tp_board_label(int32_t *label);
+
+/* What has already arrived from the host, up to max bytes, without waiting: 0 when nothing has.
+ * Returns the count, TP_BOARD_ERR_CLOSED when the link is closed for good, or TP_BOARD_ERR_ARG. */
+int tp_board_poll(uint8_t *dst, size_t max);
+
+/* Let the rest of the board run (feed a watchdog, an RTOS tick, BLE, the camera's DMA): called
+ * by the applications between slices of a training step (tp_train_continue). May do nothing. */
+void tp_board_yield(void);
+
+/* Show a prediction where a person sees it (an LED: on for class 1; a display), or
+ * TP_BOARD_NO_LABEL for none. May do nothing. */
+void tp_board_show(int32_t prediction);
 
 #endif /* TP_BOARD_H */

@@ -25,17 +25,17 @@ extern "C" {
 
 /* How a frame's pixels are stored. */
 typedef enum {
-    TP_FRAME_GRAY8 = 0,   /* one byte a pixel */
-    TP_FRAME_RGB888 = 1,  /* R, G, B bytes */
-    TP_FRAME_RGB565BE = 2 /* RRRRRGGG GGGBBBBB, high byte first: how OV767x and esp32-camera
+    TP_IMAGE_GRAY8 = 0,   /* one byte a pixel */
+    TP_IMAGE_RGB888 = 1,  /* R, G, B bytes */
+    TP_IMAGE_RGB565BE = 2 /* RRRRRGGG GGGBBBBB, high byte first: how OV767x and esp32-camera
                              sensors send it */
-} tp_frame_format;
+} tp_image_format;
 
 /* A frame: row y starts at pixels + y * stride (stride >= width * the format's bytes). */
 typedef struct {
     const uint8_t *pixels;
     uint32_t width, height, format, stride;
-} tp_frame;
+} tp_image;
 
 /* The real value a pixel p is to the model (tinyprop.data.datasets.PIXEL_RANGES). */
 typedef enum {
@@ -47,7 +47,7 @@ typedef enum {
 /* Fit the frame to out_w x out_h x out_c (out_c 3 or 1) 8-bit values in out (rows packed).
  * TP_ERR_ARG: a NULL pointer, a zero size, an unknown format, out_c other than 1 or 3, a
  * stride shorter than a row, or a window of the output's aspect under one pixel. */
-tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
+tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
                        uint32_t out_c);
 
 /* table[p] = the int8 input of pixel value p: its real value in `range`, divided by `scale`,
@@ -55,9 +55,9 @@ tp_status tp_frame_fit(const tp_frame *frame, uint8_t *out, uint32_t out_w, uint
  * host computes it). TP_ERR_ARG: an unknown range or a scale not positive and finite. */
 tp_status tp_pixel_table(uint32_t range, float scale, int32_t zero_point, int8_t table[256]);
 
-/* The frame fitted (tp_frame_fit) into input's out_w x out_h x out_c bytes, then each byte
+/* The frame fitted (tp_image_fit) into input's out_w x out_h x out_c bytes, then each byte
  * mapped through table (tp_pixel_table): the model's int8 input (tp_input). */
-tp_status tp_frame_input(const tp_frame *frame, const int8_t table[256], int8_t *input,
+tp_status tp_image_input(const tp_image *frame, const int8_t table[256], int8_t *input,
                          uint32_t out_w, uint32_t out_h, uint32_t out_c);
 
 #ifdef __cplusplus

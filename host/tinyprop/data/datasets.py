@@ -244,7 +244,7 @@ def lanczos_fit(rgb: np.ndarray, size: Sequence[int] = MODEL_SIZE) -> np.ndarray
 
 def fit_rgb(rgb: np.ndarray, size: Sequence[int]) -> np.ndarray:
     """A uint8 RGB image fitted to (height, width) as a board fits a camera frame
-    (image.fit_image, tp_frame_fit)."""
+    (image.fit_image, tp_image_fit)."""
     _check_rgb(rgb)
     return fit_image(rgb, size[:2])
 

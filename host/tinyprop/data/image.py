@@ -1,7 +1,7 @@
 """An image fitted to a model's input, in integers a board repeats bit for bit: the NumPy twin of
-the firmware's tp_frame_fit (firmware/include/tp_image.h, which states the rule), so a photo the
+the firmware's tp_image_fit (firmware/include/tp_image.h, which states the rule), so a photo the
 host trains on and a camera frame the board learns from become the same pixels. Camera frames
-come as 8-bit gray, RGB888 or RGB565 (FRAME_FORMATS, tp_frame_format's order).
+come as 8-bit gray, RGB888 or RGB565 (FRAME_FORMATS, tp_image_format's order).
 
     fit_image(rgb, (96, 96))        # uint8 96 x 96 x 3
     fit_image(rgb, (49, 10), 1)     # uint8 49 x 10 x 1 (luma)
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-FRAME_FORMATS = ("gray8", "rgb888", "rgb565be")  # tp_frame_format: GRAY8, RGB888, RGB565BE
+FRAME_FORMATS = ("gray8", "rgb888", "rgb565be")  # tp_image_format: GRAY8, RGB888, RGB565BE
 _FRAME_BYTES = {"gray8": 1, "rgb888": 3, "rgb565be": 2}
 
 
@@ -30,7 +30,7 @@ def encode_frame(rgb: np.ndarray, fmt: str) -> bytes:
 
 
 def decode_frame(raw: bytes, width: int, height: int, fmt: str) -> np.ndarray:
-    """A frame's bytes (rows packed) as uint8 H x W x C, as tp_frame_fit reads them: RGB565's
+    """A frame's bytes (rows packed) as uint8 H x W x C, as tp_image_fit reads them: RGB565's
     channels widened to 8 bits by repeating their top bits."""
     px = np.frombuffer(raw, np.uint8, width * height * _FRAME_BYTES[fmt])
     if fmt != "rgb565be":
