@@ -164,3 +164,21 @@ def test_close_to_lanczos_on_real_photos():
         fitted = fit_image(read_rgb(root / original), (96, 96))
         diffs.append(np.abs(fitted.astype(int) - read_rgb(photo).astype(int)).mean())
     assert max(diffs) < 8.0, diffs
+
+
+def test_input_pixels_is_the_hosts_choice():
+    """tp_input_pixels (what a board's camera uses) picks datasets.input_pixels' range for the
+    MLPerf inputs, tinyprop-quantized float models' and 2,000 random quantizations."""
+    from tinyprop.data.datasets import input_pixels
+    lib = load_library()
+    lib.tp_input_pixels.restype = ctypes.c_uint32
+    lib.tp_input_pixels.argtypes = [ctypes.c_float, ctypes.c_int32]
+    names = list(PIXEL_RANGES)
+    rng = np.random.default_rng(5)
+    cases = [(1 / 255, -128), (1.0, -128), (1 / 127.5, 0), (0.0078125, -1)] + [
+        (float(np.float32(10 ** rng.uniform(-4, 1))), int(rng.integers(-128, 128)))
+        for _ in range(2000)]
+    picks = [names[lib.tp_input_pixels(np.float32(s), z)] for s, z in cases]
+    assert picks[:3] == ["0:1", "0:255", "-1:1"]
+    assert picks == [input_pixels(np.float32(s), z) for s, z in cases]
+    assert set(picks) == set(names)  # every branch taken

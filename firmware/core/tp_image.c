@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "tp_blob.h"
+
 /* Bytes a pixel and channels of each tp_image_format. */
 static const uint8_t frame_bytes[3] = {1u, 3u, 2u};
 static const uint8_t frame_channels[3] = {1u, 3u, 3u};
@@ -143,5 +145,46 @@ tp_status tp_image_input(const tp_image *frame, const int8_t table[256], int8_t 
     for (k = 0; k < n; k++) {
         bytes[k] = (uint8_t)table[bytes[k]];
     }
+    return TP_OK;
+}
+
+uint32_t tp_input_pixels(float scale, int32_t zero_point)
+{
+    /* in double, as the host computes it: the same choice on every board */
+    static const double range[3][2] = {{0.0, 1.0}, {0.0, 255.0}, {-1.0, 1.0}};
+    double lo = (double)(-128 - zero_point) * (double)scale;
+    double hi = (double)(127 - zero_point) * (double)scale, best = -1.0;
+    uint32_t k, pick = TP_PIXELS_0_1;
+    for (k = 0; k < 3u; k++) {
+        double a = range[k][0], b = range[k][1];
+        double inter = (hi < b ? hi : b) - (lo > a ? lo : a);
+        double iou = (inter > 0.0 ? inter : 0.0) / ((hi > b ? hi : b) - (lo < a ? lo : a));
+        if (iou > best) {
+            best = iou;
+            pick = k;
+        }
+    }
+    return pick;
+}
+
+tp_status tp_model_image_of(tp_session *s, tp_model_image *m)
+{
+    tp_tensor t;
+    uint32_t lead;
+    if (s == NULL || m == NULL || s->b.tensors == NULL) {
+        return TP_ERR_ARG;
+    }
+    tp_decode_tensor(s->b.tensors, s->b.input, &t);
+    lead = t.rank == 4u ? 1u : 0u; /* NHWC with N = 1, or HWC */
+    if (t.dtype != TP_DT_INT8 || (t.rank != 4u && t.rank != 3u) || (lead && t.dims[0] != 1u) ||
+        (t.dims[lead + 2u] != 1u && t.dims[lead + 2u] != 3u) || tp_input(s) == NULL) {
+        return TP_ERR_BAD_INPUT;
+    }
+    m->height = t.dims[lead];
+    m->width = t.dims[lead + 1u];
+    m->channels = t.dims[lead + 2u];
+    m->scale = t.scale;
+    m->zero_point = t.zero_point;
+    m->pixels = tp_input_pixels(t.scale, t.zero_point);
     return TP_OK;
 }

@@ -60,6 +60,24 @@ tp_status tp_pixel_table(uint32_t range, float scale, int32_t zero_point, int8_t
 tp_status tp_image_input(const tp_image *frame, const int8_t table[256], int8_t *input,
                          uint32_t out_w, uint32_t out_h, uint32_t out_c);
 
+/* The model input a frame becomes (tp_model_image_of). */
+typedef struct {
+    uint32_t width, height, channels; /* the input's NHWC shape: channels 1 or 3 */
+    float scale;                      /* its int8 quantization */
+    int32_t zero_point;
+    uint32_t pixels; /* the tp_pixel_range the model reads pixels in (tp_input_pixels) */
+} tp_model_image;
+
+/* The pixel range of a model whose int8 input has scale and zero_point: the one whose real
+ * interval overlaps the input's, (-128 - zero_point) * scale .. (127 - zero_point) * scale,
+ * most as intersection over union, the first of TP_PIXELS_* on a tie; the host's default
+ * (tinyprop.data.datasets.input_pixels). */
+uint32_t tp_input_pixels(float scale, int32_t zero_point);
+
+/* The session's model input as an image (*m). TP_ERR_BAD_INPUT for an input that is not one:
+ * not int8, not of shape [1,] H, W, C with C 1 or 3, or read in row bands (tp_input NULL). */
+tp_status tp_model_image_of(tp_session *s, tp_model_image *m);
+
 #ifdef __cplusplus
 }
 #endif
