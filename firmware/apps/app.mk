@@ -10,6 +10,9 @@
 #                 reference vs the build's kernels on the cases of a bulk file; BLOB optional
 #   APP=selftrain the self-training run, apps/selftrain/selftrain.c (tp_selftrain_main): needs
 #                 BLOB and SAMPLES=path/to/samples header (tinyprop's write_samples_header)
+#   APP=learn     the learn application, apps/learn/learn.c (tp_learn_main): the board learns
+#                 from its camera; needs BLOB, and LEARN=path/to/config header (optional: the
+#                 TP_LEARN_* settings, tp_learn.h; tinyprop learn writes one)
 #   APP=<file.c> APP_ENTRY=<function>   any other application
 #
 #   BLOB=path/to/model_tpb.h   compile that model blob header into the device firmware (flash);
@@ -37,6 +40,15 @@ else ifeq ($(APP),kerneltest)
   APP_ENTRY := tp_kerneltest_main
   PROG := kerneltest
   APP_CFLAGS := -DTP_PROFILE
+else ifeq ($(APP),learn)
+  APP_SRC := $(ROOT)/firmware/apps/learn/learn.c
+  APP_ENTRY := tp_learn_main
+  PROG := learn
+  ifneq ($(filter path,$(MAKECMDGOALS)),path)
+    ifeq ($(BLOB),)
+      $(error APP=learn needs BLOB=<model header>)
+    endif
+  endif
 else ifeq ($(APP),selftrain)
   APP_SRC := $(ROOT)/firmware/apps/selftrain/selftrain.c
   APP_ENTRY := tp_selftrain_main
@@ -64,6 +76,13 @@ ifneq ($(SAMPLES),)
   SAMPLES_TAG ?= $(notdir $(patsubst %/,%,$(dir $(abspath $(SAMPLES)))))
   PROG := $(PROG)-$(SAMPLES_TAG)
   BLOB_CFLAGS += -DTP_SAMPLES_HEADER='"$(abspath $(SAMPLES))"'
+endif
+
+# LEARN: the learn app's configuration header (build/learn/<tag>/learn_config.h -> PROG-...-tag)
+ifneq ($(LEARN),)
+  LEARN_TAG ?= $(notdir $(patsubst %/,%,$(dir $(abspath $(LEARN)))))
+  PROG := $(PROG)-$(LEARN_TAG)
+  BLOB_CFLAGS += -DTP_LEARN_CONFIG='"$(abspath $(LEARN))"'
 endif
 
 TP_BUILD ?= $(ROOT)/build

@@ -11,23 +11,21 @@
  * TP_MODEL_ARENA_BYTES and TP_MODEL_PARAMS_BYTES when it defines them, else from the defaults
  * below (a blob that needs more is answered with an ERROR at every request that needs it).
  *
- * The params record. PULL_PARAMS, PUSH_PARAMS and the parameter store address one record:
- *
- *   magic "TPPR" | blob_id u32 | params_len u32 | step u32 | reserved u32 | crc32 u32 | params
- *
- * (all little-endian; TP_DEVICE_RECORD_HEADER bytes of header, crc32 over the first 20 header
- * bytes and then the params). A record for another blob (blob_id or params_len differ from the
- * blob's) is refused by PUSH_PARAMS and ignored at boot, so parameters never land in the wrong
- * model. PUSH_PARAMS at offset 0 must carry the whole header; the params after it are written
- * in place (the CRC is checked for the store, where a torn file is possible, not for a push).
+ * The params record (tp_record.h): PULL_PARAMS, PUSH_PARAMS and the parameter store address
+ * one record. A record for another blob is refused by PUSH_PARAMS and ignored at boot.
+ * PUSH_PARAMS at offset 0 must carry the whole header; the params after it are written in
+ * place (the CRC is checked for the store, where a torn file is possible, not for a push).
  */
 #ifndef TP_DEVICE_H
 #define TP_DEVICE_H
 
 #include <stdint.h>
 
-#define TP_DEVICE_RECORD_MAGIC 0x52505054u /* "TPPR" */
-#define TP_DEVICE_RECORD_HEADER 24u
+/* Work units of one tp_train_continue call in a training step (the step runs in slices, with
+ * tp_board_yield between them, so a watchdog or a radio is served during it). */
+#ifndef TP_DEVICE_SLICE
+#define TP_DEVICE_SLICE 8u
+#endif
 
 /* Save the params record to the board's store after every N-th training step as well as on
  * SAVE_PARAMS (0: only on SAVE_PARAMS). Real boards set it, so a reset loses at most N steps. */

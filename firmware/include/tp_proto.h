@@ -43,6 +43,10 @@ typedef enum {
     TP_MSG_RESET = 0x0C,       /* (empty) -> ACK */
     TP_MSG_BULK_OPEN = 0x0D,   /* path (UTF-8, 1..1024 bytes, no NUL) -> ACK(sample count) */
     TP_MSG_BULK_SAMPLE = 0x0E, /* index u32, mode u8, flags u8 -> [OUTPUT], METRIC */
+    /* the learn application (tp_learn.h) */
+    TP_MSG_LABEL = 0x0F,     /* label u8: the latest camera frame is of this class -> ACK */
+    TP_MSG_GET_FRAME = 0x10, /* every u16: THUMB of the latest frame now, then of every n-th
+                                (0: only now) -> ACK(every), THUMB */
 
     TP_MSG_READY = 0x81,  /* sram, arena, blob id, fw version u32; max payload u16;
                              protocol version u8, counter unit u8; free RAM, largest and
@@ -52,7 +56,11 @@ typedef enum {
     TP_MSG_OUTPUT = 0x84, /* output tensor bytes (int8) */
     TP_MSG_PARAMS = 0x85, /* offset u32, data */
     TP_MSG_ERROR = 0x86,  /* code u16 (a tp_status), text */
-    TP_MSG_LOG = 0x87     /* text */
+    TP_MSG_LOG = 0x87,    /* text */
+    TP_MSG_SEEN = 0x88,   /* frame u32, capture u32, prep u32: a camera frame was taken (the
+                             counters: capturing it, fitting it to the input), its METRIC next */
+    TP_MSG_THUMB = 0x89   /* frame u32, offset u32, width u8, height u8, channels u8, data: the
+                             frame as the model sees it, downscaled; rows packed, in chunks */
 } tp_msg_type;
 
 /* Flags of TRAIN, EVAL and BULK_SAMPLE. */
@@ -66,6 +74,7 @@ typedef enum {
 /* METRIC flags. */
 #define TP_METRIC_FLAG_SKIPPED 0x01u /* the step computed a gradient but applied no update */
 #define TP_METRIC_FLAG_EVAL 0x02u    /* an evaluation, not a training step */
+#define TP_METRIC_FLAG_REPLAY 0x04u  /* a step on a kept frame again (the learn app's replay) */
 #define TP_CORRECT_UNKNOWN 0xFFu     /* METRIC.correct when the sample had no label */
 /* READY's free RAM fields when the device does not measure them. */
 #define TP_RAM_UNKNOWN 0xFFFFFFFFu
@@ -143,6 +152,12 @@ typedef struct {
             uint32_t index;
             uint8_t mode, flags;
         } bulk_sample;
+        struct {
+            uint8_t label;
+        } label;
+        struct {
+            uint16_t every;
+        } get_frame;
     } u;
     const uint8_t *data; /* variable tail (chunk bytes, BULK_OPEN path): points into the frame */
     size_t data_len;
@@ -175,6 +190,16 @@ typedef struct {
     uint8_t label, prediction, correct, flags; /* correct: 1, 0 or TP_CORRECT_UNKNOWN */
 } tp_msg_metric;
 
+typedef struct {
+    uint32_t frame;            /* the camera frame's index since boot */
+    uint32_t capture, prep;    /* costs in the READY counter unit */
+} tp_msg_seen;
+
+typedef struct {
+    uint32_t frame, offset; /* the frame; where data starts in its width x height x channels */
+    uint8_t width, height, channels;
+} tp_msg_thumb;
+
 /* TP_COUNTER_* for a board's counter unit name ("instructions", "us", "cycles");
  * TP_ERR_ARG for any other name. */
 tp_status tp_proto_counter_unit(const char *name, uint8_t *unit);
@@ -195,5 +220,9 @@ tp_status tp_proto_encode_error(uint8_t *out, size_t cap, uint16_t seq, tp_statu
                                 const char *text, size_t *out_len);
 tp_status tp_proto_encode_log(uint8_t *out, size_t cap, uint16_t seq, const char *text,
                               size_t *out_len);
+tp_status tp_proto_encode_seen(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_seen *m,
+                               size_t *out_len);
+tp_status tp_proto_encode_thumb(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_thumb *m,
+                                const uint8_t *data, size_t n, size_t *out_len);
 
 #endif /* TP_PROTO_H */

@@ -16,8 +16,8 @@ typedef char tp_proto_float_is_32_bits[(sizeof(float) == 4) ? 1 : -1];
 
 static int known_type(uint8_t type)
 {
-    return (type >= TP_MSG_HELLO && type <= TP_MSG_BULK_SAMPLE) ||
-           (type >= TP_MSG_READY && type <= TP_MSG_LOG);
+    return (type >= TP_MSG_HELLO && type <= TP_MSG_GET_FRAME) ||
+           (type >= TP_MSG_READY && type <= TP_MSG_THUMB);
 }
 
 static void decoder_restart(tp_frame_decoder *d)
@@ -259,6 +259,12 @@ static int host_layout(uint8_t type, size_t *fixed, int *tail)
         *fixed = 0;
         *tail = 1;
         return 1;
+    case TP_MSG_LABEL:
+        *fixed = 1;
+        return 1;
+    case TP_MSG_GET_FRAME:
+        *fixed = 2;
+        return 1;
     default:
         return 0;
     }
@@ -308,6 +314,12 @@ tp_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
         msg->u.bulk_sample.index = tp_rd_u32(p);
         msg->u.bulk_sample.mode = p[4];
         msg->u.bulk_sample.flags = p[5];
+        break;
+    case TP_MSG_LABEL:
+        msg->u.label.label = p[0];
+        break;
+    case TP_MSG_GET_FRAME:
+        msg->u.get_frame.every = tp_rd_u16(p);
         break;
     case TP_MSG_BULK_OPEN:
         /* The board opens the path as a C string. */
@@ -435,4 +447,32 @@ tp_status tp_proto_encode_log(uint8_t *out, size_t cap, uint16_t seq, const char
                               size_t *out_len)
 {
     return encode_text(out, cap, TP_MSG_LOG, seq, NULL, 0, text, out_len);
+}
+
+tp_status tp_proto_encode_seen(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_seen *m,
+                               size_t *out_len)
+{
+    uint8_t head[12];
+    if (m == NULL) {
+        return TP_ERR_ARG;
+    }
+    tp_wr_u32(head, m->frame);
+    tp_wr_u32(head + 4, m->capture);
+    tp_wr_u32(head + 8, m->prep);
+    return tp_frame_encode(out, cap, TP_MSG_SEEN, seq, head, sizeof head, NULL, 0, out_len);
+}
+
+tp_status tp_proto_encode_thumb(uint8_t *out, size_t cap, uint16_t seq, const tp_msg_thumb *m,
+                                const uint8_t *data, size_t n, size_t *out_len)
+{
+    uint8_t head[11];
+    if (m == NULL) {
+        return TP_ERR_ARG;
+    }
+    tp_wr_u32(head, m->frame);
+    tp_wr_u32(head + 4, m->offset);
+    head[8] = m->width;
+    head[9] = m->height;
+    head[10] = m->channels;
+    return tp_frame_encode(out, cap, TP_MSG_THUMB, seq, head, sizeof head, data, n, out_len);
 }

@@ -124,6 +124,12 @@ static void cmd_unpack(char *args)
         printf(" index=%lu mode=%u flags=%u", (unsigned long)m.u.bulk_sample.index,
                m.u.bulk_sample.mode, m.u.bulk_sample.flags);
         break;
+    case TP_MSG_LABEL:
+        printf(" label=%u", m.u.label.label);
+        break;
+    case TP_MSG_GET_FRAME:
+        printf(" every=%u", m.u.get_frame.every);
+        break;
     default:
         break;
     }
@@ -134,6 +140,8 @@ static void cmd_unpack(char *args)
 typedef struct {
     tp_msg_ready ready;
     tp_msg_metric metric;
+    tp_msg_seen seen;
+    tp_msg_thumb thumb;
     uint32_t acked_type, value, offset, code;
     size_t tail_len;
 } fields;
@@ -169,6 +177,12 @@ static int set_field(fields *f, const char *key, const char *val)
         {"value", offsetof(fields, value), 4},
         {"offset", offsetof(fields, offset), 4},
         {"code", offsetof(fields, code), 4},
+        {"frame", offsetof(fields, seen.frame), 4},
+        {"capture", offsetof(fields, seen.capture), 4},
+        {"prep", offsetof(fields, seen.prep), 4},
+        {"width", offsetof(fields, thumb.width), 1},
+        {"height", offsetof(fields, thumb.height), 1},
+        {"channels", offsetof(fields, thumb.channels), 1},
     };
     size_t i;
     for (i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -248,6 +262,15 @@ static void cmd_encode(char *args)
         break;
     case TP_MSG_LOG:
         st = tp_proto_encode_log(out, sizeof out, (uint16_t)seq, (const char *)tail, &len);
+        break;
+    case TP_MSG_SEEN:
+        st = tp_proto_encode_seen(out, sizeof out, (uint16_t)seq, &f.seen, &len);
+        break;
+    case TP_MSG_THUMB:
+        f.thumb.frame = f.seen.frame; /* the shared keys */
+        f.thumb.offset = f.offset;
+        st = tp_proto_encode_thumb(out, sizeof out, (uint16_t)seq, &f.thumb, tail, f.tail_len,
+                                   &len);
         break;
     default:
         printf("not a device message %u\n", type);

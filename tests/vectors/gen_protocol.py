@@ -65,6 +65,14 @@ def messages() -> list[tuple[int, p.Message]]:
         (0, p.Error(Status.TP_ERR_BLOB_VERSION)),  # a status as it is: the loader's too
         (25, p.Error(Status.TP_ERR_IO, "cannot save the params record")),  # the board HAL's
         (0, p.Log("step 1 \u2713 done")),
+        (26, p.Label(1)),
+        (27, p.Label(p.LABEL_NONE)),
+        (28, p.GetFrame()),
+        (29, p.GetFrame(0xFFFF)),
+        (0, p.Seen(41, 123456, 0xFFFFFFFF)),
+        (30, p.Thumb(41, 0, 48, 48, 3, pattern(p.MAX_PAYLOAD - 11, 4))),  # a full chunk
+        (30, p.Thumb(0xFFFFFFFF, 6912 - 768, 48, 48, 1, b"")),
+        (7, p.Metric(14, 0.25, 99, 5, 6, 7, 8, 1, 0, 0, m.REPLAY)),
     ] + [
         # Non-zero runs across the 254-byte COBS block boundary.
         (0x0101, p.Output(b"\xaa" * n)) for n in range(240, 262, 3)

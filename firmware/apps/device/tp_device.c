@@ -7,6 +7,7 @@
 #include "tp_board.h"
 #include "tp_le.h"
 #include "tp_proto.h"
+#include "tp_record.h"
 
 #ifdef TP_MODEL_HEADER
 #include TP_MODEL_HEADER
@@ -26,7 +27,7 @@
 #define PARAMS_BYTES TP_DEVICE_DEFAULT_PARAMS_BYTES
 #endif
 
-#define HDR TP_DEVICE_RECORD_HEADER
+#define HDR TP_RECORD_HEADER
 #define READ_BLOCK 256u
 #define TEXT_MAX 96u
 #define FAULT_TEXT_MAX 192u /* a refused blob's fault line (tp_fault_text), on the stack */
@@ -194,74 +195,33 @@ static void send_ready(uint16_t seq)
     transmit(tp_proto_encode_ready(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
 }
 
-/* ---- the params record ---- */
-
-static uint8_t *params(void)
-{
-    return RECORD + HDR;
-}
-
-static uint32_t record_crc(void)
-{
-    uint32_t crc = tp_crc32(0, RECORD, HDR - 4u);
-    return tp_crc32(crc, params(), dev.s.b.req.params);
-}
+/* ---- the params record (tp_record.h) ---- */
 
 static uint32_t record_len(void)
 {
-    return HDR + dev.s.b.req.params;
-}
-
-static void fill_record_header(void)
-{
-    tp_wr_u32(RECORD, TP_DEVICE_RECORD_MAGIC);
-    tp_wr_u32(RECORD + 4, dev.s.b.req.blob_id);
-    tp_wr_u32(RECORD + 8, dev.s.b.req.params);
-    tp_wr_u32(RECORD + 12, dev.s.step);
-    tp_wr_u32(RECORD + 16, 0u);
-    tp_wr_u32(RECORD + 20, record_crc());
+    return tp_record_bytes(&dev.s);
 }
 
 static int save_record(void)
 {
-    fill_record_header();
+    tp_record_seal(&dev.s, RECORD);
     return tp_board_store_save(RECORD, record_len());
-}
-
-/* Whether a record header is this blob's; *why names the first mismatch. */
-static int header_matches(const uint8_t *h, const char **why)
-{
-    if (tp_rd_u32(h) != TP_DEVICE_RECORD_MAGIC) {
-        *why = "not a params record (bad magic)";
-    } else if (tp_rd_u32(h + 4) != dev.s.b.req.blob_id) {
-        *why = "params of another blob (blob id differs)";
-    } else if (tp_rd_u32(h + 8) != dev.s.b.req.params) {
-        *why = "params size differs from this blob's";
-    } else {
-        return 1;
-    }
-    return 0;
 }
 
 /* At boot: take the stored params when they are this blob's and intact, else the blob's. */
 static void restore_params(void)
 {
     uint32_t n = 0;
-    const char *why = "";
+    const char *why = "cannot read it";
     int st = tp_board_store_load(RECORD, record_len(), &n);
     if (st == TP_BOARD_ERR_NOT_FOUND || st == TP_BOARD_ERR_UNSUPPORTED) {
         return;
     }
-    if (st == TP_BOARD_OK && n == record_len() && header_matches(RECORD, &why) &&
-        tp_rd_u32(RECORD + 20) == record_crc()) {
-        dev.s.step = tp_rd_u32(RECORD + 12);
+    if (st == TP_BOARD_OK && tp_record_restore(&dev.s, RECORD, n, &why) == TP_OK) {
         send_log("params restored from the store");
         return;
     }
-    if (st == TP_BOARD_OK && why[0] == '\0') {
-        why = n != record_len() ? "params size differs from this blob's" : "CRC mismatch";
-    }
-    send_log(text_join("store ignored: ", st == TP_BOARD_OK ? why : "cannot read it"));
+    send_log(text_join("store ignored: ", why));
     (void)tp_reset_params(&dev.s);
 }
 
@@ -284,7 +244,7 @@ static tp_status bind_model(void)
         return TP_ERR_PARAMS_TOO_SMALL;
     }
     return tp_session_init(&dev.s, tp_model_blob, tp_model_blob_len, ARENA, ARENA_BYTES,
-                           req.params > 0u ? params() : NULL, req.params);
+                           req.params > 0u ? RECORD + HDR : NULL, req.params);
 #else
     return TP_ERR_NOT_LOADED;
 #endif
@@ -336,6 +296,21 @@ static int need_blob(uint16_t seq)
     return dev.loaded;
 }
 
+/* A training step in slices of TP_DEVICE_SLICE units, the board's other work between them
+ * (tp_board_yield): the same step bit for bit as tp_train_step. */
+static tp_status train_sliced(uint8_t label, tp_result *r)
+{
+    tp_status st = tp_train_begin(&dev.s, label);
+    while (st == TP_OK || st == TP_STEP_PENDING) {
+        st = tp_train_continue(&dev.s, TP_DEVICE_SLICE, r);
+        if (st != TP_STEP_PENDING) {
+            break;
+        }
+        tp_board_yield();
+    }
+    return st;
+}
+
 /* Train on or evaluate the sample in the input tensor; answers [OUTPUT] then METRIC. */
 static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
 {
@@ -347,7 +322,7 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
     uint32_t step = dev.s.step;
     memset(&r, 0, sizeof r);
     t0 = tp_board_counter();
-    st = train ? tp_train_step(&dev.s, label, &r) : tp_infer(&dev.s, &r);
+    st = train ? train_sliced(label, &r) : tp_infer(&dev.s, &r);
     t1 = tp_board_counter();
     dev.input_filled = 0;
     if (st != TP_OK && st != TP_ERR_NONFINITE) {
@@ -475,7 +450,7 @@ static void on_pull(const tp_host_msg *m)
         return;
     }
     if (off == 0u) {
-        fill_record_header();
+        tp_record_seal(&dev.s, RECORD);
     }
     n = total - off;
     n = n < m->u.pull.max_len ? n : m->u.pull.max_len;
@@ -497,7 +472,7 @@ static void on_push(const tp_host_msg *m)
             send_error(m->seq, TP_ERR_BAD_PAYLOAD, "the first push must hold the record header");
             return;
         }
-        if (!header_matches(m->data, &why)) {
+        if (tp_record_match(&dev.s, m->data, &why) != TP_OK) {
             dev.record_valid = 0;
             send_error(m->seq, TP_ERR_RECORD_MISMATCH, why);
             return;

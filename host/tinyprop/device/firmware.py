@@ -196,6 +196,7 @@ def blob_header(blob: bytes) -> str:
         c_header(blob)
         + f"#define TP_MODEL_ARENA_BYTES {max(b.arena_bytes, b.train_arena_bytes)}u\n"
         + f"#define TP_MODEL_PARAMS_BYTES {b.params_bytes}u\n"
+        + f"#define TP_MODEL_INPUT_BYTES {b.tensors[b.input].size}u\n"
     )
 
 

@@ -54,6 +54,8 @@ class MsgType(IntEnum):
     RESET = 0x0C
     BULK_OPEN = 0x0D
     BULK_SAMPLE = 0x0E
+    LABEL = 0x0F
+    GET_FRAME = 0x10
     READY = 0x81
     ACK = 0x82
     METRIC = 0x83
@@ -61,6 +63,8 @@ class MsgType(IntEnum):
     PARAMS = 0x85
     ERROR = 0x86
     LOG = 0x87
+    SEEN = 0x88
+    THUMB = 0x89
 
 
 class SampleFlags(IntFlag):
@@ -81,6 +85,7 @@ class HparamFlags(IntFlag):
 class MetricFlags(IntFlag):
     SKIPPED = 0x01  # a gradient was computed but no update applied
     EVAL = 0x02  # an evaluation, not a training step
+    REPLAY = 0x04  # a step on a kept camera frame again (the learn app's replay buffer)
 
 
 class CounterUnit(IntEnum):
@@ -229,6 +234,24 @@ class BulkSample(Message):
 
 
 @dataclass(frozen=True)
+class Label(Message):
+    """The learn app's latest camera frame is of class `label` (a key pressed on the host)."""
+
+    TYPE = MsgType.LABEL
+    FIXED = struct.Struct("<B")
+    label: int
+
+
+@dataclass(frozen=True)
+class GetFrame(Message):
+    """Send the latest camera frame's THUMB now, then every `every`-th frame's (0: only now)."""
+
+    TYPE = MsgType.GET_FRAME
+    FIXED = struct.Struct("<H")
+    every: int = 0
+
+
+@dataclass(frozen=True)
 class Ready(Message):
     """The device's greeting. Version 2 adds the RAM it has for a blob's arena and params record:
     all of it, the largest block one of them can have and the largest left once that one is
@@ -336,6 +359,34 @@ class Log(Message):
     TYPE = MsgType.LOG
     TAIL = "text"
     text: str
+
+
+@dataclass(frozen=True)
+class Seen(Message):
+    """The learn app took camera frame `frame`: its capture and preprocessing costs (in the
+    READY counter unit); the frame's METRIC follows."""
+
+    TYPE = MsgType.SEEN
+    FIXED = struct.Struct("<III")
+    frame: int
+    capture: int
+    prep: int
+
+
+@dataclass(frozen=True)
+class Thumb(Message):
+    """A chunk of frame `frame`'s thumbnail: width x height x channels uint8, rows packed, the
+    centred crop the model sees; `data` starts at byte `offset` of it."""
+
+    TYPE = MsgType.THUMB
+    FIXED = struct.Struct("<IIBBB")
+    TAIL = "bytes"
+    frame: int
+    offset: int
+    width: int
+    height: int
+    channels: int
+    data: bytes
 
 
 MESSAGE_CLASSES: dict[MsgType, type[Message]] = {
