@@ -141,7 +141,9 @@ def test_bad_frames_are_refused():
             (Frame(px.ctypes.data, 10, 10, 2, 19), (96, 96, 3)),  # RGB565: 2 bytes a pixel
             (Frame(px.ctypes.data, 10, 10, 0, 10), (96, 96, 4)),  # four output channels
             (Frame(px.ctypes.data, 300, 1, 0, 300), (10, 96, 1)),  # a window under one pixel
-            (Frame(px.ctypes.data, 10, 10, 0, 10), (0, 96, 1))):  # an empty output
+            (Frame(px.ctypes.data, 10, 10, 0, 10), (0, 96, 1)),  # an empty output
+            (Frame(px.ctypes.data, 65536, 1, 0, 65536), (96, 1, 1)),  # a side over 65535
+            (Frame(px.ctypes.data, 4097, 4097, 0, 4097), (96, 96, 1))):  # a window over 2^24
         st = lib.tp_image_fit(ctypes.byref(frame), out.ctypes.data_as(ctypes.c_void_p),
                               ctypes.c_uint32(w), ctypes.c_uint32(h), ctypes.c_uint32(c))
         assert status_name(st) == "TP_ERR_ARG", (w, h, c)

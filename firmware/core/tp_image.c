@@ -15,14 +15,14 @@ static const uint8_t frame_channels[3] = {1u, 3u, 3u};
  * the output pixel [i r, (i + 1) r). */
 static void span(uint32_t i, uint32_t n, uint32_t r, uint32_t *first, uint32_t *last)
 {
-    *first = (uint32_t)((uint64_t)i * r / n);
-    *last = (uint32_t)(((uint64_t)(i + 1u) * r - 1u) / n);
+    *first = i * r / n;
+    *last = ((i + 1u) * r - 1u) / n;
 }
 
 /* How much of output pixel i (of n, window r) source pixel j covers, in units of 1 / n. */
-static uint64_t overlap(uint32_t i, uint32_t n, uint32_t r, uint32_t j)
+static uint32_t overlap(uint32_t i, uint32_t n, uint32_t r, uint32_t j)
 {
-    uint64_t lo = (uint64_t)i * r, hi = lo + r, a = (uint64_t)j * n, b = a + n;
+    uint32_t lo = i * r, hi = lo + r, a = j * n, b = a + n;
     return (hi < b ? hi : b) - (lo > a ? lo : a);
 }
 
@@ -47,10 +47,11 @@ static void decode(uint32_t format, const uint8_t *p, uint32_t v[3])
 tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
                        uint32_t out_c)
 {
-    uint32_t cw, ch, x0, y0, x, y, c, n_in, bpp;
-    uint64_t area;
+    uint32_t cw, ch, x0, y0, x, y, c, n_in, bpp, area;
     if (frame == NULL || frame->pixels == NULL || out == NULL || out_w == 0u || out_h == 0u ||
-        frame->width == 0u || frame->height == 0u || frame->format > TP_IMAGE_RGB565BE ||
+        out_w > TP_IMAGE_MAX_SIDE || out_h > TP_IMAGE_MAX_SIDE || frame->width == 0u ||
+        frame->height == 0u || frame->width > TP_IMAGE_MAX_SIDE ||
+        frame->height > TP_IMAGE_MAX_SIDE || frame->format > TP_IMAGE_RGB565BE ||
         (out_c != 1u && out_c != 3u) || frame->stride / frame_bytes[frame->format] < frame->width) {
         return TP_ERR_ARG;
     }
@@ -62,26 +63,28 @@ tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint
         cw = frame->width;
         ch = (uint32_t)((uint64_t)frame->width * out_h / out_w);
     }
-    if (cw == 0u || ch == 0u) {
+    if (cw == 0u || ch == 0u || (uint64_t)cw * ch > TP_IMAGE_MAX_WINDOW) {
         return TP_ERR_ARG;
     }
     x0 = (frame->width - cw) / 2u;
     y0 = (frame->height - ch) / 2u;
     n_in = frame_channels[frame->format];
     bpp = frame_bytes[frame->format];
-    area = (uint64_t)cw * ch;
+    /* Sides under 2^16 keep i * r in 32 bits; a window of at most 2^24 pixels keeps the
+     * weighted sums (at most area * 255) and their rounding in 32 bits: no 64-bit division. */
+    area = cw * ch;
     for (y = 0; y < out_h; y++) {
         uint32_t j0, j1;
         span(y, out_h, ch, &j0, &j1);
         for (x = 0; x < out_w; x++) {
             uint32_t i0, i1, i, j, v[3];
-            uint64_t sum[3] = {0u, 0u, 0u};
+            uint32_t sum[3] = {0u, 0u, 0u};
             span(x, out_w, cw, &i0, &i1);
             for (j = j0; j <= j1; j++) {
                 const uint8_t *row = frame->pixels + (size_t)(y0 + j) * frame->stride;
-                uint64_t wy = overlap(y, out_h, ch, j);
+                uint32_t wy = overlap(y, out_h, ch, j);
                 for (i = i0; i <= i1; i++) {
-                    uint64_t w = wy * overlap(x, out_w, cw, i);
+                    uint32_t w = wy * overlap(x, out_w, cw, i);
                     decode(frame->format, row + (size_t)(x0 + i) * bpp, v);
                     for (c = 0; c < n_in; c++) {
                         sum[c] += w * v[c];
@@ -89,7 +92,7 @@ tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint
                 }
             }
             for (c = 0; c < n_in; c++) {
-                v[c] = (uint32_t)((sum[c] + area / 2u) / area);
+                v[c] = (sum[c] + area / 2u) / area;
             }
             if (out_c == n_in) {
                 for (c = 0; c < n_in; c++) {

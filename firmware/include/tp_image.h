@@ -44,9 +44,15 @@ typedef enum {
     TP_PIXELS_M1_1 = 2   /* p / 127.5 - 1 */
 } tp_pixel_range;
 
+/* The largest frame and output side, and window (pixels), tp_image_fit takes: its sums stay in
+ * 32 bits (a 4096 x 4096 window; cameras of microcontrollers send far less). */
+#define TP_IMAGE_MAX_SIDE 65535u
+#define TP_IMAGE_MAX_WINDOW (1u << 24)
+
 /* Fit the frame to out_w x out_h x out_c (out_c 3 or 1) 8-bit values in out (rows packed).
  * TP_ERR_ARG: a NULL pointer, a zero size, an unknown format, out_c other than 1 or 3, a
- * stride shorter than a row, or a window of the output's aspect under one pixel. */
+ * stride shorter than a row, a side over TP_IMAGE_MAX_SIDE, or a window of the output's
+ * aspect under one pixel or over TP_IMAGE_MAX_WINDOW pixels. */
 tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
                        uint32_t out_c);
 

@@ -21,6 +21,7 @@ VERBS = {
     "bench": "bench",
     "fetch": "fetch",
     "demo": "demo",
+    "learn": "learn",
 }
 
 

@@ -83,9 +83,14 @@ class SerialTransport:
             if not first:
                 return b""
             self.port.timeout = 0
-            return first + self.port.read(max(self.port.in_waiting, 1))
         except (serial.SerialException, OSError) as exc:
             raise LinkClosed(str(exc)) from None
+        try:
+            return first + self.port.read(max(self.port.in_waiting, 1))
+        except (serial.SerialException, OSError):
+            # the peer closed right after its last byte: keep that byte (often a frame's
+            # closing 0x00); the next read reports the end
+            return first
 
     def close(self) -> None:
         self.port.close()

@@ -48,7 +48,7 @@ from ..device.protocol import (
 from ..device.runners import start_host_board, start_qemu
 from ..errors import DeviceError, TinypropError
 from ..paths import BUILD_ROOT
-from ..status import describe
+from ..status import status_name
 from .camera import NO_LABEL, Frames, write_camera
 
 LEARN_DIR = BUILD_ROOT / "learn"
@@ -215,8 +215,8 @@ class LearnSession:
             if isinstance(msg, Ready):
                 ready = msg
             elif isinstance(msg, Error):
-                raise TinypropError(f"the learn app on {self.board.name}: "
-                                    f"{describe(msg.code)[0]}: {msg.text}")
+                raise DeviceError(f"the learn app on {self.board.name} cannot learn: {msg.text}"
+                                  f" ({status_name(msg.code)})", msg.code)
             elif isinstance(msg, Log) and (m := READY_LINE.match(msg.text)):
                 self.ready, self.ready_line = ready, _ready_fields(m)
                 if int(m.group(2), 16) != blob_id(self.blob):
@@ -247,8 +247,8 @@ class LearnSession:
                 msg = self._recv(FRAME_TIMEOUT)
             except DeviceError as exc:
                 if self.run.proc.poll() is not None:  # the app ended (or was killed)
-                    yield {"type": "disconnect", "reason": f"board exited with status "
-                           f"{self.run.proc.returncode}"}
+                    yield {"type": "disconnect", "text": f"the learn app on {self.board.name}"
+                           f" ended with status {self.run.proc.returncode} before its frames"}
                     return
                 raise exc
             if isinstance(msg, Seen):
@@ -273,8 +273,8 @@ class LearnSession:
                     yield _summary(msg.text, costs, counter_unit)
                     return
             elif isinstance(msg, Error):
-                yield {"type": "error", "code": int(msg.code), "text":
-                       f"{describe(msg.code)[0]}: {msg.text}"}
+                yield {"type": "error", "code": int(msg.code), "name": status_name(msg.code),
+                       "text": msg.text}
             elif not isinstance(msg, Ack):
                 yield {"type": "log", "text": f"unexpected {type(msg).__name__} from the board"}
 

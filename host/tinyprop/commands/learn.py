@@ -1,0 +1,126 @@
+"""tinyprop learn: a board learns from its own camera with no host (firmware/apps/learn).
+
+On qemu-m4, rv32-virt and host the camera is virtual: frames from a folder of images (or one
+multi-frame image), converted to the chosen sensor's frames, and labels from a script; the
+board keeps what it learned in its store (--workdir), so a second run resumes from it."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from ..learn.camera import DEFAULT_MODE, MODES
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("learn", help="a board learns from its own camera (capture, label, "
+                       "train, keep), with a virtual camera on emulated boards")
+    p.add_argument("--blob", type=Path, required=True, help="training blob (tinyprop convert)")
+    p.add_argument("--board", default="qemu-m4", help="qemu-m4 (default), rv32-virt or host: "
+                   "a virtual camera; a real camera board is flashed with tinyprop flash "
+                   "--app learn")
+    p.add_argument("--camera", type=Path, help="the virtual camera's frames: a folder of "
+                   "PNG/JPEG files (in name order; raw sensor frames as .raw) or one animated "
+                   "GIF/PNG or multi-page TIFF")
+    p.add_argument("--labels", type=Path, help="label script, CSV lines frame,label (a frame's "
+                   "file name, or index in a multi-frame file; a class name or index); frames "
+                   "not listed carry no label: the board only predicts them")
+    p.add_argument("--format", default=DEFAULT_MODE, help=f"the sensor's mode: {', '.join(MODES)}"
+                   f" (default {DEFAULT_MODE})")
+    p.add_argument("--shift", default="none", help="a camera shift applied to the photos first "
+                   "(none, haze, night, sodium, blur)")
+    p.add_argument("--classes", help="class names, comma-separated, when the blob has none")
+    p.add_argument("--lr", type=float, default=0.005, help="learning rate (default 0.005)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save-every", type=int, default=10, metavar="N",
+                   help="save the parameters to the board's store every N labelled frames "
+                   "(default 10; 0: only when the frames end)")
+    p.add_argument("--replay", type=int, default=0, metavar="K",
+                   help="keep the last K labelled frames and train on them again after each new"
+                   " one (default 0)")
+    p.add_argument("--thumbs", type=int, default=1, metavar="N",
+                   help="a thumbnail of every N-th frame into the log and the monitor "
+                   "(default 1; 0: none)")
+    p.add_argument("--workdir", type=Path, help="the board's folder: its store, the camera's "
+                   "files (default: BLOB.learn/ beside the blob)")
+    p.add_argument("--fresh", action="store_true", help="forget what the board stored: start "
+                   "from the blob's parameters")
+    p.add_argument("--model", type=Path, help="source .tflite if it moved since convert")
+    p.add_argument("--log", type=Path, help="JSONL run log")
+    p.add_argument("--out", type=Path, help="write the fine-tuned .tflite here")
+    p.add_argument("--plain", action="store_true", help="one line an event (auto when not a tty)")
+    p.set_defaults(func=run)
+
+
+def model_classes(tb, given: str | None) -> tuple[str, ...]:
+    """The class names: --classes, the blob's, those beside its source, VWW's for two classes,
+    else the indices."""
+    from ..data.datasets import CLASSES
+    from ..errors import TinypropError
+    from ..training.head import read_labels
+    n = tb.classes
+    if given:
+        names = tuple(c.strip() for c in given.split(","))
+        if len(names) != n:
+            raise TinypropError(f"--classes {given}: {len(names)} names, but the model has {n} "
+                                "classes")
+        return names
+    named = tb.labels or read_labels(tb.source)
+    if named:
+        return tuple(named)
+    return CLASSES if n == len(CLASSES) else tuple(str(k) for k in range(n))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compile.blobfile import load_blob
+    from ..device.profiles import board_named
+    from ..errors import TinypropError
+    from ..learn.camera import camera_mode, read_frames, read_label_script
+    from ..learn.run import LearnConfig, LearnSession
+    from ..monitor import plain_lines, run_dashboard
+    from ..status import check_hparams
+    from ..training.export import export_params
+
+    mode = camera_mode(args.format)  # a bad --format stops here
+    for flag, value in (("--save-every", args.save_every), ("--replay", args.replay),
+                        ("--thumbs", args.thumbs)):
+        if value < 0 or value > 0xFFFF:
+            raise TinypropError(f"{flag} {value}: give a count from 0 to 65535")
+    profile = board_named(args.board)
+    if profile is None or profile.runner is None:
+        raise TinypropError(
+            f"--board {args.board}: has no virtual camera; use qemu-m4, rv32-virt or host, or "
+            f"flash a camera board: tinyprop flash --app learn --board nano33ble --blob "
+            f"{args.blob}")
+    if args.camera is None:
+        raise TinypropError("--camera: give the virtual camera's frames (a folder of images)")
+    tb = load_blob(args.blob, args.model)
+    check_hparams(args.lr, 0.0, False, str(args.blob))
+    classes = model_classes(tb, args.classes)
+    frames = read_frames(args.camera, mode, args.shift)
+    labels = read_label_script(args.labels, frames.names, classes) if args.labels else None
+    workdir = args.workdir or args.blob.with_suffix(".learn")
+    if args.fresh and workdir.exists():
+        shutil.rmtree(workdir)
+    cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
+    if args.log is not None:
+        args.log.unlink(missing_ok=True)
+    with LearnSession(args.board, tb.blob, frames, labels, cfg, workdir, classes) as session:
+        source = session.events()
+        if args.plain or not sys.stdout.isatty():
+            state = plain_lines(source, sys.stdout, log_path=args.log)
+        else:
+            state = run_dashboard(source, log_path=args.log)
+        if state.disconnected:
+            print(f"tinyprop learn: the board stopped before its frames ended "
+                  f"({state.disconnect_text}); run again to resume from its store",
+                  file=sys.stderr)
+            return 1
+        params, step = session.stored_params()
+    print(f"the board's store: {step} steps (params in {workdir / 'tinyprop.store'})")
+    if args.out:
+        export_params(tb, params, args.out)
+        print(f"wrote {args.out}")
+    return 0
