@@ -17,7 +17,7 @@
 
 #define HDR TP_RECORD_HEADER
 #define THUMB_SIDE 48u /* the thumbnail GET_FRAME sends: 48 x 48, 1 or 3 channels */
-#define TEXT_MAX 160u
+#define TEXT_MAX 224u
 #define READ_BLOCK 64u
 #define NO_LABEL TP_BOARD_NO_LABEL
 
@@ -154,8 +154,9 @@ static void text_send(void)
     if (app.host) {
         transmit(tp_proto_encode_log(app.tx, sizeof app.tx, 0, app.text, &len), &len);
     } else {
-        text_add("\n");
+        static const uint8_t newline = '\n';
         (void)tp_board_write((const uint8_t *)app.text, app.text_len);
+        (void)tp_board_write(&newline, 1u);
     }
     app.text_len = 0;
 }

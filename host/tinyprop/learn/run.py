@@ -100,7 +100,7 @@ def model_input(frames: Frames, i: int, blob: bytes) -> np.ndarray:
     t = info.tensors[info.input]
     h, w, c = t.shape[-3:]
     img = fit_image(frames.pixels(i), (h, w), c)
-    return quantize_pixels(img, t.scale, t.zero_point).reshape(t.shape)
+    return quantize_pixels(img, t.scale, t.zero_point)
 
 
 def step_order(labels: Sequence[int], n_classes: int, replay: int) -> list[tuple[int, int]]:

@@ -1,0 +1,237 @@
+"""The learn application (firmware/apps/learn): a board learns from its own camera with no host.
+
+On qemu-m4 and the host board the camera is virtual (tinyprop.learn.camera): vww-mini's COCO
+training photos under the haze shift, as a sensor delivers them (QCIF grayscale, 96x96 RGB565),
+with labels from a script. What the board learns equals the host's replay of the same frames
+bit for bit (the frames fitted by the host's twin of the board's C, the steps in its order);
+killed mid-run, it resumes from its store; standalone it prints lines; every bad input is one
+line."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from tinyprop.cli import main
+from tinyprop.compile.blobfile import load_blob
+from tinyprop.data.datasets import read_rgb
+from tinyprop.data.shifts import apply_shift
+from tinyprop.device.firmware import build_firmware
+from tinyprop.device.protocol import Label, Metric, MetricFlags, Seen
+from tinyprop.engines import BlobModel
+from tinyprop.errors import DeviceError
+from tinyprop.learn.camera import (
+    NO_LABEL,
+    camera_mode,
+    read_frames,
+    read_label_script,
+    write_camera,
+)
+from tinyprop.learn.run import LearnConfig, LearnSession, learn_firmware, replay_on_host
+
+CLASSES = ("non_person", "person")
+N_FRAMES = 16
+
+
+@pytest.fixture(scope="module")
+def last2(vww_model_path, tmp_path_factory):
+    """The VWW blob training its last two layers (a fast step on qemu-m4)."""
+    tpb = tmp_path_factory.mktemp("learn") / "vww.tpb"
+    assert main(["convert", str(vww_model_path), "-o", str(tpb), "--scheme", "last:2"]) == 0
+    return load_blob(tpb)
+
+
+def haze_photos(vww_data_dir: Path, out: Path, n: int) -> list[tuple[str, int]]:
+    """The first n training photos of vww-mini (their COCO originals) under haze, as PNG files
+    in `out`; their (file name, label)."""
+    out.mkdir(parents=True, exist_ok=True)
+    hold = set((vww_data_dir / "holdout.txt").read_text().split())
+    rows = [r for r in csv.DictReader(open(vww_data_dir / "labels.csv"))
+            if r["filename"] not in hold][:n]
+    named = []
+    for i, r in enumerate(rows):
+        rgb = read_rgb(vww_data_dir / "originals" / r["filename"].removeprefix("coco_"))
+        name = f"f{i:03d}.png"
+        Image.fromarray(apply_shift("haze", rgb, r["filename"])).save(out / name)
+        named.append((name, CLASSES.index(r["label"])))
+    return named
+
+
+@pytest.fixture(scope="module")
+def frames_dir(vww_data_dir, tmp_path_factory):
+    """N_FRAMES haze frames and a label script leaving every fourth frame unlabelled."""
+    out = tmp_path_factory.mktemp("frames")
+    named = haze_photos(vww_data_dir, out / "frames", N_FRAMES)
+    lines = ["frame,label"] + [f"{name},{CLASSES[y]}" for i, (name, y) in enumerate(named)
+                               if i % 4 != 3]
+    (out / "labels.csv").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def run_session(board, tb, frames, labels, cfg, workdir, kill_after: int | None = None):
+    """The session's events (kill_after: QEMU killed once that step's METRIC arrived)."""
+    events = []
+    with LearnSession(board, tb.blob, frames, labels, cfg, workdir, CLASSES) as run:
+        for e in run.events():
+            events.append(e)
+            if kill_after is not None and e["type"] == "step" and e["step"] == kill_after:
+                run.run.proc.kill()
+        stored = run.stored_params()
+    return events, stored
+
+
+@pytest.mark.slow  # two QEMU runs
+@pytest.mark.parametrize("mode,replay", [("qcif-gray", 0), ("96-rgb565", 2)])
+def test_the_board_learns_what_the_host_replays(last2, frames_dir, tmp_path, mode, replay):
+    frames = read_frames(frames_dir / "frames", camera_mode(mode))
+    labels = read_label_script(frames_dir / "labels.csv", frames.names, CLASSES)
+    cfg = LearnConfig(lr=0.01, save_every=5, replay=replay, thumbs=4)
+    events, (params, step) = run_session("qemu-m4", last2, frames, labels, cfg, tmp_path)
+    host, results = replay_on_host(BlobModel("vww", last2.blob), frames, labels, cfg)
+    assert params == host and step == len(results)
+    steps = [e for e in events if e["type"] == "step"]
+    assert [(np.float32(e["loss"]), e["prediction"]) for e in steps] == \
+        [(np.float32(loss), p) for loss, p in results]
+    # one event a frame: labelled frames train, the others are predicted
+    per_frame = [e for e in events if e["type"] in ("step", "sample_eval") and not e.get("replay")]
+    assert [e["frame"] for e in per_frame] == list(range(N_FRAMES))
+    assert [e["type"] == "step" for e in per_frame] == [y != NO_LABEL for y in labels]
+    assert sum(bool(e.get("replay")) for e in steps) == \
+        len(results) - sum(y != NO_LABEL for y in labels)
+    start, summary = events[0], events[-1]
+    assert start["camera"] == {"width": frames.mode.width, "height": frames.mode.height,
+                               "format": "gray8" if mode == "qcif-gray" else "rgb565"}
+    assert summary["type"] == "summary" and summary["frames"] == N_FRAMES
+    assert summary["instructions_per_prep"] > 0
+    thumbs = [e for e in events if e["type"] == "frame"]  # asked for after HELLO, then 1 in 4
+    assert {8, 12} <= {e["frame"] for e in thumbs} <= set(range(N_FRAMES))
+    assert all(e["channels"] == (1 if mode == "qcif-gray" else 3) for e in thumbs)
+
+
+def test_the_numpy_reference_agrees(last2, frames_dir):
+    """The host replay on the C core equals NumPy's (the board equals the C core above)."""
+    frames = read_frames(frames_dir / "frames", camera_mode("96-rgb565"))
+    labels = read_label_script(frames_dir / "labels.csv", frames.names, CLASSES)[:6]
+    cfg = LearnConfig(lr=0.01, replay=1)
+    short = type(frames)(frames.mode, frames.raw[:6], frames.names[:6])
+    c_params, c_steps = replay_on_host(BlobModel("vww", last2.blob), short, labels, cfg)
+    np_params, np_steps = replay_on_host(last2, short, labels, cfg, engine="reference")
+    assert c_params == np_params and c_steps == np_steps
+
+
+@pytest.mark.slow  # QEMU runs
+def test_a_reset_resumes_from_the_store(last2, frames_dir, tmp_path):
+    """QEMU killed after step 7 (saves every 3 labelled frames): the next boot restores the
+    last save and learning goes on to the very parameters of an unbroken run."""
+    frames = read_frames(frames_dir / "frames", camera_mode("96-gray"))
+    labels = read_label_script(frames_dir / "labels.csv", frames.names, CLASSES)
+    labels = [y if y != NO_LABEL else 0 for y in labels]  # every frame labelled
+    cfg = LearnConfig(lr=0.01, save_every=3)
+    events, (_, saved) = run_session("qemu-m4", last2, frames, labels, cfg, tmp_path,
+                                     kill_after=7)
+    assert events[-1]["type"] == "disconnect"
+    assert saved % 3 == 0 and 6 <= saved < N_FRAMES  # a save at or after the kill's step
+    rest = type(frames)(frames.mode, frames.raw[saved:], frames.names[saved:])
+    events, (params, step) = run_session("qemu-m4", last2, rest, labels[saved:], cfg, tmp_path)
+    assert events[0]["restored_step"] == saved and step == N_FRAMES
+    assert [e["step"] for e in events if e["type"] == "step"][0] == saved
+    host, _ = replay_on_host(BlobModel("vww", last2.blob), frames, labels, cfg)
+    assert params == host
+
+
+def test_standalone_it_prints_lines(last2, frames_dir, tmp_path):
+    """No host: the host board's learn app plays its camera and prints a line a frame, then
+    its parameters' CRC, which the host replay gives too."""
+    frames = read_frames(frames_dir / "frames", camera_mode("96-rgb888"))
+    labels = read_label_script(frames_dir / "labels.csv", frames.names, CLASSES)[:8]
+    short = type(frames)(frames.mode, frames.raw[:8], frames.names[:8])
+    write_camera(tmp_path, short, labels, wait_host=False)
+    cfg = LearnConfig(lr=0.01, save_every=0)
+    exe = learn_firmware("host", last2.blob, cfg, short)
+    out = subprocess.run([str(exe)], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("learn ready board host blob ")
+    frame_lines = [ln for ln in lines if ln.startswith("frame ")]
+    assert [int(ln.split()[1]) for ln in frame_lines] == list(range(8))
+    assert all(("label" in ln) == (y != NO_LABEL) for ln, y in zip(frame_lines, labels))
+    host, _ = replay_on_host(BlobModel("vww", last2.blob), short, labels, cfg)
+    done = re.search(r"learn done frames 8 labelled (\d+) .* params crc32 ([0-9a-f]{8})", out)
+    assert done and int(done.group(2), 16) == zlib.crc32(host)
+    assert (tmp_path / "tinyprop.store").exists()  # saved when the frames ended
+
+
+def test_a_board_without_a_camera_says_so(last2, tmp_path):
+    with pytest.raises(DeviceError, match=r"no camera on this board \(TP_ERR_UNSUPPORTED\)"), \
+            LearnSession("host", last2.blob, None, None, LearnConfig(), tmp_path) as run:
+        run.hello()
+
+
+def test_a_label_out_of_range_is_refused_and_the_frame_predicted(last2, frames_dir, tmp_path):
+    frames = read_frames(frames_dir / "frames", camera_mode("96-gray"))
+    short = type(frames)(frames.mode, frames.raw[:2], frames.names[:2])
+    with LearnSession("host", last2.blob, short, [7, 1], LearnConfig(), tmp_path) as run:
+        events = list(run.events())
+    errors = [e for e in events if e["type"] == "error"]
+    assert [(e["name"], e["text"]) for e in errors] == [
+        ("TP_ERR_BAD_LABEL", "label 7 of frame 0 is out of range: the model has 2 classes")]
+    kinds = [(e["type"], e["frame"]) for e in events if e["type"] in ("step", "sample_eval")]
+    assert kinds == [("sample_eval", 0), ("step", 1)]
+
+
+def test_a_key_on_the_host_labels_the_latest_frame(last2, frames_dir, tmp_path):
+    """LABEL from the host (a key press) trains the frame the board took last."""
+    frames = read_frames(frames_dir / "frames", camera_mode("96-rgb565"))
+    with LearnSession("host", last2.blob, frames, None, LearnConfig(), tmp_path) as run:
+        run.hello()
+        while not isinstance(run.link.recv(30).msg, Seen):
+            pass
+        run.link.send(Label(1))
+        replies = [run.link.recv(30).msg for _ in range(6)]
+    trained = [m for m in replies if isinstance(m, Metric) and not m.flags & MetricFlags.EVAL]
+    assert len(trained) == 1 and trained[0].label == 1 and trained[0].step == 0
+
+
+# ---- the command's one-line errors (no board started) ----
+
+def _learn(tmp_path: Path, blob: Path, *extra: str) -> list[str]:
+    return ["learn", "--blob", str(blob), "--workdir", str(tmp_path / "wd"), "--plain", *extra]
+
+
+def test_bad_inputs_are_one_line(last2, frames_dir, tmp_path, capsys):
+    blob = last2.path
+    frames = str(frames_dir / "frames")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a.raw").write_bytes(bytes(100))
+    bad_labels = tmp_path / "bad.csv"
+    cases = [
+        (["--camera", frames, "--format", "64-yuv"], "--format 64-yuv: unsupported camera format"),
+        (["--camera", str(raw), "--format", "96-gray"],
+         "a.raw: a raw frame of 100 bytes, but a 96-gray frame has 9216"),
+        (["--camera", frames, "--board", "esp32"], "--board esp32: has no virtual camera"),
+        (["--camera", frames, "--labels", str(bad_labels)], "label 2 is out of range"),
+        (["--camera", str(tmp_path / "none")], "no such folder or multi-frame image"),
+    ]
+    bad_labels.write_text("frame,label\nf000.png,2\n")
+    for extra, message in cases:
+        assert main(_learn(tmp_path, blob, *extra)) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+    bad_labels.write_text("f000.png,cat\n")
+    assert main(_learn(tmp_path, blob, "--camera", frames, "--labels", str(bad_labels))) == 2
+    assert "class 'cat' is not one of the model's (non_person, person)" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a RISC-V build (qemu-m4 and host are built above)
+def test_the_learn_app_builds_for_risc_v(last2, frames_dir):
+    frames = read_frames(frames_dir / "frames", camera_mode("qcif-rgb565"))
+    assert learn_firmware("rv32-virt", last2.blob, LearnConfig(replay=2), frames).is_file()
+    with pytest.raises(Exception, match="APP=learn needs BLOB"):
+        build_firmware("qemu-m4", "learn")
