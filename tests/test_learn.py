@@ -25,7 +25,7 @@ from tinyprop.data.shifts import apply_shift
 from tinyprop.device.firmware import build_firmware
 from tinyprop.device.protocol import Label, Metric, MetricFlags, Seen
 from tinyprop.engines import BlobModel
-from tinyprop.errors import DeviceError
+from tinyprop.errors import DeviceError, TinypropError
 from tinyprop.learn.camera import (
     NO_LABEL,
     camera_mode,
@@ -48,12 +48,14 @@ def last2(vww_model_path, tmp_path_factory):
 
 
 def haze_photos(vww_data_dir: Path, out: Path, n: int) -> list[tuple[str, int]]:
-    """The first n training photos of vww-mini (their COCO originals) under haze, as PNG files
-    in `out`; their (file name, label)."""
+    """n training photos of vww-mini (their COCO originals) under haze in a seeded order (as a
+    camera meets both classes; labels.csv lists one class, then the other), as PNG files in
+    `out`; their (file name, label)."""
     out.mkdir(parents=True, exist_ok=True)
     hold = set((vww_data_dir / "holdout.txt").read_text().split())
     rows = [r for r in csv.DictReader(open(vww_data_dir / "labels.csv"))
-            if r["filename"] not in hold][:n]
+            if r["filename"] not in hold]
+    rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))[:n]]
     named = []
     for i, r in enumerate(rows):
         rgb = read_rgb(vww_data_dir / "originals" / r["filename"].removeprefix("coco_"))
@@ -160,11 +162,19 @@ def test_standalone_it_prints_lines(last2, frames_dir, tmp_path):
     assert lines[0].startswith("learn ready board host blob ")
     frame_lines = [ln for ln in lines if ln.startswith("frame ")]
     assert [int(ln.split()[1]) for ln in frame_lines] == list(range(8))
-    assert all(("label" in ln) == (y != NO_LABEL) for ln, y in zip(frame_lines, labels))
+    assert [("label" in ln) for ln in frame_lines] == [y != NO_LABEL for y in labels]
     host, _ = replay_on_host(BlobModel("vww", last2.blob), short, labels, cfg)
     done = re.search(r"learn done frames 8 labelled (\d+) .* params crc32 ([0-9a-f]{8})", out)
     assert done and int(done.group(2), 16) == zlib.crc32(host)
     assert (tmp_path / "tinyprop.store").exists()  # saved when the frames ended
+
+
+def test_a_learn_app_too_large_for_the_board_is_refused(last2, frames_dir, tmp_path):
+    frames = read_frames(frames_dir / "frames", camera_mode("qcif-rgb565"))
+    with pytest.raises(TinypropError, match=r"the learn app does not fit board qemu-m4 .* "
+                       r"a qcif-rgb565 frame \(50,688 B\) and 4 replay frames \(110,592 B\)"):
+        LearnSession("qemu-m4", last2.blob, frames, None, LearnConfig(replay=4),
+                     tmp_path).__enter__()
 
 
 def test_a_board_without_a_camera_says_so(last2, tmp_path):

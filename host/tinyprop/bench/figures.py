@@ -56,7 +56,7 @@ from ..engines import Engine, HParams
 from ..extras import require
 
 SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte", "step",
-            "grads", "frontier", "models")
+            "grads", "frontier", "models", "camera")
 GRAD_SHIFTS = ("haze", "night", "sodium")  # the grads section's camera shifts
 FRONTIER_KB = (48, 64, 96, 128, 192, 256)  # the frontier section's budgets
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
@@ -453,7 +453,8 @@ def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
         return baseline(ctx, measured.get("accuracy", {}))
     return {"memory": memory, "board": board, "accuracy": accuracy,
             "rounding": rounding, "kernels": kernels, "tte": tte, "step": step,
-            "grads": grads, "frontier": frontier, "models": models}[section](ctx)
+            "grads": grads, "frontier": frontier, "models": models,
+            "camera": camera}[section](ctx)
 
 
 def tte(ctx: Ctx) -> dict:
@@ -465,6 +466,15 @@ def tte(ctx: Ctx) -> dict:
         ctx.say(line)
     png = memory_png("mbv2-w0.35", build_model("mbv2-w0.35"), ctx.cfg.out / "tte-memory.png")
     return {"models": figs, "png": str(png)}
+
+
+def camera(ctx: Ctx) -> dict:
+    """The learn app's figures (tinyprop.bench.camera) with the demo's blob."""
+    from .camera import camera as measure
+
+    return measure(ctx.blob("auto", "256KB")[0], ctx.data, ctx.cfg.shift, ctx.cfg.lr,
+                   ctx.cfg.epochs, ctx.cfg.seeds or (ctx.cfg.seed,), ctx.cfg.board,
+                   ctx.cfg.out, ctx.say)
 
 
 def models(ctx: Ctx) -> dict:

@@ -32,7 +32,7 @@ from ..data.image import fit_image
 from ..device.device import RECORD_HEADER, RECORD_MAGIC, step_event
 from ..device.firmware import _write_header, build_firmware, write_blob_header
 from ..device.link import Link, PipeTransport, open_link
-from ..device.profiles import board_named
+from ..device.profiles import blob_needs, board_named
 from ..device.protocol import (
     Ack,
     Error,
@@ -81,6 +81,22 @@ class LearnConfig:
             f"#define TP_LEARN_REPLAY {self.replay}u",
             f"#define TP_LEARN_FRAME_BYTES {frame_bytes}u",
             f"/* camera {mode_width}x{mode_height} */", ""])
+
+
+def check_learn_fits(profile, blob: bytes, cfg: LearnConfig, frames: Frames) -> None:
+    """Refuse, in one line, a learn app whose buffers do not fit the board: the blob's arena and
+    params record (as the device loop's), the frame buffer and the replay buffer."""
+    needs, cap = blob_needs(blob), profile.capacity()
+    info = read_blob(blob)
+    replay = cfg.replay * info.tensors[info.input].size
+    total = needs.arena + needs.record + frames.mode.frame_bytes + replay
+    if total > cap.free:
+        raise TinypropError(
+            f"the learn app does not fit {profile.where()}: the blob's arena and params record "
+            f"({needs.arena + needs.record:,} B), a {frames.mode.name} frame "
+            f"({frames.mode.frame_bytes:,} B) and {cfg.replay} replay frames ({replay:,} B) need "
+            f"{total:,} B of its {cap.free:,} B; lower --replay, choose a smaller --format or "
+            "convert the model for less memory (--budget)")
 
 
 def learn_firmware(board: str, blob: bytes, cfg: LearnConfig, frames: Frames) -> Path:
@@ -182,6 +198,7 @@ class LearnSession:
         if frames is None:  # any mode sizes the buffer: the board refuses before a frame
             from .camera import DEFAULT_MODE, camera_mode
             frames = Frames(camera_mode(DEFAULT_MODE), (), ())
+        check_learn_fits(self.board, self.blob, self.cfg, frames)
         firmware = learn_firmware(self.board.arg, self.blob, self.cfg, frames)
         if self.board.runner.kind == "emulator":
             self.run = self._stack.enter_context(
