@@ -131,8 +131,8 @@ extern "C" int32_t tp_board_bulk_read(uint32_t offset, uint8_t *dst, uint32_t n)
 
 #ifdef TP_APP_LEARN
 static struct {
-    bool down;            /* as of the last sample */
-    uint32_t down_ms;     /* when the press began */
+    bool down;                  /* as of the last sample */
+    uint32_t down_ms;           /* when the press began */
     std::atomic<int32_t> label; /* the completed press not yet taken: the timer sets it, the
                                    application takes it, on another task or in an interrupt */
 } button = {false, 0, {TP_BOARD_NO_LABEL}};

@@ -180,8 +180,7 @@ void setup()
         tp_board_exit(1);
     }
 #elif defined(TP_APP_LEARN) /* the learn application (esp32cam-learn, esp32s3eye-learn) */
-    if (!allocate(&tp_learn_arena, tp_learn_arena_bytes, &tp_learn_record,
-                  tp_learn_record_bytes) ||
+    if (!allocate(&tp_learn_arena, tp_learn_arena_bytes, &tp_learn_record, tp_learn_record_bytes) ||
         (tp_learn_frame = frame_buffer(tp_learn_frame_bytes)) == NULL) {
         Serial.println("tinyprop esp32: not enough heap for the arena, params record and frame");
         tp_board_exit(1);

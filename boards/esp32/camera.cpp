@@ -74,7 +74,8 @@ static void set_pins(camera_config_t *c)
     c->pin_pclk = 13;
 }
 #else
-#error "the ESP32 learn build names its camera board: -DTP_ESP32_CAM_AI_THINKER or -DTP_ESP32_CAM_S3_EYE (platformio.ini's esp32cam-learn, esp32s3eye-learn)"
+/* platformio.ini's esp32cam-learn and esp32s3eye-learn name theirs */
+#error "which camera board: -DTP_ESP32_CAM_AI_THINKER or -DTP_ESP32_CAM_S3_EYE"
 #endif
 
 static bool camera_open;
@@ -171,8 +172,7 @@ extern "C" int tp_board_label(int32_t *label)
         args.callback = sample_button;
         args.name = "tp_button";
         if (esp_timer_create(&args, &button_timer) != ESP_OK ||
-            esp_timer_start_periodic(button_timer, TP_ARDUINO_BUTTON_SAMPLE_MS * 1000u) !=
-                ESP_OK) {
+            esp_timer_start_periodic(button_timer, TP_ARDUINO_BUTTON_SAMPLE_MS * 1000u) != ESP_OK) {
             return TP_BOARD_ERR_IO;
         }
     }

@@ -102,8 +102,7 @@ extern "C" int tp_board_label(int32_t *label)
         nrf_gpio_cfg(digitalPinToPinName(BUTTON_PIN), NRF_GPIO_PIN_DIR_OUTPUT,
                      NRF_GPIO_PIN_INPUT_CONNECT, NRF_GPIO_PIN_PULLUP, NRF_GPIO_PIN_S0S1,
                      NRF_GPIO_PIN_NOSENSE);
-        button_ticker.attach(sample_button,
-                             std::chrono::milliseconds(TP_ARDUINO_BUTTON_SAMPLE_MS));
+        button_ticker.attach(sample_button, std::chrono::milliseconds(TP_ARDUINO_BUTTON_SAMPLE_MS));
         button_started = true;
     }
     return tp_arduino_button_label(label);

@@ -8,7 +8,7 @@ says (profile.json's flash: tinyprop.device.profiles).
 The learn application (the board learns from its own camera, firmware/apps/learn/) instead of
 the device loop: app="learn", built by the board's learn env, an env of platformio.ini named
 `<name>-learn` that extends the board's (nano33ble-learn; esp32cam-learn and esp32s3eye-learn,
-one a camera board, chosen with pio_env):
+one for each camera board, chosen with pio_env):
 
     job = flash_job(load_profile("esp32"), blob=Path("model.tpb"), app="learn",
                     pio_env="esp32cam-learn", learn_config=Path("learn_config.h"))
@@ -132,7 +132,7 @@ def learn_envs(board: BoardProfile) -> list[str]:
 
 def app_env(board: BoardProfile, app: str, pio_env: str | None) -> str:
     """The PlatformIO env building `app` ("device" or "learn") for `board`; `pio_env` chooses
-    among the board's learn envs (one a camera board) and may be left out when it has one."""
+    among the board's learn envs (one for each camera board), needed only when it has several."""
     if app == "device":
         if pio_env not in (None, _flashing(board).platformio_env):
             raise TinypropError(f"env {pio_env}: the device firmware of the {board.name} is "
