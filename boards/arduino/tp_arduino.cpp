@@ -158,9 +158,7 @@ int tp_arduino_button_label(int32_t *label)
     *label = button.label.exchange(TP_BOARD_NO_LABEL);
     return TP_BOARD_OK;
 }
-#endif
-
-#ifndef TP_APP_LEARN
+#else
 /* Cameras, buttons and LEDs are the learn build's (each board's camera.cpp): the device
  * firmware and the self-training run need no camera library, and take labels from the host. */
 extern "C" int tp_board_camera_open(tp_camera_mode *mode)

@@ -30,7 +30,7 @@ extern const unsigned long tp_arduino_baud;
 /* Open the serial link, run the device loop (which never returns on a real board: the link
  * never closes) and halt if it does. Call from setup(). Built with TP_APP_SELFTRAIN, it runs
  * the self-training application (firmware/apps/selftrain/selftrain.c) instead and halts when it
- * ends; built with TP_APP_LEARN, the learn application (firmware/apps/learn/learn.c), which
+ * ends; built with TP_APP_LEARN, the learn application (firmware/apps/learn/), which
  * runs until reset on a real camera. */
 void tp_arduino_run(void);
 
