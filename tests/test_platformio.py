@@ -230,11 +230,12 @@ def test_native_unity_tests_pass_with_gcc(tmp_path):
 def build_host_board(tmp_path: Path, blob: bytes, extra: list[str]) -> Path:
     header = write_blob_header(blob)
     exe = tmp_path / "tinyprop-host"
-    sources = [REPO_ROOT / "boards" / "host" / "board.c", *make_print("print-sources"),
-               FIRMWARE / "apps" / "device" / "tp_device.c"]
-    subprocess.run(["gcc", *make_print("print-cflags"), "-O2", "-Wall", "-Wextra", "-Werror",
-                    "-DAPP_ENTRY=tp_device_main",
-                    f'-DTP_MODEL_HEADER="{header}"', *extra, "-o", str(exe),
+    common = REPO_ROOT / "boards" / "common"  # the virtual camera, as boards/host/Makefile
+    sources = [REPO_ROOT / "boards" / "host" / "board.c", common / "vcamera.c",
+               *make_print("print-sources"), FIRMWARE / "apps" / "device" / "tp_device.c"]
+    subprocess.run(["gcc", *make_print("print-cflags"), f"-I{common}", "-O2", "-Wall", "-Wextra",
+                    "-Werror", "-DAPP_ENTRY=tp_device_main", f'-DTP_MODEL_HEADER="{header}"',
+                    *extra, "-o", str(exe),
                     *map(str, sources), "-lm"], check=True, timeout=300)
     return exe
 
