@@ -6,7 +6,9 @@
  * for a 67 KB record). The serial link and counter are boards/arduino/tp_arduino.cpp.
  * Built with TP_APP_SELFTRAIN (env esp32dev-wokwi) it runs the self-training application
  * (firmware/apps/selftrain/selftrain.c, what boards/esp32/scenario.yaml checks in Wokwi) instead of
- * the device loop, with its arena and params from the heap too.
+ * the device loop, with its arena and params from the heap too; built with TP_APP_LEARN (envs
+ * esp32cam-learn, esp32s3eye-learn) the learn application on the board's camera (camera.cpp),
+ * its arena, params record and frame from the heap.
  */
 #include <Arduino.h>
 #include <LittleFS.h>
@@ -18,9 +20,13 @@
 #define STORE_TMP_PATH "/tinyprop.tmp"
 #define BOOT_LINE "tinyprop esp32: device loop"
 
-#ifdef TP_APP_SELFTRAIN
+#if defined(TP_APP_SELFTRAIN)
 uint8_t *tp_selftrain_arena;
 uint8_t *tp_selftrain_params;
+#elif defined(TP_APP_LEARN)
+uint8_t *tp_learn_arena;
+uint8_t *tp_learn_record;
+uint8_t *tp_learn_frame;
 #else
 uint8_t *tp_device_arena;
 uint8_t *tp_device_record;
@@ -152,15 +158,31 @@ static bool allocate(uint8_t **a, uint32_t a_bytes, uint8_t **b, uint32_t b_byte
     return *a != NULL && *b != NULL;
 }
 
+#ifdef TP_APP_LEARN
+/* The frame in PSRAM where there is some (the camera boards have 4 or 8 MB): only copied in
+ * and fitted to the model's input once a frame, it leaves internal RAM to the arena. */
+static uint8_t *frame_buffer(uint32_t bytes)
+{
+    void *p = heap_caps_aligned_alloc(8, bytes, MALLOC_CAP_SPIRAM | MALLOC_CAP_8BIT);
+    return p != NULL ? static_cast<uint8_t *>(p) : heap_buffer(bytes);
+}
+#endif
+
 void setup()
 {
     Serial.setRxBufferSize(RX_BUFFER_BYTES);
     Serial.begin(tp_arduino_baud);
     measure_heap();
-#ifdef TP_APP_SELFTRAIN /* the self-training run (platformio.ini's esp32dev-wokwi env) */
+#if defined(TP_APP_SELFTRAIN) /* the self-training run (platformio.ini's esp32dev-wokwi env) */
     if (!allocate(&tp_selftrain_arena, tp_selftrain_arena_bytes, &tp_selftrain_params,
                   tp_selftrain_params_bytes)) {
         Serial.println("tinyprop esp32: not enough heap for the arena and params");
+        tp_board_exit(1);
+    }
+#elif defined(TP_APP_LEARN) /* the learn application (esp32cam-learn, esp32s3eye-learn) */
+    if (!allocate(&tp_learn_arena, tp_learn_arena_bytes, &tp_learn_record, tp_learn_record_bytes) ||
+        (tp_learn_frame = frame_buffer(tp_learn_frame_bytes)) == NULL) {
+        Serial.println("tinyprop esp32: not enough heap for the arena, params record and frame");
         tp_board_exit(1);
     }
 #else

@@ -5,6 +5,14 @@ says (profile.json's flash: tinyprop.device.profiles).
     job = flash_job(load_profile("nano33ble"), blob=Path("model.tpb"), port=None)
     subprocess.run(job.command, env=job.env)
 
+The learn application (the board learns from its own camera, firmware/apps/learn/) instead of
+the device loop: app="learn", built by the board's learn env, an env of platformio.ini named
+`<name>-learn` that extends the board's (nano33ble-learn; esp32cam-learn and esp32s3eye-learn,
+one for each camera board, chosen with pio_env):
+
+    job = flash_job(load_profile("esp32"), blob=Path("model.tpb"), app="learn",
+                    pio_env="esp32cam-learn", learn_config=Path("learn_config.h"))
+
 Every missing piece (tool, port, file), and a blob larger than the board's profile allows, is a
 one-line error naming it, before anything is built. The PlatformIO project is the board folder
 when it has its own platformio.ini (a user's board), else tinyprop.paths.REPO_ROOT's
@@ -113,11 +121,54 @@ def check_blob(board: BoardProfile, blob_path: Path) -> None:
     check_fits(blob_needs(blob_path.read_bytes()), board.capacity(), board.where(), board.arg)
 
 
+def learn_envs(board: BoardProfile) -> list[str]:
+    """The envs building the learn application for `board`: named `<name>-learn`, extending the
+    board's env."""
+    project, base = pio_project(board), f"env:{_flashing(board).platformio_env}"
+    ini = read_ini(project)
+    names = [s.removeprefix("env:") for s in ini.sections() if s.startswith("env:")]
+    return [n for n in names if n.endswith("-learn") and base in env_sections(ini, n)]
+
+
+def app_env(board: BoardProfile, app: str, pio_env: str | None) -> str:
+    """The PlatformIO env building `app` ("device" or "learn") for `board`; `pio_env` chooses
+    among the board's learn envs (one for each camera board), needed only when it has several."""
+    if app == "device":
+        if pio_env not in (None, _flashing(board).platformio_env):
+            raise TinypropError(f"env {pio_env}: the device firmware of the {board.name} is "
+                                f"env {board.flashing.platformio_env}; leave the env out")
+        return board.flashing.platformio_env
+    if app != "learn":
+        raise TinypropError(f"app {app!r}: no such application; choose device or learn")
+    envs = learn_envs(board)
+    if not envs:
+        raise TinypropError(f"{board.where()}: no learn build (no env named *-learn extending "
+                            f"env {board.flashing.platformio_env} in "
+                            f"{pio_project(board) / 'platformio.ini'}); the learn application "
+                            "needs a board with a camera: nano33ble, esp32")
+    if pio_env is None and len(envs) == 1:
+        return envs[0]
+    if pio_env not in envs:
+        given = "no camera board given" if pio_env is None else f"env {pio_env} is not one"
+        raise TinypropError(f"the {board.name}'s learn builds are {', '.join(envs)} ({given}): "
+                            "choose your camera board's with --env")
+    return pio_env
+
+
 def pio_job(board: BoardProfile, blob_path: Path | None, port: str | None,
-            upload: bool = True) -> FlashJob:
-    """`pio run` building the firmware for `board` with the blob compiled in, and uploading it
-    unless `upload` is False."""
-    env_name = _flashing(board).platformio_env
+            upload: bool = True, app: str = "device", pio_env: str | None = None,
+            learn_config: Path | None = None) -> FlashJob:
+    """`pio run` building `app`'s firmware for `board` (the device loop, or the learn
+    application: app_env) with the blob compiled in, and uploading it unless `upload` is
+    False. `learn_config`: the learn application's configuration header (tp_learn.h's
+    TP_LEARN_CONFIG)."""
+    env_name = app_env(board, app, pio_env)
+    if app == "learn" and blob_path is None:
+        raise TinypropError(f"the learn application needs a blob to compile in: --blob MODEL.tpb "
+                            f"(`tinyprop convert MODEL.tflite -o MODEL.tpb --board {board.arg}`)")
+    if learn_config is not None and (app != "learn" or not learn_config.is_file()):
+        raise TinypropError(f"learn config {learn_config}: " + (
+            "only the learn application takes one" if app != "learn" else "no such file"))
     if blob_path is not None:
         check_blob(board, blob_path)
     pio = find_pio()
@@ -135,27 +186,41 @@ def pio_job(board: BoardProfile, blob_path: Path | None, port: str | None,
 
         header = write_blob_header(blob_path.read_bytes())
         env["PLATFORMIO_BUILD_FLAGS"] = f'-DTP_MODEL_HEADER=\\"{header}\\"'
+    if learn_config is not None:
+        env["PLATFORMIO_BUILD_FLAGS"] += f' -DTP_LEARN_CONFIG=\\"{learn_config.resolve()}\\"'
     command = [pio, "run", "-d", str(pio_project(board)), "-e", env_name]
     if upload_port is not None:
         command += ["-t", "upload", "--upload-port", upload_port]
     return FlashJob(command, env, "pio")
 
 
-def env_platform(project: Path, env_name: str) -> str | None:
-    """The platform name (no version or owner) env `env_name` of project's platformio.ini
-    builds with, following `extends` and [env]; None when it names none."""
+def read_ini(project: Path) -> configparser.ConfigParser:
     ini = configparser.ConfigParser(interpolation=None)
     ini.read(project / "platformio.ini")
-    todo, seen = [f"env:{env_name}"], set()
+    return ini
+
+
+def env_sections(ini: configparser.ConfigParser, env_name: str) -> list[str]:
+    """The sections env `env_name` takes its options from, first to last: its own, those it
+    `extends` and [env], as PlatformIO looks them up."""
+    todo, seen = [f"env:{env_name}"], []
     while todo:
         section = todo.pop(0)
         if section in seen or not ini.has_section(section):
             continue
-        seen.add(section)
-        if ini.has_option(section, "platform"):
-            return ini.get(section, "platform").split("@")[0].rstrip("/").split("/")[-1]
+        seen.append(section)
         todo += [e.strip() for e in ini.get(section, "extends", fallback="").split(",") if e]
         todo.append("env")
+    return seen
+
+
+def env_platform(project: Path, env_name: str) -> str | None:
+    """The platform name (no version or owner) env `env_name` of project's platformio.ini
+    builds with, following `extends` and [env]; None when it names none."""
+    ini = read_ini(project)
+    for section in env_sections(ini, env_name):
+        if ini.has_option(section, "platform"):
+            return ini.get(section, "platform").split("@")[0].rstrip("/").split("/")[-1]
     return None
 
 
@@ -179,11 +244,13 @@ def check_platform(project: Path, env_name: str, env: dict[str, str]) -> None:
 
 
 def flash_job(board: BoardProfile, *, blob: Path | None = None, image: Path | None = None,
-              port: str | None = None, build_only: bool = False) -> FlashJob:
-    """What `tinyprop flash` runs: esptool for an `image`, else PlatformIO (`build_only`: build,
-    upload nothing)."""
+              port: str | None = None, build_only: bool = False, app: str = "device",
+              pio_env: str | None = None, learn_config: Path | None = None) -> FlashJob:
+    """What `tinyprop flash` (app "device") and `tinyprop learn --board nano33ble|esp32` (app
+    "learn") run: esptool for an `image`, else PlatformIO (`build_only`: build, upload
+    nothing; pio_env and learn_config: pio_job)."""
     if image is None:
-        return pio_job(board, blob, port, not build_only)
+        return pio_job(board, blob, port, not build_only, app, pio_env, learn_config)
     if build_only:
         raise TinypropError("--build-only builds with PlatformIO and --image writes a "
                             "prebuilt image: choose one")
