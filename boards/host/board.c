@@ -15,8 +15,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -191,8 +191,8 @@ typedef struct {
 } tp_msg_metric;
 
 typedef struct {
-    uint32_t frame;            /* the camera frame's index since boot */
-    uint32_t capture, prep;    /* costs in the READY counter unit */
+    uint32_t frame;         /* the camera frame's index since boot */
+    uint32_t capture, prep; /* costs in the READY counter unit */
 } tp_msg_seen;
 
 typedef struct {

@@ -727,7 +727,8 @@ static int serve(const uint8_t *p, size_t n)
 static tp_status service(int wait)
 {
     for (;;) {
-        int got = wait ? tp_board_read(app.in, sizeof app.in) : tp_board_poll(app.in, sizeof app.in);
+        int got = wait ? tp_board_read(app.in, sizeof app.in)
+                       : tp_board_poll(app.in, sizeof app.in);
         if (got == TP_BOARD_ERR_CLOSED) {
             return wait ? TP_ERR_CLOSED : TP_OK; /* standalone: no host to serve */
         }
