@@ -226,7 +226,8 @@ def test_bad_inputs_are_one_line(last2, frames_dir, tmp_path, capsys):
         (["--camera", frames, "--format", "64-yuv"], "--format 64-yuv: unsupported camera format"),
         (["--camera", str(raw), "--format", "96-gray"],
          "a.raw: a raw frame of 100 bytes, but a 96-gray frame has 9216"),
-        (["--camera", frames, "--board", "esp32"], "--board esp32: has no virtual camera"),
+        (["--camera", frames, "--board", "esp32"],
+         "--board esp32: a real board learns from its own camera and button"),
         (["--camera", frames, "--labels", str(bad_labels)], "label 2 is out of range"),
         (["--camera", str(tmp_path / "none")], "no such folder or multi-frame image"),
     ]

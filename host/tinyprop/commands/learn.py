@@ -19,8 +19,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "train, keep), with a virtual camera on emulated boards")
     p.add_argument("--blob", type=Path, required=True, help="training blob (tinyprop convert)")
     p.add_argument("--board", default="qemu-m4", help="qemu-m4 (default), rv32-virt or host: "
-                   "a virtual camera; a real camera board is flashed with tinyprop flash "
-                   "--app learn")
+                   "a virtual camera; nano33ble or esp32: the learn app is flashed (PlatformIO)"
+                   " and, with --port, followed")
+    p.add_argument("--port", help="a real board's serial port: follow it as it learns (and "
+                   "upload there)")
+    p.add_argument("--env", help="the PlatformIO env of a real board's learn app (the ESP32 "
+                   "has two: esp32cam-learn, esp32s3eye-learn)")
+    p.add_argument("--build-only", action="store_true", help="a real board: build its learn "
+                   "app, upload nothing")
     p.add_argument("--camera", type=Path, help="the virtual camera's frames: a folder of "
                    "PNG/JPEG files (in name order; raw sensor frames as .raw) or one animated "
                    "GIF/PNG or multi-page TIFF")
@@ -73,13 +79,60 @@ def model_classes(tb, given: str | None) -> tuple[str, ...]:
     return CLASSES if n == len(CLASSES) else tuple(str(k) for k in range(n))
 
 
+def show(source, args: argparse.Namespace):
+    """The run's events on the dashboard (a terminal) or as lines, logged to --log."""
+    from ..monitor import plain_lines, run_dashboard
+    if args.log is not None:
+        args.log.unlink(missing_ok=True)
+    if args.plain or not sys.stdout.isatty():
+        return plain_lines(source, sys.stdout, log_path=args.log)
+    return run_dashboard(source, log_path=args.log)
+
+
+def real_board(args: argparse.Namespace, profile) -> int:
+    """Flash the learn app to a camera board (PlatformIO), then follow it on --port."""
+    import subprocess
+    import zlib
+
+    from ..compile.blobfile import load_blob
+    from ..device.firmware import _write_header
+    from ..device.flash import flash_job
+    from ..errors import TinypropError
+    from ..learn.run import LEARN_DIR, LearnConfig, LearnSession
+    from ..training.export import export_params
+
+    if args.camera is not None or args.labels is not None:
+        raise TinypropError(f"--board {args.board}: a real board learns from its own camera "
+                            "and button; --camera and --labels are for qemu-m4, rv32-virt, host")
+    tb = load_blob(args.blob, args.model)
+    cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
+    text = cfg.header()
+    header = _write_header(LEARN_DIR / f"{zlib.crc32(text.encode()):08x}" / "learn_config.h",
+                           text)
+    job = flash_job(profile, blob=args.blob, port=args.port, build_only=args.build_only,
+                    app="learn", pio_env=args.env, learn_config=header)
+    print("$", " ".join(job.command), flush=True)
+    if subprocess.run(job.command, env=job.env, check=False).returncode != 0:
+        raise TinypropError(f"building the learn app for {profile.name} failed; its output is "
+                            "above")
+    if args.build_only or args.port is None:
+        return 0
+    with LearnSession(args.board, tb.blob, None, None, cfg, None,
+                      model_classes(tb, args.classes), port=args.port) as session:
+        show(session.events(), args)  # until Ctrl-C: a real camera never runs out
+        if args.out:
+            params, step = session.pulled_params()
+            export_params(tb, params, args.out)
+            print(f"wrote {args.out} ({step} steps)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from ..compile.blobfile import load_blob
     from ..device.profiles import board_named
     from ..errors import TinypropError
     from ..learn.camera import camera_mode, read_frames, read_label_script
     from ..learn.run import LearnConfig, LearnSession
-    from ..monitor import plain_lines, run_dashboard
     from ..status import check_hparams
     from ..training.export import export_params
 
@@ -89,11 +142,8 @@ def run(args: argparse.Namespace) -> int:
         if value < 0 or value > 0xFFFF:
             raise TinypropError(f"{flag} {value}: give a count from 0 to 65535")
     profile = board_named(args.board)
-    if profile is None or profile.runner is None:
-        raise TinypropError(
-            f"--board {args.board}: has no virtual camera; use qemu-m4, rv32-virt or host, or "
-            f"flash a camera board: tinyprop flash --app learn --board nano33ble --blob "
-            f"{args.blob}")
+    if profile.runner is None:
+        return real_board(args, profile)
     if args.camera is None:
         raise TinypropError("--camera: give the virtual camera's frames (a folder of images)")
     tb = load_blob(args.blob, args.model)
@@ -105,14 +155,8 @@ def run(args: argparse.Namespace) -> int:
     if args.fresh and workdir.exists():
         shutil.rmtree(workdir)
     cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
-    if args.log is not None:
-        args.log.unlink(missing_ok=True)
     with LearnSession(args.board, tb.blob, frames, labels, cfg, workdir, classes) as session:
-        source = session.events()
-        if args.plain or not sys.stdout.isatty():
-            state = plain_lines(source, sys.stdout, log_path=args.log)
-        else:
-            state = run_dashboard(source, log_path=args.log)
+        state = show(session.events(), args)
         if state.disconnected:
             print(f"tinyprop learn: the board stopped before its frames ended "
                   f"({state.disconnect_text}); run again to resume from its store",
