@@ -209,6 +209,25 @@ def test_a_key_on_the_host_labels_the_latest_frame(last2, frames_dir, tmp_path):
     assert len(trained) == 1 and trained[0].label == 1 and trained[0].step == 0
 
 
+def test_a_live_camera_waits_for_its_frames_and_takes_keys(last2, frames_dir, tmp_path):
+    """--labels keys: the host adds frames at 4 a second; a label given after the first frame
+    was seen trains the latest one; the run ends when the frames do."""
+    frames = read_frames(frames_dir / "frames", camera_mode("96-gray"))
+    short = type(frames)(frames.mode, frames.raw[:5], frames.names[:5])
+    events = []
+    with LearnSession("host", last2.blob, short, None, LearnConfig(), tmp_path,
+                      live_fps=4.0) as run:
+        for e in run.events():
+            events.append(e)
+            if e["type"] == "sample_eval" and e["frame"] == 1:
+                run.give_label(1)
+    per_frame = [e for e in events if e["type"] in ("sample_eval", "step")]
+    assert [e["frame"] for e in per_frame if e["type"] == "sample_eval"] == [0, 1, 2, 3, 4]
+    steps = [e for e in per_frame if e["type"] == "step"]
+    assert len(steps) == 1 and steps[0]["label"] == 1 and steps[0]["frame"] in (1, 2)
+    assert events[-1]["type"] == "summary" and events[-1]["frames"] == 5
+
+
 # ---- the command's one-line errors (no board started) ----
 
 def _learn(tmp_path: Path, blob: Path, *extra: str) -> list[str]:

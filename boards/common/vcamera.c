@@ -13,6 +13,7 @@ static struct {
     uint32_t frame_bytes; /* 0: not open */
     uint32_t count;       /* frames in the file */
     uint32_t next;        /* the frame the next read returns */
+    uint32_t live;        /* the host still adds frames (TP_VCAMERA_LIVE) */
     int32_t labels;       /* bytes in the label file, or -1: none */
 } cam;
 
@@ -41,8 +42,9 @@ int tp_board_camera_open(tp_camera_mode *mode)
     }
     frame = (uint32_t)tp_rd_u16(h + 4) * tp_rd_u16(h + 6) * pixel_bytes(h[8]);
     cam.count = tp_rd_u32(h + 12);
+    cam.live = (h[9] & TP_VCAMERA_LIVE) != 0u;
     if (frame == 0u || ((uint32_t)size - TP_VCAMERA_HEADER) % frame != 0u ||
-        ((uint32_t)size - TP_VCAMERA_HEADER) / frame != cam.count) {
+        (((uint32_t)size - TP_VCAMERA_HEADER) / frame != cam.count && !cam.live)) {
         return TP_BOARD_ERR_IO; /* a torn or foreign file */
     }
     if ((mode->width | mode->height | mode->format) != 0u &&
@@ -61,10 +63,31 @@ int tp_board_camera_open(tp_camera_mode *mode)
     return TP_BOARD_OK;
 }
 
+/* A live camera: wait, as for a sensor, until the host has added frame `next` or is done. */
+static int wait_for_frame(void)
+{
+    uint8_t h[TP_VCAMERA_HEADER];
+    while (cam.next >= cam.count) {
+        if (tp_vfile_read(SLOT_CAMERA, 0u, h, TP_VCAMERA_HEADER) != (int32_t)TP_VCAMERA_HEADER) {
+            return TP_BOARD_ERR_IO;
+        }
+        cam.count = tp_rd_u32(h + 12);
+        if ((h[9] & TP_VCAMERA_DONE) && cam.next >= cam.count) {
+            return TP_BOARD_ERR_CLOSED;
+        }
+    }
+    return TP_BOARD_OK;
+}
+
 int32_t tp_board_camera_read(uint8_t *dst, uint32_t max)
 {
+    int st;
     if (cam.frame_bytes == 0u || dst == NULL) {
         return TP_BOARD_ERR_ARG;
+    }
+    st = cam.live ? wait_for_frame() : TP_BOARD_OK;
+    if (st != TP_BOARD_OK) {
+        return st;
     }
     if (cam.next >= cam.count) {
         return TP_BOARD_ERR_CLOSED;

@@ -6,7 +6,10 @@
  *
  *   tinyprop.camera  "TPCM" | width u16 | height u16 | format u8 | flags u8 | reserved u16 |
  *                    count u32 | count frames of width x height pixels (tp_image_format), rows
- *                    packed; all little-endian. flags: TP_CAMERA_WAIT_HOST.
+ *                    packed; all little-endian. flags: TP_CAMERA_WAIT_HOST, and
+ *                    TP_VCAMERA_LIVE: the host is still adding frames at its pace (a person
+ *                    labels them as they come): a read waits until `count` passes it, or
+ *                    until the host sets TP_VCAMERA_DONE.
  *   tinyprop.labels  optional: count bytes, frame i's class index or 0xFF for no label.
  *
  * The board implements the two file calls below on its own file access; vcamera.c the rest.
@@ -20,6 +23,8 @@
 #define TP_VLABELS_FILE "tinyprop.labels"
 #define TP_VCAMERA_MAGIC 0x4D435054u /* "TPCM" */
 #define TP_VCAMERA_HEADER 16u
+#define TP_VCAMERA_LIVE 0x4u
+#define TP_VCAMERA_DONE 0x8u
 
 /* Open `name` (relative to the working directory) as file `slot` (0: the camera, 1: the labels)
  * for reads, closing what the slot had. Returns its size (>= 0) or a negative tp_board status

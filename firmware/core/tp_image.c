@@ -153,15 +153,15 @@ tp_status tp_image_input(const tp_image *frame, const int8_t table[256], int8_t 
 
 uint32_t tp_input_pixels(float scale, int32_t zero_point)
 {
-    /* in double, as the host computes it: the same choice on every board */
-    static const double range[3][2] = {{0.0, 1.0}, {0.0, 255.0}, {-1.0, 1.0}};
-    double lo = (double)(-128 - zero_point) * (double)scale;
-    double hi = (double)(127 - zero_point) * (double)scale, best = -1.0;
+    /* in float, as the host computes it (datasets.input_pixels): the same choice everywhere */
+    static const float range[3][2] = {{0.0f, 1.0f}, {0.0f, 255.0f}, {-1.0f, 1.0f}};
+    float lo = (float)(-128 - zero_point) * scale, hi = (float)(127 - zero_point) * scale;
+    float best = -1.0f;
     uint32_t k, pick = TP_PIXELS_0_1;
     for (k = 0; k < 3u; k++) {
-        double a = range[k][0], b = range[k][1];
-        double inter = (hi < b ? hi : b) - (lo > a ? lo : a);
-        double iou = (inter > 0.0 ? inter : 0.0) / ((hi > b ? hi : b) - (lo < a ? lo : a));
+        float a = range[k][0], b = range[k][1];
+        float inter = (hi < b ? hi : b) - (lo > a ? lo : a);
+        float iou = (inter > 0.0f ? inter : 0.0f) / ((hi > b ? hi : b) - (lo < a ? lo : a));
         if (iou > best) {
             best = iou;
             pick = k;

@@ -76,7 +76,7 @@ typedef struct {
 
 /* The pixel range of a model whose int8 input has scale and zero_point: the one whose real
  * interval overlaps the input's, (-128 - zero_point) * scale .. (127 - zero_point) * scale,
- * most as intersection over union, the first of TP_PIXELS_* on a tie; the host's default
+ * most as intersection over union (in float), the first of TP_PIXELS_* on a tie; the host's default
  * (tinyprop.data.datasets.input_pixels). */
 uint32_t tp_input_pixels(float scale, int32_t zero_point);
 

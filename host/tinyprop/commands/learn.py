@@ -30,9 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--camera", type=Path, help="the virtual camera's frames: a folder of "
                    "PNG/JPEG files (in name order; raw sensor frames as .raw) or one animated "
                    "GIF/PNG or multi-page TIFF")
-    p.add_argument("--labels", type=Path, help="label script, CSV lines frame,label (a frame's "
-                   "file name, or index in a multi-frame file; a class name or index); frames "
-                   "not listed carry no label: the board only predicts them")
+    p.add_argument("--labels", help="label script, CSV lines frame,label (a frame's file name, "
+                   "or index in a multi-frame file; a class name or index); frames not listed "
+                   "carry no label: the board only predicts them. `keys`: you label them as they "
+                   "come, at --fps (a class's index key, or its name and Enter)")
+    p.add_argument("--fps", type=float, default=1.0, help="frames a second of the virtual "
+                   "camera with --labels keys (default 1)")
     p.add_argument("--format", default=DEFAULT_MODE, help=f"the sensor's mode: {', '.join(MODES)}"
                    f" (default {DEFAULT_MODE})")
     p.add_argument("--shift", default="none", help="a camera shift applied to the photos first "
@@ -79,12 +82,31 @@ def model_classes(tb, given: str | None) -> tuple[str, ...]:
     return CLASSES if n == len(CLASSES) else tuple(str(k) for k in range(n))
 
 
+def read_keys(session, classes, stream) -> None:
+    """Give the board a label for each line typed on `stream` (a class's name or index), on a
+    thread; a line that is neither is said so on stderr and skipped."""
+    import threading
+
+    def loop() -> None:
+        for line in stream:
+            word = line.strip()
+            if word in classes:
+                session.give_label(classes.index(word))
+            elif word.isdigit() and int(word) < len(classes):
+                session.give_label(int(word))
+            elif word:
+                print(f"{word!r}: not a class; type one of {', '.join(classes)} or its index",
+                      file=sys.stderr)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def show(source, args: argparse.Namespace):
     """The run's events on the dashboard (a terminal) or as lines, logged to --log."""
     from ..monitor import plain_lines, run_dashboard
     if args.log is not None:
         args.log.unlink(missing_ok=True)
-    if args.plain or not sys.stdout.isatty():
+    if args.plain or not sys.stdout.isatty() or args.labels == "keys":  # keys: stdin's lines
         return plain_lines(source, sys.stdout, log_path=args.log)
     return run_dashboard(source, log_path=args.log)
 
@@ -150,12 +172,21 @@ def run(args: argparse.Namespace) -> int:
     check_hparams(args.lr, 0.0, False, str(args.blob))
     classes = model_classes(tb, args.classes)
     frames = read_frames(args.camera, mode, args.shift)
-    labels = read_label_script(args.labels, frames.names, classes) if args.labels else None
+    keys = args.labels == "keys"
+    if keys and not args.fps > 0:
+        raise TinypropError(f"--fps {args.fps}: give a positive rate, e.g. 1")
+    labels = read_label_script(Path(args.labels), frames.names, classes) \
+        if args.labels and not keys else None
     workdir = args.workdir or args.blob.with_suffix(".learn")
     if args.fresh and workdir.exists():
         shutil.rmtree(workdir)
     cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
-    with LearnSession(args.board, tb.blob, frames, labels, cfg, workdir, classes) as session:
+    with LearnSession(args.board, tb.blob, frames, labels, cfg, workdir, classes,
+                      live_fps=args.fps if keys else None) as session:
+        if keys:
+            read_keys(session, classes, sys.stdin)
+            print(f"label the frame shown: type a class ({', '.join(classes)}) or its index, "
+                  "then Enter", file=sys.stderr)
         state = show(session.events(), args)
         if state.disconnected:
             print(f"tinyprop learn: the board stopped before its frames ended "

@@ -273,13 +273,16 @@ def input_pixels(scale: float, zero_point: int) -> str:
     """The pixel range (a PIXEL_RANGES name) of a model whose int8 input has `scale` and
     `zero_point`: the one that overlaps the real range the int8 input covers,
     (-128 - zp) * scale .. (127 - zp) * scale, most as intersection over union (the first in
-    PIXEL_RANGES on a tie). MLPerf VWW (1/255, -128: 0..1) -> 0:1; MLPerf ResNet-8 (1.0, -128:
-    0..255) -> 0:255; a float model quantized on pixels of one range gets that range back."""
-    lo, hi = (-128 - zero_point) * float(scale), (127 - zero_point) * float(scale)
+    PIXEL_RANGES on a tie), in float32. MLPerf VWW (1/255, -128: 0..1) -> 0:1; MLPerf
+    ResNet-8 (1.0, -128: 0..255) -> 0:255; a float model quantized on pixels of one range gets
+    that range back."""
+    # in float32, as a board repeats it (tp_input_pixels: no double on a Cortex-M4)
+    f32 = np.float32
+    lo, hi = f32(-128 - zero_point) * f32(scale), f32(127 - zero_point) * f32(scale)
 
-    def overlap(name: str) -> float:
-        a, b = PIXEL_RANGES[name]
-        return max(0.0, min(hi, b) - max(lo, a)) / (max(hi, b) - min(lo, a))
+    def overlap(name: str) -> np.float32:
+        a, b = (f32(v) for v in PIXEL_RANGES[name])
+        return max(f32(0.0), min(hi, b) - max(lo, a)) / (max(hi, b) - min(lo, a))
 
     return max(PIXEL_RANGES, key=overlap)  # max keeps the first of equals
 

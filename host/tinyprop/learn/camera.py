@@ -30,6 +30,8 @@ LABELS_FILE = "tinyprop.labels"
 MAGIC = 0x4D435054  # "TPCM"
 HEADER = struct.Struct("<IHHBBHI")  # magic, width, height, format, flags, reserved, count
 WAIT_HOST = 0x2  # TP_CAMERA_WAIT_HOST
+LIVE = 0x4  # TP_VCAMERA_LIVE: frames still being added
+DONE = 0x8  # TP_VCAMERA_DONE: no more will be
 NO_LABEL = 0xFF
 FORMAT_CODES = {"gray8": 0, "rgb888": 1, "rgb565be": 2}  # tp_image_format
 PIXEL_BYTES = {"gray8": 1, "rgb888": 3, "rgb565be": 2}
@@ -177,16 +179,51 @@ def read_label_script(path: Path, names: Sequence[str], classes: Sequence[str]) 
 
 
 def write_camera(workdir: Path, frames: Frames, labels: Sequence[int] | None,
-                 wait_host: bool = True) -> None:
+                 wait_host: bool = True, live: bool = False) -> None:
     """The virtual camera's files in `workdir` (boards/common/vcamera.h); no labels file when
-    `labels` is None (frames with no label: the host labels them, or none are)."""
+    `labels` is None (frames with no label: the host labels them, or none are). `live`: no
+    frame yet, LiveCamera adds them."""
     m = frames.mode
-    head = HEADER.pack(MAGIC, m.width, m.height, FORMAT_CODES[m.format],
-                       WAIT_HOST if wait_host else 0, 0, len(frames.raw))
+    flags = (WAIT_HOST if wait_host else 0) | (LIVE if live else 0)
+    head = HEADER.pack(MAGIC, m.width, m.height, FORMAT_CODES[m.format], flags, 0,
+                       0 if live else len(frames.raw))
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / CAMERA_FILE).write_bytes(head + b"".join(frames.raw))
+    (workdir / CAMERA_FILE).write_bytes(head + (b"" if live else b"".join(frames.raw)))
     label_file = workdir / LABELS_FILE
     if labels is None:
         label_file.unlink(missing_ok=True)
     else:
         label_file.write_bytes(bytes(int(k) & 0xFF for k in labels))
+
+
+class LiveCamera:
+    """Plays `frames` into a live camera file (write_camera(live=True)) at `fps` frames a
+    second on a thread, as a sensor delivers them while a person watches and labels; then
+    marks the camera done."""
+
+    def __init__(self, workdir: Path, frames: Frames, fps: float):
+        import threading
+        self.path, self.frames, self.period = workdir / CAMERA_FILE, frames, 1.0 / fps
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._play, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _play(self) -> None:
+        count_at = HEADER.size - 4
+        with open(self.path, "r+b") as f:
+            for i, raw in enumerate(self.frames.raw):
+                if self.stop.wait(self.period if i else 0.0):
+                    break
+                f.seek(0, 2)
+                f.write(raw)
+                f.flush()
+                f.seek(count_at)
+                f.write(struct.pack("<I", i + 1))  # the frame is whole before it counts
+                f.flush()
+            self.stop.wait(self.period)  # time to label the last one
+            f.seek(9)
+            flags = f.read(1)[0]
+            f.seek(9)
+            f.write(bytes([flags | DONE]))

@@ -16,6 +16,7 @@ board's C (tinyprop.data.image), and the steps come in the board's order.
 from __future__ import annotations
 
 import base64
+import queue
 import re
 import time
 import zlib
@@ -38,6 +39,7 @@ from ..device.protocol import (
     Error,
     GetFrame,
     Hello,
+    Label,
     Log,
     Metric,
     MetricFlags,
@@ -49,7 +51,7 @@ from ..device.runners import start_host_board, start_qemu
 from ..errors import DeviceError, TinypropError
 from ..paths import BUILD_ROOT
 from ..status import status_name
-from .camera import NO_LABEL, Frames, write_camera
+from .camera import NO_LABEL, Frames, LiveCamera, write_camera
 
 LEARN_DIR = BUILD_ROOT / "learn"
 STORE_FILE = "tinyprop.store"
@@ -173,7 +175,8 @@ class LearnSession:
 
     def __init__(self, board: str, blob: bytes, frames: Frames | None,
                  labels: Sequence[int] | None, cfg: LearnConfig, workdir: Path | None,
-                 classes: Sequence[str] = (), port: str | None = None):
+                 classes: Sequence[str] = (), port: str | None = None,
+                 live_fps: float | None = None):
         profile = board_named(board)
         if profile is None or (profile.runner is None and port is None):
             raise TinypropError(f"--board {board}: tinyprop learn starts emulated and host "
@@ -187,9 +190,14 @@ class LearnSession:
         self._stack = ExitStack()
         self.ready: Ready | None = None
         self.ready_line: dict | None = None
+        self.given: queue.SimpleQueue[int] = queue.SimpleQueue()  # labels to send (give_label)
+        self.live = None
         if port is not None:
             return
-        if frames is not None:
+        if frames is not None and live_fps:  # frames come at a person's pace, labelled by keys
+            write_camera(self.workdir, frames, None, wait_host=True, live=True)
+            self.live = LiveCamera(self.workdir, frames, live_fps)
+        elif frames is not None:
             write_camera(self.workdir, frames, labels, wait_host=True)
         else:  # no camera: the board says so
             for name in ("tinyprop.camera", "tinyprop.labels"):
@@ -219,18 +227,31 @@ class LearnSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop.set()
         self._stack.close()
+
+    def give_label(self, label: int) -> None:
+        """Label the frame the board took last (a key pressed): sent as LABEL from the event
+        loop's thread (any thread may call this)."""
+        self.given.put(int(label))
 
     def ended(self) -> bool:
         """Whether the board process tinyprop started has exited (never for a real board)."""
         return self.run is not None and self.run.proc.poll() is not None
 
     def _recv(self, timeout: float):
-        got = self.link.recv(timeout)
-        if got is None:
-            raise DeviceError(f"the learn app on {self.board.name} said nothing for {timeout:.0f}"
-                              " s; it hung (QEMU log in " f"{self.workdir})")
-        return got.msg
+        """The board's next message; labels given meanwhile are sent while waiting for it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while not self.given.empty():
+                self.link.send(Label(self.given.get()))
+            got = self.link.recv(min(0.1, max(deadline - time.monotonic(), 0.0)))
+            if got is not None:
+                return got.msg
+            if time.monotonic() >= deadline:
+                raise DeviceError(f"the learn app on {self.board.name} said nothing for "
+                                  f"{timeout:.0f} s; it hung (its folder: {self.workdir})")
 
     def hello(self) -> Ready:
         """HELLO -> READY and, when the app could boot, its ready line; else its ERROR."""
@@ -266,6 +287,8 @@ class LearnSession:
                    k: f[k] for k in ("static", "arena", "params", "frame_buffer", "replay_bytes")}}
         if self.cfg.thumbs:
             self.link.send(GetFrame(self.cfg.thumbs))
+        if self.live is not None:
+            self.live.start()
         seen: Seen | None = None
         thumb: dict = {}
         costs = {"capture": [], "prep": [], "step": [], "infer": []}
