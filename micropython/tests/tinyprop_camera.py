@@ -1,0 +1,89 @@
+# tinyprop on MicroPython: camera frames. After s.camera(width, height, format), a sample passed
+# to train() or infer() is a frame, which the core fits and quantizes into the input tensor as
+# the host makes a photo the model's input: QCIF gray, 96x96 RGB565 and QQVGA RGB888 frames
+# train the VWW model (RGB, 0:1 pixels) and a grayscale model (-1:1 pixels) bit for bit like
+# the NumPy reference fed the host's inputs of the same frames; a frame takes no heap;
+# s.camera(None) makes samples the int8 input again; each bad case is refused in one line.
+# The assets come from tests/micropython_reference.py (its docstring says how to run this).
+try:
+    import micropython
+    import tinyprop
+    import tp_assets
+except ImportError:
+    print("SKIP")
+    raise SystemExit
+
+import struct
+
+GRAY8, RGB888, RGB565 = tinyprop.GRAY8, tinyprop.RGB888, tinyprop.RGB565
+BYTES = {GRAY8: 1, RGB888: 3, RGB565: 2}
+MODES = [(176, 144, GRAY8, tp_assets.CAMERA_GRAY8), (96, 96, RGB565, tp_assets.CAMERA_RGB565),
+         (160, 120, RGB888, tp_assets.CAMERA_RGB888)]
+
+
+def bits(x):
+    return "%08x" % struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def frame(frames, n, i):
+    # frame i of a frames file (a label byte, then the frame): a view, no copy
+    at = i * (n + 1)
+    return frames[at], memoryview(frames)[at + 1 : at + 1 + n]
+
+
+def infer_without_heap(s, x):
+    micropython.heap_lock()  # any allocation now raises MemoryError
+    try:
+        return s.infer(x)
+    finally:
+        micropython.heap_unlock()
+
+
+def refused(what, f, *args):
+    try:
+        f(*args)
+        print(what, "-> accepted")
+    except tinyprop.Error as e:
+        print(what, "->", e)
+    except (ValueError, TypeError) as e:
+        print(what, "->", type(e).__name__ + ":", e)
+
+
+sessions = {}
+for name, blob in (("vww", tp_assets.VWW_BLOB), ("gray", tp_assets.GRAY_BLOB)):
+    s = sessions[name] = tinyprop.Session(blob)
+    s.set_hparams(lr=0.05, seed=7)
+    for width, height, fmt, frames in MODES:
+        n = width * height * BYTES[fmt]
+        s.camera(width, height, fmt)
+        for i in range(2):
+            label, x = frame(frames, n, i)
+            loss, pred = s.train(label, x)
+            print(name, width, height, fmt, "step", s.step - 1, bits(loss), pred, label)
+        pred = infer_without_heap(s, frame(frames, n, 0)[1])
+        print(name, width, height, fmt, "infer", pred, list(s.output()))
+    print(name, "params crc32 %08x" % tinyprop.crc32(s.params), "step", s.step)
+
+s = sessions["vww"]
+n = 176 * 144
+label, x = frame(tp_assets.CAMERA_GRAY8, n, 0)
+s.camera(176, 144, GRAY8)
+refused("unknown format", s.camera, 176, 144, 3)
+refused("zero size", s.camera, 0, 144, GRAY8)
+refused("no format", s.camera, 176, 144)
+refused("frame too short", s.infer, x[:-1])
+refused("an RGB565 frame for GRAY8", s.train, label, bytes(2 * n))
+refused("label out of range", s.train, 2, x)
+refused("too narrow for the model", sessions["gray"].camera, 1, 100, GRAY8)
+refused("a model input that is no image", tinyprop.Session(tp_assets.SMALL_BLOB).camera, 96, 96,
+        GRAY8)
+print("the mode is kept: infer", s.infer(x), list(s.output()))
+
+s.camera(None)  # samples are the model's int8 input again
+raw = memoryview(tp_assets.VWW_SAMPLES)[1 : 1 + s.requirements["input_bytes"]]
+print("camera(None): infer", s.infer(raw), list(s.output()))
+refused("a frame after camera(None)", s.infer, x)
+
+t = tinyprop.Session(tp_assets.VWW_BLOB, train=False)
+t.camera(96, 96, RGB565)
+print("inference-only session: infer", t.infer(frame(tp_assets.CAMERA_RGB565, 96 * 96 * 2, 1)[1]))
