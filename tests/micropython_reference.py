@@ -343,6 +343,11 @@ def expect_camera() -> list[str]:
     x = frame_input(m, raw, 176, 144, "gray8")
     n = 176 * 144
     lines += [
+        "too narrow for the model -> ValueError: camera size 1x100: too narrow for the model's "
+        "32x24 input; use a frame of a closer aspect",
+        f"a model input that is no image -> TP_ERR_BAD_INPUT ({status_code('TP_ERR_BAD_INPUT')}): "
+        "this model's input is not an image (int8, height x width x 1 or 3 channels), so it "
+        "takes no camera frames: pass its int8 input instead",
         "unknown format -> ValueError: camera format 3: unknown; use tinyprop.GRAY8, "
         "tinyprop.RGB888 or tinyprop.RGB565",
         "zero size -> ValueError: camera size 0x144: give the frame's width and height in "
@@ -350,24 +355,20 @@ def expect_camera() -> list[str]:
         "no format -> TypeError: camera() takes width, height, format, or None",
         f"frame too short -> ValueError: the frame has {n - 1} bytes, a 176x144 GRAY8 frame {n} "
         "(set by s.camera): capture in that mode, or call s.camera() with the camera's",
-        f"an RGB565 frame for GRAY8 -> ValueError: the frame has {2 * n} bytes, a 176x144 GRAY8 "
+        f"a 96x96 RGB565 frame -> ValueError: the frame has {96 * 96 * 2} bytes, a 176x144 GRAY8 "
         f"frame {n} (set by s.camera): capture in that mode, or call s.camera() with the "
         "camera's",
         f"label out of range -> TP_ERR_BAD_LABEL ({status_code('TP_ERR_BAD_LABEL')}): label 2 "
         f"out of range: the model has {requirements(m)['n_classes']} classes",
-        "too narrow for the model -> ValueError: camera size 1x100: too narrow for the model's "
-        "32x24 input; use a frame of a closer aspect",
-        f"a model input that is no image -> TP_ERR_BAD_INPUT ({status_code('TP_ERR_BAD_INPUT')}): "
-        "this model's input is not an image (int8, height x width x 1 or 3 channels), so it "
-        "takes no camera frames: pass its int8 input instead",
         f"the mode is kept: infer {prediction(m, ref, x)} {output(ref, x)}",
         f"camera(None): infer {prediction(m, ref, m.inputs[0])} {output(ref, m.inputs[0])}",
         f"a frame after camera(None) -> TP_ERR_BAD_INPUT ({status_code('TP_ERR_BAD_INPUT')}): "
         f"the sample has {n} bytes, the model's input {requirements(m)['input_bytes']}",
     ]
-    fresh = ReferenceTrainer(m.program)
-    x = frame_input(m, camera_frames(96, 96, "rgb565be")[1][1], 96, 96, "rgb565be")
-    lines.append(f"inference-only session: infer {prediction(m, fresh, x)}")
+    gray = models["gray"]
+    fresh = ReferenceTrainer(gray.program)
+    x = frame_input(gray, camera_frames(96, 96, "rgb565be")[1][1], 96, 96, "rgb565be")
+    lines.append(f"inference-only session: infer {prediction(gray, fresh, x)} {output(fresh, x)}")
     return lines
 
 

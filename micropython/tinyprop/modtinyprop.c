@@ -247,10 +247,11 @@ typedef struct {
     tp_mpy_call last;
     /* s.camera(): what a passed sample is. camera.width == 0: the int8 input itself; else a
      * frame of camera.width x camera.height pixels of camera.format, fitted and quantized
-     * into the input tensor through pixel_table (computed once, by camera()). */
+     * into the input tensor through pixel_table (256 bytes on the GC heap, allocated by the
+     * first camera() call: a session that takes no frames does not pay for it). */
     tp_image camera;
     tp_model_image model_image;
-    int8_t pixel_table[256];
+    int8_t *pixel_table;
 } session_obj_t;
 
 static const mp_obj_type_t tinyprop_type_Session;
@@ -455,6 +456,9 @@ static mp_obj_t session_camera(size_t n_args, const mp_obj_t *args)
                           MP_ERROR_TEXT("camera size %dx%d: too narrow for the model's "
                                         "%ux%u input; use a frame of a closer aspect"),
                           (int)width, (int)height, (unsigned)m.width, (unsigned)m.height);
+    }
+    if (self->pixel_table == NULL) {
+        self->pixel_table = m_new(int8_t, 256);
     }
     tp_status st = tp_pixel_table(m.pixels, m.scale, m.zero_point, self->pixel_table);
     if (st != TP_OK) {
