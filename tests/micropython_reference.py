@@ -7,12 +7,13 @@ machine, which a TFLite conversion is not), trained last:2 on eight random input
 `small_momentum` with optimizer state and as `small_float_grads` with float32 gradient maps;
 `vww`, the MLPerf Tiny VWW model from the shared assets (last:2) with four real photos, two of
 each class; `gray`, a 24x32 grayscale classifier generated in the IR (gray_classifier) whose
-input reads -1:1 pixels; camera frames (CAMERA_MODES: QCIF gray, 96x96 RGB565, QQVGA RGB888)
-of two of those photos, as a sensor sends them (tinyprop.data.image). Blobs are packed without
-META (which holds the source's path), so their bytes and ids do not depend on where the model
-lies. Samples are files as tinyprop.device.device.write_bulk_file writes them: a label byte,
-then the int8 input, per sample; frames files the same with a frame for the input. The
-scripts import them from a module `tp_assets`.
+input reads -1:1 pixels, and `zero_scale`, the same with input scale 0; camera frames
+(CAMERA_MODES: QCIF gray, 96x96 RGB565, QQVGA RGB888) of two of those photos, as a sensor
+sends them (tinyprop.data.image). Blobs are packed without META (which holds the source's
+path), so their bytes and ids do not depend on where the model lies. Samples are files as
+tinyprop.device.device.write_bulk_file writes them: a label byte, then the int8 input, per
+sample; frames files the same with a frame for the input. The scripts import them from a
+module `tp_assets`.
 
 Each .exp is what its script prints when every loss, prediction, output and params CRC equals
 the reference's (reference.backward.ReferenceTrainer), every arena high-water mark the planned
@@ -104,6 +105,18 @@ def gray_classifier() -> Model:
     return Model(program, blob, np.zeros((0, 24, 32, 1), np.int8), np.zeros(0, np.int64))
 
 
+def zero_scale_blob() -> bytes:
+    """gray_classifier's blob with its input scale 0 (CRC fixed): the loader takes it, but no
+    pixel maps onto such an input, which s.camera() must refuse."""
+    gray = gray_classifier()
+    blob, scale = bytearray(gray.blob), np.float32(gray.program.graph.input.s).tobytes()
+    assert blob.count(scale) == 1, "the input scale's bytes must be found once in the blob"
+    at = blob.index(scale)
+    blob[at : at + 4] = np.float32(0).tobytes()
+    blob[-4:] = zlib.crc32(bytes(blob[:-4])).to_bytes(4, "little")
+    return bytes(blob)
+
+
 # (width, height, tinyprop.data.image format, the tp_assets name of its frames file)
 CAMERA_MODES = [(176, 144, "gray8", "CAMERA_GRAY8"), (96, 96, "rgb565be", "CAMERA_RGB565"),
                 (160, 120, "rgb888", "CAMERA_RGB888")]
@@ -136,6 +149,7 @@ def write_assets(out: Path, frozen: bool) -> list[Path]:
              "SMALL_MOMENTUM_BLOB": "small_momentum.tpb",
              "SMALL_FLOAT_GRADS_BLOB": "small_float_grads.tpb", "VWW_BLOB": "vww.tpb",
              "VWW_SAMPLES": "vww.bin", "GRAY_BLOB": "gray.tpb",
+             "ZERO_SCALE_BLOB": "zero_scale.tpb",
              **{name: f"{name.lower()}.bin" for *_, name in CAMERA_MODES}}
     (out / "small.tpb").write_bytes(small.blob)
     (out / "small_momentum.tpb").write_bytes(small_momentum().blob)
@@ -144,6 +158,7 @@ def write_assets(out: Path, frozen: bool) -> list[Path]:
     write_bulk_file(out / "small.bin", small.inputs, small.labels)
     write_bulk_file(out / "vww.bin", big.inputs, big.labels)
     (out / "gray.tpb").write_bytes(gray_classifier().blob)
+    (out / "zero_scale.tpb").write_bytes(zero_scale_blob())
     for width, height, fmt, name in CAMERA_MODES:
         frames = camera_frames(width, height, fmt)
         (out / files[name]).write_bytes(b"".join(bytes([y]) + raw for y, raw in frames))
@@ -323,12 +338,15 @@ def expect_link() -> list[str]:
 
 
 def expect_camera() -> list[str]:
-    models = {"vww": vww(), "gray": gray_classifier()}
-    assert input_pixels(models["gray"].program.graph.input.s, 0) == "-1:1", (
+    m, gray = vww(), gray_classifier()
+    assert input_pixels(gray.program.graph.input.s, 0) == "-1:1", (
         "the gray model must read other pixels than VWW's 0:1")
-    lines, refs = [], {}
-    for name, m in models.items():
-        ref = refs[name] = ReferenceTrainer(m.program, LR, SEED)
+    bad_input = f"TP_ERR_BAD_INPUT ({status_code('TP_ERR_BAD_INPUT')})"
+    wrong_size = "(set by s.camera): capture in that mode, or call s.camera() with the camera's"
+    n = 176 * 144
+
+    def trained_on_frames(name: str, m: Model) -> tuple[list[str], ReferenceTrainer]:
+        lines, ref = [], ReferenceTrainer(m.program, LR, SEED)
         for width, height, fmt, _ in CAMERA_MODES:
             mode = f"{name} {width} {height} {FRAME_FORMATS.index(fmt)}"
             frames = camera_frames(width, height, fmt)
@@ -337,39 +355,40 @@ def expect_camera() -> list[str]:
                 lines.append(f"{mode} step {ref.step - 1} {bits(r.loss)} {r.prediction} {y}")
             x = frame_input(m, frames[0][1], width, height, fmt)
             lines.append(f"{mode} infer {prediction(m, ref, x)} {output(ref, x)}")
-        lines.append(f"{name} params crc32 {crc(ref.params_bytes())} step {ref.step}")
-    m, ref = models["vww"], refs["vww"]
-    raw = camera_frames(176, 144, "gray8")[0][1]
-    x = frame_input(m, raw, 176, 144, "gray8")
-    n = 176 * 144
+        return lines + [f"{name} params crc32 {crc(ref.params_bytes())} step {ref.step}"], ref
+
+    lines, ref = trained_on_frames("vww", m)
+    x = frame_input(m, camera_frames(176, 144, "gray8")[0][1], 176, 144, "gray8")
     lines += [
-        "too narrow for the model -> ValueError: camera size 1x100: too narrow for the model's "
-        "32x24 input; use a frame of a closer aspect",
-        f"a model input that is no image -> TP_ERR_BAD_INPUT ({status_code('TP_ERR_BAD_INPUT')}): "
-        "this model's input is not an image (int8, height x width x 1 or 3 channels), so it "
-        "takes no camera frames: pass its int8 input instead",
         "unknown format -> ValueError: camera format 3: unknown; use tinyprop.GRAY8, "
         "tinyprop.RGB888 or tinyprop.RGB565",
         "zero size -> ValueError: camera size 0x144: give the frame's width and height in "
         "pixels, 1 to 16384 each",
         "no format -> TypeError: camera() takes width, height, format, or None",
         f"frame too short -> ValueError: the frame has {n - 1} bytes, a 176x144 GRAY8 frame {n} "
-        "(set by s.camera): capture in that mode, or call s.camera() with the camera's",
+        f"{wrong_size}",
         f"a 96x96 RGB565 frame -> ValueError: the frame has {96 * 96 * 2} bytes, a 176x144 GRAY8 "
-        f"frame {n} (set by s.camera): capture in that mode, or call s.camera() with the "
-        "camera's",
+        f"frame {n} {wrong_size}",
         f"label out of range -> TP_ERR_BAD_LABEL ({status_code('TP_ERR_BAD_LABEL')}): label 2 "
         f"out of range: the model has {requirements(m)['n_classes']} classes",
         f"the mode is kept: infer {prediction(m, ref, x)} {output(ref, x)}",
         f"camera(None): infer {prediction(m, ref, m.inputs[0])} {output(ref, m.inputs[0])}",
-        f"a frame after camera(None) -> TP_ERR_BAD_INPUT ({status_code('TP_ERR_BAD_INPUT')}): "
-        f"the sample has {n} bytes, the model's input {requirements(m)['input_bytes']}",
+        f"a frame after camera(None) -> {bad_input}: the sample has {n} bytes, the model's "
+        f"input {requirements(m)['input_bytes']}",
     ]
-    gray = models["gray"]
+    lines += trained_on_frames("gray", gray)[0]
     fresh = ReferenceTrainer(gray.program)
     x = frame_input(gray, camera_frames(96, 96, "rgb565be")[1][1], 96, 96, "rgb565be")
-    lines.append(f"inference-only session: infer {prediction(gray, fresh, x)} {output(fresh, x)}")
-    return lines
+    return lines + [
+        "too narrow for the model -> ValueError: camera size 1x100: too narrow for the model's "
+        "32x24 input; use a frame of a closer aspect",
+        f"inference-only session: infer {prediction(gray, fresh, x)} {output(fresh, x)}",
+        f"a model input that is no image -> {bad_input}: this model's input is not an image "
+        "(int8, height x width x 1 or 3 channels), so it takes no camera frames: pass its int8 "
+        "input instead",
+        f"a model input of scale 0 -> {bad_input}: this model's input scale is not positive and "
+        "finite, so no pixel maps onto its input: check the model",
+    ]
 
 
 EXPECTED: dict[str, Callable[[], list[str]]] = {

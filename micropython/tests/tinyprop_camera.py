@@ -6,8 +6,6 @@
 # s.camera(None) makes samples the int8 input again; each bad case is refused in one line.
 # The assets come from tests/micropython_reference.py (its docstring says how to run this).
 try:
-    import gc
-
     import micropython
     import tinyprop
     import tp_assets
@@ -51,10 +49,8 @@ def refused(what, f, *args):
         print(what, "->", type(e).__name__ + ":", e)
 
 
-sessions = []
-for name, blob in (("vww", tp_assets.VWW_BLOB), ("gray", tp_assets.GRAY_BLOB)):
-    s = tinyprop.Session(blob)
-    sessions.append(s)
+def train_on_frames(name, s):
+    # 2 steps and an inference in each camera mode
     s.set_hparams(lr=0.05, seed=7)
     for width, height, fmt, frames in MODES:
         n = width * height * BYTES[fmt]
@@ -66,14 +62,14 @@ for name, blob in (("vww", tp_assets.VWW_BLOB), ("gray", tp_assets.GRAY_BLOB)):
         pred = infer_without_heap(s, frame(frames, n, 0)[1])
         print(name, width, height, fmt, "infer", pred, list(s.output()))
     print(name, "params crc32 %08x" % tinyprop.crc32(s.params), "step", s.step)
-vww, gray = sessions
-sessions = s = None
 
-refused("too narrow for the model", gray.camera, 1, 100, GRAY8)
-gray = None
-gc.collect()  # the qemu port's heap: room for the small session
-refused("a model input that is no image",
-        tinyprop.Session(tp_assets.SMALL_BLOB, train=False).camera, 96, 96, GRAY8)
+
+# The small sessions' memory first: the qemu port's heap (140 KB) holds one VWW training
+# session, and little else once it is fragmented. They use it one after the other.
+arena, params = bytearray(4096), bytearray(256)
+
+vww = tinyprop.Session(tp_assets.VWW_BLOB)
+train_on_frames("vww", vww)
 n = 176 * 144
 label, x = frame(tp_assets.CAMERA_GRAY8, n, 0)
 vww.camera(176, 144, GRAY8)
@@ -84,13 +80,19 @@ refused("frame too short", vww.infer, x[:-1])
 refused("a 96x96 RGB565 frame", vww.train, label, frame(tp_assets.CAMERA_RGB565, 18432, 0)[1])
 refused("label out of range", vww.train, 2, x)
 print("the mode is kept: infer", vww.infer(x), list(vww.output()))
-
 vww.camera(None)  # samples are the model's int8 input again
 raw = memoryview(tp_assets.VWW_SAMPLES)[1 : 1 + vww.requirements["input_bytes"]]
 print("camera(None): infer", vww.infer(raw), list(vww.output()))
 refused("a frame after camera(None)", vww.infer, x)
 
-t = tinyprop.Session(tp_assets.GRAY_BLOB, train=False)
+gray = tinyprop.Session(tp_assets.GRAY_BLOB, arena, params)
+train_on_frames("gray", gray)
+refused("too narrow for the model", gray.camera, 1, 100, GRAY8)
+t = tinyprop.Session(tp_assets.GRAY_BLOB, arena, train=False)
 t.camera(96, 96, RGB565)
 pred = t.infer(frame(tp_assets.CAMERA_RGB565, 18432, 1)[1])
 print("inference-only session: infer", pred, list(t.output()))
+refused("a model input that is no image",
+        tinyprop.Session(tp_assets.SMALL_BLOB, arena, train=False).camera, 96, 96, GRAY8)
+refused("a model input of scale 0",
+        tinyprop.Session(tp_assets.ZERO_SCALE_BLOB, arena, train=False).camera, 96, 96, GRAY8)

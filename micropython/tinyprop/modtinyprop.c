@@ -460,10 +460,9 @@ static mp_obj_t session_camera(size_t n_args, const mp_obj_t *args)
     if (self->pixel_table == NULL) {
         self->pixel_table = m_new(int8_t, 256);
     }
-    tp_status st = tp_pixel_table(m.pixels, m.scale, m.zero_point, self->pixel_table);
-    if (st != TP_OK) {
-        raise_status(st, "the core refused the pixel table: a bug in the binding, please "
-                         "report it");
+    if (tp_pixel_table(m.pixels, m.scale, m.zero_point, self->pixel_table) != TP_OK) {
+        raise_status(TP_ERR_BAD_INPUT, "this model's input scale is not positive and finite, "
+                                       "so no pixel maps onto its input: check the model");
     }
     self->model_image = m;
     self->camera.width = (uint32_t)width;
