@@ -6,10 +6,14 @@ tail generated in the graph IR (tests/opgen.py small_classifier: the same bytes 
 machine, which a TFLite conversion is not), trained last:2 on eight random inputs, also as
 `small_momentum` with optimizer state and as `small_float_grads` with float32 gradient maps;
 `vww`, the MLPerf Tiny VWW model from the shared assets (last:2) with four real photos, two of
-each class. Blobs are packed without META (which holds the source's path), so their bytes and
-ids do not depend on where the model lies. Samples are files as
+each class; `gray`, a 24x32 grayscale classifier generated in the IR (gray_classifier) whose
+input reads -1:1 pixels, and `zero_scale`, the same with input scale 0; camera frames
+(CAMERA_MODES: QCIF gray, 96x96 RGB565, QQVGA RGB888) of two of those photos, as a sensor
+sends them (tinyprop.data.image). Blobs are packed without META (which holds the source's
+path), so their bytes and ids do not depend on where the model lies. Samples are files as
 tinyprop.device.device.write_bulk_file writes them: a label byte, then the int8 input, per
-sample. The scripts import them from a module `tp_assets`.
+sample; frames files the same with a frame for the input. The scripts import them from a
+module `tp_assets`.
 
 Each .exp is what its script prints when every loss, prediction, output and params CRC equals
 the reference's (reference.backward.ReferenceTrainer), every arena high-water mark the planned
@@ -33,9 +37,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from opgen import _Builder
 from test_device_host import Model, load_ir_model, load_vww_model
-from tinyprop.compile.blob import blob_id, read_blob
+from tinyprop.compile.blob import blob_id, pack_blob, read_blob
+from tinyprop.compile.scheme import parse_scheme
+from tinyprop.compile.train_plan import build_program
 from tinyprop.data import assets
+from tinyprop.data.datasets import input_pixels, load_dataset, quantize_pixels, read_rgb
+from tinyprop.data.image import FRAME_FORMATS, decode_frame, encode_frame, fit_image
 from tinyprop.device.device import write_bulk_file
 from tinyprop.device.protocol import PROTOCOL_VERSION, MsgType
 from tinyprop.engines.native import blob_fault
@@ -69,6 +78,67 @@ def vww() -> Model:
     return load_vww_model(assets.resolve_model(), assets.resolve_dataset())
 
 
+def gray_classifier() -> Model:
+    """A grayscale image classifier generated in the IR (the same bytes on every machine, as
+    opgen.small_classifier): a 24x32x1 input quantized with scale 2/255 and zero point 0, which
+    reads -1:1 pixels (input_pixels); CONV_2D 3x3/2 with RELU6, AVERAGE_POOL over the map,
+    RESHAPE, FULLY_CONNECTED to three classes, SOFTMAX; last:2 (output scales: _Builder.calibrate).
+    A camera frame becomes luma for it, in another pixel range than VWW's."""
+    b = _Builder(np.random.default_rng([0, 0x6A7]))
+    x = b.act("x", (1, 24, 32, 1), scale=float(np.float32(2.0 / 255)), zp=0)
+
+    y = b.conv(x, "CONV_2D", k=(3, 3), stride=(2, 2), cout=8, act="RELU6")
+    b.calibrate(y, 9, -128)
+    t = b.tensors[y]
+    pooled = b.act("pool", (1, 1, 1, 8), scale=t.s, zp=t.zp)
+    b.op("AVERAGE_POOL_2D", [y], pooled, stride=(12, 16), padding="VALID", filter=(12, 16),
+         activation="NONE")
+    flat = b.act("flat", (1, 8), scale=t.s, zp=t.zp)
+    b.op("RESHAPE", [pooled, b.const_int32("shape", [1, 8])], flat)
+    logits = b.fc(flat, 3)
+    b.calibrate(logits, 8, 0)
+    probs = b.act("probs", (1, 3), scale=1.0 / 256, zp=-128)
+    b.op("SOFTMAX", [logits], probs, beta=1.0)
+    graph = b.graph(x, probs, "gray-classifier")
+    program = build_program(graph, parse_scheme(graph, "last:2"))
+    blob = pack_blob(graph, zlib.crc32(graph.name.encode()), train=program)
+    return Model(program, blob, np.zeros((0, 24, 32, 1), np.int8), np.zeros(0, np.int64))
+
+
+def zero_scale_blob() -> bytes:
+    """gray_classifier's blob with its input scale 0 (CRC fixed): the loader takes it, but no
+    pixel maps onto such an input, which s.camera() must refuse."""
+    gray = gray_classifier()
+    blob, scale = bytearray(gray.blob), np.float32(gray.program.graph.input.s).tobytes()
+    assert blob.count(scale) == 1, "the input scale's bytes must be found once in the blob"
+    at = blob.index(scale)
+    blob[at : at + 4] = np.float32(0).tobytes()
+    blob[-4:] = zlib.crc32(bytes(blob[:-4])).to_bytes(4, "little")
+    return bytes(blob)
+
+
+# (width, height, tinyprop.data.image format, the tp_assets name of its frames file)
+CAMERA_MODES = [(176, 144, "gray8", "CAMERA_GRAY8"), (96, 96, "rgb565be", "CAMERA_RGB565"),
+                (160, 120, "rgb888", "CAMERA_RGB888")]
+
+
+def camera_frames(width: int, height: int, fmt: str) -> list[tuple[int, bytes]]:
+    """(label, frame) of two of vww's photos (a non-person and a person: load_vww_model's
+    first and last) as a width x height camera in `fmt` sends them: fitted to the sensor's
+    size (fit_image), then encoded (encode_frame)."""
+    train = load_dataset(assets.resolve_dataset()).split("train")
+    return [(s.label, encode_frame(fit_image(read_rgb(s.path), (height, width)), fmt))
+            for s in (train[0], train[-1])]
+
+
+def frame_input(model: Model, raw: bytes, width: int, height: int, fmt: str) -> np.ndarray:
+    """The model's int8 input of a camera frame, as the host makes a photo one (fit_image,
+    quantize_pixels in the input's own pixel range): what s.camera() must feed the model."""
+    x = model.program.graph.input
+    _, h, w, c = x.shape
+    return quantize_pixels(fit_image(decode_frame(raw, width, height, fmt), (h, w), c), x.s, x.zp)
+
+
 def write_assets(out: Path, frozen: bool) -> list[Path]:
     """The blobs and samples files in `out`, and a tp_assets.py that reads them (the unix
     port), or, with `frozen`, a tp_assets.py holding their bytes and a manifest.py freezing it
@@ -78,13 +148,20 @@ def write_assets(out: Path, frozen: bool) -> list[Path]:
     files = {"SMALL_BLOB": "small.tpb", "SMALL_SAMPLES": "small.bin",
              "SMALL_MOMENTUM_BLOB": "small_momentum.tpb",
              "SMALL_FLOAT_GRADS_BLOB": "small_float_grads.tpb", "VWW_BLOB": "vww.tpb",
-             "VWW_SAMPLES": "vww.bin"}
+             "VWW_SAMPLES": "vww.bin", "GRAY_BLOB": "gray.tpb",
+             "ZERO_SCALE_BLOB": "zero_scale.tpb",
+             **{name: f"{name.lower()}.bin" for *_, name in CAMERA_MODES}}
     (out / "small.tpb").write_bytes(small.blob)
     (out / "small_momentum.tpb").write_bytes(small_momentum().blob)
     (out / "small_float_grads.tpb").write_bytes(small_float_grads().blob)
     (out / "vww.tpb").write_bytes(big.blob)
     write_bulk_file(out / "small.bin", small.inputs, small.labels)
     write_bulk_file(out / "vww.bin", big.inputs, big.labels)
+    (out / "gray.tpb").write_bytes(gray_classifier().blob)
+    (out / "zero_scale.tpb").write_bytes(zero_scale_blob())
+    for width, height, fmt, name in CAMERA_MODES:
+        frames = camera_frames(width, height, fmt)
+        (out / files[name]).write_bytes(b"".join(bytes([y]) + raw for y, raw in frames))
     lines = ["# The MicroPython tests' assets, written by tests/micropython_reference.py."]
     written = [out / name for name in files.values()] + [out / "tp_assets.py"]
     if frozen:
@@ -260,11 +337,66 @@ def expect_link() -> list[str]:
     return lines
 
 
+def expect_camera() -> list[str]:
+    m, gray = vww(), gray_classifier()
+    assert input_pixels(gray.program.graph.input.s, 0) == "-1:1", (
+        "the gray model must read other pixels than VWW's 0:1")
+    bad_input = f"TP_ERR_BAD_INPUT ({status_code('TP_ERR_BAD_INPUT')})"
+    wrong_size = "(set by s.camera): capture in that mode, or call s.camera() with the camera's"
+    n = 176 * 144
+
+    def trained_on_frames(name: str, m: Model) -> tuple[list[str], ReferenceTrainer]:
+        lines, ref = [], ReferenceTrainer(m.program, LR, SEED)
+        for width, height, fmt, _ in CAMERA_MODES:
+            mode = f"{name} {width} {height} {FRAME_FORMATS.index(fmt)}"
+            frames = camera_frames(width, height, fmt)
+            for y, raw in frames:
+                r = ref.train_step(frame_input(m, raw, width, height, fmt), y)
+                lines.append(f"{mode} step {ref.step - 1} {bits(r.loss)} {r.prediction} {y}")
+            x = frame_input(m, frames[0][1], width, height, fmt)
+            lines.append(f"{mode} infer {prediction(m, ref, x)} {output(ref, x)}")
+        return lines + [f"{name} params crc32 {crc(ref.params_bytes())} step {ref.step}"], ref
+
+    lines, ref = trained_on_frames("vww", m)
+    x = frame_input(m, camera_frames(176, 144, "gray8")[0][1], 176, 144, "gray8")
+    lines += [
+        "unknown format -> ValueError: camera format 3: unknown; use tinyprop.GRAY8, "
+        "tinyprop.RGB888 or tinyprop.RGB565",
+        "zero size -> ValueError: camera size 0x144: give the frame's width and height in "
+        "pixels, 1 to 16384 each",
+        "no format -> TypeError: camera() takes width, height, format, or None",
+        f"frame too short -> ValueError: the frame has {n - 1} bytes, a 176x144 GRAY8 frame {n} "
+        f"{wrong_size}",
+        f"a 96x96 RGB565 frame -> ValueError: the frame has {96 * 96 * 2} bytes, a 176x144 GRAY8 "
+        f"frame {n} {wrong_size}",
+        f"label out of range -> TP_ERR_BAD_LABEL ({status_code('TP_ERR_BAD_LABEL')}): label 2 "
+        f"out of range: the model has {requirements(m)['n_classes']} classes",
+        f"the mode is kept: infer {prediction(m, ref, x)} {output(ref, x)}",
+        f"camera(None): infer {prediction(m, ref, m.inputs[0])} {output(ref, m.inputs[0])}",
+        f"a frame after camera(None) -> {bad_input}: the sample has {n} bytes, the model's "
+        f"input {requirements(m)['input_bytes']}",
+    ]
+    lines += trained_on_frames("gray", gray)[0]
+    fresh = ReferenceTrainer(gray.program)
+    x = frame_input(gray, camera_frames(96, 96, "rgb565be")[1][1], 96, 96, "rgb565be")
+    return lines + [
+        "too narrow for the model -> ValueError: camera size 1x100: too narrow for the model's "
+        "32x24 input; use a frame of a closer aspect",
+        f"inference-only session: infer {prediction(gray, fresh, x)} {output(fresh, x)}",
+        f"a model input that is no image -> {bad_input}: this model's input is not an image "
+        "(int8, height x width x 1 or 3 channels), so it takes no camera frames: pass its int8 "
+        "input instead",
+        f"a model input of scale 0 -> {bad_input}: this model's input scale is not positive and "
+        "finite, so no pixel maps onto its input: check the model",
+    ]
+
+
 EXPECTED: dict[str, Callable[[], list[str]]] = {
     "tinyprop_small": expect_small,
     "tinyprop_vww": expect_vww,
     "tinyprop_errors": expect_errors,
     "tinyprop_link": expect_link,
+    "tinyprop_camera": expect_camera,
 }
 
 

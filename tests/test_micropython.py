@@ -55,6 +55,13 @@ def test_exp_equals_the_reference(name):
         "--write-exp, then the MicroPython tests on both ports (docs/micropython.md)")
 
 
+@pytest.mark.parametrize("example", sorted((REPO / "micropython" / "examples").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_example_parses(example):
+    """The examples for boards this machine has not (a camera) at least parse."""
+    compile(example.read_text(), str(example), "exec")
+
+
 def test_cmake_globs_the_sources_of_sources_mk():
     """micropython.cmake cannot include sources.mk: it restates its globs."""
     cmake = (MODULE / "micropython.cmake").read_text()

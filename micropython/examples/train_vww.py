@@ -4,7 +4,8 @@
 # On the host (tinyprop installed):
 #   tinyprop convert vww_96_int8.tflite -o vww.tpb --scheme last:2
 #   python micropython/samples.py vww.tpb --data vww-mini --shift haze -o samples.bin
-#   mpremote cp vww.tpb samples.bin : + cp micropython/examples/train_vww.py :main.py + reset
+#   mpremote cp vww.tpb samples.bin micropython/examples/board_files.py : \
+#       + cp micropython/examples/train_vww.py :main.py + reset
 #   tinyprop monitor /dev/ttyACM0         # the board waits for it, then streams every step
 # The unix port takes the files as arguments, and the monitor runs it:
 #   tinyprop monitor "exec:micropython train_vww.py vww.tpb samples.bin"
@@ -14,12 +15,12 @@
 #   python micropython/samples.py vww.tpb --data vww-mini --shift haze --serve 9000
 # Each sample is read straight into the model's input tensor: no second copy in the heap.
 # The parameters are checkpointed to PARAMS after every epoch, in the record format of the
-# device firmware's store (firmware/include/tp_device.h), and restored at start.
-import struct
+# device firmware's store (board_files.py), and restored at start.
 import sys
 
 import micropython
 import tinyprop
+from board_files import load_blob, restore, save
 
 BLOB = "vww.tpb"
 SAMPLES = "samples.bin"
@@ -28,25 +29,6 @@ EPOCHS = 1
 LR = 0.005
 SEED = 0
 WAIT_MS = 10000  # for the monitor's HELLO; then train without one
-
-RECORD = "<IIIIII"  # magic "TPPR", blob id, params bytes, step, reserved, crc32
-MAGIC = 0x52505054
-
-
-def load_blob(path):
-    # A module frozen into the firmware (BLOB = "vww_model": its BLOB bytes stay in flash) or a
-    # ROMFS file (/rom/vww.tpb: memoryview(f) is the flash, mapped in place) copy nothing. A
-    # file on a writable filesystem is read into the heap once.
-    if not path.endswith(".tpb"):
-        return __import__(path).BLOB
-    f = open(path, "rb")
-    try:
-        return memoryview(f)
-    except TypeError:
-        blob = f.read()
-        f.close()
-        return blob
-
 
 def open_samples(where):
     host, _, port = where.rpartition(":")
@@ -68,40 +50,6 @@ def fill(stream, buf):
             break
         got += n
     return got
-
-
-def record_head(s, crc):
-    req = s.requirements
-    return struct.pack(RECORD, MAGIC, req["blob_id"], req["params"], s.step, 0, crc)
-
-
-def save(s, path):
-    head = record_head(s, 0)[:-4]
-    crc = tinyprop.crc32(s.params, tinyprop.crc32(head))
-    with open(path, "wb") as f:
-        f.write(head + struct.pack("<I", crc))
-        f.write(s.params)
-
-
-def restore(s, path):
-    # the checkpoint, if there is one for this blob; else the blob's parameters
-    try:
-        f = open(path, "rb")
-    except OSError:
-        return False
-    with f:
-        head = f.read(struct.calcsize(RECORD))
-        if len(head) < struct.calcsize(RECORD):
-            return False
-        magic, blob_id, n, step, _, crc = struct.unpack(RECORD, head)
-        req = s.requirements
-        if magic != MAGIC or blob_id != req["blob_id"] or n != req["params"]:
-            return False
-        if f.readinto(s.params) == n and tinyprop.crc32(s.params, tinyprop.crc32(head[:-4])) == crc:
-            s.step = step
-            return True
-    s.reset()
-    return False
 
 
 def main(blob_path, samples_path):

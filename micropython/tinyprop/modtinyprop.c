@@ -5,6 +5,7 @@
  *   req = tinyprop.requirements(blob)          # dict, before any memory is committed
  *   s = tinyprop.Session(blob, arena=None, params=None, train=True)
  *   f.readinto(s.input()); loss, pred = s.train(label)
+ *   s.camera(176, 144, tinyprop.GRAY8); pred = s.infer(frame); s.train(label, frame)
  *   link = tinyprop.Link(stream, s); link.wait(); link.metric()
  *
  * The core keeps pointers into the blob, the arena and the params region, so a Session holds
@@ -25,6 +26,7 @@
 #include "py/stream.h"
 
 #include "tinyprop.h"
+#include "tp_image.h"
 #include "tp_mpy_link.h"
 
 #if MICROPY_PY_SELECT_POSIX_OPTIMISATIONS
@@ -243,6 +245,13 @@ typedef struct {
     bool sample_ready;  /* a sample was written since the last call (a call overwrites it) */
     bool called;
     tp_mpy_call last;
+    /* s.camera(): what a passed sample is. camera.width == 0: the int8 input itself; else a
+     * frame of camera.width x camera.height pixels of camera.format, fitted and quantized
+     * into the input tensor through pixel_table (256 bytes on the GC heap, allocated by the
+     * first camera() call: a session that takes no frames does not pay for it). */
+    tp_image camera;
+    tp_model_image model_image;
+    int8_t *pixel_table;
 } session_obj_t;
 
 static const mp_obj_type_t tinyprop_type_Session;
@@ -353,6 +362,17 @@ static void check_buffers(session_obj_t *self)
     }
 }
 
+/* The model's input tensor, where every sample goes. */
+static int8_t *model_input(session_obj_t *self)
+{
+    if (tp_input(&self->s) == NULL) {
+        raise_status(TP_ERR_BAD_INPUT,
+                     "this blob reads its input in row bands (convert "
+                     "--input-rows), which this module does not feed: convert without it");
+    }
+    return tp_input(&self->s);
+}
+
 /* s.input(): the model's input tensor, a writable int8 memoryview into the arena. Write the
  * next sample into it (f.readinto(s.input()), s.input()[:] = sample), then call train() or
  * infer(): each call overwrites it, so it is asked for again before every call. */
@@ -360,14 +380,10 @@ static mp_obj_t session_input(mp_obj_t self_in)
 {
     session_obj_t *self = MP_OBJ_TO_PTR(self_in);
     check_buffers(self);
-    if (tp_input(&self->s) == NULL) {
-        raise_status(TP_ERR_BAD_INPUT,
-                     "this blob reads its input in row bands (convert "
-                     "--input-rows), which this module does not feed: convert without it");
-    }
+    uint8_t *input = (uint8_t *)model_input(self);
     self->sample_ready = true;
-    return view_of(self->arena.buf, (size_t)((uint8_t *)tp_input(&self->s) - self->arena.buf),
-                   self->s.b.req.input_bytes, 'b', true);
+    return view_of(self->arena.buf, (size_t)(input - self->arena.buf), self->s.b.req.input_bytes,
+                   'b', true);
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(session_input_obj, session_input);
 
@@ -385,23 +401,118 @@ static mp_obj_t session_output(mp_obj_t self_in)
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(session_output_obj, session_output);
 
+/* ---- camera frames (s.camera) ----------------------------------------------------------- */
+
+/* tinyprop.GRAY8, RGB888, RGB565 are tp_image_format's values. */
+static const char *const format_names[3] = {"GRAY8", "RGB888", "RGB565"};
+static const uint8_t format_bytes[3] = {1u, 3u, 2u};
+#define CAMERA_SIDE_MAX 16384u /* a frame's size stays a 32-bit number of bytes */
+
+static size_t frame_bytes(const tp_image *camera)
+{
+    return (size_t)camera->width * camera->height * format_bytes[camera->format];
+}
+
+/* s.camera(width, height, format): from now on a sample passed to train() and infer() is a
+ * camera frame of width x height pixels in format (tinyprop.GRAY8, RGB888 or RGB565, rows
+ * packed), which the core fits and quantizes into the input tensor as the host does
+ * (tp_image.h). s.camera(None): samples are the int8 input again. */
+static mp_obj_t session_camera(size_t n_args, const mp_obj_t *args)
+{
+    session_obj_t *self = MP_OBJ_TO_PTR(args[0]);
+    if (n_args == 2 && args[1] == mp_const_none) {
+        self->camera.width = 0u;
+        return mp_const_none;
+    }
+    if (n_args != 4) {
+        mp_raise_TypeError(MP_ERROR_TEXT("camera() takes width, height, format, or None"));
+    }
+    mp_int_t width = mp_obj_get_int(args[1]), height = mp_obj_get_int(args[2]);
+    mp_int_t format = mp_obj_get_int(args[3]);
+    if (format < 0 || format >= (mp_int_t)MP_ARRAY_SIZE(format_names)) {
+        mp_raise_msg_varg(&mp_type_ValueError,
+                          MP_ERROR_TEXT("camera format %d: unknown; use tinyprop.GRAY8, "
+                                        "tinyprop.RGB888 or tinyprop.RGB565"),
+                          (int)format);
+    }
+    if (width < 1 || height < 1 || width > (mp_int_t)CAMERA_SIDE_MAX ||
+        height > (mp_int_t)CAMERA_SIDE_MAX) {
+        mp_raise_msg_varg(&mp_type_ValueError,
+                          MP_ERROR_TEXT("camera size %dx%d: give the frame's width and height "
+                                        "in pixels, 1 to %u each"),
+                          (int)width, (int)height, CAMERA_SIDE_MAX);
+    }
+    check_buffers(self);
+    (void)model_input(self); /* a row-band blob is told so, not "not an image" */
+    tp_model_image m;
+    if (tp_model_image_of(&self->s, &m) != TP_OK) {
+        raise_status(TP_ERR_BAD_INPUT,
+                     "this model's input is not an image (int8, height x width x 1 or 3 "
+                     "channels), so it takes no camera frames: pass its int8 input instead");
+    }
+    /* tp_image_fit's window of the model's aspect, under one pixel on a side */
+    if ((uint64_t)height * m.width < m.height || (uint64_t)width * m.height < m.width) {
+        mp_raise_msg_varg(&mp_type_ValueError,
+                          MP_ERROR_TEXT("camera size %dx%d: too narrow for the model's "
+                                        "%ux%u input; use a frame of a closer aspect"),
+                          (int)width, (int)height, (unsigned)m.width, (unsigned)m.height);
+    }
+    if (self->pixel_table == NULL) {
+        self->pixel_table = m_new(int8_t, 256);
+    }
+    if (tp_pixel_table(m.pixels, m.scale, m.zero_point, self->pixel_table) != TP_OK) {
+        raise_status(TP_ERR_BAD_INPUT, "this model's input scale is not positive and finite, "
+                                       "so no pixel maps onto its input: check the model");
+    }
+    self->model_image = m;
+    self->camera.width = (uint32_t)width;
+    self->camera.height = (uint32_t)height;
+    self->camera.format = (uint32_t)format;
+    self->camera.stride = (uint32_t)width * format_bytes[format];
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(session_camera_obj, 2, 4, session_camera);
+
+/* A sample passed to train() or infer() into the input tensor: the int8 input itself, or with
+ * a camera mode, a frame the core fits and quantizes into it (tp_image_input: no buffer of the
+ * frame's size besides the caller's). */
+static void load_sample(session_obj_t *self, mp_obj_t sample)
+{
+    mp_buffer_info_t info;
+    int8_t *input = model_input(self);
+    mp_get_buffer_raise(sample, &info, MP_BUFFER_READ);
+    if (self->camera.width == 0u) {
+        if (info.len != self->s.b.req.input_bytes) {
+            raise_status(TP_ERR_BAD_INPUT, "the sample has %u bytes, the model's input %u",
+                         (unsigned)info.len, (unsigned)self->s.b.req.input_bytes);
+        }
+        memmove(input, info.buf, info.len); /* it may be a view of the input */
+        return;
+    }
+    tp_image frame = self->camera;
+    if (info.len != frame_bytes(&frame)) {
+        mp_raise_msg_varg(&mp_type_ValueError,
+                          MP_ERROR_TEXT("the frame has %u bytes, a %ux%u %s frame %u (set by "
+                                        "s.camera): capture in that mode, or call s.camera() "
+                                        "with the camera's"),
+                          (unsigned)info.len, (unsigned)frame.width, (unsigned)frame.height,
+                          format_names[frame.format], (unsigned)frame_bytes(&frame));
+    }
+    frame.pixels = info.buf;
+    const tp_model_image *m = &self->model_image;
+    tp_status st = tp_image_input(&frame, self->pixel_table, input, m->width, m->height,
+                                  m->channels);
+    if (st != TP_OK) {
+        raise_status(st, "the core refused the frame: a bug in the binding, please report it");
+    }
+}
+
 /* Run one call of the core on the sample in the input tensor; records what METRIC reports. */
 static void run(session_obj_t *self, int train, mp_int_t label, mp_obj_t sample)
 {
     check_buffers(self);
     if (sample != mp_const_none) {
-        mp_buffer_info_t info;
-        mp_get_buffer_raise(sample, &info, MP_BUFFER_READ);
-        if (info.len != self->s.b.req.input_bytes) {
-            raise_status(TP_ERR_BAD_INPUT, "the sample has %u bytes, the model's input %u",
-                         (unsigned)info.len, (unsigned)self->s.b.req.input_bytes);
-        }
-        if (tp_input(&self->s) == NULL) {
-            raise_status(TP_ERR_BAD_INPUT,
-                         "this blob reads its input in row bands (convert "
-                         "--input-rows), which this module does not feed: convert without it");
-        }
-        memmove(tp_input(&self->s), info.buf, info.len); /* it may be a view of the input */
+        load_sample(self, sample);
         self->sample_ready = true;
     }
     if (!self->sample_ready) {
@@ -552,6 +663,7 @@ static void session_attr(mp_obj_t self_in, qstr attr, mp_obj_t *dest)
 
 static const mp_rom_map_elem_t session_locals_table[] = {
     {MP_ROM_QSTR(MP_QSTR_input), MP_ROM_PTR(&session_input_obj)},
+    {MP_ROM_QSTR(MP_QSTR_camera), MP_ROM_PTR(&session_camera_obj)},
     {MP_ROM_QSTR(MP_QSTR_output), MP_ROM_PTR(&session_output_obj)},
     {MP_ROM_QSTR(MP_QSTR_train), MP_ROM_PTR(&session_train_obj)},
     {MP_ROM_QSTR(MP_QSTR_infer), MP_ROM_PTR(&session_infer_obj)},
@@ -782,6 +894,9 @@ static const mp_rom_map_elem_t tinyprop_module_globals_table[] = {
     {MP_ROM_QSTR(MP_QSTR_Session), MP_ROM_PTR(&tinyprop_type_Session)},
     {MP_ROM_QSTR(MP_QSTR_Link), MP_ROM_PTR(&tinyprop_type_Link)},
     {MP_ROM_QSTR(MP_QSTR_Error), MP_ROM_PTR(&tinyprop_type_Error)},
+    {MP_ROM_QSTR(MP_QSTR_GRAY8), MP_ROM_INT(TP_IMAGE_GRAY8)},
+    {MP_ROM_QSTR(MP_QSTR_RGB888), MP_ROM_INT(TP_IMAGE_RGB888)},
+    {MP_ROM_QSTR(MP_QSTR_RGB565), MP_ROM_INT(TP_IMAGE_RGB565BE)},
 };
 static MP_DEFINE_CONST_DICT(tinyprop_module_globals, tinyprop_module_globals_table);
 
