@@ -16,14 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
+from rich.segment import Segment
 from test_runlog import CLASSES, camera_image, camera_run, engine_run, synth_run, write_run
 from tinyprop.errors import DeviceError, TinypropError
 from tinyprop.monitor import Dashboard, EventPump, plain_lines, replay_source
 from tinyprop.monitor.render import (
     CAMERA_INFO_WIDTH,
+    HalfBlockImage,
     fit_pixels,
     fmt_pct,
-    halfblock_rows,
     loss_axis_top,
 )
 from tinyprop.monitor.runlog import RunState, read_runlog
@@ -273,11 +275,11 @@ def test_pump_stamps_time_without_a_log_and_keeps_our_error_text():
     assert RunState.from_events(events).samples_per_s > 0
 
 
-def cell_colours(line) -> list[tuple]:
-    """(foreground RGB, background RGB or None) of each cell of a rendered half-block line."""
-    return [(tuple(span.style.color.get_truecolor()),
-             None if span.style.bgcolor is None else tuple(span.style.bgcolor.get_truecolor()))
-            for span in line.spans]
+def cell_colours(segments) -> list[tuple]:
+    """(foreground RGB, background RGB or None) of each '▀' cell of rendered segments."""
+    return [(tuple(seg.style.color.get_truecolor()),
+             None if seg.style.bgcolor is None else tuple(seg.style.bgcolor.get_truecolor()))
+            for seg in segments for char in seg.text if char == "▀"]
 
 
 def test_halfblock_renderer_pixel_by_pixel():
@@ -286,12 +288,13 @@ def test_halfblock_renderer_pixel_by_pixel():
     rgb = np.array([[(255, 0, 0), (0, 255, 0)],
                     [(0, 0, 255), (10, 20, 30)],
                     [(1, 2, 3), (4, 5, 6)]], dtype=np.uint8)
-    lines = halfblock_rows(rgb)
-    assert [line.plain for line in lines] == ["▀▀", "▀▀"]
+    console = Console(file=io.StringIO(), color_system="truecolor", width=80)
+    lines = list(Segment.split_lines(console.render(HalfBlockImage(rgb))))
+    assert ["".join(seg.text for seg in line) for line in lines] == ["▀▀", "▀▀"]
     assert cell_colours(lines[0]) == [((255, 0, 0), (0, 0, 255)), ((0, 255, 0), (10, 20, 30))]
     assert cell_colours(lines[1]) == [((1, 2, 3), None), ((4, 5, 6), None)]
     gray = np.array([[[7], [90]], [[200], [255]]], dtype=np.uint8)
-    (line,) = halfblock_rows(gray)
+    (line,) = Segment.split_lines(console.render(HalfBlockImage(gray)))
     assert cell_colours(line) == [((7, 7, 7), (200, 200, 200)), ((90, 90, 90), (255, 255, 255))]
 
 
@@ -307,13 +310,8 @@ def test_fit_pixels_averages_boxes_and_keeps_the_aspect():
 def screen_cells(app: Dashboard) -> list[list[tuple]]:
     """(foreground, background) of every '▀' cell on the screen, row by row (rows without one
     left out): the camera panel's pixels as the terminal shows them."""
-    rows = []
-    for strip in app.screen._compositor.render_strips():
-        cells = [(tuple(seg.style.color.get_truecolor()), tuple(seg.style.bgcolor.get_truecolor()))
-                 for seg in strip for char in seg.text if char == "▀"]
-        if cells:
-            rows.append(cells)
-    return rows
+    rows = [cell_colours(strip) for strip in app.screen._compositor.render_strips()]
+    return [row for row in rows if row]
 
 
 def test_dashboard_shows_the_newest_camera_frame():

@@ -3,11 +3,15 @@ the plain line output. Pure functions of the state, so what they show is testabl
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from rich.color import Color
+from rich.color import Color, ColorTriplet
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
@@ -174,44 +178,54 @@ def fit_pixels(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
     return ((sums + counts // 2) // counts).astype(np.uint8)
 
 
-def halfblock_rows(pixels: np.ndarray) -> list[Text]:
+class HalfBlockImage:
     """A uint8 H x W x C image (C 3, or 1 for gray) as ceil(H / 2) lines of W cells: each cell
     is '▀', its foreground the upper pixel and its background the lower one, in true colour.
-    A terminal cell is about twice as high as wide, so the pixels come out square."""
-    rgb = (pixels if pixels.shape[2] == 3 else np.repeat(pixels, 3, axis=2)).tolist()
-    lines = []
-    for top in range(0, len(rgb), 2):
-        lower_row = rgb[top + 1] if top + 1 < len(rgb) else [None] * len(rgb[top])
-        line = Text()
-        for upper, lower in zip(rgb[top], lower_row, strict=True):
-            line.append("▀", Style(color=Color.from_rgb(*upper),  # an odd last row: no lower
-                                   bgcolor=None if lower is None else Color.from_rgb(*lower)))
-        lines.append(line)
-    return lines
+    A terminal cell is about twice as high as wide, so the pixels come out square. `beside`:
+    lines of text drawn to its right. Made of Segments, not a Text of one span a cell: a frame
+    is redrawn several times a second."""
+
+    def __init__(self, pixels: np.ndarray, beside: Sequence[Text] = ()) -> None:
+        rgb = (pixels if pixels.shape[2] == 3 else np.repeat(pixels, 3, axis=2)).tolist()
+        self.width = len(rgb[0])
+        self.beside = list(beside)
+        self.lines: list[list[Segment]] = []
+        for top in range(0, len(rgb), 2):
+            lower_row = rgb[top + 1] if top + 1 < len(rgb) else [None] * self.width
+            self.lines.append([Segment("▀", _cell_style(*upper, *(lower or (None,) * 3)))
+                               for upper, lower in zip(rgb[top], lower_row, strict=True)])
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        blank = [Segment(" " * self.width)]
+        for row in range(max(len(self.lines), len(self.beside))):
+            yield from self.lines[row] if row < len(self.lines) else blank
+            if row < len(self.beside):
+                yield Segment("  ")
+                yield from self.beside[row].render(console)
+            yield Segment.line()
+
+
+@functools.lru_cache(maxsize=16384)  # neighbouring pixels repeat: a frame reuses most styles
+def _cell_style(red: int, green: int, blue: int, lower_red: int | None, lower_green: int | None,
+                lower_blue: int | None) -> Style:
+    """Foreground the upper pixel, background the lower one (None: an odd last row's)."""
+    lower = None if lower_red is None else (lower_red, lower_green, lower_blue)
+    return Style(color=Color.from_triplet(ColorTriplet(red, green, blue)),
+                 bgcolor=None if lower is None else Color.from_triplet(ColorTriplet(*lower)))
 
 
 CAMERA_INFO_WIDTH = 30  # the camera panel's text column
 
 
-def camera_panel(state: RunState, width: int, height: int) -> Text:
+def camera_panel(state: RunState, width: int, height: int) -> HalfBlockImage | Text:
     """The newest thumbnail in half blocks, beside its frame index, the label given, the
     prediction and the accuracy on labelled frames so far."""
     frame = state.thumbnail
-    image: list[Text] = []
-    if frame is not None:
-        image_width = max(1, width - CAMERA_INFO_WIDTH - 2)
-        image = halfblock_rows(fit_pixels(frame.pixels, image_width, 2 * max(1, height)))
     info = _camera_info(state, frame)
-    pad = image[0].cell_len if image else 0
-    text = Text()
-    for row in range(max(len(image), len(info))):
-        if row:
-            text.append("\n")
-        text.append_text(image[row] if row < len(image) else Text(" " * pad))
-        if row < len(info):
-            text.append("  " if pad else "")
-            text.append_text(info[row])
-    return text
+    if frame is None:
+        return Text("\n").join(info)
+    image_width = max(1, width - CAMERA_INFO_WIDTH - 2)
+    return HalfBlockImage(fit_pixels(frame.pixels, image_width, 2 * max(1, height)), info)
 
 
 def _camera_info(state: RunState, frame: CameraFrame | None) -> list[Text]:
