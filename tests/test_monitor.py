@@ -22,7 +22,6 @@ from test_runlog import CLASSES, camera_image, camera_run, engine_run, synth_run
 from tinyprop.errors import DeviceError, TinypropError
 from tinyprop.monitor import Dashboard, EventPump, plain_lines, replay_source
 from tinyprop.monitor.render import (
-    CAMERA_INFO_WIDTH,
     HalfBlockImage,
     fit_pixels,
     fmt_pct,
@@ -333,11 +332,19 @@ def test_dashboard_shows_the_newest_camera_frame():
                   "accuracy on labelled frames", f"{fmt_pct(state.frame_accuracy)} (n 40)",
                   "frames seen 120", "loss", "training accuracy", "61,234 B"):
         assert shown in screen, shown
-    image = fit_pixels(camera_image(119), size.width - CAMERA_INFO_WIDTH - 2, 2 * size.height)
+    info_width = len("accuracy on labelled frames")  # its widest line
+    image = fit_pixels(camera_image(119), size.width - info_width - 2, 2 * size.height)
     assert image.shape[0] >= 20 and image.shape[0] % 2 == 0  # a picture, not a dot
     expected = [[(tuple(image[2 * r, c]), tuple(image[2 * r + 1, c]))
                  for c in range(image.shape[1])] for r in range(image.shape[0] // 2)]
     assert cells == expected
+
+
+def test_camera_panel_in_a_small_terminal_keeps_its_text():
+    """Too narrow for a picture beside the text: the text alone, not a smear of a few cells."""
+    _, screen, _ = run_dashboard_headless(iter(camera_run(30)), size=(80, 24))
+    assert "frame 29" in screen and "accuracy on labelled frames" in screen
+    assert "▀" not in screen
 
 
 def test_dashboard_of_a_labelled_frame_says_right_or_wrong():

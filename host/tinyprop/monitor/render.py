@@ -214,17 +214,18 @@ def _cell_style(red: int, green: int, blue: int, lower_red: int | None, lower_gr
                  bgcolor=None if lower is None else Color.from_triplet(ColorTriplet(*lower)))
 
 
-CAMERA_INFO_WIDTH = 30  # the camera panel's text column
+MIN_IMAGE_WIDTH = 8  # pixels; a narrower thumbnail says nothing, the panel shows text only
 
 
 def camera_panel(state: RunState, width: int, height: int) -> HalfBlockImage | Text:
     """The newest thumbnail in half blocks, beside its frame index, the label given, the
-    prediction and the accuracy on labelled frames so far."""
+    prediction and the accuracy on labelled frames so far (the text takes what it needs, the
+    picture the rest of `width`)."""
     frame = state.thumbnail
     info = _camera_info(state, frame)
-    if frame is None:
+    image_width = width - max(line.cell_len for line in info) - 2
+    if frame is None or image_width < MIN_IMAGE_WIDTH:
         return Text("\n").join(info)
-    image_width = max(1, width - CAMERA_INFO_WIDTH - 2)
     return HalfBlockImage(fit_pixels(frame.pixels, image_width, 2 * max(1, height)), info)
 
 
