@@ -3,7 +3,8 @@
     docs/report.png                    `tinyprop report` of the run
     docs/monitor.svg, monitor.png      the dashboard replaying the run, held at step 400
     docs/monitor-disconnected.*        the dashboard on a live run whose QEMU is killed at step 150
-    docs/monitor-camera.*              the dashboard on a camera run (make_camera_run) at its end
+    docs/monitor-camera.*              the dashboard on a camera run (make_camera_run) held at
+                                       its last labelled frame
 
 The run (about 2 minutes at 3-8 steps/s; $TINYPROP_ASSETS defaults to ../shared):
 
@@ -225,7 +226,11 @@ def main() -> None:
     if "camera" in only:
         if not (args.reuse and camera.exists()):
             camera = make_camera_run(blob)
-        shoot_held(read_runlog(camera), "monitor-camera")
+        events = read_runlog(camera)
+        # held on the last labelled frame: the panel shows a label given and the prediction
+        cut = max(i for i, e in enumerate(events)
+                  if e["type"] == "frame" and e["label"] is not None)
+        shoot_held(events[: cut + 1], "monitor-camera")
 
 
 if __name__ == "__main__":
