@@ -3,6 +3,8 @@
     docs/report.png                    `tinyprop report` of the run
     docs/monitor.svg, monitor.png      the dashboard replaying the run, held at step 400
     docs/monitor-disconnected.*        the dashboard on a live run whose QEMU is killed at step 150
+    docs/monitor-camera.*              the dashboard on a camera run (make_camera_run) held at
+                                       its last labelled frame
 
 The run (about 2 minutes at 3-8 steps/s; $TINYPROP_ASSETS defaults to ../shared):
 
@@ -12,7 +14,8 @@ The run (about 2 minutes at 3-8 steps/s; $TINYPROP_ASSETS defaults to ../shared)
         --shift night --epochs 2 --lr 0.01 --log build/docs/run.jsonl
     tinyprop report build/docs/run.jsonl -o docs/report.png
 
-Run: .venv/bin/python docs/make_screenshots.py [--reuse]   (--reuse: keep build/docs/run.jsonl)
+Run: .venv/bin/python docs/make_screenshots.py [--reuse] [--only camera]
+(--reuse: keep build/docs/run.jsonl and build/docs/camera.jsonl; --only: remake those pictures)
 The PNGs of the dashboard are its screen cells drawn with Pillow, for viewers without SVG fonts.
 """
 
@@ -28,10 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from tinyprop.data.assets import resolve_dataset, resolve_model
 from tinyprop.monitor import Dashboard, EventPump
-from tinyprop.monitor.runlog import read_runlog
+from tinyprop.monitor.render import fit_pixels
+from tinyprop.monitor.runlog import RunLog, frame_event, read_runlog
 
 DOCS = Path(__file__).resolve().parent
 BUILD = DOCS.parent / "build" / "docs"
@@ -40,16 +45,22 @@ FONT_DIR = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
 # Like the tests: the shared assets beside the repo unless told otherwise.
 os.environ.setdefault("TINYPROP_ASSETS", str(DOCS.parents[1] / "shared"))
 TRAIN = ["--board", "qemu-m4", "--shift", "night", "--lr", "0.01"]
+SHOTS = ("report", "monitor", "disconnected", "camera")
 
 
 def tinyprop(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "tinyprop.cli", *args], check=True)
 
 
+def convert() -> Path:
+    blob = BUILD / "vww.tpb"
+    tinyprop("convert", str(resolve_model()), "-o", str(blob), "--scheme", "last:2")
+    return blob
+
+
 def make_run() -> Path:
     """The documented run: convert, then train with the log (plain lines, stdout is a pipe)."""
-    blob, log = BUILD / "vww.tpb", BUILD / "run.jsonl"
-    tinyprop("convert", str(resolve_model()), "-o", str(blob), "--scheme", "last:2")
+    blob, log = convert(), BUILD / "run.jsonl"
     log.unlink(missing_ok=True)  # the log appends: start afresh
     tinyprop("train", str(blob), "--data", str(resolve_dataset()), *TRAIN, "--epochs", "2",
              "--log", str(log))
@@ -71,14 +82,63 @@ async def shoot(app: Dashboard, name: str, until: Callable[[], bool]) -> None:
         draw_png(app.screen._compositor.render_strips(), DOCS / f"{name}.png")
 
 
+def shoot_held(events: list[dict], name: str) -> None:
+    """The dashboard after `events`, the link held open: a run in progress."""
+    release = threading.Event()
+    app = Dashboard(EventPump(held_source(events, release)))
+    asyncio.run(shoot(app, name, lambda: app.state.events >= len(events)))
+    release.set()
+
+
 def shoot_replay(log: Path, upto: int) -> None:
-    """The recorded run up to step `upto`, the link held open: a run in progress."""
+    """The recorded run up to step `upto`."""
     events = read_runlog(log)
     cut = next(i for i, e in enumerate(events) if e["type"] == "step" and e["step"] == upto)
-    release = threading.Event()
-    app = Dashboard(EventPump(held_source(events[:cut], release)))
-    asyncio.run(shoot(app, "monitor", lambda: app.state.events >= cut))
-    release.set()
+    shoot_held(events[:cut], "monitor")
+
+
+def make_camera_run(blob: Path, frames: int = 120, labelled_every: int = 3) -> Path:
+    """A camera run logged as `tinyprop learn` logs it (docs/runlog.md), on qemu-m4: vww-mini's
+    training photos under the haze shift, shuffled, are the frames of a 96x96 gray8 camera
+    (luma replicated into the RGB model's input); every `labelled_every`-th is labelled and
+    trained on, then one replay step on the labelled frame before it; the others are only
+    predicted. Each frame's thumbnail is its luma box-averaged to 48x48."""
+    from tinyprop.compile.blob import blob_id
+    from tinyprop.compile.blobfile import load_blob
+    from tinyprop.data.datasets import CLASSES, load_images, quantize_pixels
+    from tinyprop.data.image import to_gray
+    from tinyprop.engines import HParams, open_engine
+
+    tb = load_blob(blob)
+    rgb, labels, _ = load_images(resolve_dataset(), "train", shift="haze", size=(96, 96))
+    shown = np.random.default_rng(0).permutation(len(rgb))[:frames]  # the split is by class
+    gray, labels = to_gray(rgb[shown]), labels[shown]
+    xs = quantize_pixels(np.repeat(gray, 3, axis=-1), tb.graph.input.s, tb.graph.input.zp)
+    log_path = BUILD / "camera.jsonl"
+    log_path.unlink(missing_ok=True)
+    with open_engine("qemu-m4", tb, HParams(lr=0.01, seed=0)) as engine, RunLog(log_path) as log:
+        device = engine.device  # its replies are run-log events already (device.step_event)
+        log.write({"type": "start", "app": "learn", "board": engine.name,
+                   "counter_unit": engine.counter_unit, "sram": engine.sram,
+                   "model": tb.source.name, "blob_id": f"{blob_id(tb.blob):08x}",
+                   "classes": list(CLASSES[: tb.classes]), "scheme": tb.program.scheme.name,
+                   "lr": 0.01, "seed": 0,
+                   "camera": {"width": 96, "height": 96, "format": "gray8"}})
+        for frame, (x, label) in enumerate(zip(xs, labels.tolist(), strict=True)):
+            if frame % labelled_every:
+                event = {**device.classify(x), "frame": frame}
+                given = None
+            else:
+                event = {**device.train(x, label), "frame": frame}
+                given = label
+            log.write(event)
+            if given is not None and frame >= labelled_every:
+                earlier = frame - labelled_every
+                log.write({**device.train(xs[earlier], int(labels[earlier])), "frame": earlier,
+                           "replay": True})
+            thumbnail = fit_pixels(gray[frame], 48, 48)
+            log.write(frame_event(thumbnail, frame, given, event["prediction"]))
+    return log_path
 
 
 def shoot_killed(blob: Path, at_step: int) -> None:
@@ -124,6 +184,8 @@ def draw_png(strips: list, path: Path) -> None:
                 draw.rectangle([x, y, x + cell_w - 1, y + cell_h - 1], fill=tuple(bg))
                 if 0x2800 <= ord(char) <= 0x28FF:  # braille: the font has none, draw the dots
                     draw_braille(draw, ord(char) - 0x2800, x, y, tuple(fg))
+                elif char == "▀":  # a camera pixel pair: the upper half is the foreground
+                    draw.rectangle([x, y, x + cell_w - 1, y + cell_h // 2 - 1], fill=tuple(fg))
                 elif char.strip():
                     draw.text((x, y + 1), char, font=fonts[bool(style and style.bold)],
                               fill=tuple(fg))
@@ -143,13 +205,32 @@ def draw_braille(draw: ImageDraw.ImageDraw, bits: int, x: int, y: int, fill: tup
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reuse", action="store_true", help="keep build/docs/run.jsonl")
-    log = BUILD / "run.jsonl"
-    if not (parser.parse_args().reuse and log.exists()):
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep build/docs/run.jsonl and build/docs/camera.jsonl")
+    parser.add_argument("--only", choices=SHOTS, action="append",
+                        help="remake only these pictures (repeatable; default: all)")
+    args = parser.parse_args()
+    only = args.only or SHOTS
+    log, camera = BUILD / "run.jsonl", BUILD / "camera.jsonl"
+    if {"report", "monitor"} & set(only) and not (args.reuse and log.exists()):
         log = make_run()
-    tinyprop("report", str(log), "-o", str(DOCS / "report.png"))
-    shoot_replay(log, upto=400)
-    shoot_killed(BUILD / "vww.tpb", at_step=150)
+    blob = BUILD / "vww.tpb"
+    if {"disconnected", "camera"} & set(only) and not blob.exists():
+        blob = convert()
+    if "report" in only:
+        tinyprop("report", str(log), "-o", str(DOCS / "report.png"))
+    if "monitor" in only:
+        shoot_replay(log, upto=400)
+    if "disconnected" in only:
+        shoot_killed(blob, at_step=150)
+    if "camera" in only:
+        if not (args.reuse and camera.exists()):
+            camera = make_camera_run(blob)
+        events = read_runlog(camera)
+        # held on the last labelled frame: the panel shows a label given and the prediction
+        cut = max(i for i, e in enumerate(events)
+                  if e["type"] == "frame" and e["label"] is not None)
+        shoot_held(events[: cut + 1], "monitor-camera")
 
 
 if __name__ == "__main__":

@@ -14,11 +14,19 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from test_runlog import engine_run, synth_run, write_run
+from rich.console import Console
+from rich.segment import Segment
+from test_runlog import CLASSES, camera_image, camera_run, engine_run, synth_run, write_run
 from tinyprop.errors import DeviceError, TinypropError
 from tinyprop.monitor import Dashboard, EventPump, plain_lines, replay_source
-from tinyprop.monitor.render import fmt_pct, loss_axis_top
+from tinyprop.monitor.render import (
+    HalfBlockImage,
+    fit_pixels,
+    fmt_pct,
+    loss_axis_top,
+)
 from tinyprop.monitor.runlog import RunState, read_runlog
 
 TINYPROP = [sys.executable, "-m", "tinyprop.cli"]
@@ -82,6 +90,7 @@ def test_dashboard_replays_a_recorded_run(recorded):
     assert any(line.split()[-3:-1] == [str(v) for v in row_non] for line in confusion_rows)
     assert any(line.split()[-3:-1] == [str(v) for v in row_person] for line in confusion_rows)
     assert "DISCONNECTED" not in screen
+    assert "▀" not in screen and "camera" not in screen  # a run without frames: no camera panel
     # The loss chart is drawn (braille dots) from 0 to just above nearly all the losses.
     assert any(0x2801 <= ord(c) <= 0x28FF for c in screen)
     top = loss_axis_top(expected)
@@ -263,3 +272,124 @@ def test_pump_stamps_time_without_a_log_and_keeps_our_error_text():
     assert events[-1] == {"type": "disconnect", "time": times[-1],
                           "text": "device on socket://127.0.0.1:9 closed the link"}
     assert RunState.from_events(events).samples_per_s > 0
+
+
+def cell_colours(segments) -> list[tuple]:
+    """(foreground RGB, background RGB or None) of each '▀' cell of rendered segments."""
+    return [(tuple(seg.style.color.get_truecolor()),
+             None if seg.style.bgcolor is None else tuple(seg.style.bgcolor.get_truecolor()))
+            for seg in segments for char in seg.text if char == "▀"]
+
+
+def test_halfblock_renderer_pixel_by_pixel():
+    """Each cell is '▀': the upper pixel its foreground, the lower its background; an odd last
+    row has no lower pixel; a gray pixel is R = G = B."""
+    rgb = np.array([[(255, 0, 0), (0, 255, 0)],
+                    [(0, 0, 255), (10, 20, 30)],
+                    [(1, 2, 3), (4, 5, 6)]], dtype=np.uint8)
+    console = Console(file=io.StringIO(), color_system="truecolor", width=80)
+    lines = list(Segment.split_lines(console.render(HalfBlockImage(rgb))))
+    assert ["".join(seg.text for seg in line) for line in lines] == ["▀▀", "▀▀"]
+    assert cell_colours(lines[0]) == [((255, 0, 0), (0, 0, 255)), ((0, 255, 0), (10, 20, 30))]
+    assert cell_colours(lines[1]) == [((1, 2, 3), None), ((4, 5, 6), None)]
+    gray = np.array([[[7], [90]], [[200], [255]]], dtype=np.uint8)
+    (line,) = Segment.split_lines(console.render(HalfBlockImage(gray)))
+    assert cell_colours(line) == [((7, 7, 7), (200, 200, 200)), ((90, 90, 90), (255, 255, 255))]
+
+
+def test_fit_pixels_averages_boxes_and_keeps_the_aspect():
+    square = np.arange(16, dtype=np.uint8).reshape(4, 4, 1)
+    # Each output pixel is the rounded mean of its 2 x 2 box: (0+1+4+5)/4 = 2.5 -> 3, ...
+    assert fit_pixels(square, 2, 2)[..., 0].tolist() == [[3, 5], [11, 13]]
+    assert fit_pixels(square, 100, 100) is square  # never enlarged
+    assert fit_pixels(np.zeros((48, 96, 3), np.uint8), 20, 20).shape == (10, 20, 3)
+    assert fit_pixels(np.zeros((96, 48, 1), np.uint8), 40, 24).shape == (24, 12, 1)
+
+
+def screen_cells(app: Dashboard) -> list[list[tuple]]:
+    """(foreground, background) of every '▀' cell on the screen, row by row (rows without one
+    left out): the camera panel's pixels as the terminal shows them."""
+    rows = [cell_colours(strip) for strip in app.screen._compositor.render_strips()]
+    return [row for row in rows if row]
+
+
+def test_dashboard_shows_the_newest_camera_frame():
+    """A camera run: the newest thumbnail drawn pixel for pixel in half blocks, beside its frame
+    index, the label given, the prediction and the accuracy on labelled frames."""
+    events = camera_run(120)
+    state = RunState.from_events(events)
+
+    async def drive():
+        app = Dashboard(EventPump(iter(events)))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, lambda: app.source_ended)
+            camera = app.query_one("#camera")
+            return screen_text(app), screen_cells(app), camera.content_size
+
+    screen, cells, size = asyncio.run(drive())
+    for shown in ("app learn", "camera 176x144 gray8", "frame 119", "label given none",
+                  f"prediction  {CLASSES[events[-1]['prediction']]}",
+                  "accuracy on labelled frames", f"{fmt_pct(state.frame_accuracy)} (n 40)",
+                  "frames seen 120", "loss", "training accuracy", "61,234 B"):
+        assert shown in screen, shown
+    info_width = len("accuracy on labelled frames")  # its widest line
+    image = fit_pixels(camera_image(119), size.width - info_width - 2, 2 * size.height)
+    assert image.shape[0] >= 20 and image.shape[0] % 2 == 0  # a picture, not a dot
+    expected = [[(tuple(image[2 * r, c]), tuple(image[2 * r + 1, c]))
+                 for c in range(image.shape[1])] for r in range(image.shape[0] // 2)]
+    assert cells == expected
+
+
+def test_camera_panel_in_a_small_terminal_keeps_its_text():
+    """Too narrow for a picture beside the text: the text alone, not a smear of a few cells."""
+    _, screen, _ = run_dashboard_headless(iter(camera_run(30)), size=(80, 24))
+    assert "frame 29" in screen and "accuracy on labelled frames" in screen
+    assert "▀" not in screen
+
+
+def test_dashboard_of_a_labelled_frame_says_right_or_wrong():
+    events = camera_run(10, labelled_every=1, replays=0)
+    last = events[-1]
+    _, screen, _ = run_dashboard_headless(iter(events))
+    assert f"label given {CLASSES[last['label']]}" in screen
+    mark = "right" if last["label"] == last["prediction"] else "wrong"
+    assert f"prediction  {CLASSES[last['prediction']]} {mark}" in screen
+
+
+def test_camera_frames_every_tenth_of_a_second_flood_without_holding_up_the_source():
+    """3,000 camera frames (a frame every 0.1 s is 5 minutes of camera) arriving at once: every
+    event is folded, redraws are what gets dropped, and the screen ends on the last frame."""
+    events = camera_run(3000)
+
+    async def drive():
+        app = Dashboard(EventPump(iter(events)))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, lambda: app.source_ended, timeout=60)
+            return app, screen_text(app)
+
+    app, screen = asyncio.run(drive())
+    assert app.state.events == len(events) and app.state.frames_seen == 3000
+    assert app.redraws < len(events) / 50
+    assert "frame 2999" in screen and "frames seen 3000" in screen and "(n 1000)" in screen
+
+
+def test_plain_lines_of_a_camera_run():
+    """No pixels: a line for each labelled frame and every tenth unlabelled one; replay steps
+    and thumbnails print nothing."""
+    events = camera_run(60)
+    out = io.StringIO()
+    plain_lines(iter(events), out)
+    lines = out.getvalue().splitlines()
+    frames = [line for line in lines if line.startswith("frame ")]
+    expected = [i for i in range(60) if i % 3 == 0 or i % 10 == 0]
+    assert [int(line.split()[1]) for line in frames] == expected
+    assert not any(line.startswith("step ") for line in lines)
+    assert max(map(len, frames)) < 100 and events[-1]["pixels"][:40] not in out.getvalue()
+    first = next(e for e in events if e["type"] == "step")
+    name = CLASSES[first["label"]]
+    assert frames[0] == (f"frame 0 label {name} pred {CLASSES[first['prediction']]} "
+                         f"{'ok' if first['correct'] else 'MISS'} loss {first['loss']:.3f}  "
+                         f"labelled frames 1 acc {fmt_pct(float(first['correct']))}")
+    assert frames[2].startswith("frame 6 label ")
+    assert frames[4].startswith("frame 10 no label pred ")
+    assert lines[-1].startswith("DISCONNECTED")  # camera_run ends without a summary

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 from PIL import Image
-from test_runlog import engine_run, synth_run, write_run
+from test_runlog import CLASSES, camera_image, camera_run, engine_run, synth_run, write_run
 from tinyprop.cli import main
+from tinyprop.monitor.render import fmt_pct
+from tinyprop.monitor.report import report_figure
+from tinyprop.monitor.runlog import RunState
 
 # Colours the figure must contain: the smoothed loss line (C0) and the arena_peak memory bar.
 SMOOTHED_LOSS = (0x1F, 0x77, 0xB4)
@@ -68,3 +71,37 @@ def test_report_of_an_engine_run_without_device_figures(tmp_path):
     page = (tmp_path / "host.html").read_text()
     assert "<th>memory used</th><td>122,376 B</td>" in page
     assert "/step</th>" not in page  # no device counter row
+
+
+def test_report_of_a_camera_run_adds_a_strip_of_frames(tmp_path):
+    """Eight thumbnails spread over the run under the plots, each captioned with its frame,
+    label and prediction; a run without frames has none."""
+    events = camera_run(120)
+    state = RunState.from_events(events)
+    figure = report_figure(state)
+    strip = [ax for ax in figure.axes if ax.images and ax.get_title().startswith("frame ")]
+    assert len(strip) == 8
+    assert [int(ax.get_title().split()[1]) for ax in strip] == \
+        [f.index for f in state.sample_frames()]
+    thumbnails = {e["frame"]: e for e in events if e["type"] == "frame"}
+    for ax in strip:
+        index = int(ax.get_title().split()[1])
+        shown = thumbnails[index]
+        given = "none" if shown["label"] is None else CLASSES[shown["label"]]
+        assert ax.get_title() == (f"frame {index}\nlabel: {given}\n"
+                                  f"prediction: {CLASSES[shown['prediction']]}")
+        assert np.array_equal(ax.images[0].get_array(), camera_image(index))
+    plain = report_figure(RunState.from_events(synth_run(120, eval_every=60)))
+    assert [ax for ax in plain.axes if ax.images] == [plain.axes[2]]  # the confusion matrix only
+    # The CLI: the PNG grows by the strip; the page says how the frames went.
+    log = tmp_path / "camera.jsonl"
+    write_run(log, events)
+    assert main(["report", str(log), "--html"]) == 0
+    with Image.open(tmp_path / "camera.png") as image:
+        assert image.size == (1600, 1160)
+        # the newest frame's bottom-left pixel, (255, 0, 119), drawn in the strip
+        assert colour_share(image, (255, 0, 119)) > 0
+    page = (tmp_path / "camera.html").read_text()
+    assert "<th>camera</th><td>176x144 gray8</td>" in page
+    assert ("<th>frames seen</th><td>120 (40 labelled)</td>" in page
+            and f"<td>{fmt_pct(state.frame_accuracy)}</td>" in page)

@@ -3,15 +3,17 @@ also the fixture of test_monitor.py, test_report.py and docs/make_screenshots.py
 
 from __future__ import annotations
 
+import base64
 import math
 import random
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from tinyprop.errors import TinypropError
-from tinyprop.monitor.runlog import RunLog, RunState, read_runlog
+from tinyprop.monitor.runlog import RunLog, RunState, frame_event, frame_pixels, read_runlog
 
 CLASSES = ["non_person", "person"]
 
@@ -99,7 +101,6 @@ def test_round_trip_keeps_unknown_fields(tmp_path):
 
 
 def test_writer_stamps_time_and_numpy_values(tmp_path):
-    np = pytest.importorskip("numpy")
     with RunLog(tmp_path / "run.jsonl") as log:
         written = log.write({"type": "log", "text": "hi", "values": np.arange(3, dtype=np.int8),
                              "loss": np.float32(0.5)})
@@ -235,3 +236,143 @@ def test_non_finite_losses_are_written_as_null(tmp_path):
     lines = path.read_text().splitlines()
     assert all('"loss":null' in line for line in lines)  # strict JSON: no NaN, no Infinity
     assert [e["loss"] for e in read_runlog(path)] == [None, None]
+
+
+def camera_image(frame: int, size: int = 48) -> np.ndarray:
+    """A known RGB picture for frame `frame`: red rises down the rows, green across the
+    columns, blue is the frame index."""
+    rows, cols = np.mgrid[0:size, 0:size]
+    return np.stack([rows * 255 // (size - 1), cols * 255 // (size - 1),
+                     np.full((size, size), frame % 256)], axis=-1).astype(np.uint8)
+
+
+def camera_run(frames: int = 120, labelled_every: int = 3, replays: int = 1,
+               seed: int = 0) -> list[dict]:
+    """Events of a `tinyprop learn` run as docs/runlog.md defines them: a frame every 0.1 s,
+    each with its thumbnail; every `labelled_every`-th frame labelled and trained on, then
+    `replays` replay steps on earlier labelled frames; the others predicted only. Predictions
+    start at chance and improve."""
+    rng = random.Random(seed)
+    events: list[dict] = [{
+        "type": "start", "time": 0.0, "app": "learn", "board": "qemu-m4",
+        "counter_unit": "instructions", "sram": 262144, "model": "vww_96_int8.tflite",
+        "blob_id": "8c1f9a02", "classes": CLASSES, "scheme": "last:2", "lr": 0.01, "seed": seed,
+        "camera": {"width": 176, "height": 144, "format": "gray8"},
+    }]
+    step, labelled_frames = 0, []
+    for frame in range(frames):
+        t = round(0.5 + 0.1 * frame, 3)
+        label = rng.randrange(2)
+        right = rng.random() < 0.5 + 0.4 * frame / frames
+        prediction = label if right else 1 - label
+        memory = {"static": 5120, "arena_peak": 61234, "trainable": 9000, "stack_peak": 1400,
+                  "sram": 262144}
+        if frame % labelled_every == 0:
+            events.append({"type": "step", "step": step, "frame": frame, "time": t,
+                           "loss": round(rng.uniform(0.1, 0.9), 4), "label": label,
+                           "prediction": prediction, "correct": right, "skipped": False,
+                           "counter": 45_000_000, "memory": memory})
+            step += 1
+            for earlier in labelled_frames[-replays:] if replays else []:
+                events.append({"type": "step", "step": step, "frame": earlier, "replay": True,
+                               "time": t, "loss": 0.3, "label": 0, "prediction": 1,
+                               "correct": False, "skipped": False, "counter": 45_000_000,
+                               "memory": memory})
+                step += 1
+            labelled_frames.append(frame)
+            shown = label
+        else:
+            events.append({"type": "sample_eval", "step": step, "frame": frame, "time": t,
+                           "label": None, "prediction": prediction, "correct": None,
+                           "skipped": False, "counter": 15_000_000, "memory": memory})
+            shown = None
+        events.append({**frame_event(camera_image(frame), frame, shown, prediction), "time": t})
+    return events
+
+
+def test_frame_event_round_trip(tmp_path):
+    """A thumbnail goes through the run log as written and comes back pixel for pixel."""
+    gray = np.arange(6 * 5, dtype=np.uint8).reshape(6, 5) * 8
+    rgb = camera_image(7, size=9)
+    with RunLog(tmp_path / "run.jsonl") as log:
+        log.write(frame_event(gray, 3, None, 1))
+        log.write(frame_event(rgb, 7, 1, 0))
+    first, second = read_runlog(tmp_path / "run.jsonl")
+    assert {k: first[k] for k in ("type", "frame", "width", "height", "channels", "label",
+                                  "prediction")} == {"type": "frame", "frame": 3, "width": 5,
+                                                     "height": 6, "channels": 1, "label": None,
+                                                     "prediction": 1}
+    assert first["pixels"] == base64.b64encode(gray.tobytes()).decode()  # rows packed
+    assert np.array_equal(frame_pixels(first), gray[..., None])
+    assert (second["width"], second["height"], second["channels"]) == (9, 9, 3)
+    assert np.array_equal(frame_pixels(second), rgb) and frame_pixels(second)[8, 0, 0] == 255
+    assert frame_pixels(frame_event(gray[..., None], 0, 0, 0)).shape == (6, 5, 1)
+
+
+@pytest.mark.parametrize(("pixels", "message"), [
+    (np.zeros((4, 4), np.float32), r"frame 5: thumbnail pixels are float32 \(4, 4\); give a uint8"),
+    (np.zeros((4, 4, 4), np.uint8), r"frame 5: thumbnail pixels are uint8 \(4, 4, 4\)"),
+    (np.zeros((0, 4), np.uint8), r"frame 5: thumbnail pixels are uint8 \(0, 4\)"),
+])
+def test_frame_event_refuses_what_is_not_a_thumbnail(pixels, message):
+    with pytest.raises(TinypropError, match=message):
+        frame_event(pixels, 5, None, 0)
+
+
+def test_bad_frame_events_name_what_is_wrong():
+    good = frame_event(np.zeros((4, 4), np.uint8), 2, None, 0)
+    for change, message in [
+        ({"pixels": base64.b64encode(bytes(12)).decode()},
+         r"frame event 2: 12 pixel bytes, 4 x 4 x 1 = 16"),
+        ({"pixels": "not base64!"}, r"frame event 2: pixels are not base64"),
+        ({"channels": 4}, r"frame event 2: .*channels 1 or 3, not \[4, 4, 4\]"),
+        ({"width": "4"}, r"frame event 2: height, width and channels must be positive"),
+    ]:
+        with pytest.raises(TinypropError, match=message):
+            frame_pixels({**good, **change})
+    # A reader never fails on one: the state says so in its log and keeps the last good frame.
+    state = RunState.from_events([good, {**good, "frame": 3, "pixels": "AAAA"}])
+    assert state.thumbnail.index == 2
+    assert any("frame event 3: 3 pixel bytes" in line for line in state.logs)
+
+
+def test_runstate_counts_frames_and_leaves_replay_steps_out():
+    events = camera_run(120, labelled_every=3, replays=1)
+    state = RunState.from_events(events)
+    steps = [e for e in events if e["type"] == "step"]
+    new = [e for e in steps if not e.get("replay")]
+    replays = [e for e in steps if e.get("replay")]
+    assert len(new) == 40 and len(replays) == 39 and all(not e["correct"] for e in replays)
+    assert state.frames_seen == 120 and state.frame_index == 119
+    assert state.frames_labelled == 40 and state.frames_correct == sum(e["correct"] for e in new)
+    assert state.frame_accuracy == pytest.approx(sum(e["correct"] for e in new) / 40)
+    # The replay steps (all wrong here) are training steps: they weigh on the training accuracy,
+    # never on the accuracy on labelled frames.
+    assert state.steps_seen == 79 and state.scored == 79
+    assert state.accuracy == pytest.approx(sum(e["correct"] for e in new) / 79)
+    assert state.frame_accuracy > state.accuracy
+    last = state.thumbnail
+    assert (last.index, last.label, last.prediction) == (119, None, events[-1]["prediction"])
+    assert np.array_equal(last.pixels, camera_image(119))
+    # The report's samples: 8, spread evenly over the run, the newest last.
+    samples = [f.index for f in state.sample_frames()]
+    assert len(samples) == 8 and samples[0] == 0 and samples[-1] == 119
+    gaps = np.diff(samples)
+    assert gaps.min() >= 119 // 7 - 8 and gaps.max() <= 119 // 7 + 8
+    assert len(state.frame_samples) <= 16  # bounded, however long the run
+    assert len(RunState.from_events(camera_run(600)).frame_samples) <= 16
+
+
+def test_frame_fields_unknown_to_a_reader_are_ignored_and_runs_without_frames_unchanged():
+    events = camera_run(12)
+    extra = [{**e, "exposure_us": 500, "roi": [0, 0, 96, 96]} for e in events]
+    plain, with_extras = RunState.from_events(events), RunState.from_events(extra)
+    assert (with_extras.frames_seen, with_extras.frames_labelled, with_extras.frame_accuracy) == \
+        (plain.frames_seen, plain.frames_labelled, plain.frame_accuracy)
+    state = RunState.from_events(synth_run(120, eval_every=60))
+    assert not state.has_frames and state.thumbnail is None and state.frame_index is None
+    assert state.frames_seen == state.frames_labelled == 0 and state.frame_accuracy is None
+    assert state.sample_frames() == []
+    # A sample_eval without a frame (the device loop's) is no camera frame either.
+    device_eval = {"type": "sample_eval", "step": 3, "prediction": 1}
+    assert not RunState.from_events([device_eval]).has_frames

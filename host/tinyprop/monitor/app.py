@@ -35,6 +35,7 @@ class Dashboard(App):
     #side { width: 2fr; min-width: 44; }
     .panel { border: round $primary-darken-1; border-title-color: $text-accent; padding: 0 1; }
     #loss, #accuracy { height: 1fr; }
+    #camera { height: 2fr; min-height: 8; max-height: 26; display: none; }
     #classes { height: auto; }
     #memory { height: auto; }
     #perf { height: auto; }
@@ -57,6 +58,7 @@ class Dashboard(App):
         yield Static(id="progress")
         with Horizontal(id="main"):
             with Vertical(id="charts"):
+                yield self._panel("camera", "camera: the newest frame the model saw")
                 yield self._panel("loss", "loss")
                 yield self._panel("accuracy", "training accuracy")
             with Vertical(id="side"):
@@ -99,7 +101,12 @@ class Dashboard(App):
         self.query_one("#status", Static).update(render.status_text(state))
         width = self.query_one("#progress", Static).content_size.width
         self.query_one("#progress", Static).update(render.progress_text(state, width))
-        for widget_id, panel in (("loss", render.loss_panel), ("accuracy", render.accuracy_panel)):
+        camera = self.query_one("#camera", Static)
+        if state.has_frames and not camera.display:  # a camera run: lay out, draw next tick
+            camera.display = True
+            self._dirty = True
+        for widget_id, panel in (("camera", render.camera_panel), ("loss", render.loss_panel),
+                                 ("accuracy", render.accuracy_panel)):
             widget = self.query_one(f"#{widget_id}", Static)
             size = widget.content_size
             widget.update(panel(state, size.width, max(2, size.height)))

@@ -3,12 +3,19 @@ the plain line output. Pure functions of the state, so what they show is testabl
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
+from rich.color import Color, ColorTriplet
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 
-from .runlog import MEMORY_PARTS, RunState, error_line
+from .runlog import MEMORY_PARTS, CameraFrame, RunState, error_line, prediction_correct
 
 # Braille cells are 2 dots wide and 4 high; bit of dot (column, row) in U+2800 + bits.
 _DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -24,6 +31,12 @@ def fmt_count(value: float | None, unit: str = "") -> str:
         if abs(value) >= scale:
             return f"{value / scale:.2f}{suffix}{unit}"
     return f"{value:.0f}{unit}"
+
+
+def class_name(state: RunState, index: object) -> str:
+    """A label index as its class name (the index itself when the run names no such class)."""
+    names = state.class_names
+    return names[index] if isinstance(index, int) and 0 <= index < len(names) else str(index)
 
 
 def fmt_pct(value: float | None) -> str:
@@ -147,11 +160,117 @@ def braille_chart(
     return text
 
 
+def fit_pixels(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
+    """A uint8 H x W x C image shrunk by box averaging (each output pixel the rounded mean of
+    the input pixels it covers) to fit `width` x `height` pixels, aspect kept; never enlarged."""
+    h, w = pixels.shape[:2]
+    if w * height >= h * width:  # the width limits
+        out_w = max(1, min(w, width))
+        out_h = max(1, h * out_w // w)
+    else:
+        out_h = max(1, min(h, height))
+        out_w = max(1, w * out_h // h)
+    if (out_h, out_w) == (h, w):
+        return pixels
+    rows, cols = np.arange(out_h) * h // out_h, np.arange(out_w) * w // out_w
+    sums = np.add.reduceat(np.add.reduceat(pixels.astype(np.uint32), rows, axis=0), cols, axis=1)
+    counts = (np.diff(rows, append=h)[:, None] * np.diff(cols, append=w)[None, :])[..., None]
+    return ((sums + counts // 2) // counts).astype(np.uint8)
+
+
+class HalfBlockImage:
+    """A uint8 H x W x C image (C 3, or 1 for gray) as ceil(H / 2) lines of W cells: each cell
+    is '▀', its foreground the upper pixel and its background the lower one, in true colour.
+    A terminal cell is about twice as high as wide, so the pixels come out square. `beside`:
+    lines of text drawn to its right. Made of Segments, not a Text of one span a cell: a frame
+    is redrawn several times a second."""
+
+    def __init__(self, pixels: np.ndarray, beside: Sequence[Text] = ()) -> None:
+        rgb = (pixels if pixels.shape[2] == 3 else np.repeat(pixels, 3, axis=2)).tolist()
+        self.width = len(rgb[0])
+        self.beside = list(beside)
+        self.lines: list[list[Segment]] = []
+        for top in range(0, len(rgb), 2):
+            lower_row = rgb[top + 1] if top + 1 < len(rgb) else [None] * self.width
+            self.lines.append([Segment("▀", _cell_style(*upper, *(lower or (None,) * 3)))
+                               for upper, lower in zip(rgb[top], lower_row, strict=True)])
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        blank = [Segment(" " * self.width)]
+        for row in range(max(len(self.lines), len(self.beside))):
+            yield from self.lines[row] if row < len(self.lines) else blank
+            if row < len(self.beside):
+                yield Segment("  ")
+                yield from self.beside[row].render(console)
+            yield Segment.line()
+
+
+@functools.lru_cache(maxsize=16384)  # neighbouring pixels repeat: a frame reuses most styles
+def _cell_style(red: int, green: int, blue: int, lower_red: int | None, lower_green: int | None,
+                lower_blue: int | None) -> Style:
+    """Foreground the upper pixel, background the lower one (None: an odd last row's)."""
+    lower = None if lower_red is None else (lower_red, lower_green, lower_blue)
+    return Style(color=Color.from_triplet(ColorTriplet(red, green, blue)),
+                 bgcolor=None if lower is None else Color.from_triplet(ColorTriplet(*lower)))
+
+
+MIN_IMAGE_WIDTH = 8  # pixels; a narrower thumbnail says nothing, the panel shows text only
+
+
+def camera_panel(state: RunState, width: int, height: int) -> HalfBlockImage | Text:
+    """The newest thumbnail in half blocks, beside its frame index, the label given, the
+    prediction and the accuracy on labelled frames so far (the text takes what it needs, the
+    picture the rest of `width`)."""
+    frame = state.thumbnail
+    info = _camera_info(state, frame)
+    image_width = width - max(line.cell_len for line in info) - 2
+    if frame is None or image_width < MIN_IMAGE_WIDTH:
+        return Text("\n").join(info)
+    return HalfBlockImage(fit_pixels(frame.pixels, image_width, 2 * max(1, height)), info)
+
+
+def _camera_info(state: RunState, frame: CameraFrame | None) -> list[Text]:
+    lines = []
+    if frame is None:
+        lines.append(Text("no thumbnail yet", style="dim"))
+    else:
+        lines.append(Text.assemble(("frame ", "dim"), (str(frame.index), "bold")))
+        given = "none" if frame.label is None else class_name(state, frame.label)
+        lines.append(Text.assemble(("label given ", "dim"), (given, "bold")))
+        guess = Text.assemble(("prediction  ", "dim"),
+                              ("-" if frame.prediction is None
+                               else class_name(state, frame.prediction), "bold"))
+        if frame.label is not None and frame.prediction is not None:
+            right = frame.label == frame.prediction
+            guess.append(" right" if right else " wrong", "bold green" if right else "bold red")
+        lines.append(guess)
+    if state.frame_index is not None and (frame is None or state.frame_index != frame.index):
+        lines.append(Text.assemble(("newest frame ", "dim"), str(state.frame_index)))
+    lines += [
+        Text(""),
+        Text("accuracy on labelled frames", style="dim"),
+        Text.assemble((fmt_pct(state.frame_accuracy), "bold yellow"),
+                      (f" (n {state.frames_labelled})", "dim")),
+        Text(f"frames seen {state.frames_seen}", style="dim"),
+    ]
+    return lines
+
+
+def camera_text(state: RunState) -> str:
+    """The start event's camera as `176x144 gray8` ("" when the run has none)."""
+    camera = state.start.get("camera")
+    if not isinstance(camera, dict):
+        return ""
+    return f"{camera.get('width', '?')}x{camera.get('height', '?')} {camera.get('format', '?')}"
+
+
 def identity_text(state: RunState) -> Text:
     start = state.start
     text = Text()
     fields = [
+        ("app", start.get("app")),
         ("board", start.get("board")),
+        ("camera", camera_text(state) or None),
         ("model", start.get("model")),
         ("blob", str(start["blob_id"])[:12] if start.get("blob_id") else None),
         ("scheme", start.get("scheme")),
@@ -301,19 +420,15 @@ def log_panel(state: RunState, lines: int) -> Text:
 
 def step_line(state: RunState, event: dict) -> str:
     """One readable line for a step event, already folded into `state` (plain output)."""
-    names = state.class_names
     total = f"/{state.steps_total}" if state.steps_total else ""
-
-    def name(index: object) -> str:
-        return names[index] if isinstance(index, int) and 0 <= index < len(names) else str(index)
-
     if event.get("skipped"):
         return f"step {state.step}{total} skipped"
     counter = "" if state.counter is None else f"  {state.counter:,.0f} {state.counter_unit}"
     scored = ""
     if event.get("prediction") is not None:  # an autoencoder's steps predict no class
         mark = "ok  " if event.get("correct") else "MISS"
-        scored = (f" {mark} {name(event.get('label'))}->{name(event.get('prediction'))} acc "
+        scored = (f" {mark} {class_name(state, event.get('label'))}->"
+                  f"{class_name(state, event.get('prediction'))} acc "
                   f"{fmt_pct(state.accuracy)} last{state.window} {fmt_pct(state.accuracy_window)}")
     return (
         f"step {state.step}{total} ep {event.get('epoch', '-')} loss {fmt_float(state.loss)}"
@@ -323,11 +438,38 @@ def step_line(state: RunState, event: dict) -> str:
     )
 
 
+PLAIN_FRAME_EVERY = 10  # plain output: a line for every labelled frame, else every 10th
+
+
+def frame_line(state: RunState, event: dict) -> str:
+    """One line for a camera frame's `step` or `sample_eval`, already folded (plain output)."""
+    head = f"frame {event['frame']} "
+    if event.get("label") is None:
+        head += "no label"
+    else:
+        head += f"label {class_name(state, event['label'])}"
+        if event.get("skipped"):
+            return head + " skipped"
+    head += f" pred {class_name(state, event.get('prediction'))}"
+    if event.get("type") == "step":
+        mark = "ok" if prediction_correct(event) else "MISS"
+        head += f" {mark} loss {fmt_float(event.get('loss'))}"
+    return (f"{head}  labelled frames {state.frames_labelled} acc "
+            f"{fmt_pct(state.frame_accuracy)}")
+
+
 def event_line(state: RunState, event: dict) -> str | None:
-    """One readable line for any event (plain output); None for events not shown."""
+    """One readable line for any event (plain output); None for events not shown: thumbnails,
+    replay steps, and unlabelled frames between every PLAIN_FRAME_EVERY-th."""
     kind = event.get("type")
+    framed = isinstance(event.get("frame"), int)
     if kind == "step":
-        return step_line(state, event)
+        if event.get("replay"):
+            return None
+        return frame_line(state, event) if framed else step_line(state, event)
+    if kind == "sample_eval":
+        shown = framed and event["frame"] % PLAIN_FRAME_EVERY == 0
+        return frame_line(state, event) if shown else None
     if kind == "start":
         return "start " + identity_text(state).plain.strip() + f"  steps {state.steps_total}"
     if kind == "eval":

@@ -14,8 +14,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from .render import after_warmup, fmt_pct, loss_axis_top
-from .runlog import MEMORY_PARTS, RunState, error_line
+from .render import after_warmup, camera_text, class_name, fmt_pct, loss_axis_top
+from .runlog import MEMORY_PARTS, CameraFrame, RunState, error_line
 
 THOUSANDS = FuncFormatter(lambda value, _: f"{value:,.0f}")  # 1,834,000 rather than 1.834e6
 PERCENT = FuncFormatter(lambda value, _: f"{value:.0%}")
@@ -23,25 +23,55 @@ COLORS = {"static": "#4c72b0", "arena_peak": "#c44e52", "trainable": "#dd8452",
           "stack_peak": "#55a868"}
 
 
+STRIP_HEIGHT = 2.6  # inches the strip of sample frames adds below the plots
+
+
 def draw_report(state: RunState, png_path: str | Path) -> Path:
-    """Write the report figure (loss, accuracy with eval points, training confusion matrix,
-    memory against SRAM, cost per step, run identity) to `png_path`."""
+    """Write the report figure (report_figure) to `png_path`."""
     png_path = Path(png_path)
-    fig = Figure(figsize=(16, 9), dpi=100)
-    grid = fig.add_gridspec(2, 3)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    report_figure(state).savefig(png_path)
+    return png_path
+
+
+def report_figure(state: RunState) -> Figure:
+    """The report: loss, accuracy with eval points, training confusion matrix, memory against
+    SRAM, cost per step, run identity; under them, for a camera run, a strip of sample frames."""
+    samples = state.sample_frames()
+    rows = [4.5, 4.5] + ([STRIP_HEIGHT] if samples else [])  # inches
+    fig = Figure(figsize=(16, sum(rows)), dpi=100)
+    grid = fig.add_gridspec(len(rows), 3, height_ratios=rows)
     _plot_loss(fig.add_subplot(grid[0, 0]), state)
     _plot_accuracy(fig.add_subplot(grid[0, 1]), state)
     _plot_confusion(fig.add_subplot(grid[0, 2]), state)
     _plot_memory(fig.add_subplot(grid[1, 0]), state)
     _plot_cost(fig, grid[1, 1], state)
     _write_identity(fig.add_subplot(grid[1, 2]), state)
+    if samples:
+        _plot_frames(fig, grid[2, :], state, samples)
     start = state.start
     fig.suptitle(f"tinyprop run: {start.get('model', '?')} on {start.get('board', '?')}"
                  f" — {state.status.lower()}", fontsize=14)
     fig.tight_layout()
-    png_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png_path)
-    return png_path
+    return fig
+
+
+def _plot_frames(fig, slot, state: RunState, samples: list[CameraFrame]) -> None:
+    """The sample thumbnails side by side, each captioned with its frame index, the label
+    given and the prediction (green when right, red when wrong)."""
+    cells = slot.subgridspec(1, len(samples), wspace=0.3)
+    for i, frame in enumerate(samples):
+        ax = fig.add_subplot(cells[0, i])
+        gray = frame.pixels.shape[2] == 1
+        ax.imshow(frame.pixels[..., 0] if gray else frame.pixels, cmap="gray" if gray else None,
+                  vmin=0, vmax=255, interpolation="nearest")
+        given = "none" if frame.label is None else class_name(state, frame.label)
+        guess = "-" if frame.prediction is None else class_name(state, frame.prediction)
+        color = ("black" if frame.label is None or frame.prediction is None
+                 else "green" if frame.label == frame.prediction else "red")
+        ax.set_title(f"frame {frame.index}\nlabel: {given}\nprediction: {guess}", fontsize=9,
+                     color=color)
+        ax.set_axis_off()
 
 
 def _mark_epochs(ax, state: RunState) -> None:
@@ -178,10 +208,15 @@ def _write_identity(ax, state: RunState) -> None:
 def identity_rows(state: RunState) -> list[tuple[str, str]]:
     """(name, value) rows describing the run: identity, totals, summary, last error."""
     start, summary = state.start, state.summary or {}
-    rows = [(k, str(start[k])) for k in ("board", "model", "blob_id", "scheme", "lr", "seed",
+    rows = [(k, str(start[k])) for k in ("app", "board", "model", "blob_id", "scheme", "lr", "seed",
                                          "steps_total") if k in start]
+    if camera_text(state):
+        rows.append(("camera", camera_text(state)))
     rows += [("steps seen", f"{state.steps_seen} ({state.skipped} skipped)"),
              ("accuracy (train)", fmt_pct(state.accuracy))]
+    if state.has_frames:
+        rows += [("frames seen", f"{state.frames_seen} ({state.frames_labelled} labelled)"),
+                 ("accuracy (labelled frames)", fmt_pct(state.frame_accuracy))]
     if state.memory:
         of_sram = f" of {state.sram:,} B" if state.sram else ""
         rows.append(("memory used", f"{state.memory_total:,} B{of_sram}"))

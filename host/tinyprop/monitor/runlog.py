@@ -7,6 +7,8 @@ newer producers never break older readers.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import time
@@ -16,12 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from typing_extensions import Self  # a dependency of textual; typing.Self is 3.11+
 
 from ..errors import TinypropError
 
-EVENT_TYPES = ("start", "step", "eval", "log", "error", "disconnect", "summary")
+EVENT_TYPES = ("start", "step", "sample_eval", "frame", "eval", "log", "error", "disconnect",
+               "summary")
 MEMORY_PARTS = ("static", "arena_peak", "trainable", "stack_peak")
+SAMPLE_FRAMES = 8  # frames a report's strip shows
 
 
 def _json_default(value: Any) -> Any:
@@ -98,14 +103,79 @@ def read_runlog(path: str | Path) -> list[dict]:
     return events
 
 
+FRAME_CHANNELS = (1, 3)  # gray, RGB
+
+
+def frame_event(pixels: np.ndarray, frame: int, label: int | None,
+                prediction: int | None) -> dict:
+    """The `frame` event of a camera frame's thumbnail: `pixels` is what the model sees, uint8
+    H x W (gray) or H x W x C with C 1 or 3; `label` the class given (None: no label),
+    `prediction` the model's. RunLog.write stamps its `time`."""
+    given = np.asarray(pixels)
+    pixels = given[..., None] if given.ndim == 2 else given
+    if (pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] not in FRAME_CHANNELS
+            or not pixels.size):
+        raise TinypropError(
+            f"frame {frame}: thumbnail pixels are {given.dtype} {tuple(given.shape)}; give a "
+            "uint8 H x W (gray) or H x W x 3 (RGB) array"
+        )
+    height, width, channels = pixels.shape
+    return {"type": "frame", "frame": int(frame), "width": width, "height": height,
+            "channels": channels,
+            "pixels": base64.b64encode(np.ascontiguousarray(pixels).tobytes()).decode("ascii"),
+            "label": None if label is None else int(label),
+            "prediction": None if prediction is None else int(prediction)}
+
+
+def frame_pixels(event: dict) -> np.ndarray:
+    """The thumbnail of a `frame` event as uint8 H x W x C (C 1 or 3)."""
+    where = f"frame event {event.get('frame', '?')}"
+    size = [event.get(key) for key in ("height", "width", "channels")]
+    if not all(isinstance(n, int) and n > 0 for n in size) or size[2] not in FRAME_CHANNELS:
+        raise TinypropError(f"{where}: height, width and channels must be positive integers, "
+                            f"channels 1 or 3, not {size}; see docs/runlog.md")
+    try:
+        raw = base64.b64decode(str(event.get("pixels", "")), validate=True)
+    except binascii.Error:
+        raise TinypropError(f"{where}: pixels are not base64; see docs/runlog.md") from None
+    expected = size[0] * size[1] * size[2]
+    if len(raw) != expected:
+        raise TinypropError(f"{where}: {len(raw)} pixel bytes, {size[0]} x {size[1]} x {size[2]} "
+                            f"= {expected} expected; see docs/runlog.md")
+    return np.frombuffer(raw, dtype=np.uint8).reshape(size)
+
+
+@dataclass(frozen=True)
+class CameraFrame:
+    """A camera frame's thumbnail as a `frame` event carries it."""
+
+    index: int
+    pixels: np.ndarray  # uint8 H x W x C, C 1 (gray) or 3 (RGB)
+    label: int | None
+    prediction: int | None
+
+    @classmethod
+    def from_event(cls, event: dict) -> CameraFrame:
+        index, label, prediction = event.get("frame"), event.get("label"), event.get("prediction")
+        if not isinstance(index, int):
+            raise TinypropError(f"frame event: `frame` must be the frame's 0-based index, not "
+                                f"{index!r}; see docs/runlog.md")
+        return cls(index, frame_pixels(event),
+                   label if isinstance(label, int) else None,
+                   prediction if isinstance(prediction, int) else None)
+
+
 @dataclass
 class RunState:
     """Everything a display shows about a run, folded from its events one at a time.
 
     The confusion matrix counts training predictions, rows = true label, columns = prediction
-    (the same layout as `eval` events). `window` is the number of recent steps behind the
-    windowed accuracy and the samples/s rate; `ema_alpha` is the weight of a new loss in the
-    smoothed loss.
+    (the same layout as `eval` events). A camera run (`tinyprop learn`) also has frames: each
+    `step` or `sample_eval` with a `frame` index is one (a `replay` step is not: it trains again
+    on an earlier frame), `thumbnail` is the newest `frame` event and `frame_accuracy` the
+    share of labelled frames the model predicted right before training on them. `window` is
+    the number of recent steps behind the windowed accuracy and the samples/s rate;
+    `ema_alpha` is the weight of a new loss in the smoothed loss.
     """
 
     window: int = 50
@@ -133,6 +203,13 @@ class RunState:
     confusion: list[list[int]] = field(default_factory=list)
     memory: dict = field(default_factory=dict)
 
+    frames_seen: int = 0  # camera frames predicted (non-replay steps and sample_evals)
+    frames_labelled: int = 0  # of them, trained on with a label and a prediction (not skipped)
+    frames_correct: int = 0
+    frame_index: int | None = None  # the newest camera frame's index
+    thumbnail: CameraFrame | None = None  # the newest `frame` event
+    frame_samples: list[CameraFrame] = field(default_factory=list)  # spread over the run
+
     evals: list[dict] = field(default_factory=list)
     logs: deque = field(default_factory=deque)
     errors: list[dict] = field(default_factory=list)
@@ -145,6 +222,10 @@ class RunState:
     def __post_init__(self) -> None:
         self._recent: deque = deque(maxlen=self.window)  # (time, correct or None) of recent steps
         self.logs = deque(self.logs, maxlen=self.log_lines)
+        # frame_samples keeps every `_sample_stride`-th thumbnail, halving itself (and doubling
+        # the stride) when it grows past twice SAMPLE_FRAMES: evenly spread, in bounded memory.
+        self._sample_stride = 1
+        self._thumbnails = 0
 
     @classmethod
     def from_events(cls, events: Iterable[dict], **options: Any) -> RunState:
@@ -184,6 +265,8 @@ class RunState:
         if event.get("memory"):
             self.memory = event["memory"]
             self.sram = self.sram or self.memory.get("sram")
+        if not event.get("replay"):
+            self._count_frame(event)
         if event.get("skipped"):
             self.skipped += 1
             self._recent.append((self.time, None))
@@ -197,16 +280,42 @@ class RunState:
         counter = event.get("counter")
         self.counters.append(math.nan if counter is None else float(counter))
         label, prediction = event.get("label"), event.get("prediction")
-        correct = event.get("correct")
-        if correct is None and label is not None and prediction is not None:
-            correct = label == prediction
-        self._recent.append((self.time, None if correct is None else bool(correct)))
+        correct = prediction_correct(event)
+        self._recent.append((self.time, correct))
         if correct is not None:
             self.scored += 1
-            self.correct += bool(correct)
+            self.correct += correct
         self._count_confusion(label, prediction)
         self.accuracy_running.append(self.accuracy)
         self.accuracy_windowed.append(self.accuracy_window)
+
+    def _count_frame(self, event: dict) -> None:
+        """A `step` (not replay) or `sample_eval` that carries a camera frame's index."""
+        if not isinstance(event.get("frame"), int):
+            return
+        self.frames_seen += 1
+        self.frame_index = event["frame"]
+        correct = prediction_correct(event)
+        if event.get("type") == "step" and not event.get("skipped") and correct is not None:
+            self.frames_labelled += 1
+            self.frames_correct += correct
+
+    def _fold_sample_eval(self, event: dict) -> None:
+        self._count_frame(event)
+
+    def _fold_frame(self, event: dict) -> None:
+        try:
+            frame = CameraFrame.from_event(event)
+        except TinypropError as exc:  # a reader never fails on an event: say so, go on
+            self.logs.append(f"{self.time:.1f}s {exc}")
+            return
+        self.thumbnail = frame
+        if self._thumbnails % self._sample_stride == 0:
+            self.frame_samples.append(frame)
+            if len(self.frame_samples) > 2 * SAMPLE_FRAMES:
+                self.frame_samples = self.frame_samples[::2]
+                self._sample_stride *= 2
+        self._thumbnails += 1
 
     def _count_confusion(self, label: Any, prediction: Any) -> None:
         if not (isinstance(label, int) and isinstance(prediction, int)):
@@ -252,6 +361,24 @@ class RunState:
     def accuracy_window(self) -> float | None:
         marks = [c for _, c in self._recent if c is not None]
         return sum(marks) / len(marks) if marks else None
+
+    @property
+    def frame_accuracy(self) -> float | None:
+        """Share of labelled frames predicted right (before training on them)."""
+        return self.frames_correct / self.frames_labelled if self.frames_labelled else None
+
+    @property
+    def has_frames(self) -> bool:
+        return self.frames_seen > 0 or self.thumbnail is not None
+
+    def sample_frames(self, count: int = SAMPLE_FRAMES) -> list[CameraFrame]:
+        """Up to `count` thumbnails evenly spread over the run, the newest last."""
+        kept = list(self.frame_samples)
+        if self.thumbnail is not None and (not kept or kept[-1] is not self.thumbnail):
+            kept.append(self.thumbnail)
+        if len(kept) <= count:
+            return kept
+        return [kept[round(i * (len(kept) - 1) / (count - 1))] for i in range(count)]
 
     @property
     def loss(self) -> float | None:
@@ -332,6 +459,15 @@ class RunState:
     @property
     def last_error(self) -> dict | None:
         return self.errors[-1] if self.errors else None
+
+
+def prediction_correct(event: dict) -> bool | None:
+    """Whether a step's prediction was right: its `correct`, else label == prediction; None
+    when it has no label or no prediction."""
+    label, prediction, correct = event.get("label"), event.get("prediction"), event.get("correct")
+    if correct is None and label is not None and prediction is not None:
+        correct = label == prediction
+    return None if correct is None else bool(correct)
 
 
 def error_line(event: dict) -> str:
