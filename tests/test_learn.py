@@ -34,7 +34,13 @@ from tinyprop.learn.camera import (
     sensor_frame,
     write_camera,
 )
-from tinyprop.learn.run import LearnConfig, LearnSession, learn_firmware, replay_on_host
+from tinyprop.learn.run import (
+    LearnConfig,
+    LearnSession,
+    learn_firmware,
+    replay_on_host,
+    step_order,
+)
 
 CLASSES = ("non_person", "person")
 N_FRAMES = 16
@@ -107,6 +113,9 @@ def test_the_board_learns_what_the_host_replays(last2, frames_dir, tmp_path, mod
     assert [e["type"] == "step" for e in per_frame] == [y != NO_LABEL for y in labels]
     assert sum(bool(e.get("replay")) for e in steps) == \
         len(results) - sum(y != NO_LABEL for y in labels)
+    # each step names the frame it trained on, replays the kept frames they came from
+    assert [(e["frame"], e["label"]) for e in steps] == \
+        step_order(labels, len(CLASSES), replay)
     start, summary = events[0], events[-1]
     assert start["camera"] == {"width": frames.mode.width, "height": frames.mode.height,
                                "format": "gray8" if mode == "qcif-gray" else "rgb565"}

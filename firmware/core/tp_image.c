@@ -44,6 +44,21 @@ static void decode(uint32_t format, const uint8_t *p, uint32_t v[3])
     }
 }
 
+/* An output pixel, its n_in channels in v, as out_c channels: RGB to luma, gray to RGB. */
+static void store(uint8_t *out, const uint32_t v[3], uint32_t n_in, uint32_t out_c)
+{
+    uint32_t c;
+    if (out_c == n_in) {
+        for (c = 0; c < n_in; c++) {
+            out[c] = (uint8_t)v[c];
+        }
+    } else if (out_c == 1u) {
+        out[0] = (uint8_t)((19595u * v[0] + 38470u * v[1] + 7471u * v[2] + 32768u) >> 16);
+    } else {
+        out[0] = out[1] = out[2] = (uint8_t)v[0];
+    }
+}
+
 tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint32_t out_h,
                        uint32_t out_c)
 {
@@ -79,6 +94,13 @@ tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint
         for (x = 0; x < out_w; x++) {
             uint32_t i0, i1, i, j, v[3];
             uint32_t sum[3] = {0u, 0u, 0u};
+            if (cw == out_w && ch == out_h) { /* one source pixel, all of it: the average */
+                decode(frame->format,
+                       frame->pixels + (size_t)(y0 + y) * frame->stride + (size_t)(x0 + x) * bpp,
+                       v);
+                store(out + (y * out_w + x) * out_c, v, n_in, out_c);
+                continue;
+            }
             span(x, out_w, cw, &i0, &i1);
             for (j = j0; j <= j1; j++) {
                 const uint8_t *row = frame->pixels + (size_t)(y0 + j) * frame->stride;
@@ -94,18 +116,7 @@ tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint
             for (c = 0; c < n_in; c++) {
                 v[c] = (sum[c] + area / 2u) / area;
             }
-            if (out_c == n_in) {
-                for (c = 0; c < n_in; c++) {
-                    out[(y * out_w + x) * out_c + c] = (uint8_t)v[c];
-                }
-            } else if (out_c == 1u) { /* RGB to luma */
-                out[y * out_w + x] =
-                    (uint8_t)((19595u * v[0] + 38470u * v[1] + 7471u * v[2] + 32768u) >> 16);
-            } else { /* gray to RGB */
-                out[(y * out_w + x) * 3u] = (uint8_t)v[0];
-                out[(y * out_w + x) * 3u + 1u] = (uint8_t)v[0];
-                out[(y * out_w + x) * 3u + 2u] = (uint8_t)v[0];
-            }
+            store(out + (y * out_w + x) * out_c, v, n_in, out_c);
         }
     }
     return TP_OK;

@@ -15,7 +15,6 @@ board's C (tinyprop.data.image), and the steps come in the board's order.
 
 from __future__ import annotations
 
-import base64
 import queue
 import re
 import time
@@ -49,6 +48,7 @@ from ..device.protocol import (
 )
 from ..device.runners import start_host_board, start_qemu
 from ..errors import DeviceError, TinypropError
+from ..monitor.runlog import frame_event
 from ..paths import BUILD_ROOT
 from ..status import status_name
 from .camera import NO_LABEL, Frames, LiveCamera, write_camera
@@ -291,6 +291,9 @@ class LearnSession:
             self.live.start()
         seen: Seen | None = None
         thumb: dict = {}
+        shown: dict = {}  # frame -> (label, prediction), for its thumbnail
+        kept: list[int] = []  # the frames in the app's replay buffer, oldest first
+        replaying: list[int] = []
         costs = {"capture": [], "prep": [], "step": [], "infer": []}
         while True:
             try:
@@ -307,14 +310,19 @@ class LearnSession:
                 costs["prep"].append(msg.prep)
             elif isinstance(msg, Metric):
                 event = step_event(msg, r.sram_bytes)
-                replay = bool(msg.flags & MetricFlags.REPLAY)
                 event["frame"] = seen.frame if seen is not None else None
-                if replay:
+                if msg.flags & MetricFlags.REPLAY:  # a kept frame's, oldest first
                     event["replay"] = True
+                    event["frame"] = replaying.pop(0) if replaying else None
+                elif seen is not None:
+                    shown = {seen.frame: (event["label"], event["prediction"])}
+                    if not msg.flags & MetricFlags.EVAL:  # the app keeps it after its replays
+                        replaying = list(kept)
+                        kept = (kept + [seen.frame])[-f["replay"]:] if f["replay"] else []
                 costs["infer" if msg.flags & MetricFlags.EVAL else "step"].append(msg.counter)
                 yield event
             elif isinstance(msg, Thumb):
-                event = _thumb_piece(thumb, msg)
+                event = _thumb_piece(thumb, msg, shown)
                 if event is not None:
                     yield event
             elif isinstance(msg, Log):
@@ -351,8 +359,9 @@ def _ready_fields(m: re.Match) -> dict:
             "arena": int(m.group(12)), "params": int(m.group(13))}
 
 
-def _thumb_piece(pending: dict, msg: Thumb) -> dict | None:
-    """Collect THUMB chunks; the `frame` event once a thumbnail is whole."""
+def _thumb_piece(pending: dict, msg: Thumb, seen: dict) -> dict | None:
+    """Collect THUMB chunks; the `frame` event once a thumbnail is whole (`seen`: frame ->
+    (label, prediction) of the frames whose METRIC came)."""
     total = msg.width * msg.height * msg.channels
     if msg.offset == 0:
         pending.clear()
@@ -363,9 +372,9 @@ def _thumb_piece(pending: dict, msg: Thumb) -> dict | None:
     pending["data"][msg.offset:msg.offset + len(msg.data)] = msg.data
     if msg.offset + len(msg.data) < total:
         return None
-    return {"type": "frame", "frame": msg.frame, "width": msg.width, "height": msg.height,
-            "channels": msg.channels,
-            "pixels": base64.b64encode(bytes(pending.pop("data"))).decode()}
+    px = np.frombuffer(bytes(pending.pop("data")), np.uint8).reshape(
+        msg.height, msg.width, msg.channels)
+    return frame_event(px, msg.frame, *seen.get(msg.frame, (None, None)))
 
 
 def _summary(done: str, costs: dict, unit: str) -> dict:
