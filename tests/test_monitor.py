@@ -393,3 +393,26 @@ def test_plain_lines_of_a_camera_run():
     assert frames[2].startswith("frame 6 label ")
     assert frames[4].startswith("frame 10 no label pred ")
     assert lines[-1].startswith("DISCONNECTED")  # camera_run ends without a summary
+
+
+def test_keys_the_run_takes_reach_it_and_q_still_quits():
+    """tinyprop learn --labels keys: the dashboard offers every key to the run (a class's index
+    labels the latest frame); keys it does not take keep their meaning."""
+    from tinyprop.commands.learn import key_label
+
+    given = []
+    session = type("Session", (), {"give_label": lambda self, k: given.append(k)})()
+
+    async def drive():
+        app = Dashboard(EventPump(iter([{"type": "start", "board": "qemu-m4"}])),
+                        on_key=key_label(session, ("non_person", "person")))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app, lambda: app.source_ended)
+            await pilot.press("1", "0", "7", "x")
+            await pilot.pause(0.1)
+            await pilot.press("q")
+            await pilot.pause(0.1)
+            return app.is_running
+
+    assert asyncio.run(drive()) is False
+    assert given == [1, 0]  # 7 is no class of two

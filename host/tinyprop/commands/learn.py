@@ -101,14 +101,26 @@ def read_keys(session, classes, stream) -> None:
     threading.Thread(target=loop, daemon=True).start()
 
 
-def show(source, args: argparse.Namespace):
-    """The run's events on the dashboard (a terminal) or as lines, logged to --log."""
+def show(source, args: argparse.Namespace, on_key=None):
+    """The run's events on the dashboard (a terminal) or as lines, logged to --log; `on_key`:
+    the dashboard's keys a label."""
     from ..monitor import plain_lines, run_dashboard
     if args.log is not None:
         args.log.unlink(missing_ok=True)
-    if args.plain or not sys.stdout.isatty() or args.labels == "keys":  # keys: stdin's lines
+    if args.plain or not sys.stdout.isatty():
         return plain_lines(source, sys.stdout, log_path=args.log)
-    return run_dashboard(source, log_path=args.log)
+    return run_dashboard(source, log_path=args.log, on_key=on_key)
+
+
+def key_label(session, classes):
+    """The dashboard's key handler of --labels keys: a class's index key labels the latest
+    frame."""
+    def on_key(key: str) -> bool:
+        if key.isdigit() and int(key) < len(classes):
+            session.give_label(int(key))
+            return True
+        return False
+    return on_key
 
 
 def real_board(args: argparse.Namespace, profile) -> int:
@@ -183,11 +195,14 @@ def run(args: argparse.Namespace) -> int:
     cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
     with LearnSession(args.board, tb.blob, frames, labels, cfg, workdir, classes,
                       live_fps=args.fps if keys else None) as session:
-        if keys:
+        on_key = None
+        if keys and (args.plain or not sys.stdout.isatty()):
             read_keys(session, classes, sys.stdin)
             print(f"label the frame shown: type a class ({', '.join(classes)}) or its index, "
                   "then Enter", file=sys.stderr)
-        state = show(session.events(), args)
+        elif keys:
+            on_key = key_label(session, classes)
+        state = show(session.events(), args, on_key)
         if state.disconnected:
             print(f"tinyprop learn: the board stopped before its frames ended "
                   f"({state.disconnect_text}); run again to resume from its store",

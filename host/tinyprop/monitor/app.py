@@ -4,9 +4,11 @@ costs redraws, never events, and the producer is never waited on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Static
@@ -43,13 +45,20 @@ class Dashboard(App):
     Screen.disconnected .panel { border: round $error; }
     """
 
-    def __init__(self, pump: EventPump, state: RunState | None = None) -> None:
+    def __init__(self, pump: EventPump, state: RunState | None = None,
+                 on_key: Callable[[str], bool] | None = None) -> None:
         super().__init__()
         self.pump = pump
+        self.on_key_pressed = on_key  # a key the run takes (a label): True when taken
         self.state = state or RunState()
         self.redraws = 0
         self.source_ended = False
         self._dirty = True
+
+    def on_key(self, event: events.Key) -> None:
+        if self.on_key_pressed is not None and event.character and \
+                self.on_key_pressed(event.character):
+            event.stop()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -119,9 +128,11 @@ class Dashboard(App):
         log.update(render.log_panel(state, max(1, log.content_size.height)))
 
 
-def run_dashboard(source: EventSource, log_path: str | Path | None = None) -> RunState:
+def run_dashboard(source: EventSource, log_path: str | Path | None = None,
+                  on_key: Callable[[str], bool] | None = None) -> RunState:
     """Show `source` full screen until the user quits (q); returns the state at that point.
-    With `log_path`, every event is also appended there as it arrives."""
-    app = Dashboard(EventPump(source, log_path))
+    With `log_path`, every event is also appended there as it arrives; `on_key` is offered
+    every other key pressed (tinyprop learn --labels keys: a class's index labels a frame)."""
+    app = Dashboard(EventPump(source, log_path), on_key=on_key)
     app.run()
     return app.state
