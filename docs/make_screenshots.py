@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -35,8 +36,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from tinyprop.data.assets import resolve_dataset, resolve_model
 from tinyprop.monitor import Dashboard, EventPump
-from tinyprop.monitor.render import fit_pixels
-from tinyprop.monitor.runlog import RunLog, frame_event, read_runlog
+from tinyprop.monitor.runlog import read_runlog
 
 DOCS = Path(__file__).resolve().parent
 BUILD = DOCS.parent / "build" / "docs"
@@ -98,46 +98,30 @@ def shoot_replay(log: Path, upto: int) -> None:
 
 
 def make_camera_run(blob: Path, frames: int = 120, labelled_every: int = 3) -> Path:
-    """A camera run logged as `tinyprop learn` logs it (docs/runlog.md), on qemu-m4: vww-mini's
-    training photos under the haze shift, shuffled, are the frames of a 96x96 gray8 camera
-    (luma replicated into the RGB model's input); every `labelled_every`-th is labelled and
-    trained on, then one replay step on the labelled frame before it; the others are only
-    predicted. Each frame's thumbnail is its luma box-averaged to 48x48."""
-    from tinyprop.compile.blob import blob_id
-    from tinyprop.compile.blobfile import load_blob
-    from tinyprop.data.datasets import CLASSES, load_images, quantize_pixels
-    from tinyprop.data.image import to_gray
-    from tinyprop.engines import HParams, open_engine
+    """A `tinyprop learn` run on qemu-m4: vww-mini's training photos under the haze shift,
+    shuffled (the split lists one class, then the other), are the frames of a 96x96 gray
+    camera (luma replicated into the RGB model's input); every `labelled_every`-th is labelled
+    by the script and trained on, with one replay slot; the others are only predicted. Each
+    frame's thumbnail is logged."""
+    from tinyprop.data.datasets import CLASSES, load_images
 
-    tb = load_blob(blob)
     rgb, labels, _ = load_images(resolve_dataset(), "train", shift="haze", size=(96, 96))
-    shown = np.random.default_rng(0).permutation(len(rgb))[:frames]  # the split is by class
-    gray, labels = to_gray(rgb[shown]), labels[shown]
-    xs = quantize_pixels(np.repeat(gray, 3, axis=-1), tb.graph.input.s, tb.graph.input.zp)
+    shown = np.random.default_rng(0).permutation(len(rgb))[:frames]
+    folder = BUILD / "camera"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    script = []
+    for frame, i in enumerate(shown):
+        name = f"{frame:03d}.png"
+        Image.fromarray(rgb[i]).save(folder / name)
+        if frame % labelled_every == 0:
+            script.append(f"{name},{CLASSES[labels[i]]}")
+    (BUILD / "camera.csv").write_text("\n".join(script) + "\n")
     log_path = BUILD / "camera.jsonl"
-    log_path.unlink(missing_ok=True)
-    with open_engine("qemu-m4", tb, HParams(lr=0.01, seed=0)) as engine, RunLog(log_path) as log:
-        device = engine.device  # its replies are run-log events already (device.step_event)
-        log.write({"type": "start", "app": "learn", "board": engine.name,
-                   "counter_unit": engine.counter_unit, "sram": engine.sram,
-                   "model": tb.source.name, "blob_id": f"{blob_id(tb.blob):08x}",
-                   "classes": list(CLASSES[: tb.classes]), "scheme": tb.program.scheme.name,
-                   "lr": 0.01, "seed": 0,
-                   "camera": {"width": 96, "height": 96, "format": "gray8"}})
-        for frame, (x, label) in enumerate(zip(xs, labels.tolist(), strict=True)):
-            if frame % labelled_every:
-                event = {**device.classify(x), "frame": frame}
-                given = None
-            else:
-                event = {**device.train(x, label), "frame": frame}
-                given = label
-            log.write(event)
-            if given is not None and frame >= labelled_every:
-                earlier = frame - labelled_every
-                log.write({**device.train(xs[earlier], int(labels[earlier])), "frame": earlier,
-                           "replay": True})
-            thumbnail = fit_pixels(gray[frame], 48, 48)
-            log.write(frame_event(thumbnail, frame, given, event["prediction"]))
+    tinyprop("learn", "--blob", str(blob), "--camera", str(folder), "--labels",
+             str(BUILD / "camera.csv"), "--format", "96-gray", "--replay", "1", "--lr", "0.01",
+             "--thumbs", "1", "--workdir", str(BUILD / "learn"), "--fresh", "--log",
+             str(log_path), "--plain")
     return log_path
 
 

@@ -65,8 +65,9 @@ ERROR_NAMES = _status_names()
 TYPE_NAMES = {
     0x01: "HELLO", 0x05: "INPUT_CHUNK",
     0x06: "TRAIN", 0x07: "EVAL", 0x08: "SET_HPARAMS", 0x09: "PULL_PARAMS", 0x0A: "PUSH_PARAMS",
-    0x0B: "SAVE_PARAMS", 0x0C: "RESET", 0x0D: "BULK_OPEN", 0x0E: "BULK_SAMPLE", 0x81: "READY",
-    0x82: "ACK", 0x83: "METRIC", 0x84: "OUTPUT", 0x85: "PARAMS", 0x86: "ERROR", 0x87: "LOG",
+    0x0B: "SAVE_PARAMS", 0x0C: "RESET", 0x0D: "BULK_OPEN", 0x0E: "BULK_SAMPLE", 0x0F: "LABEL",
+    0x10: "GET_FRAME", 0x81: "READY", 0x82: "ACK", 0x83: "METRIC", 0x84: "OUTPUT",
+    0x85: "PARAMS", 0x86: "ERROR", 0x87: "LOG", 0x88: "SEEN", 0x89: "THUMB",
 }
 # Fixed-size leading fields of the device messages this filter shows. READY's depend on the
 # protocol version (byte 18): version 2 adds free RAM, largest and second block before the name.
@@ -76,6 +77,8 @@ ACK = struct.Struct("<BI")
 METRIC = struct.Struct("<IfIIIIIBBBB")
 PARAMS = struct.Struct("<I")
 ERROR = struct.Struct("<H")
+SEEN = struct.Struct("<III")
+THUMB = struct.Struct("<IIBBB")
 
 
 def error_name(code: int) -> str:
@@ -162,7 +165,7 @@ class FrameReader:
                 METRIC.unpack(payload)
             )
             verdict = {0: "wrong", 1: "ok"}.get(correct, "?")
-            kind = "eval" if flags & 0x02 else "step"
+            kind = "eval" if flags & 0x02 else "replay step" if flags & 0x04 else "step"
             skipped = " (update skipped)" if flags & 0x01 else ""
             return (
                 f"{kind} {step} loss {loss:.3g} label {self._label(label)} "
@@ -183,6 +186,13 @@ class FrameReader:
         if msg_type == 0x85:
             (offset,) = PARAMS.unpack_from(payload)
             return f"params at {offset}: {len(payload) - PARAMS.size} B (seq {seq})"
+        if msg_type == 0x88:  # the learn app took a camera frame
+            frame, capture, prep = SEEN.unpack(payload)
+            return f"frame {frame}: capture {capture} {self.unit}, fit {prep} {self.unit}"
+        if msg_type == 0x89:
+            frame, offset, width, height, channels = THUMB.unpack_from(payload)
+            return (f"thumbnail of frame {frame} ({width}x{height}x{channels}) at {offset}: "
+                    f"{len(payload) - THUMB.size} B (seq {seq})")
         return f"{TYPE_NAMES[msg_type]} (seq {seq}), {len(payload)} B payload"  # host frames
 
 

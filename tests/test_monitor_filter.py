@@ -127,7 +127,8 @@ def test_restated_tables_match_the_protocol_module() -> None:
     assert F.TYPE_NAMES == {int(t): t.name for t in p.MsgType}
     assert F.COUNTER_UNITS.keys() == {int(u) for u in p.CounterUnit}
     for struct_, cls in [(F.READY, p.Ready), (F.ACK, p.Ack), (F.METRIC, p.Metric),
-                         (F.PARAMS, p.Params), (F.ERROR, p.Error)]:
+                         (F.PARAMS, p.Params), (F.ERROR, p.Error), (F.SEEN, p.Seen),
+                         (F.THUMB, p.Thumb)]:
         assert struct_.format == cls.FIXED.format
     assert F.MAX_BODY == p.MAX_BODY and F.MAX_WIRE >= 2 * p.MAX_FRAME
     assert F.error_name(0x4242) == status_name(0x4242) == "0x4242"
