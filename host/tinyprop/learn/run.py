@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import queue
 import re
+import subprocess
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -237,8 +238,15 @@ class LearnSession:
         self.given.put(int(label))
 
     def ended(self) -> bool:
-        """Whether the board process tinyprop started has exited (never for a real board)."""
-        return self.run is not None and self.run.proc.poll() is not None
+        """Whether the board process tinyprop started has exited, given a moment to (its link
+        closes as it dies); never for a real board."""
+        if self.run is None:
+            return False
+        try:
+            self.run.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _recv(self, timeout: float):
         """The board's next message; labels given meanwhile are sent while waiting for it."""
