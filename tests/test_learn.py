@@ -305,3 +305,29 @@ def test_holdout_accuracy_rises_with_what_the_board_learned(last2, vww_data_dir,
     after = evaluate_tflite(out, xs, ys)["accuracy"]
     assert after > before + 0.03, (before, after)
     assert sum('"type":"frame"' in line for line in log.read_text().splitlines()) > 0
+
+
+def test_a_multi_frame_image_is_a_camera_and_raw_frames_are_taken_as_they_are(tmp_path):
+    """An animated GIF plays its frames (named by index); a raw frame file is the sensor's bytes
+    as they are; both in name order with photos."""
+    rng = np.random.default_rng(3)
+    scenes = [rng.integers(0, 256, (120, 160, 3), np.uint8) for _ in range(3)]
+    gif = tmp_path / "clip.gif"
+    Image.fromarray(scenes[0]).save(gif, save_all=True,
+                                    append_images=[Image.fromarray(s) for s in scenes[1:]])
+    mode = camera_mode("qqvga-rgb565")
+    frames = read_frames(gif, mode)
+    with Image.open(gif) as img:  # GIF frames are palette images: compare with what PIL reads
+        decoded = []
+        for i in range(3):
+            img.seek(i)
+            decoded.append(np.asarray(img.convert("RGB")))
+    assert frames.names == ("0", "1", "2")
+    assert frames.raw == tuple(sensor_frame(d, mode) for d in decoded)
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    Image.fromarray(scenes[0]).save(folder / "a.png")
+    (folder / "b.raw").write_bytes(bytes(range(256)) * (mode.frame_bytes // 256))
+    mixed = read_frames(folder, mode)
+    assert mixed.names == ("a.png", "b.raw")
+    assert mixed.raw == (sensor_frame(scenes[0], mode), (folder / "b.raw").read_bytes())
