@@ -132,7 +132,13 @@ def real_board(args: argparse.Namespace, profile) -> int:
     from ..device.firmware import _write_header
     from ..device.flash import flash_job
     from ..errors import TinypropError
-    from ..learn.run import LEARN_DIR, LearnConfig, LearnSession
+    from ..learn.run import (
+        DEFAULT_FRAME_BYTES,
+        LEARN_DIR,
+        LearnConfig,
+        LearnSession,
+        check_learn_fits,
+    )
     from ..training.export import export_params
 
     if args.camera is not None or args.labels is not None:
@@ -140,6 +146,8 @@ def real_board(args: argparse.Namespace, profile) -> int:
                             "and button; --camera and --labels are for qemu-m4, rv32-virt, host")
     tb = load_blob(args.blob, args.model)
     cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
+    if profile.placement == "static":  # the ESP32's frame is in PSRAM, its buffers on the heap
+        check_learn_fits(profile, tb.blob, cfg, DEFAULT_FRAME_BYTES, "QCIF RGB565 (the default)")
     text = cfg.header()
     header = _write_header(LEARN_DIR / f"{zlib.crc32(text.encode()):08x}" / "learn_config.h",
                            text)

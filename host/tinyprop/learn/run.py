@@ -86,20 +86,25 @@ class LearnConfig:
             *([f"#define TP_LEARN_FRAME_BYTES {frame_bytes}u"] if frame_bytes else []), ""])
 
 
-def check_learn_fits(profile, blob: bytes, cfg: LearnConfig, frames: Frames) -> None:
+# The learn app's frame buffer when the build does not size it (tp_learn.h): QCIF RGB565.
+DEFAULT_FRAME_BYTES = 176 * 144 * 2
+
+
+def check_learn_fits(profile, blob: bytes, cfg: LearnConfig, frame_bytes: int,
+                     frame_name: str = "camera") -> None:
     """Refuse, in one line, a learn app whose buffers do not fit the board: the blob's arena and
     params record (as the device loop's), the frame buffer and the replay buffer."""
     needs, cap = blob_needs(blob), profile.capacity()
     info = read_blob(blob)
     replay = cfg.replay * info.tensors[info.input].size
-    total = needs.arena + needs.record + frames.mode.frame_bytes + replay
+    total = needs.arena + needs.record + frame_bytes + replay
     if total > cap.free:
         raise TinypropError(
             f"the learn app does not fit {profile.where()}: the blob's arena and params record "
-            f"({needs.arena + needs.record:,} B), a {frames.mode.name} frame "
-            f"({frames.mode.frame_bytes:,} B) and {cfg.replay} replay frames ({replay:,} B) need "
-            f"{total:,} B of its {cap.free:,} B; lower --replay, choose a smaller --format or "
-            "convert the model for less memory (--budget)")
+            f"({needs.arena + needs.record:,} B), a {frame_name} frame ({frame_bytes:,} B) and "
+            f"{cfg.replay} replay frames ({replay:,} B) need {total:,} B of its {cap.free:,} B; "
+            "lower --replay, choose a smaller --format or convert the model for less memory "
+            "(--budget)")
 
 
 def learn_firmware(board: str, blob: bytes, cfg: LearnConfig, frames: Frames) -> Path:
@@ -213,7 +218,8 @@ class LearnSession:
         if frames is None:  # any mode sizes the buffer: the board refuses before a frame
             from .camera import DEFAULT_MODE, camera_mode
             frames = Frames(camera_mode(DEFAULT_MODE), (), ())
-        check_learn_fits(self.board, self.blob, self.cfg, frames)
+        check_learn_fits(self.board, self.blob, self.cfg, frames.mode.frame_bytes,
+                         frames.mode.name)
         firmware = learn_firmware(self.board.arg, self.blob, self.cfg, frames)
         if self.board.runner.kind == "emulator":
             self.run = self._stack.enter_context(
