@@ -331,3 +331,22 @@ def test_a_multi_frame_image_is_a_camera_and_raw_frames_are_taken_as_they_are(tm
     mixed = read_frames(folder, mode)
     assert mixed.names == ("a.png", "b.raw")
     assert mixed.raw == (sensor_frame(scenes[0], mode), (folder / "b.raw").read_bytes())
+
+
+def test_train_and_eval_see_photos_as_the_board_camera_sends_them(last2, vww_data_dir, capsys):
+    """load_split(camera=...) (train/eval --camera) gives each photo as a board in that mode
+    makes it its input: the learn app's frame path (model_input) on the sensor's frame."""
+    from tinyprop.data.datasets import load_images, load_split
+    from tinyprop.learn.camera import Frames
+    from tinyprop.learn.run import model_input
+
+    t = last2.graph.input
+    for fmt in ("qcif-gray", "96-rgb565"):
+        xs, ys, names = load_split(vww_data_dir, "holdout", t.s, t.zp, "haze", camera=fmt)
+        rgb = load_images(vww_data_dir, "holdout", "haze")[0][:5]
+        mode = camera_mode(fmt)
+        frames = Frames(mode, tuple(sensor_frame(x, mode) for x in rgb), ())
+        assert all(np.array_equal(xs[i], model_input(frames, i, last2.blob)) for i in range(5))
+    assert main(["eval", str(last2.source), "--data", str(vww_data_dir), "--camera", "64-yuv"]) \
+        == 2
+    assert "--camera 64-yuv: unsupported camera format" in capsys.readouterr().err

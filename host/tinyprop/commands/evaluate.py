@@ -34,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shift", choices=sorted(SHIFTS), default="none",
                    help="sensor shift applied to the images first")
     p.add_argument("--pixels", help=f"for image datasets: {PIXELS_HELP}")
+    p.add_argument("--camera", metavar="FORMAT", help="for image datasets: each image as a "
+                   "board's camera in this tinyprop learn --format sends it (e.g. qcif-gray)")
     p.add_argument("--board", default=None,
                    help=f"for a .tpb: {BOARD_HELP} (default reference)")
     p.add_argument("--model", dest="source", type=Path, metavar="SRC.tflite",
@@ -70,7 +72,7 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
         named = read_labels(model)  # a new head's classes pick the dataset's folders
         classes = load_dataset(args.data, args.holdout, named).classes
         xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift,
-                               t_in.shape[1:], args.holdout, named, args.pixels)
+                               t_in.shape[1:], args.holdout, named, args.pixels, args.camera)
         if is_autoencoder(graph):
             return "tflite", evaluate_reconstruction(tflite_outputs(model, xs), xs, ys, classes,
                                                      graph)
@@ -86,7 +88,7 @@ def _evaluate(args: argparse.Namespace) -> tuple[str, dict]:
     named = tb.labels or read_labels(tb.source)  # the blob's own class names first
     classes = load_dataset(args.data, args.holdout, named).classes
     xs, ys, _ = load_split(args.data, args.split, t_in.s, t_in.zp, args.shift, t_in.shape[1:],
-                           args.holdout, named, args.pixels)
+                           args.holdout, named, args.pixels, args.camera)
     with open_engine(args.board or "reference", tb) as engine:
         if tb.autoencoder:
             return engine.name, evaluate_reconstruction(engine_outputs(engine, xs), xs, ys,

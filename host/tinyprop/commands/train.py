@@ -38,6 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shift", default="none", help="sensor shift applied to the data (none, "
                    "haze, night, sodium, blur)")
     p.add_argument("--pixels", help=f"for image datasets: {PIXELS_HELP}")
+    p.add_argument("--camera", metavar="FORMAT", help="for image datasets: each image as a "
+                   "board's camera in this tinyprop learn --format sends it (e.g. qcif-gray: "
+                   "train for a gray sensor)")
     p.add_argument("--model", type=Path, help="source .tflite if it moved since convert")
     p.add_argument("--log", type=Path, help="JSONL run log (one line a step)")
     p.add_argument("--out", type=Path, help="write the fine-tuned .tflite here")
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     # a new head's classes (the blob's own, else those beside its source) pick the folders
     named = tb.labels or read_labels(tb.source)
     xs, ys, _ = load_split(args.data, "train", t_in.s, t_in.zp, args.shift, t_in.shape[1:],
-                           args.holdout, named, args.pixels)
+                           args.holdout, named, args.pixels, args.camera)
     classes = load_dataset(args.data, args.holdout, named).classes
     if tb.autoencoder:  # it learns what normal is: from the normal samples alone
         xs, ys = normal_samples(xs, ys, classes, args.data)

@@ -396,18 +396,26 @@ def load_split(
     holdout: float | None = None,
     classes: Sequence[str] | None = None,
     pixels: str | None = None,
+    camera: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """A split as int8 model inputs: (np.int8 N x H x W x C, np.int64 labels, sample names), for
     a model whose input is `size` ((H, W) RGB or (H, W, C)) quantized with `scale` and
     `zero_point`. Images are fitted (load_images) and quantized in pixel range `pixels` (None:
-    the input's own, input_pixels); features (.npy files, a .npz) must have the input's shape
-    (or its size) and are quantized as real values, or taken as they are if int8. `holdout`
-    and `classes` as load_dataset takes them."""
+    the input's own, input_pixels); with `camera` (a tinyprop learn --format, e.g. qcif-gray)
+    each fitted image is first what that sensor would send of it, fitted again as a board fits
+    its frames. Features (.npy files, a .npz) must have the input's shape (or its size) and are
+    quantized as real values, or taken as they are if int8. `holdout` and `classes` as
+    load_dataset takes them."""
     pixels = pixel_range(pixels, scale, zero_point)  # checked before any image is decoded
     ds = load_dataset(root, holdout, classes)
     if ds.kind == "images":
         images, labels, names = _images(ds, split, shift, size)
+        if camera is not None:
+            images = as_camera_sees(images, camera)
         return quantize_pixels(images, scale, zero_point, pixels), labels, names
+    if camera is not None:
+        raise TinypropError(f"--camera {camera}: {ds.root} holds features, not images; drop "
+                            "--camera")
     xs, labels, names = _features(ds, split, shift, size)
     return (np.stack([x if x.dtype == np.int8 else quantize_real(x, scale, zero_point)
                       for x in xs]), labels, names)
@@ -429,6 +437,20 @@ def load_real(root: str | os.PathLike, split: str, shift: str | None = None,
             raise TinypropError(f"{name}: int8 (already quantized) features cannot calibrate a "
                                 "float model; give the real values (float32)")
     return np.stack(xs).astype(np.float32)
+
+
+def as_camera_sees(images: np.ndarray, camera: str) -> np.ndarray:
+    """uint8 N x H x W x C images as a board in `camera` mode (tinyprop.learn.camera.MODES)
+    makes them its model's input: the sensor's frame of each (size, format: a gray sensor keeps
+    luma, RGB565 drops low bits), fitted back to H x W x C (tp_image_fit's rule)."""
+    from ..learn.camera import camera_mode, sensor_frame
+    from .image import decode_frame, fit_image
+
+    mode = camera_mode(camera, "--camera")
+    n, h, w, c = images.shape
+    rgb = images if c == 3 else np.repeat(images, 3, axis=-1)
+    return np.stack([fit_image(decode_frame(sensor_frame(x, mode), mode.width, mode.height,
+                                            mode.format), (h, w), c) for x in rgb])
 
 
 def _features(ds: Dataset, split: str, shift: str | None,

@@ -65,10 +65,11 @@ class CameraMode:
         return 1 if self.format == "gray8" else 3
 
 
-def camera_mode(name: str) -> CameraMode:
-    """The sensor mode `name` (--format); a one-line error listing the modes for another."""
+def camera_mode(name: str, flag: str = "--format") -> CameraMode:
+    """The sensor mode `name` (given as `flag`); a one-line error listing the modes for
+    another."""
     if name not in MODES:
-        raise TinypropError(f"--format {name}: unsupported camera format; use one of "
+        raise TinypropError(f"{flag} {name}: unsupported camera format; use one of "
                             f"{', '.join(MODES)}")
     return CameraMode(name, *MODES[name])
 
