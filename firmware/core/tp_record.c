@@ -58,3 +58,17 @@ tp_status tp_record_restore(tp_session *s, const uint8_t *record, uint32_t n, co
     tp_set_step(s, tp_rd_u32(record + 12));
     return TP_OK;
 }
+
+tp_status tp_record_chunk(const tp_session *s, uint8_t *record, uint32_t offset, uint32_t max,
+                          uint32_t *n)
+{
+    uint32_t total = tp_record_bytes(s);
+    if (offset > total) {
+        return TP_ERR_BAD_OFFSET;
+    }
+    if (offset == 0u) {
+        tp_record_seal(s, record);
+    }
+    *n = total - offset < max ? total - offset : max;
+    return TP_OK;
+}

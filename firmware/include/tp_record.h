@@ -42,6 +42,11 @@ tp_status tp_record_match(const tp_session *s, const uint8_t *header, const char
  * CRC mismatch: a torn save), and the caller restores the blob's params (tp_reset_params). */
 tp_status tp_record_restore(tp_session *s, const uint8_t *record, uint32_t n, const char **why);
 
+/* PULL_PARAMS of the record at `record`: the chunk of at most `max` bytes from `offset` (the
+ * header sealed first when it starts at 0) in *n. TP_ERR_BAD_OFFSET past the end. */
+tp_status tp_record_chunk(const tp_session *s, uint8_t *record, uint32_t offset, uint32_t max,
+                          uint32_t *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -442,19 +442,14 @@ static void on_set_hparams(const tp_host_msg *m)
 
 static void on_pull(const tp_host_msg *m)
 {
-    uint32_t off = m->u.pull.offset, total = record_len(), n;
-    uint32_t room = (uint32_t)tp_proto_max_payload_for(sizeof dev.tx) - 4u;
+    uint32_t room = (uint32_t)tp_proto_max_payload_for(sizeof dev.tx) - 4u, n = 0;
+    uint32_t off = m->u.pull.offset;
     size_t len = 0;
-    if (off > total) {
+    if (tp_record_chunk(&dev.s, RECORD, off, m->u.pull.max_len < room ? m->u.pull.max_len : room,
+                        &n) != TP_OK) {
         send_error(m->seq, TP_ERR_BAD_OFFSET, "offset past the end of the params record");
         return;
     }
-    if (off == 0u) {
-        tp_record_seal(&dev.s, RECORD);
-    }
-    n = total - off;
-    n = n < m->u.pull.max_len ? n : m->u.pull.max_len;
-    n = n < room ? n : room;
     transmit(tp_proto_encode_params(dev.tx, sizeof dev.tx, m->seq, off, RECORD + off, n, &len),
              &len);
 }
