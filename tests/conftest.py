@@ -46,3 +46,28 @@ def vww_model(vww_model_path, vww_data_dir):
     from test_device_host import load_vww_model
 
     return load_vww_model(vww_model_path, vww_data_dir)
+
+
+# The learn app (test_learn.py, test_learn_qemu.py, helpers in learn_camera.py).
+@pytest.fixture(scope="session")
+def learn_blob(vww_model_path, tmp_path_factory):
+    """The VWW blob training its last two layers (a fast step on qemu-m4)."""
+    from tinyprop.cli import main
+    from tinyprop.compile.blobfile import load_blob
+
+    tpb = tmp_path_factory.mktemp("learn") / "vww.tpb"
+    assert main(["convert", str(vww_model_path), "-o", str(tpb), "--scheme", "last:2"]) == 0
+    return load_blob(tpb)
+
+
+@pytest.fixture(scope="session")
+def learn_frames(vww_data_dir, tmp_path_factory):
+    """N_FRAMES haze frames and a label script leaving every fourth frame unlabelled."""
+    from learn_camera import CLASSES, N_FRAMES, haze_photos
+
+    out = tmp_path_factory.mktemp("frames")
+    named = haze_photos(vww_data_dir, out / "frames", N_FRAMES)
+    lines = ["frame,label"] + [f"{name},{CLASSES[y]}" for i, (name, y) in enumerate(named)
+                               if i % 4 != 3]
+    (out / "labels.csv").write_text("\n".join(lines) + "\n")
+    return out
