@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..compile.blob import c_header
+from ..compile.blob import blob_header
 from ..compile.budget import DEFAULT_RESERVE, Room, parse_budget
 from ..compile.build import PATCH_MODES, build
 from ..compile.kernels import DEFAULT_TARGET, TARGETS
@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    ".h5/.keras or SavedModel folder is quantized to int8 first, calibrated on "
                    "--calib (the int8 model is written beside the blob: BLOB.int8.tflite)")
     p.add_argument("-o", "--output", type=Path, required=True, help="blob to write (.tpb)")
-    p.add_argument("--header", type=Path, help="also write the blob as a C header")
+    p.add_argument("--header", type=Path, help="also write the blob as a C header, with the "
+                   "arena, params and input sizes the firmware sizes its buffers by")
     p.add_argument("--scheme", default="last:2",
                    help="bias-only | bias-last:N | last:K | auto | FILE.json (default last:2)")
     p.add_argument("--board", help="plan for this board's memory: its name (a folder under "
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(tb.blob)
     if args.header:
-        args.header.write_text(c_header(tb.blob))
+        args.header.write_text(blob_header(tb.blob))
     fig = figures(tb.program, tb.blob)
     if args.report:
         print("\n".join(report_lines(fig) + layout_lines(fig) + kernel_lines(fig)))

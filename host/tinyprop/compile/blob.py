@@ -349,3 +349,16 @@ def c_header(blob: bytes, symbol: str = "tp_model_blob") -> str:
         lines.append("  " + ",".join(str(b) for b in blob[i : i + 24]) + ",")
     lines.append("};")
     return "\n".join(lines) + "\n"
+
+
+def blob_header(blob: bytes) -> str:
+    """The header firmware builds include (TP_MODEL_HEADER, `tinyprop convert --header`): the
+    blob (c_header) and what sizes the firmware's buffers: the arena, the params region and
+    the input tensor, so a device, a learn app or a sketch sizes them exactly."""
+    b = read_blob(blob)
+    return (
+        c_header(blob)
+        + f"#define TP_MODEL_ARENA_BYTES {max(b.arena_bytes, b.train_arena_bytes)}u\n"
+        + f"#define TP_MODEL_PARAMS_BYTES {b.params_bytes}u\n"
+        + f"#define TP_MODEL_INPUT_BYTES {b.tensors[b.input].size}u\n"
+    )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compile.blob import blob_id, c_header, read_blob
+from ..compile.blob import blob_header, blob_id
 from ..errors import TinypropError
 from ..paths import BUILD_ROOT, REPO_ROOT, file_lock, setup_hint
 from .profiles import BoardProfile, load_profile
@@ -186,18 +186,6 @@ def build_firmware(
     _make(make, out.parent, f"{profile.name} firmware (APP={app or 'device'})",
           output=out.name)
     return out
-
-
-def blob_header(blob: bytes) -> str:
-    """The firmware header for `blob`: tinyprop.compile.blob.c_header plus the memory it needs,
-    so the device sizes its static arena and params buffers exactly."""
-    b = read_blob(blob)
-    return (
-        c_header(blob)
-        + f"#define TP_MODEL_ARENA_BYTES {max(b.arena_bytes, b.train_arena_bytes)}u\n"
-        + f"#define TP_MODEL_PARAMS_BYTES {b.params_bytes}u\n"
-        + f"#define TP_MODEL_INPUT_BYTES {b.tensors[b.input].size}u\n"
-    )
 
 
 def write_blob_header(blob: bytes) -> Path:
