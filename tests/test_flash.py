@@ -96,7 +96,8 @@ def _registry_reachable() -> bool:
 
 @pytest.mark.skipif(_registry_reachable(), reason="PlatformIO's registry is reachable here: the "
                     "first build would install the platform")
-def test_offline_without_the_platform_is_one_line(capsys, monkeypatch, tmp_path, blob):
+def test_offline_without_the_platform_is_one_line(capsys, monkeypatch, tmp_path, blob,
+                                                  learn_blob):
     """Offline (this machine, CI), a board whose PlatformIO platform is not installed is refused
     at once instead of PlatformIO retrying "Installing nordicnrf52" until killed."""
     monkeypatch.setenv("PLATFORMIO_CORE_DIR", str(tmp_path / "core"))
@@ -105,6 +106,12 @@ def test_offline_without_the_platform_is_one_line(capsys, monkeypatch, tmp_path,
             f"{tmp_path / 'core' / 'platforms'}, and its registry api.registry.platformio.org "
             "cannot be reached") in err
     assert "--image" in err
+    # the learn app the same way, without the --image that tinyprop learn has not
+    assert main(["learn", "--blob", str(learn_blob.path), "--board", "nano33ble",
+                 "--build-only"]) == 2
+    err = capsys.readouterr().err
+    assert "env nano33ble-learn needs PlatformIO's nordicnrf52 platform" in err
+    assert "--image" not in err and err.count("\n") == 1
     # an installed platform is left to PlatformIO
     (tmp_path / "core" / "platforms" / "nordicnrf52").mkdir(parents=True)
     from tinyprop.device.flash import check_platform

@@ -180,7 +180,8 @@ def pio_job(board: BoardProfile, blob_path: Path | None, port: str | None,
     env = dict(os.environ)
     if not IN_CHECKOUT:  # the installed package's folder is not PlatformIO's to write in
         env.setdefault("PLATFORMIO_WORKSPACE_DIR", str(BUILD_ROOT / "platformio"))
-    check_platform(pio_project(board), env_name, env)
+    check_platform(pio_project(board), env_name, env,
+                   "" if app == "learn" else ", or flash a prebuilt image with --image")
     if blob_path is not None:
         from .firmware import write_blob_header
 
@@ -224,10 +225,10 @@ def env_platform(project: Path, env_name: str) -> str | None:
     return None
 
 
-def check_platform(project: Path, env_name: str, env: dict[str, str]) -> None:
+def check_platform(project: Path, env_name: str, env: dict[str, str], other: str = "") -> None:
     """Refuse, in one line, a build PlatformIO cannot start: its platform is not installed and
     its registry cannot be reached (offline, PlatformIO would sit at "Installing ..." retrying
-    until killed)."""
+    until killed); `other` ends the fix with another way, if the command has one."""
     name = env_platform(project, env_name)
     core = Path(env.get("PLATFORMIO_CORE_DIR") or Path.home() / ".platformio")
     if name in (None, "native") or any(p.name.split("@")[0] == name
@@ -240,7 +241,7 @@ def check_platform(project: Path, env_name: str, env: dict[str, str]) -> None:
             f"env {env_name} needs PlatformIO's {name} platform, which is not installed in "
             f"{core / 'platforms'}, and its registry {PIO_REGISTRY[0]} cannot be reached "
             f"({exc.strerror or exc}); build once with the network (`pio run -e {env_name}` "
-            "installs it), or flash a prebuilt image with --image") from None
+            f"installs it){other}") from None
 
 
 def flash_job(board: BoardProfile, *, blob: Path | None = None, image: Path | None = None,
