@@ -20,6 +20,7 @@
 #define TEXT_MAX 224u
 #define READ_BLOCK 64u
 #define NO_LABEL TP_BOARD_NO_LABEL
+#define CAMERA_RETRIES 8u /* failed camera reads in a row before the app gives up */
 
 #if TP_LEARN_REPLAY > 0 && !defined(TP_MODEL_INPUT_BYTES)
 #error "TP_LEARN_REPLAY needs the header's TP_MODEL_INPUT_BYTES (tinyprop's blob header writes it)"
@@ -774,7 +775,7 @@ int tp_learn_main(void)
     } else {
         send_ready_line();
     }
-    for (;;) {
+    for (uint32_t failed = 0;;) {
         tp_status st;
         (void)service(0);
         st = take_frame();
@@ -786,9 +787,12 @@ int tp_learn_main(void)
             send_done();
             return 0;
         }
-        if (st != TP_OK) {
+        failed = st == TP_OK ? 0u : failed + 1u;
+        if (st != TP_OK) { /* a sensor glitch is skipped; one that persists ends the app */
             report(0, st, "camera read");
-            return (int)st;
+            if (failed >= CAMERA_RETRIES) {
+                return (int)st;
+            }
         }
     }
 }
