@@ -24,7 +24,7 @@ BUILD = CORE_BUILD
 
 # The layers, lowest first. An object may use its own layer and the ones below, nothing above.
 LAYERS = [
-    ("util", ["core/tp_crc32.o", "core/tp_status.o"]),
+    ("util", ["core/tp_crc32.o", "core/tp_status.o", "core/tp_text.o"]),
     ("quant", ["core/tp_quant.o", "core/tp_fmath.o", "core/tp_gradmap.o"]),
     ("blob", ["core/tp_blob.o", "core/blob/*.o"]),
     ("session", ["core/tp_session.o"]),

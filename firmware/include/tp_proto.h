@@ -168,6 +168,13 @@ typedef struct {
  * size or an empty / NUL-containing BULK_OPEN path. */
 tp_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg);
 
+/* The next host message in the wire bytes at *data (n of them): feeds the decoder and unpacks
+ * what it completes, advancing *data and *n past what it used. Returns TP_PROTO_MORE when the
+ * bytes are used up with no message whole, TP_OK with *msg filled, or the status of a frame
+ * that could not be read; msg->seq is then that frame's seq when its CRC was good (an unknown
+ * type, a bad payload), else 0: the seq to answer the ERROR with. */
+tp_status tp_proto_next(tp_frame_decoder *d, const uint8_t **data, size_t *n, tp_host_msg *msg);
+
 /* ---- device -> host messages (the device encodes these into wire frames) ---- */
 
 typedef struct {

@@ -333,6 +333,30 @@ tp_status tp_proto_unpack(const tp_frame *frame, tp_host_msg *msg)
     return TP_OK;
 }
 
+tp_status tp_proto_next(tp_frame_decoder *d, const uint8_t **data, size_t *n, tp_host_msg *msg)
+{
+    size_t used = 0;
+    tp_frame f;
+    tp_status st;
+    if (d == NULL || data == NULL || n == NULL || msg == NULL || (*data == NULL && *n > 0)) {
+        return TP_ERR_ARG;
+    }
+    if (*n == 0u) {
+        return TP_PROTO_MORE;
+    }
+    st = tp_frame_decoder_feed(d, *data, *n, &used, &f);
+    *data += used;
+    *n -= used;
+    if (st == TP_OK) {
+        st = tp_proto_unpack(&f, msg);
+    }
+    if (st != TP_OK && st != TP_PROTO_MORE) {
+        /* the seq is trustworthy only when the CRC was good */
+        msg->seq = (st == TP_ERR_UNKNOWN_TYPE || st == TP_ERR_BAD_PAYLOAD) ? f.seq : 0u;
+    }
+    return st;
+}
+
 /* ---- device -> host ---- */
 
 tp_status tp_proto_counter_unit(const char *name, uint8_t *unit)

@@ -8,6 +8,7 @@
 #include "tp_le.h"
 #include "tp_proto.h"
 #include "tp_record.h"
+#include "tp_text.h"
 
 #ifdef TP_MODEL_HEADER
 #include TP_MODEL_HEADER
@@ -29,7 +30,7 @@
 
 #define HDR TP_RECORD_HEADER
 #define READ_BLOCK 256u
-#define TEXT_MAX 96u
+#define TEXT_MAX 88u        /* with its tp_text, the 100 bytes the device always kept for it */
 #define FAULT_TEXT_MAX 192u /* a refused blob's fault line (tp_fault_text), on the stack */
 /* The functions that build that line are never inlined: in the caller's frame (the request
  * loop, main) its bytes would sit on the stack under every training step. */
@@ -76,7 +77,7 @@ static struct {
     uint8_t in[READ_BLOCK];
     char path[TP_PROTO_MAX_PAYLOAD + 1u];
     char text[TEXT_MAX];
-    uint32_t text_len;
+    tp_text t;             /* builds in text */
     int loaded;            /* a blob is bound to the session */
     tp_status boot_code;   /* ERROR code for requests that need a blob, when none is bound */
     uint32_t input_filled; /* contiguous input bytes written since the last sample */
@@ -85,44 +86,24 @@ static struct {
     int record_valid;      /* a PUSH_PARAMS header was accepted: later chunks may follow */
 } dev;
 
-/* ERROR and LOG texts, built without snprintf (newlib-nano's needs a heap). */
-static void text_add(const char *s)
-{
-    while (*s != '\0' && dev.text_len + 1u < TEXT_MAX) {
-        dev.text[dev.text_len++] = *s++;
-    }
-    dev.text[dev.text_len] = '\0';
-}
-
-static void text_num(uint32_t v)
-{
-    char digits[11];
-    uint32_t n = sizeof digits - 1u;
-    digits[n] = '\0';
-    do {
-        digits[--n] = (char)('0' + v % 10u);
-        v /= 10u;
-    } while (v != 0u);
-    text_add(digits + n);
-}
-
 /* "a x b y c" */
+/* ERROR and LOG texts (tp_text.h): "a x b y c", "ab". */
 static const char *text_fmt(const char *a, uint32_t x, const char *b, uint32_t y, const char *c)
 {
-    dev.text_len = 0;
-    text_add(a);
-    text_num(x);
-    text_add(b);
-    text_num(y);
-    text_add(c);
+    tp_text_clear(&dev.t);
+    tp_text_add(&dev.t, a);
+    tp_text_u32(&dev.t, x);
+    tp_text_add(&dev.t, b);
+    tp_text_u32(&dev.t, y);
+    tp_text_add(&dev.t, c);
     return dev.text;
 }
 
 static const char *text_join(const char *a, const char *b)
 {
-    dev.text_len = 0;
-    text_add(a);
-    text_add(b);
+    tp_text_clear(&dev.t);
+    tp_text_add(&dev.t, a);
+    tp_text_add(&dev.t, b);
     return dev.text;
 }
 
@@ -619,26 +600,14 @@ static void handle(const tp_host_msg *m)
 /* Decode every frame in a block read from the link and answer it. */
 static void serve_block(const uint8_t *p, size_t n)
 {
-    while (n > 0u) {
-        size_t used = 0;
-        tp_frame f;
-        tp_host_msg m;
-        tp_status st = tp_frame_decoder_feed(&dev.dec, p, n, &used, &f);
-        p += used;
-        n -= used;
-        if (st == TP_PROTO_MORE) {
-            break;
-        }
+    tp_host_msg m;
+    tp_status st;
+    while ((st = tp_proto_next(&dev.dec, &p, &n, &m)) != TP_PROTO_MORE) {
         if (st == TP_OK) {
-            st = tp_proto_unpack(&f, &m);
+            handle(&m);
+        } else {
+            send_error(m.seq, st, "");
         }
-        if (st != TP_OK) {
-            /* the seq is trustworthy only when the CRC was good */
-            uint16_t seq = (st == TP_ERR_UNKNOWN_TYPE || st == TP_ERR_BAD_PAYLOAD) ? f.seq : 0u;
-            send_error(seq, st, "");
-            continue;
-        }
-        handle(&m);
     }
 }
 
@@ -648,6 +617,7 @@ int tp_device_main(void)
         return 1;
     }
     (void)tp_frame_decoder_init(&dev.dec, dev.rx, sizeof dev.rx);
+    tp_text_init(&dev.t, dev.text, TEXT_MAX);
     boot_model();
     send_ready(0);
     for (;;) {

@@ -9,6 +9,7 @@
 #include "tp_le.h"
 #include "tp_proto.h"
 #include "tp_record.h"
+#include "tp_text.h"
 
 #ifndef TP_MODEL_HEADER
 #error "the learn application needs a model: build it with BLOB=path/to/model_tpb.h"
@@ -72,7 +73,7 @@ static struct {
     uint8_t tx[TP_PROTO_MAX_FRAME];
     uint8_t in[READ_BLOCK];
     char text[TEXT_MAX];
-    uint32_t text_len;
+    tp_text t;          /* builds in text */
     char why[TEXT_MAX]; /* the text of the error being reported (often built in text) */
     tp_camera_mode mode;
     tp_model_image model;
@@ -90,57 +91,6 @@ static struct {
 
 /* ---- text: lines on the link before the host says HELLO, LOG frames after ---- */
 
-static void text_add(const char *s)
-{
-    while (s != NULL && *s != '\0' && app.text_len + 1u < TEXT_MAX) {
-        app.text[app.text_len++] = *s++;
-    }
-    app.text[app.text_len] = '\0';
-}
-
-static void text_num(uint32_t v)
-{
-    char digits[11];
-    uint32_t n = sizeof digits - 1u;
-    digits[n] = '\0';
-    do {
-        digits[--n] = (char)('0' + v % 10u);
-        v /= 10u;
-    } while (v != 0u);
-    text_add(digits + n);
-}
-
-static void text_hex(uint32_t v)
-{
-    static const char hex[] = "0123456789abcdef";
-    char digits[9];
-    for (int i = 7; i >= 0; --i, v >>= 4) {
-        digits[i] = hex[v & 0xFu];
-    }
-    digits[8] = '\0';
-    text_add(digits);
-}
-
-/* A non-negative float as 4 decimals (a loss), for reading: the METRIC frame has its bits. */
-static void text_decimal(float v)
-{
-    if (!(v >= 0.0f && v < 4.0e9f)) {
-        text_add(v != v ? "nan" : "out-of-range");
-        return;
-    }
-    uint32_t whole = (uint32_t)v, frac = (uint32_t)((v - (float)whole) * 10000.0f + 0.5f);
-    if (frac >= 10000u) {
-        whole += 1u;
-        frac -= 10000u;
-    }
-    text_num(whole);
-    text_add(".");
-    for (uint32_t scale = 1000u; scale > 0u; scale /= 10u) {
-        char c[2] = {(char)('0' + frac / scale % 10u), '\0'};
-        text_add(c);
-    }
-}
-
 static void transmit(tp_status st, const size_t *len)
 {
     if (st == TP_OK) {
@@ -156,10 +106,10 @@ static void text_send(void)
         transmit(tp_proto_encode_log(app.tx, sizeof app.tx, 0, app.text, &len), &len);
     } else {
         static const uint8_t newline = '\n';
-        (void)tp_board_write((const uint8_t *)app.text, app.text_len);
+        (void)tp_board_write((const uint8_t *)app.text, app.t.len);
         (void)tp_board_write(&newline, 1u);
     }
-    app.text_len = 0;
+    tp_text_clear(&app.t);
 }
 
 /* An error: an ERROR frame (seq: the request's, 0 for the app's own) or a line. `what` may
@@ -170,27 +120,27 @@ static void report(uint16_t seq, tp_status code, const char *what)
     if (what != app.why) {
         strncpy(app.why, what, TEXT_MAX - 1u);
     }
-    app.text_len = 0;
+    tp_text_clear(&app.t);
     what = app.why;
     if (app.host) {
         transmit(tp_proto_encode_error(app.tx, sizeof app.tx, seq, code, what, &len), &len);
     } else {
-        text_add("learn error ");
-        text_add(tp_status_name(code));
-        text_add(": ");
-        text_add(what);
+        tp_text_add(&app.t, "learn error ");
+        tp_text_add(&app.t, tp_status_name(code));
+        tp_text_add(&app.t, ": ");
+        tp_text_add(&app.t, what);
         text_send();
     }
-    app.text_len = 0;
+    tp_text_clear(&app.t);
 }
 
 static void text_class(int32_t k)
 {
     const char *name = k >= 0 ? tp_class_name(&app.s, (uint32_t)k) : NULL;
-    text_num((uint32_t)k);
+    tp_text_u32(&app.t, (uint32_t)k);
     if (name != NULL) {
-        text_add(" ");
-        text_add(name);
+        tp_text_add(&app.t, " ");
+        tp_text_add(&app.t, name);
     }
 }
 
@@ -219,36 +169,36 @@ static void send_ready_line(void)
     uint32_t lr_bits;
     float lr = TP_LEARN_LR;
     memcpy(&lr_bits, &lr, sizeof lr_bits);
-    text_add("learn ready board ");
-    text_add(tp_board_name());
-    text_add(" blob ");
-    text_hex(app.s.b.req.blob_id);
-    text_add(" camera ");
-    text_num(app.mode.width);
-    text_add("x");
-    text_num(app.mode.height);
-    text_add(" ");
-    text_add(format_name(app.mode.format));
-    text_add(" classes ");
-    text_num(app.s.b.req.n_classes);
-    text_add(" step ");
-    text_num(app.s.step);
-    text_add(" frame-buffer ");
-    text_num(TP_LEARN_FRAME_BYTES);
-    text_add(" replay ");
-    text_num(TP_LEARN_REPLAY);
-    text_add(" ");
-    text_num(REPLAY_BYTES);
-    text_add(" static ");
-    text_num(static_bytes());
-    text_add(" arena ");
-    text_num(TP_MODEL_ARENA_BYTES);
-    text_add(" params ");
-    text_num(app.s.b.req.params);
-    text_add(" save-every ");
-    text_num(TP_LEARN_SAVE_EVERY);
-    text_add(" lr-bits ");
-    text_hex(lr_bits);
+    tp_text_add(&app.t, "learn ready board ");
+    tp_text_add(&app.t, tp_board_name());
+    tp_text_add(&app.t, " blob ");
+    tp_text_hex32(&app.t, app.s.b.req.blob_id);
+    tp_text_add(&app.t, " camera ");
+    tp_text_u32(&app.t, app.mode.width);
+    tp_text_add(&app.t, "x");
+    tp_text_u32(&app.t, app.mode.height);
+    tp_text_add(&app.t, " ");
+    tp_text_add(&app.t, format_name(app.mode.format));
+    tp_text_add(&app.t, " classes ");
+    tp_text_u32(&app.t, app.s.b.req.n_classes);
+    tp_text_add(&app.t, " step ");
+    tp_text_u32(&app.t, app.s.step);
+    tp_text_add(&app.t, " frame-buffer ");
+    tp_text_u32(&app.t, TP_LEARN_FRAME_BYTES);
+    tp_text_add(&app.t, " replay ");
+    tp_text_u32(&app.t, TP_LEARN_REPLAY);
+    tp_text_add(&app.t, " ");
+    tp_text_u32(&app.t, REPLAY_BYTES);
+    tp_text_add(&app.t, " static ");
+    tp_text_u32(&app.t, static_bytes());
+    tp_text_add(&app.t, " arena ");
+    tp_text_u32(&app.t, TP_MODEL_ARENA_BYTES);
+    tp_text_add(&app.t, " params ");
+    tp_text_u32(&app.t, app.s.b.req.params);
+    tp_text_add(&app.t, " save-every ");
+    tp_text_u32(&app.t, TP_LEARN_SAVE_EVERY);
+    tp_text_add(&app.t, " lr-bits ");
+    tp_text_hex32(&app.t, lr_bits);
     text_send();
 }
 
@@ -263,13 +213,13 @@ static void restore_params(void)
         return;
     }
     if (st == TP_BOARD_OK && tp_record_restore(&app.s, RECORD, n, &why) == TP_OK) {
-        text_add("params restored from the store at step ");
-        text_num(app.s.step);
+        tp_text_add(&app.t, "params restored from the store at step ");
+        tp_text_u32(&app.t, app.s.step);
         text_send();
         return;
     }
-    text_add("store ignored: ");
-    text_add(why);
+    tp_text_add(&app.t, "store ignored: ");
+    tp_text_add(&app.t, why);
     text_send();
     (void)tp_reset_params(&app.s);
 }
@@ -285,13 +235,13 @@ static tp_status boot(void)
     tp_status st = tp_blob_requirements(tp_model_blob, tp_model_blob_len, &req);
     int got;
     if (st != TP_OK) {
-        text_add("the compiled-in model blob is refused");
+        tp_text_add(&app.t, "the compiled-in model blob is refused");
         return st;
     }
     if (NO_BUFFERS || req.params > TP_MODEL_PARAMS_BYTES ||
         (req.arena_train > req.arena_infer ? req.arena_train : req.arena_infer) >
             TP_MODEL_ARENA_BYTES) {
-        text_add("no RAM for the blob's arena and params: rebuild with its header");
+        tp_text_add(&app.t, "no RAM for the blob's arena and params: rebuild with its header");
         return TP_ERR_ARENA_TOO_SMALL;
     }
     st = tp_session_init(&app.s, tp_model_blob, tp_model_blob_len, ARENA, TP_MODEL_ARENA_BYTES,
@@ -300,36 +250,38 @@ static tp_status boot(void)
         st = TP_ERR_NO_TRAIN; /* an inference-only blob */
     }
     if (st != TP_OK) {
-        text_add("tp_session_init: this blob cannot be trained here; convert it for training");
+        tp_text_add(&app.t,
+                    "tp_session_init: this blob cannot be trained here; convert it for training");
         return st;
     }
     restore_params();
     st = tp_set_hparams(&app.s, &hp);
     if (st != TP_OK) {
-        text_add("TP_LEARN_LR is out of range");
+        tp_text_add(&app.t, "TP_LEARN_LR is out of range");
         return st;
     }
     if (tp_model_image_of(&app.s, &app.model) != TP_OK ||
         tp_pixel_table(app.model.pixels, app.model.scale, app.model.zero_point, app.table) !=
             TP_OK) {
-        text_add("the model's input is not an image (int8, H x W x 1 or 3, whole)");
+        tp_text_add(&app.t, "the model's input is not an image (int8, H x W x 1 or 3, whole)");
         return TP_ERR_BAD_INPUT;
     }
     got = tp_board_camera_open(&want);
     if (got == TP_BOARD_ERR_UNSUPPORTED) {
-        text_add((TP_LEARN_CAMERA_WIDTH | TP_LEARN_CAMERA_HEIGHT | TP_LEARN_CAMERA_FORMAT) != 0u
-                     ? "the camera cannot deliver the mode this build asks for "
-                       "(TP_LEARN_CAMERA_WIDTH/HEIGHT/FORMAT)"
-                     : "no camera on this board");
+        tp_text_add(&app.t,
+                    (TP_LEARN_CAMERA_WIDTH | TP_LEARN_CAMERA_HEIGHT | TP_LEARN_CAMERA_FORMAT) != 0u
+                        ? "the camera cannot deliver the mode this build asks for "
+                          "(TP_LEARN_CAMERA_WIDTH/HEIGHT/FORMAT)"
+                        : "no camera on this board");
         return TP_ERR_UNSUPPORTED;
     }
     if (got != TP_BOARD_OK) {
-        text_add("the camera did not start");
+        tp_text_add(&app.t, "the camera did not start");
         return (tp_status)-got;
     }
     app.mode = want;
     if (frame_bytes_of(&app.mode) > TP_LEARN_FRAME_BYTES) {
-        text_add("the camera's frames are larger than TP_LEARN_FRAME_BYTES: raise it");
+        tp_text_add(&app.t, "the camera's frames are larger than TP_LEARN_FRAME_BYTES: raise it");
         return TP_ERR_TOO_BIG;
     }
     return TP_OK;
@@ -412,21 +364,21 @@ static tp_status step_on_input(int32_t label, uint8_t flags, uint32_t frame_inde
         send_metric(&r, step, t1 - t0, label, flags);
         return TP_OK;
     }
-    text_add(flags & TP_METRIC_FLAG_REPLAY ? "replay " : "frame ");
-    text_num(frame_index);
-    text_add(" pred ");
+    tp_text_add(&app.t, flags & TP_METRIC_FLAG_REPLAY ? "replay " : "frame ");
+    tp_text_u32(&app.t, frame_index);
+    tp_text_add(&app.t, " pred ");
     text_class(r.prediction);
-    text_add(" label ");
-    text_num((uint32_t)label);
-    text_add(" loss ");
-    text_decimal(r.loss);
-    text_add(" step ");
-    text_num(step);
-    text_add(r.skipped ? " skipped" : "");
-    text_add(" accuracy ");
-    text_num(app.correct);
-    text_add("/");
-    text_num(app.labelled);
+    tp_text_add(&app.t, " label ");
+    tp_text_u32(&app.t, (uint32_t)label);
+    tp_text_add(&app.t, " loss ");
+    tp_text_decimal(&app.t, r.loss);
+    tp_text_add(&app.t, " step ");
+    tp_text_u32(&app.t, step);
+    tp_text_add(&app.t, r.skipped ? " skipped" : "");
+    tp_text_add(&app.t, " accuracy ");
+    tp_text_u32(&app.t, app.correct);
+    tp_text_add(&app.t, "/");
+    tp_text_u32(&app.t, app.labelled);
     text_send();
     return TP_OK;
 }
@@ -437,14 +389,14 @@ static tp_status learn_latest(int32_t label)
     uint32_t index = app.frames - 1u;
     tp_status st;
     if (label < 0 || (uint32_t)label >= app.s.b.req.n_classes) {
-        app.text_len = 0;
-        text_add("label ");
-        text_num((uint32_t)label);
-        text_add(" of frame ");
-        text_num(index);
-        text_add(" is out of range: the model has ");
-        text_num(app.s.b.req.n_classes);
-        text_add(" classes");
+        tp_text_clear(&app.t);
+        tp_text_add(&app.t, "label ");
+        tp_text_u32(&app.t, (uint32_t)label);
+        tp_text_add(&app.t, " of frame ");
+        tp_text_u32(&app.t, index);
+        tp_text_add(&app.t, " is out of range: the model has ");
+        tp_text_u32(&app.t, app.s.b.req.n_classes);
+        tp_text_add(&app.t, " classes");
         return TP_ERR_BAD_LABEL;
     }
     st = fit_latest(tp_input(&app.s));
@@ -470,17 +422,17 @@ static tp_status learn_latest(int32_t label)
     }
 #endif
     if (st != TP_OK) {
-        app.text_len = 0;
-        text_add("training step on frame ");
-        text_num(index);
+        tp_text_clear(&app.t);
+        tp_text_add(&app.t, "training step on frame ");
+        tp_text_u32(&app.t, index);
         return st;
     }
     if (TP_LEARN_SAVE_EVERY > 0u && app.labelled % TP_LEARN_SAVE_EVERY == 0u) {
         if (save() != TP_BOARD_OK) {
             report(0, TP_ERR_IO, "cannot save the params record");
         } else {
-            text_add("saved at step ");
-            text_num(app.s.step);
+            tp_text_add(&app.t, "saved at step ");
+            tp_text_u32(&app.t, app.s.step);
             text_send();
         }
     }
@@ -502,9 +454,9 @@ static void predict_latest(void)
         send_metric(&r, app.s.step, t1 - t0, NO_LABEL, TP_METRIC_FLAG_EVAL);
         return;
     }
-    text_add("frame ");
-    text_num(app.frames - 1u);
-    text_add(" pred ");
+    tp_text_add(&app.t, "frame ");
+    tp_text_u32(&app.t, app.frames - 1u);
+    tp_text_add(&app.t, " pred ");
     text_class(r.prediction);
     text_send();
 }
@@ -546,13 +498,13 @@ static tp_status take_frame(void)
     app.trained = 0;
     app.frame_len = 0;
     if ((uint32_t)n != frame_bytes_of(&app.mode)) {
-        app.text_len = 0;
-        text_add("camera frame ");
-        text_num(app.frames - 1u);
-        text_add(" has ");
-        text_num((uint32_t)n);
-        text_add(" bytes, its mode's frames ");
-        text_num(frame_bytes_of(&app.mode));
+        tp_text_clear(&app.t);
+        tp_text_add(&app.t, "camera frame ");
+        tp_text_u32(&app.t, app.frames - 1u);
+        tp_text_add(&app.t, " has ");
+        tp_text_u32(&app.t, (uint32_t)n);
+        tp_text_add(&app.t, " bytes, its mode's frames ");
+        tp_text_u32(&app.t, frame_bytes_of(&app.mode));
         report(0, TP_ERR_WRONG_SAMPLE_SIZE, app.text);
         return TP_OK;
     }
@@ -694,26 +646,15 @@ static void handle(const tp_host_msg *m)
 static int serve(const uint8_t *p, size_t n)
 {
     int hello = 0;
-    while (n > 0u) {
-        size_t used = 0;
-        tp_frame f;
-        tp_host_msg m;
-        tp_status st = tp_frame_decoder_feed(&app.dec, p, n, &used, &f);
-        p += used;
-        n -= used;
-        if (st == TP_PROTO_MORE) {
-            break;
-        }
+    tp_host_msg m;
+    tp_status st;
+    while ((st = tp_proto_next(&app.dec, &p, &n, &m)) != TP_PROTO_MORE) {
         if (st == TP_OK) {
-            st = tp_proto_unpack(&f, &m);
+            hello |= m.type == TP_MSG_HELLO;
+            handle(&m);
+        } else {
+            report(m.seq, st, "bad request");
         }
-        if (st != TP_OK) {
-            uint16_t seq = (st == TP_ERR_UNKNOWN_TYPE || st == TP_ERR_BAD_PAYLOAD) ? f.seq : 0u;
-            report(seq, st, "bad request");
-            continue;
-        }
-        hello |= m.type == TP_MSG_HELLO;
-        handle(&m);
     }
     return hello;
 }
@@ -739,18 +680,18 @@ static tp_status service(int wait)
 
 static void send_done(void)
 {
-    text_add("learn done frames ");
-    text_num(app.frames);
-    text_add(" labelled ");
-    text_num(app.labelled);
-    text_add(" accuracy ");
-    text_num(app.correct);
-    text_add("/");
-    text_num(app.labelled);
-    text_add(" step ");
-    text_num(app.s.step);
-    text_add(" params crc32 ");
-    text_hex(tp_crc32(0, RECORD + HDR, app.s.b.req.params));
+    tp_text_add(&app.t, "learn done frames ");
+    tp_text_u32(&app.t, app.frames);
+    tp_text_add(&app.t, " labelled ");
+    tp_text_u32(&app.t, app.labelled);
+    tp_text_add(&app.t, " accuracy ");
+    tp_text_u32(&app.t, app.correct);
+    tp_text_add(&app.t, "/");
+    tp_text_u32(&app.t, app.labelled);
+    tp_text_add(&app.t, " step ");
+    tp_text_u32(&app.t, app.s.step);
+    tp_text_add(&app.t, " params crc32 ");
+    tp_text_hex32(&app.t, tp_crc32(0, RECORD + HDR, app.s.b.req.params));
     text_send();
 }
 
@@ -760,6 +701,7 @@ int tp_learn_main(void)
         return 1;
     }
     (void)tp_frame_decoder_init(&app.dec, app.rx, sizeof app.rx);
+    tp_text_init(&app.t, app.text, TEXT_MAX);
     app.boot_code = boot();
     if (app.boot_code != TP_OK) {
         /* Say why once as a line; then answer a host that comes to ask (app.why keeps it). */

@@ -30,6 +30,7 @@
 
 #include "tinyprop.h"
 #include "tp_board.h"
+#include "tp_text.h"
 
 #if !defined(TP_MODEL_HEADER) || !defined(TP_SAMPLES_HEADER)
 #error \
@@ -64,61 +65,10 @@ static union {
 #define PARAMS params.bytes
 #endif
 
-/* A line is built here and sent whole (snprintf would pull malloc into newlib-nano builds). */
-static struct {
-    char text[160];
-    uint32_t n;
-} line;
-
-static void put(const char *s)
-{
-    while (*s != '\0' && line.n < sizeof line.text) {
-        line.text[line.n++] = *s++;
-    }
-}
-
-static void put_u32(uint32_t v)
-{
-    char digits[10];
-    uint32_t n = 0;
-    do {
-        digits[n++] = (char)('0' + v % 10u);
-        v /= 10u;
-    } while (v > 0);
-    while (n > 0 && line.n < sizeof line.text) {
-        line.text[line.n++] = digits[--n];
-    }
-}
-
-static void put_hex32(uint32_t v)
-{
-    static const char hex[] = "0123456789abcdef";
-    for (int shift = 28; shift >= 0; shift -= 4) {
-        char c[2] = {hex[(v >> shift) & 0xfu], '\0'};
-        put(c);
-    }
-}
-
-/* A finite, non-negative float with 4 decimals (a loss); for reading only: the bits are exact. */
-static void put_decimal(float v)
-{
-    if (!(v >= 0.0f && v < 4.0e9f)) {
-        put(v != v ? "nan" : "out-of-range");
-        return;
-    }
-    uint32_t whole = (uint32_t)v;
-    uint32_t frac = (uint32_t)((v - (float)whole) * 10000.0f + 0.5f);
-    if (frac >= 10000u) { /* rounded up into the next whole number */
-        whole += 1u;
-        frac -= 10000u;
-    }
-    put_u32(whole);
-    put(".");
-    for (uint32_t scale = 1000u; scale > 0u; scale /= 10u) {
-        char c[2] = {(char)('0' + frac / scale % 10u), '\0'};
-        put(c);
-    }
-}
+/* A line is built here and sent whole (tp_text.h: snprintf would pull malloc into newlib-nano
+ * builds). */
+static char line_buf[160];
+static tp_text line;
 
 static uint32_t float_bits(float v)
 {
@@ -129,18 +79,18 @@ static uint32_t float_bits(float v)
 
 static void send(void)
 {
-    put("\n");
-    (void)tp_board_write((const uint8_t *)line.text, line.n); /* nowhere to report a failure */
-    line.n = 0;
+    tp_text_add(&line, "\n");
+    (void)tp_board_write((const uint8_t *)line.buf, line.len); /* nowhere to report a failure */
+    tp_text_clear(&line);
 }
 
 /* Report a core error (what failed, its status name) and return its code as exit status. */
 static int fail(const char *what, tp_status st)
 {
-    put("selftrain error ");
-    put(tp_status_name(st));
-    put(" in ");
-    put(what);
+    tp_text_add(&line, "selftrain error ");
+    tp_text_add(&line, tp_status_name(st));
+    tp_text_add(&line, " in ");
+    tp_text_add(&line, what);
     send();
     return (int)st;
 }
@@ -164,12 +114,12 @@ static int32_t evaluate(tp_session *s, const char *when)
         }
         correct += r.prediction == (int32_t)tp_selftrain_labels[i];
     }
-    put("eval ");
-    put(when);
-    put(" correct ");
-    put_u32(correct);
-    put("/");
-    put_u32(TP_SAMPLES_COUNT);
+    tp_text_add(&line, "eval ");
+    tp_text_add(&line, when);
+    tp_text_add(&line, " correct ");
+    tp_text_u32(&line, correct);
+    tp_text_add(&line, "/");
+    tp_text_u32(&line, TP_SAMPLES_COUNT);
     send();
     return (int32_t)correct;
 }
@@ -178,6 +128,7 @@ int tp_selftrain_main(void)
 {
     static tp_session s;
     tp_requirements req;
+    tp_text_init(&line, line_buf, sizeof line_buf);
     if (tp_board_init() != TP_BOARD_OK) {
         return 1;
     }
@@ -199,16 +150,16 @@ int tp_selftrain_main(void)
         return fail("tp_set_hparams", st);
     }
 
-    put("selftrain ready board ");
-    put(tp_board_name());
-    put(" sram ");
-    put_u32(tp_board_sram_bytes());
-    put(" blob ");
-    put_hex32(req.blob_id);
-    put(" samples ");
-    put_u32(TP_SAMPLES_COUNT);
-    put(" steps ");
-    put_u32(TP_SELFTRAIN_STEPS);
+    tp_text_add(&line, "selftrain ready board ");
+    tp_text_add(&line, tp_board_name());
+    tp_text_add(&line, " sram ");
+    tp_text_u32(&line, tp_board_sram_bytes());
+    tp_text_add(&line, " blob ");
+    tp_text_hex32(&line, req.blob_id);
+    tp_text_add(&line, " samples ");
+    tp_text_u32(&line, TP_SAMPLES_COUNT);
+    tp_text_add(&line, " steps ");
+    tp_text_u32(&line, TP_SELFTRAIN_STEPS);
     send();
 
     int32_t before = evaluate(&s, "before");
@@ -228,17 +179,17 @@ int tp_selftrain_main(void)
         }
         first += i < TP_SAMPLES_COUNT ? r.loss : 0.0f;
         last += i >= last_from ? r.loss : 0.0f;
-        put("step ");
-        put_u32(i);
-        put(" loss ");
-        put_decimal(r.loss);
-        put(" bits ");
-        put_hex32(float_bits(r.loss));
-        put(" pred ");
-        put_u32((uint32_t)r.prediction);
-        put(" label ");
-        put_u32((uint32_t)r.label);
-        put(r.skipped ? " skipped" : "");
+        tp_text_add(&line, "step ");
+        tp_text_u32(&line, i);
+        tp_text_add(&line, " loss ");
+        tp_text_decimal(&line, r.loss);
+        tp_text_add(&line, " bits ");
+        tp_text_hex32(&line, float_bits(r.loss));
+        tp_text_add(&line, " pred ");
+        tp_text_u32(&line, (uint32_t)r.prediction);
+        tp_text_add(&line, " label ");
+        tp_text_u32(&line, (uint32_t)r.label);
+        tp_text_add(&line, r.skipped ? " skipped" : "");
         send();
     }
     int32_t after = evaluate(&s, "after");
@@ -248,22 +199,24 @@ int tp_selftrain_main(void)
     first /= (float)TP_SAMPLES_COUNT;
     last /= (float)TP_SAMPLES_COUNT;
     int passed = last < first && after >= before;
-    put(passed ? "selftrain ok" : "selftrain failed");
-    put(!(last < first) ? " (the loss did not fall)" : after < before ? " (accuracy dropped)" : "");
-    put(": loss ");
-    put_decimal(first);
-    put(" -> ");
-    put_decimal(last);
-    put(", accuracy ");
-    put_u32((uint32_t)before);
-    put("/");
-    put_u32(TP_SAMPLES_COUNT);
-    put(" -> ");
-    put_u32((uint32_t)after);
-    put("/");
-    put_u32(TP_SAMPLES_COUNT);
-    put(", params crc32 ");
-    put_hex32(tp_crc32(0, PARAMS, req.params));
+    tp_text_add(&line, passed ? "selftrain ok" : "selftrain failed");
+    tp_text_add(&line, !(last < first)  ? " (the loss did not fall)"
+                       : after < before ? " (accuracy dropped)"
+                                        : "");
+    tp_text_add(&line, ": loss ");
+    tp_text_decimal(&line, first);
+    tp_text_add(&line, " -> ");
+    tp_text_decimal(&line, last);
+    tp_text_add(&line, ", accuracy ");
+    tp_text_u32(&line, (uint32_t)before);
+    tp_text_add(&line, "/");
+    tp_text_u32(&line, TP_SAMPLES_COUNT);
+    tp_text_add(&line, " -> ");
+    tp_text_u32(&line, (uint32_t)after);
+    tp_text_add(&line, "/");
+    tp_text_u32(&line, TP_SAMPLES_COUNT);
+    tp_text_add(&line, ", params crc32 ");
+    tp_text_hex32(&line, tp_crc32(0, PARAMS, req.params));
     send();
     return passed ? 0 : 1;
 }
