@@ -61,6 +61,8 @@ CASES = [  # (frame H, W), its format, output (H, W), output C
     ((97, 131), "rgb888", (32, 32), 1),     # odd sizes
     ((50, 40), "rgb888", (96, 96), 3),      # upscaling
     ((96, 96), "rgb888", (96, 96), 3),      # already the size: a copy
+    ((120, 96), "gray8", (96, 96), 3),      # a window of the size, cropped: a copy of its rows
+    ((96, 128), "rgb565be", (96, 96), 1),   # ... of its columns
     ((60, 200), "rgb888", (49, 10), 1),     # a tall output from a wide frame
 ]
 

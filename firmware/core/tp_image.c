@@ -88,19 +88,23 @@ tp_status tp_image_fit(const tp_image *frame, uint8_t *out, uint32_t out_w, uint
     /* Sides under 2^16 keep i * r in 32 bits; a window of at most 2^24 pixels keeps the
      * weighted sums (at most area * 255) and their rounding in 32 bits: no 64-bit division. */
     area = cw * ch;
+    if (cw == out_w && ch == out_h) { /* each output pixel is one source pixel: a copy */
+        for (y = 0; y < out_h; y++) {
+            const uint8_t *row = frame->pixels + (size_t)(y0 + y) * frame->stride;
+            for (x = 0; x < out_w; x++) {
+                uint32_t v[3];
+                decode(frame->format, row + (size_t)(x0 + x) * bpp, v);
+                store(out + (y * out_w + x) * out_c, v, n_in, out_c);
+            }
+        }
+        return TP_OK;
+    }
     for (y = 0; y < out_h; y++) {
         uint32_t j0, j1;
         span(y, out_h, ch, &j0, &j1);
         for (x = 0; x < out_w; x++) {
             uint32_t i0, i1, i, j, v[3];
             uint32_t sum[3] = {0u, 0u, 0u};
-            if (cw == out_w && ch == out_h) { /* one source pixel, all of it: the average */
-                decode(frame->format,
-                       frame->pixels + (size_t)(y0 + y) * frame->stride + (size_t)(x0 + x) * bpp,
-                       v);
-                store(out + (y * out_w + x) * out_c, v, n_in, out_c);
-                continue;
-            }
             span(x, out_w, cw, &i0, &i1);
             for (j = j0; j <= j1; j++) {
                 const uint8_t *row = frame->pixels + (size_t)(y0 + j) * frame->stride;

@@ -23,8 +23,8 @@ void tp_text_init(tp_text *t, char *buf, uint32_t cap);
 /* Empty t again. */
 void tp_text_clear(tp_text *t);
 void tp_text_add(tp_text *t, const char *s); /* s may be NULL: nothing is added */
-void tp_text_u32(tp_text *t, uint32_t v);     /* decimal */
-void tp_text_hex32(tp_text *t, uint32_t v);   /* 8 lowercase hex digits */
+void tp_text_u32(tp_text *t, uint32_t v);    /* decimal */
+void tp_text_hex32(tp_text *t, uint32_t v);  /* 8 lowercase hex digits */
 /* A non-negative float with 4 decimals (a loss), for reading; "nan" or "out-of-range" else. */
 void tp_text_decimal(tp_text *t, float v);
 

@@ -383,7 +383,8 @@ static tp_status step_on_input(int32_t label, uint8_t flags, uint32_t frame_inde
     return TP_OK;
 }
 
-/* The latest frame is of class `label`: a step on it, steps on the kept frames, keep it. */
+/* The latest frame, fitted into the session's input, is of class `label`: a step on it, steps
+ * on the kept frames, keep it. */
 static tp_status learn_latest(int32_t label)
 {
     uint32_t index = app.frames - 1u;
@@ -399,10 +400,7 @@ static tp_status learn_latest(int32_t label)
         tp_text_add(&app.t, " classes");
         return TP_ERR_BAD_LABEL;
     }
-    st = fit_latest(tp_input(&app.s));
-    if (st == TP_OK) {
-        st = step_on_input(label, 0u, index);
-    }
+    st = step_on_input(label, 0u, index);
     app.trained = 1;
 #if TP_LEARN_REPLAY > 0
     for (uint32_t k = 0; st == TP_OK && k < app.kept; k++) {
@@ -590,7 +588,10 @@ static void on_label(const tp_host_msg *m)
                                    : "the latest frame is labelled already: label the next one");
         return;
     }
-    st = learn_latest(m->u.label.label);
+    st = fit_latest(tp_input(&app.s)); /* its inference and thumbnails used the arena since */
+    if (st == TP_OK) {
+        st = learn_latest(m->u.label.label);
+    }
     if (st != TP_OK) {
         report(m->seq, st, app.text);
         return;

@@ -54,24 +54,20 @@ def _frames(scenes: list, mode) -> Frames:
                   tuple(name for name, _, _ in scenes))
 
 
-def camera_accuracy(tb, scenes: tuple[list, list], mode_name: str, lr: float, epochs: int,
-                    seed: int, out: Path) -> dict:
-    """Holdout accuracy before and after learning from `mode_name`'s frames of the scenes."""
+def learned_accuracy(tb, frames: Frames, labels: list[int], xs: np.ndarray, ys: np.ndarray,
+                     lr: float, epochs: int, seed: int, out: Path) -> float:
+    """Holdout accuracy (xs, ys) of the model the learn app makes from `frames` met in the
+    seed's order, `epochs` times."""
     from ..training.evaluate import evaluate_tflite
     from ..training.export import export_params
 
-    train, test = seeded_order(scenes[0], seed), scenes[1]
-    mode = camera_mode(mode_name)
-    frames, held = _frames(train, mode), _frames(test, mode)
-    xs = np.stack([model_input(held, i, tb.blob) for i in range(len(test))])
-    ys = np.array([y for _, y, _ in test])
-    labels = [y for _, y, _ in train] * epochs
-    stream = Frames(mode, frames.raw * epochs, frames.names * epochs)
-    params, _ = replay_on_host(BlobModel(tb.name, tb.blob), stream, labels,
+    order = np.random.default_rng(seed).permutation(len(frames.raw)).tolist() * epochs
+    stream = Frames(frames.mode, tuple(frames.raw[i] for i in order),
+                    tuple(frames.names[i] for i in order))
+    params, _ = replay_on_host(BlobModel(tb.name, tb.blob), stream, [labels[i] for i in order],
                                LearnConfig(lr=lr, seed=seed))
-    tuned = export_params(tb, params, out / f"learn_{mode_name}_{seed}.tflite")
-    return {"before": evaluate_tflite(tb.source, xs, ys)["accuracy"],
-            "after": evaluate_tflite(tuned, xs, ys)["accuracy"], "steps": len(labels)}
+    tuned = export_params(tb, params, out / f"learn_{frames.mode.name}_{seed}.tflite")
+    return evaluate_tflite(tuned, xs, ys)["accuracy"]
 
 
 def camera_cost(tb, scenes: list, mode_name: str, board: str) -> dict:
@@ -99,14 +95,20 @@ def camera_cost(tb, scenes: list, mode_name: str, board: str) -> dict:
 def camera(tb, data: Path, shift: str, lr: float, epochs: int, seeds: tuple[int, ...],
            board: str, out: Path, say: Callable[[str], None]) -> dict:
     """The section: per mode, accuracy (mean over seeds, each its own frame order) and cost."""
+    from ..training.evaluate import evaluate_tflite
+
     figs: dict = {"shift": shift, "lr": lr, "epochs": epochs, "seeds": list(seeds),
                   "board": board, "modes": {}}
     scenes = camera_scenes(data, shift)
+    labels, ys = [y for _, y, _ in scenes[0]], np.array([y for _, y, _ in scenes[1]])
     for mode in MODES:
-        runs = [camera_accuracy(tb, scenes, mode, lr, epochs, seed, out) for seed in seeds]
-        after = [r["after"] for r in runs]
-        fig = {"before": runs[0]["before"], "after": float(np.mean(after)),
-               "after_range": [min(after), max(after)], "steps": runs[0]["steps"]}
+        frames, held = _frames(scenes[0], camera_mode(mode)), _frames(scenes[1], camera_mode(mode))
+        xs = np.stack([model_input(held, i, tb.blob) for i in range(len(held.raw))])
+        after = [learned_accuracy(tb, frames, labels, xs, ys, lr, epochs, seed, out)
+                 for seed in seeds]
+        fig = {"before": evaluate_tflite(tb.source, xs, ys)["accuracy"],
+               "after": float(np.mean(after)), "after_range": [min(after), max(after)],
+               "steps": len(labels) * epochs}
         fig["cost"] = camera_cost(tb, seeded_order(scenes[0], seeds[0]), mode, board)
         figs["modes"][mode] = fig
         c = fig["cost"]

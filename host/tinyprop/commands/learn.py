@@ -126,18 +126,16 @@ def key_label(session, classes):
 def real_board(args: argparse.Namespace, profile) -> int:
     """Flash the learn app to a camera board (PlatformIO), then follow it on --port."""
     import subprocess
-    import zlib
 
     from ..compile.blobfile import load_blob
-    from ..device.firmware import _write_header
     from ..device.flash import flash_job
     from ..errors import TinypropError
     from ..learn.run import (
         DEFAULT_FRAME_BYTES,
-        LEARN_DIR,
         LearnConfig,
         LearnSession,
         check_learn_fits,
+        write_learn_config,
     )
     from ..training.export import export_params
 
@@ -148,11 +146,8 @@ def real_board(args: argparse.Namespace, profile) -> int:
     cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
     if profile.placement == "static":  # the ESP32's frame is in PSRAM, its buffers on the heap
         check_learn_fits(profile, tb.blob, cfg, DEFAULT_FRAME_BYTES, "QCIF RGB565 (the default)")
-    text = cfg.header()
-    header = _write_header(LEARN_DIR / f"{zlib.crc32(text.encode()):08x}" / "learn_config.h",
-                           text)
     job = flash_job(profile, blob=args.blob, port=args.port, build_only=args.build_only,
-                    app="learn", pio_env=args.env, learn_config=header)
+                    app="learn", pio_env=args.env, learn_config=write_learn_config(cfg))
     print("$", " ".join(job.command), flush=True)
     if subprocess.run(job.command, env=job.env, check=False).returncode != 0:
         raise TinypropError(f"building the learn app for {profile.name} failed; its output is "

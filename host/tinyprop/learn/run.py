@@ -23,6 +23,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -107,20 +108,31 @@ def check_learn_fits(profile, blob: bytes, cfg: LearnConfig, frame_bytes: int,
             "(--budget)")
 
 
+def write_learn_config(cfg: LearnConfig, frame_bytes: int | None = None) -> Path:
+    """cfg.header(frame_bytes) as build/learn/<crc32 of its text>/learn_config.h (LEARN= of
+    `make APP=learn`, TP_LEARN_CONFIG of the PlatformIO learn envs), rewritten only when
+    different."""
+    text = cfg.header(frame_bytes)
+    return _write_header(LEARN_DIR / f"{zlib.crc32(text.encode()):08x}" / "learn_config.h", text)
+
+
 def learn_firmware(board: str, blob: bytes, cfg: LearnConfig, frames: Frames) -> Path:
     """The learn app for `board` with `blob` and `cfg`, its frame buffer sized to the frames'
     mode (cached per blob and settings, as the device firmware is per blob)."""
-    text = cfg.header(frames.mode.frame_bytes)
-    header = _write_header(LEARN_DIR / f"{zlib.crc32(text.encode()):08x}" / "learn_config.h",
-                           text)
-    return build_firmware(board, "learn", {"BLOB": str(write_blob_header(blob)),
-                                          "LEARN": str(header)})
+    return build_firmware(board, "learn", {
+        "BLOB": str(write_blob_header(blob)),
+        "LEARN": str(write_learn_config(cfg, frames.mode.frame_bytes))})
+
+
+@lru_cache(maxsize=4)
+def _input_tensor(blob: bytes):
+    info = read_blob(blob)  # parsed once a blob, not once a frame
+    return info.tensors[info.input]
 
 
 def model_input(frames: Frames, i: int, blob: bytes) -> np.ndarray:
     """Frame i as the blob's int8 input, as the board makes it (tp_image_input)."""
-    info = read_blob(blob)
-    t = info.tensors[info.input]
+    t = _input_tensor(blob)
     h, w, c = t.shape[-3:]
     img = fit_image(frames.pixels(i), (h, w), c)
     return quantize_pixels(img, t.scale, t.zero_point)
@@ -308,7 +320,7 @@ class LearnSession:
         shown: dict = {}  # frame -> (label, prediction), for its thumbnail
         kept: list[int] = []  # the frames in the app's replay buffer, oldest first
         replaying: list[int] = []
-        costs = {"capture": [], "prep": [], "step": [], "infer": []}
+        costs = {k: [0, 0] for k in ("capture", "prep", "step", "infer")}  # sum, count
         while True:
             try:
                 msg = self._recv(FRAME_TIMEOUT)
@@ -320,8 +332,8 @@ class LearnSession:
                 raise exc
             if isinstance(msg, Seen):
                 seen = msg
-                costs["capture"].append(msg.capture)
-                costs["prep"].append(msg.prep)
+                _count(costs["capture"], msg.capture)
+                _count(costs["prep"], msg.prep)
             elif isinstance(msg, Metric):
                 event = step_event(msg, r.sram_bytes)
                 event["frame"] = seen.frame if seen is not None else None
@@ -333,7 +345,7 @@ class LearnSession:
                     if not msg.flags & MetricFlags.EVAL:  # the app keeps it after its replays
                         replaying = list(kept)
                         kept = (kept + [seen.frame])[-f["replay"]:] if f["replay"] else []
-                costs["infer" if msg.flags & MetricFlags.EVAL else "step"].append(msg.counter)
+                _count(costs["infer" if msg.flags & MetricFlags.EVAL else "step"], msg.counter)
                 yield event
             elif isinstance(msg, Thumb):
                 event = _thumb_piece(thumb, msg, shown)
@@ -391,9 +403,15 @@ def _thumb_piece(pending: dict, msg: Thumb, seen: dict) -> dict | None:
     return frame_event(px, msg.frame, *seen.get(msg.frame, (None, None)))
 
 
+def _count(total: list[int], value: int) -> None:
+    """Add a cost to its [sum, count]: a board may learn for days, its costs are not kept."""
+    total[0] += value
+    total[1] += 1
+
+
 def _summary(done: str, costs: dict, unit: str) -> dict:
     nums = dict(re.findall(r"(frames|labelled|step) (\d+)", done))
-    mean = {k: round(float(np.mean(v))) if v else None for k, v in costs.items()}
+    mean = {k: round(total / n) if n else None for k, (total, n) in costs.items()}
     return {"type": "summary", "steps": int(nums.get("step", 0)),
             "frames": int(nums.get("frames", 0)), "labelled": int(nums.get("labelled", 0)),
             "counter_unit": unit, f"{unit}_per_capture": mean["capture"],
