@@ -279,9 +279,13 @@ class LearnSession:
                 raise DeviceError(f"the learn app on {self.board.name} said nothing for "
                                   f"{timeout:.0f} s; it hung (its folder: {self.workdir})")
 
-    def hello(self) -> Ready:
-        """HELLO -> READY and, when the app could boot, its ready line; else its ERROR."""
+    def hello(self, then=None) -> Ready:
+        """HELLO -> READY and, when the app could boot, its ready line; else its ERROR. `then`
+        (a request) goes right behind HELLO: a virtual camera waits for HELLO, so a GET_FRAME
+        sent with it is served before the first frame or soon after, whatever the host's load."""
         self.link.send(Hello())
+        if then is not None:
+            self.link.send(then)
         ready = None
         deadline = time.monotonic() + BOOT_TIMEOUT
         while time.monotonic() < deadline:
@@ -302,7 +306,7 @@ class LearnSession:
         """Run log events as the board learns: start, then per frame `sample_eval` or `step`
         (and `step`s with replay: true), `frame` thumbnails, logs and errors; a summary when the
         camera's frames are done."""
-        self.hello()
+        self.hello(GetFrame(self.cfg.thumbs) if self.cfg.thumbs else None)
         r, f = self.ready, self.ready_line
         counter_unit = {0: "instructions", 1: "us", 2: "cycles"}.get(r.counter_unit, "?")
         yield {"type": "start", "app": "learn", "board": r.board, "counter_unit": counter_unit,
@@ -311,8 +315,6 @@ class LearnSession:
                "camera": {"width": f["width"], "height": f["height"], "format": f["format"]},
                "restored_step": f["step"], "memory_plan": {
                    k: f[k] for k in ("static", "arena", "params", "frame_buffer", "replay_bytes")}}
-        if self.cfg.thumbs:
-            self.link.send(GetFrame(self.cfg.thumbs))
         if self.live is not None:
             self.live.start()
         seen: Seen | None = None
