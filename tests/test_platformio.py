@@ -123,10 +123,11 @@ def test_pio_lists_the_three_envs_with_platform_and_board():
             if name.startswith("env:")}
     assert sorted(envs) == ["esp32cam-learn", "esp32dev", "esp32dev-wokwi", "esp32s3eye-learn",
                             "nano33ble", "nano33ble-learn", "native"]
-    assert (envs["nano33ble"]["platform"], envs["nano33ble"]["board"]) == ("nordicnrf52",
-                                                                          "nano33ble")
-    assert (envs["esp32dev"]["platform"], envs["esp32dev"]["board"]) == ("espressif32",
-                                                                        "esp32dev")
+    # the platforms pinned to a version (owner/name@version), the boards PlatformIO's
+    assert (envs["nano33ble"]["platform"], envs["nano33ble"]["board"]) == (
+        "platformio/nordicnrf52@10.11.0", "nano33ble")
+    assert (envs["esp32dev"]["platform"], envs["esp32dev"]["board"]) == (
+        "platformio/espressif32@6.13.0", "esp32dev")
     assert envs["native"]["platform"] == "native"
     assert envs["native"]["test_framework"] == "unity"
     for board in ("nano33ble", "esp32dev"):

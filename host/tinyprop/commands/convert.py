@@ -25,8 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, help="blob to write (.tpb)")
     p.add_argument("--header", type=Path, help="also write the blob as a C header, with the "
                    "arena, params and input sizes the firmware sizes its buffers by")
-    p.add_argument("--scheme", default="last:2",
-                   help="bias-only | bias-last:N | last:K | auto | FILE.json (default last:2)")
+    p.add_argument("--scheme",
+                   help="bias-only | bias-last:N | last:K | auto | FILE.json (default: auto, "
+                   "the best plan within --board's or --budget's memory; last:2 when neither "
+                   "is named)")
     p.add_argument("--board", help="plan for this board's memory: its name (a folder under "
                    "boards/, e.g. nano33ble) or your own board's folder, by its profile.json: its "
                    "budget and reserve, on heap boards its largest blocks, and its --target")
@@ -105,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if args.classes:
         model = with_new_head(model, args.classes, args.calib, args.calib_shift, args.head_init,
                               args.output, args.pixels)
-    tb = build(model, args.scheme, room, args.calib, calib_shift=args.calib_shift,
+    scheme = args.scheme or ("auto" if room is not None else "last:2")
+    tb = build(model, scheme, room, args.calib, calib_shift=args.calib_shift,
                momentum=args.momentum, target=target, patch=args.patch,
                input_rows=args.input_rows, grad=args.grad, labels=read_labels(model),
                loss=args.loss, pixels=args.pixels)
@@ -117,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         print("\n".join(report_lines(fig) + layout_lines(fig) + kernel_lines(fig)))
     print(f"{args.output}: {len(tb.blob):,} bytes, scheme {fig['scheme']}")
+    if scheme == "auto" and args.calib is None:
+        print("  auto ranked the layers by their depth alone: --calib DATA ranks them by their "
+              "gradients on your data")
     opt = f" + optimizer {fig['optimizer_bytes']:,} B" if fig["optimizer_bytes"] else ""
     print(f"  training arena_peak {fig['arena_peak']:,} B + trainable {fig['trainable_bytes']:,} B"
           f"{opt} = {fig['total']:,} B; inference arena {fig['inference_arena']:,} B")
