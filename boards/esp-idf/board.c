@@ -1,8 +1,8 @@
 /*
- * board.c - the tp_board.h HAL on an ESP32 under ESP-IDF 5 (tp_esp_idf.h): UART0 through the
+ * board.c - the tp_board.h HAL on an ESP32 under ESP-IDF 5.3+ (tp_esp_idf.h): UART0 through the
  * UART driver, esp_timer's microseconds, the parameter store in a data partition, FreeRTOS for
  * yields and the stack. No camera, button or LED (the learn application is the Arduino
- * library's). Not compiled here: it needs ESP-IDF's headers and the Xtensa toolchain.
+ * library's). The tests do not build it (no ESP-IDF there): `idf.py build` of the example does.
  */
 #include <stddef.h>
 #include <stdint.h>

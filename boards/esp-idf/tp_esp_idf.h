@@ -1,7 +1,7 @@
 /*
- * tp_esp_idf.h - the ESP-IDF board (board.c): the tp_board.h HAL on an ESP32 under ESP-IDF 5,
+ * tp_esp_idf.h - the ESP-IDF board (board.c): the tp_board.h HAL on an ESP32 under ESP-IDF,
  * for the ESP-IDF component `tinyprop package esp-idf` assembles. Plain C99 against ESP-IDF's
- * own headers; it cannot be compiled on a machine without ESP-IDF and its Xtensa toolchain.
+ * own headers (ESP-IDF 5.3 or later); not built by the tests: they run without ESP-IDF.
  *
  * Link: UART0 at TP_ESP_IDF_BAUD (the USB bridge's port; the console and log must be off on it,
  * the example's sdkconfig.defaults does that). Store: the data partition labelled "tinyprop"

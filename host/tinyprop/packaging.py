@@ -54,8 +54,8 @@ ARDUINO_CATEGORY = "Data Processing"
 # ESP-IDF: the device loop and the board the component adds to sources.mk's library
 IDF_EXTRA_SOURCES = ("firmware/apps/device/tp_device.c", "boards/esp-idf/board.c")
 IDF_BOARD = "boards/esp-idf"
-IDF_VERSION = ">=5.1"  # esp_partition as a component of its own
-IDF_REQUIRES = ("driver", "esp_timer", "esp_partition")
+IDF_VERSION = ">=5.3"  # the UART driver as a component of its own (esp_driver_uart)
+IDF_REQUIRES = ("esp_driver_uart", "esp_timer", "esp_partition")
 
 
 @dataclass(frozen=True)
