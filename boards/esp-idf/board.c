@@ -8,7 +8,6 @@
 #include <stdint.h>
 
 #include <driver/uart.h>
-#include <esp_heap_caps.h>
 #include <esp_partition.h>
 #include <esp_timer.h>
 #include <freertos/FreeRTOS.h>
@@ -17,8 +16,8 @@
 
 #include "tinyprop.h"
 #include "tp_board.h"
+#include "tp_esp_heap.h"
 #include "tp_esp_idf.h"
-#include "tp_proto.h" /* TP_RAM_UNKNOWN */
 
 #define LINK_UART UART_NUM_0
 #define RX_BUFFER_BYTES 4096 /* four full frames while the device loop is busy */
@@ -39,15 +38,7 @@ static int64_t last_rest_us;
 
 void tp_esp_idf_measure_heap(void)
 {
-    size_t largest = heap_caps_get_largest_free_block(MALLOC_CAP_8BIT);
-    heap_at_boot.free_bytes = (uint32_t)heap_caps_get_free_size(MALLOC_CAP_8BIT);
-    heap_at_boot.largest_block = (uint32_t)largest;
-    void *held = largest > 0 ? heap_caps_malloc(largest, MALLOC_CAP_8BIT) : NULL;
-    /* the second block: the largest left while the largest is held */
-    heap_at_boot.second_block = held != NULL
-                                    ? (uint32_t)heap_caps_get_largest_free_block(MALLOC_CAP_8BIT)
-                                    : TP_RAM_UNKNOWN;
-    heap_caps_free(held);
+    heap_at_boot = tp_esp_heap_measure();
 }
 
 int tp_board_init(void)
@@ -94,8 +85,7 @@ int tp_board_write(const uint8_t *src, size_t n)
     if (src == NULL && n > 0) {
         return TP_BOARD_ERR_ARG;
     }
-    return n == 0 || uart_write_bytes(LINK_UART, src, n) == (int)n ? TP_BOARD_OK
-                                                                   : TP_BOARD_ERR_IO;
+    return n == 0 || uart_write_bytes(LINK_UART, src, n) == (int)n ? TP_BOARD_OK : TP_BOARD_ERR_IO;
 }
 
 void tp_board_yield(void)

@@ -2,8 +2,9 @@
 #ifndef TINYPROP_CONFIG_H
 #define TINYPROP_CONFIG_H
 
+/* the model's header, from tinyprop convert MODEL.tflite -o model.tpb --header model.h */
 #if !__has_include("model.h")
-#error "no model.h in the sketch folder: tinyprop convert MODEL.tflite -o model.tpb --header model.h writes it"
+#error "no model.h in this sketch's folder: tinyprop convert ... --header model.h writes it"
 #endif
 /* The model (the path is relative to firmware/apps/learn/, where the learn app includes it). */
 #define TP_MODEL_HEADER "../../../model.h"

@@ -2,8 +2,10 @@
 #ifndef TINYPROP_CONFIG_H
 #define TINYPROP_CONFIG_H
 
+/* the model's and the samples' headers, from selftrain_headers.py MODEL.tpb --data DIR --sketch
+ * THIS_FOLDER (SelfTrain.ino) */
 #if !__has_include("model.h") || !__has_include("samples.h")
-#error "model.h and samples.h belong in the sketch folder: selftrain_headers.py MODEL.tpb --data DIR --sketch THIS_FOLDER writes them"
+#error "no model.h or samples.h in this sketch's folder: selftrain_headers.py --sketch writes them"
 #endif
 /* The model and the samples (the paths are relative to firmware/apps/selftrain/, where the
  * application includes them). */

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include <esp_heap_caps.h>
+
 #include "tp_board.h"
 #include "tp_device.h"
 #include "tp_esp_idf.h"
