@@ -120,7 +120,6 @@ def _arduino_properties(lib: dict) -> str:
         "architectures": ",".join(ARDUINO_ARCHITECTURES),
         "depends": ",".join(ARDUINO_DEPENDS),
         "includes": "tinyprop.h",
-        "license": lib["license"],
     }
     return "".join(f"{key}={value}\n" for key, value in fields.items())
 
