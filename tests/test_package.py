@@ -46,8 +46,13 @@ EXAMPLE_SOURCES = {
 SKETCH_FILES = {"tinyprop_app.c", "tinyprop_board.cpp", "tinyprop_config.h"}
 APP_ENTRIES = {"DeviceLoop": "tp_device_main", "CameraLearn": "tp_learn_main",
                "SelfTrain": "tp_selftrain_main"}
-NANO_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=softfp", "-mfpu=fpv4-sp-d16", "-Os"]
-C_FLAGS = ["-std=c99", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror"]
+# ArduinoCore-mbed's variants/ARDUINO_NANO33BLE/cflags.txt (the code generation part)
+NANO_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=softfp", "-mfpu=fpv4-sp-d16", "-Os",
+              "-funsigned-char", "-ffunction-sections", "-fdata-sections", "-fomit-frame-pointer"]
+# as the Arduino cores compile C: GNU C11 and no -ffp-contract=off (tinyprop.h's pragma holds)
+C_FLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
+# the Cortex-M4F's fused multiply-adds, which would part the float paths from NumPy's
+FUSED = re.compile(r"\bv(fma|fms|fnma|fnms)\.f32\b")
 CXX_FLAGS = ["-std=gnu++17", "-Wall", "-Wextra", "-Werror"]
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 RUN = {"steps": 16, "lr": 0.05, "seed": 7}
@@ -367,3 +372,18 @@ def test_arduino_library_compiles_for_the_nano33ble_flags(sketches, host_objects
     dsp = "kernels_arm_tp_conv_arm.c.o"
     assert "tp_arm_conv2d_s8" in defined_symbols("arm-none-eabi-nm", out / dsp)
     assert "tp_arm_conv2d_s8" not in defined_symbols("nm", host_objects / dsp)
+    # GNU C contracts a * b + c into one rounding; the float paths stay NumPy's without the
+    # flag, and the loss (softmax cross-entropy) would be fused without tinyprop.h's pragma
+    objects = sorted(str(o) for o in out.glob("*.o"))
+    code = subprocess.run(["arm-none-eabi-objdump", "-d", *objects], capture_output=True,
+                          text=True, check=True).stdout
+    assert not FUSED.search(code)
+    loss = sketches.parent / "loss_without_pragma.c"
+    loss.write_text(subprocess.run(["arm-none-eabi-gcc", *C_FLAGS, *NANO_FLAGS, "-E", "-P",
+                                    f"-I{sketches / 'src'}", str(sketches / "src" / "tp_loss.c")],
+                                   capture_output=True, text=True, check=True).stdout
+                    .replace("#pragma GCC optimize", "// "))
+    subprocess.run(["arm-none-eabi-gcc", *C_FLAGS, *NANO_FLAGS, "-c", str(loss), "-o",
+                    str(loss.with_suffix(".o"))], check=True)
+    assert FUSED.search(subprocess.run(["arm-none-eabi-objdump", "-d", str(loss.with_suffix(".o"))],
+                                       capture_output=True, text=True, check=True).stdout)
