@@ -218,9 +218,17 @@ def test_platformio_package_is_library_json_export(packages):
     assert lib["repository"]["type"] == "git" and lib["repository"]["url"].startswith("https://")
     names = files_under(pio)
     assert {n.split("/")[0] for n in names} == {p.split("/")[0]
-                                                for p in lib["export"]["include"]}
-    assert c_sources(names) == {*library_sources(), "apps/device/tp_device.c"}
+                                                for p in lib["export"]["include"]} | {"examples"}
+    library = {n for n in names if not n.startswith("examples/")}
+    assert c_sources(library) == {*library_sources(), "apps/device/tp_device.c"}
     assert lib["build"]["srcFilter"] == ["+<core/>", "+<proto/>", "+<apps/device/>"]
+    # the Arduino examples, each with its glue, listed for the registry with every file
+    assert [e["name"] for e in lib["examples"]] == list(EXAMPLES)
+    for e in lib["examples"]:
+        assert f"{e['name']}.ino" in e["files"]
+        assert {f"{e['base']}/{f}" for f in e["files"]} == \
+            {n for n in names if n.startswith(e["base"] + "/")}
+        assert files_under(pio / e["base"]) == files_under(packages["arduino"] / e["base"])
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -11,8 +11,8 @@
 - esp-idf: an ESP-IDF component, firmware/ as it is (library and device loop) with the ESP-IDF
   board (boards/esp-idf/), its CMakeLists.txt listing sources.mk's sources, and an example
   project (firmware/packages/esp-idf/examples/).
-- platformio: what `pio pkg pack firmware` publishes: firmware/ filtered by library.json's
-  export rules.
+- platformio: what `pio pkg pack firmware` publishes (firmware/ filtered by library.json's
+  export rules) and the Arduino examples, listed in the package's library.json.
 
 firmware/library.json holds the facts every manifest repeats (name, version, description,
 authors, URL, license).
@@ -135,6 +135,12 @@ def _write_arduino(out: Path) -> None:
                             "Arduino library merges them into src/; rename one")
     for name, target in zip(files, targets, strict=True):
         _copy(FIRMWARE / name, out / target)
+    _write_arduino_examples(out)
+
+
+def _write_arduino_examples(out: Path) -> None:
+    """examples/<Name>/: each Arduino example with its application and board glue (the
+    Arduino library's and the PlatformIO package's)."""
     sketch = TEMPLATES / "arduino" / "sketch"
     for example, own in ARDUINO_EXAMPLES.items():
         folder = out / "examples" / example
@@ -196,8 +202,19 @@ def platformio_files() -> list[str]:
 
 
 def _write_platformio(out: Path) -> None:
+    """library.json's export, plus the Arduino examples (their board glue lives outside
+    firmware/, so `pio pkg pack firmware` alone would publish none), which the manifest lists
+    for the registry."""
     for name in platformio_files():
         _copy(FIRMWARE / name, out / name)
+    _write_arduino_examples(out)
+    lib = library_manifest()
+    lib["examples"] = [
+        {"name": example, "base": f"examples/{example}",
+         "files": sorted(p.relative_to(out / "examples" / example).as_posix()
+                         for p in (out / "examples" / example).rglob("*") if p.is_file())}
+        for example in ARDUINO_EXAMPLES]
+    (out / "library.json").write_text(json.dumps(lib, indent=2) + "\n")
 
 
 WRITERS = {"arduino": _write_arduino, "esp-idf": _write_esp_idf,
