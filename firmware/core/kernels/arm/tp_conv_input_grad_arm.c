@@ -107,30 +107,28 @@ static inline int32_t pw_round8(int32_t v, uint32_t s)
     return tp_dsp_round_even(v, (int32_t)(s & 0xFFu), (int32_t)(s >> 8));
 }
 
-/* v clamped to +-lim, lim = 2^15 - 1 (the fold's usual bits): SSAT to 16 bits, then -2^15. */
-static inline int32_t pw_clamp15(int32_t v)
-{
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
-    v = __ssat(v, 16);
-#else
-    v = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
-#endif
-    return v < -32767 ? -32767 : v;
-}
-
 /* (v0, v1) clamped to +-(2^15 - 1) as a word: SSAT to 16 bits, then both halves negated
  * twice by QSUB16 from 0, which turns -2^15 into -(2^15 - 1) and leaves the rest. */
 static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
 {
-#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
     uint32_t g = tp_dsp_pack16(__ssat(v0, 16), __ssat(v1, 16)), n, z = 0u;
     __asm__("qsub16 %0, %1, %2" : "=r"(n) : "r"(z), "r"(g));
     __asm__("qsub16 %0, %1, %2" : "=r"(g) : "r"(z), "r"(n));
     return g;
-#else
-    return tp_dsp_pack16(pw_clamp15(v0), pw_clamp15(v1));
-#endif
 }
+#else
+/* v clamped to +-lim, lim = 2^15 - 1 (the fold's usual bits) */
+static inline int32_t pw_clamp15(int32_t v)
+{
+    return v > 32767 ? 32767 : v < -32767 ? -32767 : v;
+}
+
+static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
+{
+    return tp_dsp_pack16(pw_clamp15(v0), pw_clamp15(v1));
+}
+#endif
 
 /* Channel j's dY' at dY offset a (a block of `mode`; dY `bytes` wide); PW_SMM: not clamped
  * (pw_pack_clamp15 does). */
@@ -240,7 +238,26 @@ static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gma
     }
 }
 
-#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+/* The pairs' asm below takes, at four pixels, 14 core registers: every one a Thumb function has
+ * without a frame pointer. Only an optimizing GCC allocates them (PW_REGS on its callers); GCC
+ * at -O0 and clang cannot (they fail, or GCC at -O0 never ends), and take the C loop instead,
+ * the same SMLADs in the same order. */
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION) && defined(__OPTIMIZE__) && \
+    !defined(__clang__)
+#define PW_ASM 1
+/* No frame pointer, whatever the build's flags; at -O1 no invariant hoisted into a register the
+ * asm needs (-O2 and -O3 weigh the register pressure and do not; -Os's code wants its hoisting). */
+#ifdef __OPTIMIZE_SIZE__
+#define PW_REGS __attribute__((optimize("omit-frame-pointer")))
+#else
+#define PW_REGS __attribute__((optimize("omit-frame-pointer", "no-move-loop-invariants")))
+#endif
+#else
+#define PW_ASM 0
+#define PW_REGS
+#endif
+
+#if PW_ASM
 /* One pair (e, post-incremented by the first LDRD, so g[] lies at -16..-4) for np pixels: its
  * weights of inputs i, i + 1 made two words (PW_W: u even inputs, r odd ones), then per pixel
  * two SMLADs with its g word, loaded two pixels a LDRD (PW_PIX2) or one (PW_PIX1). Four pixels:
@@ -371,15 +388,15 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
     }
 }
 
-static TP_DSP_NOINLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
-                                    int add)
+static TP_DSP_NOINLINE PW_REGS void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs,
+                                            uint32_t ic, int add)
 {
     pw_mac(a, t, npairs, ic, add, 4u);
 }
 
 /* The last np (1 to 3) pixels of a row. */
-static TP_DSP_NOINLINE void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic,
-                                        int add, uint32_t np)
+static TP_DSP_NOINLINE PW_REGS void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs,
+                                                uint32_t ic, int add, uint32_t np)
 {
     if (np == 3u) {
         pw_mac(a, t, npairs, ic, add, 3u);
