@@ -18,7 +18,9 @@ passes the int32 bounds.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,14 +97,30 @@ def cases():
     return out
 
 
+# The harness built as debug builds and LLVM toolchains build the library: everything at -O0,
+# and the DSP kernels compiled by clang (linked by GCC's toolchain; -fshort-enums: the
+# arm-none-eabi ABI's enums, as GCC lays them out). Both take tp_conv_input_grad_arm's C loop
+# where the -O2 GCC build runs its asm.
+CLANG_KERNELS = ("clang --target=arm-none-eabi -fshort-enums -isystem "
+                 "/usr/lib/arm-none-eabi/include")
+VARIANTS = {"gcc -O2": None, "gcc -O0": {"VARIANT": "O0", "OPT": "-O0"},
+            "clang kernels": {"VARIANT": "clang-kernels", "KERNELS_CC": CLANG_KERNELS}}
+needs_clang = pytest.mark.skipif(
+    shutil.which("clang") is None or not Path("/usr/lib/arm-none-eabi/include").is_dir(),
+    reason="needs clang and arm-none-eabi's newlib headers in /usr/lib/arm-none-eabi/include")
+
+
 @needs_qemu
-def test_pointwise_gradient_kernels_on_qemu_m4_equal_reference(tmp_path):
+@pytest.mark.parametrize("variant", ["gcc -O2", pytest.param("gcc -O0", marks=pytest.mark.slow),
+                                     pytest.param("clang kernels",
+                                                  marks=[pytest.mark.slow, needs_clang])])
+def test_pointwise_gradient_kernels_on_qemu_m4_equal_reference(variant, tmp_path):
     made = cases()
     run_list = []
     for name, blob, inputs in made:
         run_list.append(Case(blob, inputs, FLAG_TRAIN | FLAG_OUTPUTS, f"{name} dsp"))
         run_list.append(Case(blob, inputs, FLAG_TRAIN | FLAG_OUTPUTS | FLAG_REF, f"{name} ref"))
-    run = run_cases(run_list, workdir=tmp_path)
+    run = run_cases(run_list, workdir=tmp_path, variant=VARIANTS[variant])
     bad = []
     for i, (name, _, _) in enumerate(made):
         dsp, ref = run.of(2 * i), run.of(2 * i + 1)

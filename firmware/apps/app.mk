@@ -20,6 +20,11 @@
 #                 name (tinyprop.boards writes build/blobs/<blob crc>/model_tpb.h), so firmware
 #                 for different blobs never shares objects
 #
+#   VARIANT=<name> OPT=<level> KERNELS_CC=<compiler and flags>   a build variant (tests: the
+#                 DSP kernels' C fallbacks equal the reference): every source at OPT (default
+#                 -O2), firmware/core/kernels/arm/ compiled by KERNELS_CC (e.g. clang) if given;
+#                 the build is then PROG-VARIANT
+#
 # Output: $(TP_BUILD)/$(BOARD)/$(PROG)$(EXT), objects under $(TP_BUILD)/$(BOARD)/obj-$(PROG)/;
 # TP_BUILD defaults to the repository's build/ (an installed tinyprop passes its own, writable
 # one). `make path` prints the output path (tinyprop.device.firmware.build_firmware uses it).
@@ -85,6 +90,11 @@ ifneq ($(LEARN),)
   BLOB_CFLAGS += -DTP_LEARN_CONFIG='"$(abspath $(LEARN))"'
 endif
 
+ifneq ($(VARIANT),)
+  PROG := $(PROG)-$(VARIANT)
+endif
+OPT ?= -O2
+
 TP_BUILD ?= $(ROOT)/build
 BUILD := $(TP_BUILD)/$(BOARD)
 OBJ_DIR := $(BUILD)/obj-$(PROG)
@@ -92,7 +102,7 @@ include $(ROOT)/firmware/sources.mk
 FIRMWARE_SRCS := $(TP_LIB_SRCS)
 INCLUDES := $(TP_INCLUDES) -I$(BOARD_DIR)
 # Same numerics on every board: no fused multiply-add, so floats match the host reference.
-COMMON_CFLAGS := -std=c99 -O2 -ffp-contract=off -Wall -Wextra -Werror -g \
+COMMON_CFLAGS := -std=c99 $(OPT) -ffp-contract=off -Wall -Wextra -Werror -g \
                  -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY) \
                  $(BLOB_CFLAGS) $(APP_CFLAGS)
 
@@ -111,6 +121,12 @@ $(OBJ_DIR)/board/%.o: $(BOARD_DIR)/%.c
 $(OBJ_DIR)/%.o: $(ROOT)/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+ifneq ($(KERNELS_CC),)
+$(OBJ_DIR)/firmware/core/kernels/arm/%.o: $(ROOT)/firmware/core/kernels/arm/%.c
+	@mkdir -p $(dir $@)
+	$(KERNELS_CC) $(CFLAGS) -c -o $@ $<
+endif
 
 ifneq ($(APP_SRC),)
 $(APP_OBJ): $(APP_SRC)

@@ -157,13 +157,17 @@ def _read_exact(port, n: int, what: str) -> bytes:
 
 
 def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None = None,
-              workdir: Path | None = None, timeout: float = 1800.0) -> Run:
+              workdir: Path | None = None, timeout: float = 1800.0,
+              variant: dict[str, str] | None = None) -> Run:
     """Run `cases` on `board` (an emulated board) with the harness; `builtin` is the blob
-    compiled into it for the cases whose blob is None."""
+    compiled into it for the cases whose blob is None; `variant`: make variables of a build
+    variant (firmware/apps/app.mk's VARIANT, OPT, KERNELS_CC)."""
     from ..device.firmware import build_firmware, write_blob_header
     from ..device.runners import start_qemu
 
-    variables = {"BLOB": str(write_blob_header(builtin))} if builtin is not None else None
+    variables = dict(variant or {})
+    if builtin is not None:
+        variables["BLOB"] = str(write_blob_header(builtin))
     elf = build_firmware(board, "kerneltest", variables)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(workdir or tmp)
