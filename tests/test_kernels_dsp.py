@@ -65,6 +65,21 @@ needs_qemu = pytest.mark.skipif(
     shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
     reason="needs qemu-system-arm and arm-none-eabi-gcc (scripts/setup.sh installs them)")
 
+# The harness built as debug builds and LLVM toolchains build the library (slow): everything at
+# -O0, and the DSP kernels compiled by clang (linked by GCC's toolchain; -fshort-enums: the
+# arm-none-eabi ABI's enums, as GCC lays them out). Both take tp_conv_input_grad_arm's C loop
+# where the -O2 GCC build runs its asm.
+ARM_NEWLIB_INCLUDE = Path("/usr/lib/arm-none-eabi/include")
+VARIANTS = {"gcc -O2": None, "gcc -O0": {"VARIANT": "O0", "OPT": "-O0"},
+            "clang kernels": {"VARIANT": "clang-kernels", "KERNELS_CC":
+                              f"clang --target=arm-none-eabi -fshort-enums -isystem "
+                              f"{ARM_NEWLIB_INCLUDE}"}}
+needs_clang = pytest.mark.skipif(
+    shutil.which("clang") is None or not ARM_NEWLIB_INCLUDE.is_dir(),
+    reason=f"needs clang and arm-none-eabi's newlib headers in {ARM_NEWLIB_INCLUDE}")
+BUILDS = ["gcc -O2", pytest.param("gcc -O0", marks=pytest.mark.slow),
+          pytest.param("clang kernels", marks=[pytest.mark.slow, needs_clang])]
+
 RANDOM = 60  # opgen cases per kind (each a few milliseconds on the board)
 DRIVER = REPO / "tests" / "c" / "test_kernels_dsp.c"
 FOLD_DRIVER = REPO / "tests" / "c" / "test_fold_dsp.c"
@@ -169,14 +184,16 @@ def check_run(cases, run, expect) -> None:
 
 
 @needs_qemu
-def test_dsp_kernels_on_qemu_m4_equal_reference(tmp_path):
+@pytest.mark.parametrize("variant", BUILDS)
+def test_dsp_kernels_on_qemu_m4_equal_reference(variant, tmp_path):
     cases, expect = harness_cases(all_cases())
-    run = run_cases(cases, workdir=tmp_path)
+    run = run_cases(cases, workdir=tmp_path, variant=VARIANTS[variant])
     check_run(cases, run, expect)
-    # the DSP kernels did run: the opgen convolutions cost a fraction of the reference's
+    # the DSP kernels did run: the opgen convolutions cost a fraction of the reference's (at
+    # -O0, where every intrinsic is a call, 0.81 of it)
     ref = sum(r.cost_ref for r in run.results)
     opt = sum(r.cost_opt for r in run.results)
-    assert opt < 0.5 * ref, (opt, ref)
+    assert opt < (0.9 if variant == "gcc -O0" else 0.5) * ref, (opt, ref)
 
 
 @needs_qemu
@@ -367,14 +384,15 @@ def check_train_run(cases, run, ref_run=None, want=None) -> None:
 
 
 @needs_qemu
+@pytest.mark.parametrize("variant", BUILDS)
 @pytest.mark.parametrize("target", [None, "cortex-m4"])
 @pytest.mark.parametrize("grad", ["int16", "int8"])
-def test_depthwise_gradients_on_qemu_m4_equal_reference(grad, target, tmp_path):
+def test_depthwise_gradients_on_qemu_m4_equal_reference(grad, target, variant, tmp_path):
     """The DSP run of case i and the reference run of case n + i share nothing but the blob
     (the harness fills each case's memory with its own pattern first)."""
     cases, want = dw_training_blobs(grad, target)
     ref_cases = [Case(c.blob, c.inputs, c.flags | FLAG_REF, c.name) for c in cases]
-    run = run_cases(cases + ref_cases, workdir=tmp_path)
+    run = run_cases(cases + ref_cases, workdir=tmp_path, variant=VARIANTS[variant])
     n = sum(len(c.inputs) for c in cases)
     check_train_run(cases, Run(run.results[:n]), Run(run.results[n:]), want)
 

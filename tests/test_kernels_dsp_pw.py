@@ -18,14 +18,12 @@ passes the int32 bounds.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 from opgen import _Builder
-from test_kernels_dsp import needs_qemu
+from test_kernels_dsp import BUILDS, VARIANTS, needs_qemu
 from tinyprop.bench.kernels import FLAG_OUTPUTS, FLAG_REF, FLAG_TRAIN, Case, run_cases, train_inputs
 from tinyprop.compile.blob import inference_for, pack_blob
 from tinyprop.compile.kernels import plan_scratch
@@ -97,23 +95,8 @@ def cases():
     return out
 
 
-# The harness built as debug builds and LLVM toolchains build the library: everything at -O0,
-# and the DSP kernels compiled by clang (linked by GCC's toolchain; -fshort-enums: the
-# arm-none-eabi ABI's enums, as GCC lays them out). Both take tp_conv_input_grad_arm's C loop
-# where the -O2 GCC build runs its asm.
-CLANG_KERNELS = ("clang --target=arm-none-eabi -fshort-enums -isystem "
-                 "/usr/lib/arm-none-eabi/include")
-VARIANTS = {"gcc -O2": None, "gcc -O0": {"VARIANT": "O0", "OPT": "-O0"},
-            "clang kernels": {"VARIANT": "clang-kernels", "KERNELS_CC": CLANG_KERNELS}}
-needs_clang = pytest.mark.skipif(
-    shutil.which("clang") is None or not Path("/usr/lib/arm-none-eabi/include").is_dir(),
-    reason="needs clang and arm-none-eabi's newlib headers in /usr/lib/arm-none-eabi/include")
-
-
 @needs_qemu
-@pytest.mark.parametrize("variant", ["gcc -O2", pytest.param("gcc -O0", marks=pytest.mark.slow),
-                                     pytest.param("clang kernels",
-                                                  marks=[pytest.mark.slow, needs_clang])])
+@pytest.mark.parametrize("variant", BUILDS)
 def test_pointwise_gradient_kernels_on_qemu_m4_equal_reference(variant, tmp_path):
     made = cases()
     run_list = []
