@@ -116,7 +116,8 @@ def test_arduino_layout_and_sources(packages):
         folder = lib / "examples" / example
         assert (folder / f"{example}.ino").is_file()
         files = files_under(folder)
-        headers = {"boards/arduino/tp_arduino.h", "boards/esp-idf/tp_esp_heap.h"}
+        headers = {"boards/arduino/tp_arduino.h", "boards/esp-idf/tp_esp_heap.h",
+                   "boards/esp-idf/tp_esp_store.h"}
         assert files - {f"{example}.ino"} - SKETCH_FILES == {*own, *headers}
         for name in files - {f"{example}.ino"} - SKETCH_FILES:
             assert (folder / name).read_bytes() == (REPO_ROOT / name).read_bytes(), name

@@ -41,7 +41,7 @@ MANIFESTS = {"arduino": "library.properties", "esp-idf": "idf_component.yml",
 ARDUINO_ARCHITECTURES = ("mbed_nano", "esp32")
 ARDUINO_GLUE = ("boards/arduino/tp_arduino.h", "boards/arduino/tp_arduino.cpp",
                 "boards/nano33ble/board.cpp", "boards/esp32/board.cpp",
-                "boards/esp-idf/tp_esp_heap.h")
+                "boards/esp-idf/tp_esp_heap.h", "boards/esp-idf/tp_esp_store.h")
 ARDUINO_CAMERA_GLUE = ("boards/nano33ble/camera.cpp", "boards/esp32/camera.cpp")
 ARDUINO_EXAMPLES = {
     "DeviceLoop": ("firmware/apps/device/tp_device.c",),
