@@ -4,7 +4,7 @@
 A real params record (the IR model's blob, trained on its samples) is saved four times in a row
 into a blank region (the first save on blank flash, then saves over older records, the ring
 wrapping); the power is cut at every erase and word program of every save, once cleanly and
-twice torn (the word half programmed: some of its bits cleared; the page half erased: erased up
+once torn (the word half programmed: some of its bits cleared; the page half erased: erased up
 to a point, random bits set beyond). After each cut the board reboots and loads: exactly the
 record saved before (or nothing, before the first save) or the new one, never a mix, never
 garbage; restored and stepped once, the parameters equal the unbroken run's; the next save
@@ -12,7 +12,8 @@ completes and loads. Geometries: the nRF52840's 4 KB pages of 4-byte words, the 
 sectors written 16 bytes at a time, and 256-byte pages, where a record spans five pages and
 wraps at the region's end. Mutants of the store (overwriting the newest record; the header
 before the record) lose records in the same campaign: it can fail.
-And the save policy (tp_save_policy): every N labelled steps, at most every M seconds."""
+And the save policy (tp_save_policy): every N labelled steps, at most every M seconds, in C,
+in the learn application and in the device loop on the host board."""
 
 from __future__ import annotations
 
@@ -20,9 +21,22 @@ import json
 import subprocess
 
 import pytest
-from test_device_host import load_ir_model
+from learn_camera import CLASSES
+from test_device_host import LR, SEED, load_ir_model
+from test_platformio import build_host_board
+from tinyprop.device.device import Device
 from tinyprop.device.firmware import core_cflags, core_library
+from tinyprop.device.link import Link, PipeTransport
+from tinyprop.device.runners import start_host_board
 from tinyprop.faults.store import CAMPAIGN, Geometry, campaign_program, measure, run_campaign
+from tinyprop.learn.camera import (
+    NO_LABEL,
+    camera_mode,
+    read_frames,
+    read_label_script,
+    write_camera,
+)
+from tinyprop.learn.run import LearnConfig, learn_firmware
 from tinyprop.paths import REPO_ROOT
 
 SAVES = 4
@@ -37,11 +51,11 @@ def model():
 
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: g.name)
 def test_every_cut_and_tear_loads_the_old_or_the_new_record(model, geometry):
-    r = run_campaign(model.blob, model.inputs, model.labels, geometry, saves=SAVES, tears=2)
+    r = run_campaign(model.blob, model.inputs, model.labels, geometry, saves=SAVES, tears=1)
     need = geometry.pages_per_save(r["record_bytes"])
     assert r["pages_per_save"] == need and r["erases"] == SAVES * need
     assert r["ops"] > SAVES * (r["record_bytes"] // geometry.word_bytes)  # every word programmed
-    assert r["power_cuts"] == r["ops"] and r["torn_ops"] == 2 * r["ops"]  # every one cut
+    assert r["power_cuts"] == r["torn_ops"] == r["ops"]  # every one cut, and torn
     assert r["records_lost"] == 0 and r["torn_records_lost"] == 0
     assert r["loaded_old"] + r["loaded_new"] == r["power_cuts"] + r["torn_ops"]
     assert r["loaded_old"] > 0
@@ -139,3 +153,45 @@ def test_measure_sums_the_campaigns_and_states_the_wear(model):
     # 1,248 B + 20 B of header in one 4 KB page; 40 pages of 10,000 erases
     assert life["erases_per_save"] == 1 and life["saves"] == 400_000
     assert life["days_at_1_min"] == pytest.approx(400_000 / 1440, abs=0.1)
+
+
+@pytest.mark.parametrize("minutes,saves", [(0, 6), (120, 1)])
+def test_the_learn_app_saves_at_most_every_m_minutes(learn_blob, learn_frames, tmp_path, minutes,
+                                                     saves):
+    """The host board's learn app (a microsecond clock), saving every labelled step: with no
+    limit each of the 6 labelled frames saves; at most every 120 minutes only the first does
+    (a boot's first save waits for no clock), then the end of the frames saves once more."""
+    frames = read_frames(learn_frames / "frames", camera_mode("96-gray"))
+    labels = read_label_script(learn_frames / "labels.csv", frames.names, CLASSES)[:8]
+    short = type(frames)(frames.mode, frames.raw[:8], frames.names[:8])
+    assert sum(y != NO_LABEL for y in labels) == 6
+    write_camera(tmp_path, short, labels, wait_host=False)
+    cfg = LearnConfig(lr=0.01, save_every=1, save_minutes=minutes)
+    assert f"#define TP_LEARN_SAVE_MINUTES {minutes}u" in cfg.header()
+    exe = learn_firmware("host", learn_blob.blob, cfg, short)
+    out = subprocess.run([str(exe)], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    saved = [int(line.split()[-1]) for line in out.splitlines() if line.startswith("saved at")]
+    assert saved == [1, 2, 3, 4, 5, 6][:saves]
+    assert "learn done frames 8 labelled 6" in out
+
+
+@pytest.mark.slow  # the whole library compiled for the host board
+@pytest.mark.parametrize("minutes,restored", [(0, 6), (120, 2)])
+def test_the_device_loop_autosaves_at_most_every_m_minutes(model, tmp_path, minutes, restored):
+    """The device loop built as the Arduino envs build it, autosaving every 2 steps: killed
+    after 7 steps, the restarted board restores step 6 with no time limit, step 2 (a boot's
+    first autosave) with at most one save every 120 minutes."""
+    exe = build_host_board(tmp_path, model.blob, ["-DTP_DEVICE_SAVE_EVERY=2",
+                                                  f"-DTP_DEVICE_SAVE_MINUTES={minutes}u"])
+    with start_host_board(exe, tmp_path) as run, Link(PipeTransport(run.proc, "host")) as link:
+        dev = Device(link)
+        dev.hello(30)
+        dev.set_hparams(LR, SEED)
+        for i in range(7):
+            dev.train(model.inputs[i % 8], int(model.labels[i % 8]))
+        run.proc.kill()
+    with start_host_board(exe, tmp_path) as run, Link(PipeTransport(run.proc, "host")) as link:
+        dev = Device(link)
+        dev.hello(30)
+        assert dev.pull_params() == model.reference(restored).params_bytes()

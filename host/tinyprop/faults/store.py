@@ -12,6 +12,7 @@ check restores what loaded and takes a training step that must equal the unbroke
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import subprocess
@@ -53,11 +54,11 @@ class Geometry:
         return self.pages // 2 * self.page_bytes - self.header_bytes()
 
 
-# The boards' store regions: the Nano 33 BLE's last 160 KB of flash (nRF52840: 4 KB pages,
-# 4-byte words); the ESP32's `tinyprop` partition (boards/esp32/partitions.csv and the ESP-IDF
-# example's: 160 KB of 4 KB sectors, written in the 16 bytes flash encryption needs).
-NANO33BLE = Geometry("nrf52840", 4096, 4, 40)
-ESP32 = Geometry("esp32", 4096, 16, 40)
+# The boards' store regions: the Nano 33 BLE's last 192 KB of flash (nRF52840: 4 KB pages,
+# 4-byte words); the ESP32's `tinyprop` partition of boards/esp32/partitions.csv (960 KB of 4 KB
+# sectors, written in the 16 bytes flash encryption needs).
+NANO33BLE = Geometry("nrf52840", 4096, 4, 48)
+ESP32 = Geometry("esp32", 4096, 16, 240)
 
 
 def saves_in_a_lifetime(geometry: Geometry, record_bytes: int,
@@ -74,8 +75,10 @@ def lifetime_years(geometry: Geometry, record_bytes: int, minutes_per_save: floa
         / MINUTES_A_YEAR
 
 
+@functools.cache
 def campaign_program() -> Path:
-    """tests/c/store_campaign.c built against the C core (rebuilt when either changed)."""
+    """tests/c/store_campaign.c built against the C core (rebuilt when either changed; checked
+    once a process)."""
     from ..device.firmware import build_program
 
     if not CAMPAIGN.is_file():
