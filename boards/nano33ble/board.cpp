@@ -1,11 +1,12 @@
 /*
  * board.cpp - Arduino Nano 33 BLE (nRF52840, Cortex-M4F, 256 KB SRAM, 1 MB flash) over the
  * Arduino mbed core: the parameter store (tp_store.h: a ring of records, a power cut at any
- * instant of a save keeps the record saved before) in the last 160 KB of internal flash through
+ * instant of a save keeps the record saved before) in the last 192 KB of internal flash through
  * mbed::FlashIAP. The serial link and counter are boards/arduino/tp_arduino.cpp.
  *
  * The firmware (code + the compiled-in blob) must end below the store: tinyprop flash checks
- * nothing here, the VWW firmware is about 600 KB of the 864 KB left.
+ * nothing here, the VWW firmware is about 600 KB of the 768 KB between the bootloader's 64 KB and
+ * the store.
  */
 #include <Arduino.h>
 #include <malloc.h>
@@ -14,9 +15,11 @@
 #include "../arduino/tp_arduino.h"
 #include "tp_store.h"
 
-/* The store's region: 40 pages of 4 KB, a ring of records (tp_store.h). It keeps records of up
- * to 80 KB (two side by side): the largest tp_device keeps, 72 KB of parameters and a header. */
-#define STORE_BYTES (160u * 1024u)
+/* The store's region: 48 pages of 4 KB, a ring of records (tp_store.h) of up to 96 KB (two side
+ * by side; tp_device keeps 72 KB of parameters and a header at most). 48 pages, not the 40 that
+ * hold two such records: a save erases its pages in turn, and the more pages, the longer they
+ * last (docs/boards.md "Wear"). */
+#define STORE_BYTES (192u * 1024u)
 
 static mbed::FlashIAP flash;
 static uint32_t store_base; /* the region's first address; 0 until the flash is up */
