@@ -36,8 +36,8 @@
 #endif
 /* ...but at most once every M minutes (0: no limit), on boards whose counter is a clock
  * (microseconds; the emulated boards count instructions and have no limit): saving every few
- * steps would wear a board's flash out in weeks, and 120 minutes keeps the Nano 33 BLE's store
- * 5.7 years under continuous learning (docs/boards.md "Wear"). A step held back is not lost:
+ * steps would wear a board's flash out in weeks; 120 minutes keeps the Nano 33 BLE's store
+ * 5.8 to 6.8 years under continuous learning (docs/boards.md "Wear"). A step held back counts:
  * the save comes with the first labelled step after the limit. */
 #ifndef TP_LEARN_SAVE_MINUTES
 #define TP_LEARN_SAVE_MINUTES 120u
