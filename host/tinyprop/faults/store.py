@@ -108,21 +108,24 @@ def run_campaign(blob: bytes, inputs: np.ndarray, labels: Sequence[int], geometr
 
 
 def measure(blob: bytes, inputs: np.ndarray, labels: Sequence[int],
-            geometries: Sequence[Geometry] = (NANO33BLE, ESP32), pages: int = 3,
-            saves: int = 4, stride: int = 1, tears: int = 2,
-            save_minutes: float = 120.0) -> dict:
-    """The store's figures: the campaign on each geometry (its flash, `pages` pages a region,
-    so that `saves` saves fill and wrap it) summed; the erases a save costs and the lifetime
-    of the boards' real regions with this blob's record at one save every `save_minutes`
-    (the default policy's limit) and at one a minute."""
-    runs = {g.name: run_campaign(blob, inputs, labels, Geometry(g.name, g.page_bytes,
-                                                               g.word_bytes, pages),
-                                 saves=saves, stride=stride, tears=tears)
-            for g in geometries}
+            geometries: Sequence[Geometry] = (NANO33BLE, ESP32), saves: int = 4,
+            stride: int = 1, tears: int = 2, save_minutes: float = 120.0) -> dict:
+    """The store's figures: the campaign on each geometry's flash, in the smallest ring that
+    holds two records and wraps (so that `saves` saves fill it and go round), summed; the
+    erases a save costs and the lifetime of the boards' real regions with this blob's record at
+    one save every `save_minutes` (the default policy's limit) and at one a minute. Every
+    operation is cut with stride 1; a training step follows every cut, so a large model wants
+    a stride (a VWW step takes about 0.2 s here: the demo's record, 15,400 word programs a
+    save, wants stride 1024 or so; every erase and the header's operations are cut still)."""
+    record = blob_needs(blob).record  # the params record tp_device and tp_learn save
+    runs = {}
+    for g in geometries:
+        ring = Geometry(g.name, g.page_bytes, g.word_bytes, 2 * g.pages_per_save(record) + 1)
+        runs[g.name] = run_campaign(blob, inputs, labels, ring, saves=saves, stride=stride,
+                                    tears=tears)
     total = {key: sum(r[key] for r in runs.values())
              for key in ("power_cuts", "records_lost", "torn_ops", "torn_records_lost",
                          "resume_mismatches", "recovery_failures", "flash_violations")}
-    record = blob_needs(blob).record  # the params record tp_device and tp_learn save
     lifetime = {g.name: {"region_pages": g.pages, "erases_per_save": g.pages_per_save(record),
                          "saves": saves_in_a_lifetime(g, record),
                          f"years_at_{save_minutes:g}_min": round(
