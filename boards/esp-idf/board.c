@@ -1,8 +1,9 @@
 /*
  * board.c - the tp_board.h HAL on an ESP32 under ESP-IDF 5.3+ (tp_esp_idf.h): UART0 through the
  * UART driver, esp_timer's microseconds, the parameter store in the `tinyprop` data partition
- * (tp_esp_store.h), FreeRTOS for yields and the stack. No camera, button or LED (the learn application is the Arduino
- * library's). The tests do not build it (no ESP-IDF there): `idf.py build` of the example does.
+ * (tp_esp_store.h), FreeRTOS for yields and the stack. No camera, button or LED (the learn
+ * application is the Arduino library's). The tests do not build it (no ESP-IDF there): `idf.py
+ * build` of the example does.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -38,9 +38,9 @@ static inline int tp_esp_store_read(void *ctx, uint32_t offset, uint8_t *dst, ui
 static inline const tp_flash *tp_esp_store_flash(void)
 {
     static tp_flash flash;
-    const esp_partition_t *p =
-        esp_partition_find_first(ESP_PARTITION_TYPE_DATA, ESP_PARTITION_SUBTYPE_ANY,
-                                 TP_ESP_STORE_LABEL);
+    const esp_partition_t *p = esp_partition_find_first(ESP_PARTITION_TYPE_DATA,
+                                                        ESP_PARTITION_SUBTYPE_ANY,
+                                                        TP_ESP_STORE_LABEL);
     if (p == NULL) {
         return NULL;
     }

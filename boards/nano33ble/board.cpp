@@ -23,11 +23,11 @@
 
 static mbed::FlashIAP flash;
 static uint32_t store_base; /* the region's first address; 0 until the flash is up */
-static tp_flash store;
 
 static int store_erase(void *, uint32_t page)
 {
-    return flash.erase(store_base + page * store.page_bytes, store.page_bytes);
+    uint32_t bytes = flash.get_sector_size(store_base); /* the region's pages are all 4 KB */
+    return flash.erase(store_base + page * bytes, bytes);
 }
 
 static int store_program(void *, uint32_t offset, const uint8_t *src, uint32_t n)
@@ -40,6 +40,9 @@ static int store_read(void *, uint32_t offset, uint8_t *dst, uint32_t n)
     return flash.read(dst, store_base + offset, n);
 }
 
+/* The geometry is FlashIAP's, asked once the flash is up. */
+static tp_flash store = {NULL, 0u, 0u, 0u, store_erase, store_program, store_read};
+
 /* The store's flash, or NULL when FlashIAP does not start. */
 static const tp_flash *store_flash(void)
 {
@@ -48,9 +51,8 @@ static const tp_flash *store_flash(void)
             return NULL;
         }
         store_base = flash.get_flash_start() + flash.get_flash_size() - STORE_BYTES;
-        /* the erase unit (4 KB) and the program unit (4 bytes) on the nRF52840 */
-        store = {NULL, flash.get_sector_size(store_base), flash.get_page_size(), 0u, store_erase,
-                 store_program, store_read};
+        store.page_bytes = flash.get_sector_size(store_base); /* the erase unit: 4 KB */
+        store.word_bytes = flash.get_page_size();             /* the program unit: 4 bytes */
         store.pages = STORE_BYTES / store.page_bytes;
     }
     return &store;

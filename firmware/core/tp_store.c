@@ -24,9 +24,9 @@ static uint32_t round_up(uint32_t n, uint32_t unit)
 static int geometry_ok(const tp_flash *f)
 {
     uint32_t w = f != NULL ? f->word_bytes : 0u;
-    return (w == 4u || w == 8u || w == 16u || w == 32u) && f->erase != NULL &&
-           f->program != NULL && f->read != NULL && f->page_bytes >= 2u * MAX_WORD &&
-           f->page_bytes % w == 0u && f->pages >= 2u && f->page_bytes <= UINT32_MAX / f->pages;
+    return (w == 4u || w == 8u || w == 16u || w == 32u) && f->erase != NULL && f->program != NULL &&
+           f->read != NULL && f->page_bytes >= 2u * MAX_WORD && f->page_bytes % w == 0u &&
+           f->pages >= 2u && f->page_bytes <= UINT32_MAX / f->pages;
 }
 
 uint32_t tp_store_header_bytes(uint32_t word_bytes)

@@ -214,8 +214,8 @@ typedef struct {
 /* After a reboot: what loads must be record `older` (0: nothing yet) or `newer`; the session
  * resumed from it and stepped once must equal the unbroken run (after[k]: the parameters one
  * step after save k, or after the first step for k = 0). Returns whether the record held. */
-static int check_load(trainer *t, const tp_flash *f, uint8_t **records,
-                      uint8_t **after, uint32_t older, uint32_t newer, counts *c)
+static int check_load(trainer *t, const tp_flash *f, uint8_t **records, uint8_t **after,
+                      uint32_t older, uint32_t newer, counts *c)
 {
     uint32_t n = 0, got;
     const char *why = "";
@@ -360,10 +360,9 @@ static int campaign(char **argv)
                     c.torn_lost += !held;
                 }
                 /* and the next save after the reboot completes, whatever the cut left */
-                c.recovery_failures +=
-                    tp_store_save(&f, records[k], t.record_bytes) != TP_OK ||
-                    tp_store_load(&f, t.record, t.record_bytes, &n) != TP_OK ||
-                    n != t.record_bytes || memcmp(t.record, records[k], n) != 0;
+                c.recovery_failures += tp_store_save(&f, records[k], t.record_bytes) != TP_OK ||
+                                       tp_store_load(&f, t.record, t.record_bytes, &n) != TP_OK ||
+                                       n != t.record_bytes || memcmp(t.record, records[k], n) != 0;
             }
         }
         memcpy(base, saved, region);

@@ -271,7 +271,7 @@ static void boot_model(void)
 #if TP_DEVICE_SAVE_EVERY > 0
     tp_save_policy_init(&autosave, TP_DEVICE_SAVE_EVERY,
                         strcmp(tp_board_counter_unit(), "us") == 0 ? TP_DEVICE_SAVE_MINUTES * 60u
-                                                                  : 0u);
+                                                                   : 0u);
 #endif
 }
 

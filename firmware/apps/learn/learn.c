@@ -260,7 +260,7 @@ static tp_status boot(void)
     /* the time limit on boards whose counter is a clock */
     tp_save_policy_init(&app.saves, TP_LEARN_SAVE_EVERY,
                         strcmp(tp_board_counter_unit(), "us") == 0 ? TP_LEARN_SAVE_MINUTES * 60u
-                                                                  : 0u);
+                                                                   : 0u);
     st = tp_set_hparams(&app.s, &hp);
     if (st != TP_OK) {
         tp_text_add(&app.t, "TP_LEARN_LR is out of range");
