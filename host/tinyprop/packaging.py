@@ -42,6 +42,7 @@ ARDUINO_ARCHITECTURES = ("mbed_nano", "esp32")
 ARDUINO_GLUE = ("boards/arduino/tp_arduino.h", "boards/arduino/tp_arduino.cpp",
                 "boards/nano33ble/board.cpp", "boards/esp32/board.cpp",
                 "boards/esp-idf/tp_esp_heap.h", "boards/esp-idf/tp_esp_store.h")
+ESP32_PARTITIONS = "boards/esp32/partitions.csv"
 ARDUINO_CAMERA_GLUE = ("boards/nano33ble/camera.cpp", "boards/esp32/camera.cpp")
 ARDUINO_EXAMPLES = {
     "DeviceLoop": ("firmware/apps/device/tp_device.c",),
@@ -145,6 +146,9 @@ def _write_arduino_examples(out: Path) -> None:
         shutil.copytree(sketch, folder, dirs_exist_ok=True)
         for name in (*ARDUINO_GLUE, *own):
             _copy(REPO_ROOT / name, folder / name)
+        # Arduino-ESP32 builds a sketch with the partitions.csv beside it: the store's
+        # `tinyprop` partition (4 MB flash; the mbed core ignores the file)
+        shutil.copy(REPO_ROOT / ESP32_PARTITIONS, folder / "partitions.csv")
 
 
 def _idf_component_yml(lib: dict) -> str:
