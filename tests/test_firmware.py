@@ -28,7 +28,7 @@ LAYERS = [
     ("quant", ["core/tp_quant.o", "core/tp_fmath.o", "core/tp_gradmap.o"]),
     ("blob", ["core/tp_blob.o", "core/blob/*.o"]),
     ("session", ["core/tp_session.o"]),
-    ("frames+record", ["core/tp_image.o", "core/tp_record.o"]),
+    ("frames+record+store", ["core/tp_image.o", "core/tp_record.o", "core/tp_store.o"]),
     ("kernels", ["core/kernels/*.o", "core/kernels/*/*.o"]),
     ("optim+loss", ["core/tp_optim.o", "core/tp_loss.o"]),
     ("forward", ["core/tp_exec.o", "core/tp_patch.o", "core/tp_forward.o"]),

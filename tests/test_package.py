@@ -116,10 +116,14 @@ def test_arduino_layout_and_sources(packages):
         folder = lib / "examples" / example
         assert (folder / f"{example}.ino").is_file()
         files = files_under(folder)
-        headers = {"boards/arduino/tp_arduino.h", "boards/esp-idf/tp_esp_heap.h"}
-        assert files - {f"{example}.ino"} - SKETCH_FILES == {*own, *headers}
-        for name in files - {f"{example}.ino"} - SKETCH_FILES:
+        headers = {"boards/arduino/tp_arduino.h", "boards/esp-idf/tp_esp_heap.h",
+                   "boards/esp-idf/tp_esp_store.h"}
+        assert files - {f"{example}.ino", "partitions.csv"} - SKETCH_FILES == {*own, *headers}
+        for name in files - {f"{example}.ino", "partitions.csv"} - SKETCH_FILES:
             assert (folder / name).read_bytes() == (REPO_ROOT / name).read_bytes(), name
+        # an ESP32 keeps what it learned in the `tinyprop` partition of the sketch's table
+        assert (folder / "partitions.csv").read_bytes() == \
+            (REPO_ROOT / "boards/esp32/partitions.csv").read_bytes()
     assert {n.split("/")[0] for n in names} == {"library.properties", "src", "examples"}
 
 

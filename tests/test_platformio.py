@@ -322,6 +322,7 @@ class FlashIAP {
     int read(void *buffer, uint32_t address, uint32_t size);
     int program(const void *buffer, uint32_t address, uint32_t size);
     int erase(uint32_t address, uint32_t size);
+    uint32_t get_sector_size(uint32_t address) const;
     uint32_t get_page_size() const;
     uint32_t get_flash_start() const;
     uint32_t get_flash_size() const;
@@ -357,26 +358,6 @@ class OV767X {
 };
 extern OV767X Camera;
 """,
-    "LittleFS.h": """
-#include <stddef.h>
-#include <stdint.h>
-class File {
-  public:
-    explicit operator bool() const;
-    size_t write(const uint8_t *buf, size_t size);
-    size_t read(uint8_t *buf, size_t size);
-    size_t size() const;
-    void close();
-};
-class LittleFSFS {
-  public:
-    bool begin(bool formatOnFail = false);
-    File open(const char *path, const char *mode = "r");
-    bool exists(const char *path);
-    bool rename(const char *from, const char *to);
-};
-extern LittleFSFS LittleFS;
-""",
     "esp_heap_caps.h": """
 #include <stddef.h>
 #include <stdint.h>
@@ -391,6 +372,34 @@ size_t heap_caps_get_largest_free_block(uint32_t caps);
     "esp_err.h": """
 typedef int esp_err_t;
 #define ESP_OK 0
+""",
+    # ESP-IDF 4.4's (Arduino-ESP32 2.0.17's): no erase_size in esp_partition_t yet
+    "esp_partition.h": """
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "esp_err.h"
+typedef enum { ESP_PARTITION_TYPE_APP = 0x00, ESP_PARTITION_TYPE_DATA = 0x01 }
+    esp_partition_type_t;
+typedef enum { ESP_PARTITION_SUBTYPE_ANY = 0xff } esp_partition_subtype_t;
+typedef struct {
+    void *flash_chip;
+    esp_partition_type_t type;
+    esp_partition_subtype_t subtype;
+    uint32_t address;
+    uint32_t size;
+    char label[17];
+    bool encrypted;
+} esp_partition_t;
+const esp_partition_t *esp_partition_find_first(esp_partition_type_t type,
+                                                esp_partition_subtype_t subtype,
+                                                const char *label);
+esp_err_t esp_partition_read(const esp_partition_t *partition, size_t src_offset, void *dst,
+                             size_t size);
+esp_err_t esp_partition_write(const esp_partition_t *partition, size_t dst_offset,
+                              const void *src, size_t size);
+esp_err_t esp_partition_erase_range(const esp_partition_t *partition, size_t offset,
+                                    size_t size);
 """,
     "esp_timer.h": """
 #include <stdint.h>

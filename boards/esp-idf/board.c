@@ -1,14 +1,14 @@
 /*
  * board.c - the tp_board.h HAL on an ESP32 under ESP-IDF 5.3+ (tp_esp_idf.h): UART0 through the
- * UART driver, esp_timer's microseconds, the parameter store in a data partition, FreeRTOS for
- * yields and the stack. No camera, button or LED (the learn application is the Arduino
- * library's). The tests do not build it (no ESP-IDF there): `idf.py build` of the example does.
+ * UART driver, esp_timer's microseconds, the parameter store in the `tinyprop` data partition
+ * (tp_esp_store.h), FreeRTOS for yields and the stack. No camera, button or LED (the learn
+ * application is the Arduino library's). The tests do not build it (no ESP-IDF there): `idf.py
+ * build` of the example does.
  */
 #include <stddef.h>
 #include <stdint.h>
 
 #include <driver/uart.h>
-#include <esp_partition.h>
 #include <esp_timer.h>
 #include <freertos/FreeRTOS.h>
 #include <freertos/task.h>
@@ -18,20 +18,13 @@
 #include "tp_board.h"
 #include "tp_esp_heap.h"
 #include "tp_esp_idf.h"
+#include "tp_esp_store.h"
 
 #define LINK_UART UART_NUM_0
 #define RX_BUFFER_BYTES 4096 /* four full frames while the device loop is busy */
-#define STORE_LABEL "tinyprop"
-#define STORE_MAGIC 0x54535054u /* "TPST" */
 /* A FreeRTOS yield only runs tasks of the same priority or higher: a 1 ms sleep now and then
  * lets the idle task (and its watchdog) run too. */
 #define REST_EVERY_US 100000
-
-struct store_header {
-    uint32_t magic;
-    uint32_t length;
-    uint32_t crc; /* CRC32 of the record: a save cut short by a reset is seen as such */
-};
 
 static tp_board_ram heap_at_boot;
 static int64_t last_rest_us;
@@ -153,60 +146,14 @@ int32_t tp_board_bulk_read(uint32_t offset, uint8_t *dst, uint32_t n)
     return TP_BOARD_ERR_UNSUPPORTED;
 }
 
-static const esp_partition_t *store_partition(void)
-{
-    return esp_partition_find_first(ESP_PARTITION_TYPE_DATA, ESP_PARTITION_SUBTYPE_ANY,
-                                    STORE_LABEL);
-}
-
-/* Record first, header last: the header's CRC only matches once all of it is written. */
 int tp_board_store_save(const uint8_t *src, uint32_t n)
 {
-    const esp_partition_t *p = store_partition();
-    struct store_header h = {STORE_MAGIC, n, 0u};
-    if (src == NULL && n > 0) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (p == NULL) {
-        return TP_BOARD_ERR_UNSUPPORTED;
-    }
-    if (n > p->size - sizeof h) {
-        return TP_BOARD_ERR_TOO_BIG;
-    }
-    h.crc = tp_crc32(0, src, n);
-    size_t erase = (sizeof h + n + p->erase_size - 1u) / p->erase_size * p->erase_size;
-    if (esp_partition_erase_range(p, 0, erase) != ESP_OK ||
-        (n > 0 && esp_partition_write(p, sizeof h, src, n) != ESP_OK) ||
-        esp_partition_write(p, 0, &h, sizeof h) != ESP_OK) {
-        return TP_BOARD_ERR_IO;
-    }
-    return TP_BOARD_OK;
+    return tp_esp_store_save(src, n);
 }
 
 int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n)
 {
-    const esp_partition_t *p = store_partition();
-    struct store_header h;
-    if (n == NULL || (dst == NULL && max > 0)) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (p == NULL) {
-        return TP_BOARD_ERR_UNSUPPORTED;
-    }
-    if (esp_partition_read(p, 0, &h, sizeof h) != ESP_OK) {
-        return TP_BOARD_ERR_IO;
-    }
-    if (h.magic != STORE_MAGIC || h.length > p->size - sizeof h) {
-        return TP_BOARD_ERR_NOT_FOUND;
-    }
-    *n = h.length;
-    if (h.length > max) {
-        return TP_BOARD_ERR_TOO_BIG;
-    }
-    if (esp_partition_read(p, sizeof h, dst, h.length) != ESP_OK) {
-        return TP_BOARD_ERR_IO;
-    }
-    return tp_crc32(0, dst, h.length) == h.crc ? TP_BOARD_OK : TP_BOARD_ERR_NOT_FOUND;
+    return tp_esp_store_load(dst, max, n);
 }
 
 int tp_board_camera_open(tp_camera_mode *mode)

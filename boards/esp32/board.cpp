@@ -1,9 +1,10 @@
 /*
  * board.cpp - ESP32 (esp32dev: 520 KB SRAM, of which 320 KB is data RAM) with the Arduino
  * core: the arena and params record from the heap (a static .bss this large overflows the
- * DRAM segment; platformio.ini builds with TP_DEVICE_BOARD_BUFFERS), the parameter store as a
- * LittleFS file in the flash's data partition (the default NVS partition, 20 KB, is too small
- * for a 67 KB record). The serial link and counter are boards/arduino/tp_arduino.cpp.
+ * DRAM segment; platformio.ini builds with TP_DEVICE_BOARD_BUFFERS), the parameter store in the
+ * `tinyprop` data partition of boards/esp32/partitions.csv (tp_esp_store.h: the portable store,
+ * the ESP-IDF board's too, power-cut tested on a simulated flash). The serial link and counter are
+ * boards/arduino/tp_arduino.cpp.
  * Built with TP_APP_SELFTRAIN (env esp32dev-wokwi) it runs the self-training application
  * (firmware/apps/selftrain/selftrain.c, what boards/esp32/scenario.yaml checks in Wokwi) instead of
  * the device loop, with its arena and params from the heap too; built with TP_APP_LEARN (envs
@@ -11,14 +12,12 @@
  * its arena, params record and frame from the heap.
  */
 #include <Arduino.h>
-#include <LittleFS.h>
 #include <esp_heap_caps.h>
 
 #include "../arduino/tp_arduino.h"
 #include "../esp-idf/tp_esp_heap.h"
+#include "../esp-idf/tp_esp_store.h"
 
-#define STORE_PATH "/tinyprop.store"
-#define STORE_TMP_PATH "/tinyprop.tmp"
 #define BOOT_LINE "tinyprop esp32: device loop"
 
 #if defined(TP_APP_SELFTRAIN)
@@ -33,62 +32,14 @@ uint8_t *tp_device_arena;
 uint8_t *tp_device_record;
 #endif
 
-static bool store_ready;
-
-static bool store_init(void)
-{
-    /* true: format the partition on first use, when it holds no file system yet */
-    if (!store_ready) {
-        store_ready = LittleFS.begin(true);
-    }
-    return store_ready;
-}
-
 extern "C" int tp_board_store_save(const uint8_t *src, uint32_t n)
 {
-    if (src == NULL && n > 0) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (!store_init()) {
-        return TP_BOARD_ERR_IO;
-    }
-    /* A temporary file renamed over the store: a reset mid-save keeps the previous record. */
-    File f = LittleFS.open(STORE_TMP_PATH, "w");
-    if (!f) {
-        return TP_BOARD_ERR_IO;
-    }
-    size_t written = f.write(src, n);
-    f.close();
-    if (written != n || !LittleFS.rename(STORE_TMP_PATH, STORE_PATH)) {
-        return TP_BOARD_ERR_IO;
-    }
-    return TP_BOARD_OK;
+    return tp_esp_store_save(src, n);
 }
 
 extern "C" int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n)
 {
-    if (n == NULL || (dst == NULL && max > 0)) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (!store_init()) {
-        return TP_BOARD_ERR_IO;
-    }
-    if (!LittleFS.exists(STORE_PATH)) {
-        return TP_BOARD_ERR_NOT_FOUND;
-    }
-    File f = LittleFS.open(STORE_PATH, "r");
-    if (!f) {
-        return TP_BOARD_ERR_IO;
-    }
-    *n = (uint32_t)f.size();
-    int status = TP_BOARD_OK;
-    if (*n > max) {
-        status = TP_BOARD_ERR_TOO_BIG;
-    } else if (f.read(dst, *n) != *n) {
-        status = TP_BOARD_ERR_IO;
-    }
-    f.close();
-    return status;
+    return tp_esp_store_load(dst, max, n);
 }
 
 extern "C" const char *tp_board_name(void)

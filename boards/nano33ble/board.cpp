@@ -1,139 +1,73 @@
 /*
  * board.cpp - Arduino Nano 33 BLE (nRF52840, Cortex-M4F, 256 KB SRAM, 1 MB flash) over the
- * Arduino mbed core: the parameter store in the last 160 KB of internal flash through
- * mbed::FlashIAP, in two slots written in turn, so a reset during a save keeps the previous
- * record. The serial link and counter are boards/arduino/tp_arduino.cpp.
+ * Arduino mbed core: the parameter store (tp_store.h: a ring of records, a power cut at any
+ * instant of a save keeps the record saved before) in the last 192 KB of internal flash through
+ * mbed::FlashIAP. The serial link and counter are boards/arduino/tp_arduino.cpp.
  *
  * The firmware (code + the compiled-in blob) must end below the store: tinyprop flash checks
- * nothing here, the VWW firmware is about 600 KB of the 864 KB left.
+ * nothing here, the VWW firmware is about 600 KB of the 768 KB between the bootloader's 64 KB and
+ * the store.
  */
 #include <Arduino.h>
 #include <malloc.h>
 #include <mbed.h>
 
 #include "../arduino/tp_arduino.h"
+#include "tp_store.h"
 
-/* A slot: header, then the record. 80 KB holds the largest record tp_device keeps (72 KB
- * of parameters + its header). */
-#define SLOT_BYTES (80u * 1024u)
-#define SLOT_MAGIC 0x54535054u /* "TPST" */
-
-struct slot_header {
-    uint32_t magic;
-    uint32_t sequence; /* the newer intact slot wins */
-    uint32_t length;
-    uint32_t crc; /* CRC32 of the record: a torn write is seen as such */
-};
+/* The store's region: 48 pages of 4 KB, a ring of records (tp_store.h) of up to 96 KB (two side
+ * by side; tp_device keeps 72 KB of parameters and a header at most). 48 pages, not the 40 that
+ * hold two such records: a save erases its pages in turn, and the more pages, the longer they
+ * last (docs/boards.md "Wear"). */
+#define STORE_BYTES (192u * 1024u)
 
 static mbed::FlashIAP flash;
-static uint32_t store_base; /* the first slot; the second follows it */
+static uint32_t store_base; /* the region's first address; 0 until the flash is up */
 
-static uint32_t slot_address(int slot)
+static int store_erase(void *, uint32_t page)
 {
-    return store_base + (uint32_t)slot * SLOT_BYTES;
+    uint32_t bytes = flash.get_sector_size(store_base); /* the region's pages are all 4 KB */
+    return flash.erase(store_base + page * bytes, bytes);
 }
 
-/* The header of `slot` if it holds an intact record, else 0. */
-static int read_slot(int slot, slot_header *h)
+static int store_program(void *, uint32_t offset, const uint8_t *src, uint32_t n)
 {
-    if (flash.read(h, slot_address(slot), sizeof *h) != 0 || h->magic != SLOT_MAGIC ||
-        h->length > SLOT_BYTES - sizeof *h) {
-        return 0;
-    }
-    uint8_t chunk[256];
-    uint32_t crc = 0;
-    for (uint32_t done = 0; done < h->length; done += sizeof chunk) {
-        uint32_t n = h->length - done < sizeof chunk ? h->length - done : sizeof chunk;
-        if (flash.read(chunk, slot_address(slot) + sizeof *h + done, n) != 0) {
-            return 0;
+    return flash.program(src, store_base + offset, n);
+}
+
+static int store_read(void *, uint32_t offset, uint8_t *dst, uint32_t n)
+{
+    return flash.read(dst, store_base + offset, n);
+}
+
+/* The geometry is FlashIAP's, asked once the flash is up. */
+static tp_flash store = {NULL, 0u, 0u, 0u, store_erase, store_program, store_read};
+
+/* The store's flash, or NULL when FlashIAP does not start. */
+static const tp_flash *store_flash(void)
+{
+    if (store_base == 0) {
+        if (flash.init() != 0) {
+            return NULL;
         }
-        crc = tp_crc32(crc, chunk, n);
+        store_base = flash.get_flash_start() + flash.get_flash_size() - STORE_BYTES;
+        store.page_bytes = flash.get_sector_size(store_base); /* the erase unit: 4 KB */
+        store.word_bytes = flash.get_page_size();             /* the program unit: 4 bytes */
+        store.pages = STORE_BYTES / store.page_bytes;
     }
-    return crc == h->crc;
-}
-
-/* The slot with the newest intact record, or -1. */
-static int newest_slot(slot_header *h)
-{
-    slot_header a, b;
-    int ok_a = read_slot(0, &a), ok_b = read_slot(1, &b);
-    if (!ok_a && !ok_b) {
-        return -1;
-    }
-    int slot = ok_a && (!ok_b || (int32_t)(a.sequence - b.sequence) > 0) ? 0 : 1;
-    *h = slot == 0 ? a : b;
-    return slot;
-}
-
-static int store_init(void)
-{
-    if (flash.init() != 0) {
-        return TP_BOARD_ERR_IO;
-    }
-    store_base = flash.get_flash_start() + flash.get_flash_size() - 2u * SLOT_BYTES;
-    return TP_BOARD_OK;
+    return &store;
 }
 
 extern "C" int tp_board_store_save(const uint8_t *src, uint32_t n)
 {
-    slot_header h;
-    if (src == NULL && n > 0) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (n > SLOT_BYTES - sizeof h) {
-        return TP_BOARD_ERR_TOO_BIG;
-    }
-    if (store_base == 0 && store_init() != TP_BOARD_OK) {
-        return TP_BOARD_ERR_IO;
-    }
-    slot_header newest;
-    int current = newest_slot(&newest);
-    int slot = current == 0 ? 1 : 0;
-    uint32_t address = slot_address(slot);
-    uint32_t page = flash.get_page_size(); /* the program unit: 4 bytes on the nRF52840 */
-    uint8_t tail[16];
-    if (page > sizeof tail) {
-        return TP_BOARD_ERR_IO;
-    }
-    /* Record first, header last: the header's CRC only matches once all of it is written. */
-    uint32_t whole = n / page * page;
-    if (flash.erase(address, SLOT_BYTES) != 0 ||
-        (whole > 0 && flash.program(src, address + sizeof h, whole) != 0)) {
-        return TP_BOARD_ERR_IO;
-    }
-    if (whole < n) {
-        memset(tail, 0xFF, sizeof tail);
-        memcpy(tail, src + whole, n - whole);
-        if (flash.program(tail, address + sizeof h + whole, page) != 0) {
-            return TP_BOARD_ERR_IO;
-        }
-    }
-    h.magic = SLOT_MAGIC;
-    h.sequence = current < 0 ? 1u : newest.sequence + 1u;
-    h.length = n;
-    h.crc = tp_crc32(0, src, n);
-    return flash.program(&h, address, sizeof h) == 0 ? TP_BOARD_OK : TP_BOARD_ERR_IO;
+    const tp_flash *f = store_flash();
+    return f != NULL ? -(int)tp_store_save(f, src, n) : TP_BOARD_ERR_IO;
 }
 
 extern "C" int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n)
 {
-    slot_header h;
-    if (n == NULL || (dst == NULL && max > 0)) {
-        return TP_BOARD_ERR_ARG;
-    }
-    if (store_base == 0 && store_init() != TP_BOARD_OK) {
-        return TP_BOARD_ERR_IO;
-    }
-    int slot = newest_slot(&h);
-    if (slot < 0) {
-        return TP_BOARD_ERR_NOT_FOUND;
-    }
-    *n = h.length;
-    if (h.length > max) {
-        return TP_BOARD_ERR_TOO_BIG;
-    }
-    return flash.read(dst, slot_address(slot) + sizeof h, h.length) == 0 ? TP_BOARD_OK
-                                                                         : TP_BOARD_ERR_IO;
+    const tp_flash *f = store_flash();
+    return f != NULL ? -(int)tp_store_load(f, dst, max, n) : TP_BOARD_ERR_IO;
 }
 
 extern "C" const char *tp_board_name(void)

@@ -28,9 +28,14 @@
 #endif
 
 /* Save the params record to the board's store after every N-th training step as well as on
- * SAVE_PARAMS (0: only on SAVE_PARAMS). Real boards set it, so a reset loses at most N steps. */
+ * SAVE_PARAMS (0: only on SAVE_PARAMS). Real boards set it, so a reset loses at most N steps... */
 #ifndef TP_DEVICE_SAVE_EVERY
 #define TP_DEVICE_SAVE_EVERY 0
+#endif
+/* ...or the steps of M minutes: at most one such save every M minutes (0: no limit), on boards
+ * whose counter is a clock, so that the flash lasts (tp_learn.h's TP_LEARN_SAVE_MINUTES). */
+#ifndef TP_DEVICE_SAVE_MINUTES
+#define TP_DEVICE_SAVE_MINUTES 120u
 #endif
 
 /* Boards whose static RAM cannot hold the arena and the params record (ESP32: its DRAM

@@ -6,7 +6,8 @@
  * or the host's LABEL), one training step on that frame, run in slices (tp_train_continue)
  * with tp_board_yield between them, then optionally steps on a few recent labelled frames
  * (the replay buffer); the parameters saved to the board's store every TP_LEARN_SAVE_EVERY
- * labelled steps and restored at boot, so a power cycle keeps what it learned.
+ * labelled steps, at most every TP_LEARN_SAVE_MINUTES (tp_store.h's tp_save_policy), and
+ * restored at boot, so a power cycle keeps what it learned.
  *
  * Output: text lines on the link (a serial monitor) until the host says HELLO; from then on
  * protocol frames (docs/protocol.md "The learn application"). The configuration is fixed at
@@ -29,9 +30,17 @@
 #define TP_LEARN_SEED 0u /* the stochastic rounding's */
 #endif
 /* Save the parameters after every N-th labelled step (0: only at the end of a virtual camera's
- * frames and on the host's SAVE_PARAMS). */
+ * frames and on the host's SAVE_PARAMS)... */
 #ifndef TP_LEARN_SAVE_EVERY
 #define TP_LEARN_SAVE_EVERY 10u
+#endif
+/* ...but at most once every M minutes (0: no limit), on boards whose counter is a clock
+ * (microseconds; the emulated boards count instructions and have no limit): saving every few
+ * steps would wear a board's flash out in weeks; 120 minutes keeps the Nano 33 BLE's store
+ * 5.8 to 6.8 years under continuous learning (docs/boards.md "Wear"). A step held back counts:
+ * the save comes with the first labelled step after the limit. */
+#ifndef TP_LEARN_SAVE_MINUTES
+#define TP_LEARN_SAVE_MINUTES 120u
 #endif
 /* Recent labelled frames kept (as the model's int8 inputs) and trained on again: after each
  * labelled frame's step, one step on each kept frame (oldest first), then the new frame is

@@ -41,7 +41,8 @@ MANIFESTS = {"arduino": "library.properties", "esp-idf": "idf_component.yml",
 ARDUINO_ARCHITECTURES = ("mbed_nano", "esp32")
 ARDUINO_GLUE = ("boards/arduino/tp_arduino.h", "boards/arduino/tp_arduino.cpp",
                 "boards/nano33ble/board.cpp", "boards/esp32/board.cpp",
-                "boards/esp-idf/tp_esp_heap.h")
+                "boards/esp-idf/tp_esp_heap.h", "boards/esp-idf/tp_esp_store.h")
+ESP32_PARTITIONS = "boards/esp32/partitions.csv"
 ARDUINO_CAMERA_GLUE = ("boards/nano33ble/camera.cpp", "boards/esp32/camera.cpp")
 ARDUINO_EXAMPLES = {
     "DeviceLoop": ("firmware/apps/device/tp_device.c",),
@@ -99,9 +100,6 @@ def _copy(source: Path, target: Path) -> None:
     shutil.copyfile(source, target)
 
 
-def _copy_tree(source: Path, target: Path) -> None:
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        _copy(path, target / path.relative_to(source))
 
 
 def _arduino_properties(lib: dict) -> str:
@@ -144,10 +142,13 @@ def _write_arduino_examples(out: Path) -> None:
     sketch = TEMPLATES / "arduino" / "sketch"
     for example, own in ARDUINO_EXAMPLES.items():
         folder = out / "examples" / example
-        _copy_tree(TEMPLATES / "arduino" / "examples" / example, folder)
-        _copy_tree(sketch, folder)
+        shutil.copytree(TEMPLATES / "arduino" / "examples" / example, folder, dirs_exist_ok=True)
+        shutil.copytree(sketch, folder, dirs_exist_ok=True)
         for name in (*ARDUINO_GLUE, *own):
             _copy(REPO_ROOT / name, folder / name)
+        # Arduino-ESP32 builds a sketch with the partitions.csv beside it: the store's
+        # `tinyprop` partition (4 MB flash; the mbed core ignores the file)
+        shutil.copy(REPO_ROOT / ESP32_PARTITIONS, folder / "partitions.csv")
 
 
 def _idf_component_yml(lib: dict) -> str:
@@ -187,7 +188,7 @@ def _write_esp_idf(out: Path) -> None:
     sources = [*library_sources(), *(s.removeprefix("firmware/") for s in IDF_EXTRA_SOURCES)]
     (out / "CMakeLists.txt").write_text(_idf_cmakelists(sources))
     (out / "idf_component.yml").write_text(_idf_component_yml(lib))
-    _copy_tree(TEMPLATES / "esp-idf" / "examples", out / "examples")
+    shutil.copytree(TEMPLATES / "esp-idf" / "examples", out / "examples", dirs_exist_ok=True)
 
 
 def platformio_files() -> list[str]:
@@ -251,7 +252,7 @@ def write_zip(folder: Path, top: str) -> Path:
 def assemble(kind: str, out: Path, zip_it: bool = False, force: bool = False) -> Package:
     """The `kind` package in the folder out (and out.zip with zip_it)."""
     if kind not in KINDS:
-        raise TinypropError(f"package: unknown kind '{kind}'; use one of {', '.join(KINDS)}")
+        raise TinypropError(f"unknown kind '{kind}'; use one of {', '.join(KINDS)}")
     _prepare(kind, out, force)
     WRITERS[kind](out)
     written = [p for p in out.rglob("*") if p.is_file()]

@@ -8,6 +8,7 @@
 #include "tp_le.h"
 #include "tp_proto.h"
 #include "tp_record.h"
+#include "tp_store.h"
 #include "tp_text.h"
 
 #ifdef TP_MODEL_HEADER
@@ -85,6 +86,10 @@ static struct {
     uint32_t bulk_input;   /* file offset of the bulk sample being run (a row-band input) */
     int record_valid;      /* a PUSH_PARAMS header was accepted: later chunks may follow */
 } dev;
+
+#if TP_DEVICE_SAVE_EVERY > 0
+static tp_save_policy autosave; /* when a training step saves (TP_DEVICE_SAVE_EVERY, _MINUTES) */
+#endif
 
 /* "a x b y c" */
 /* ERROR and LOG texts (tp_text.h): "a x b y c", "ab". */
@@ -185,8 +190,15 @@ static uint32_t record_len(void)
 
 static int save_record(void)
 {
+    int st;
     tp_record_seal(&dev.s, RECORD);
-    return tp_board_store_save(RECORD, record_len());
+    st = tp_board_store_save(RECORD, record_len());
+#if TP_DEVICE_SAVE_EVERY > 0
+    if (st == TP_BOARD_OK) {
+        tp_save_policy_saved(&autosave, tp_board_counter());
+    }
+#endif
+    return st;
 }
 
 /* At boot: take the stored params when they are this blob's and intact, else the blob's. */
@@ -256,6 +268,11 @@ static void boot_model(void)
     if (dev.s.b.req.params > 0u) {
         restore_params();
     }
+#if TP_DEVICE_SAVE_EVERY > 0
+    tp_save_policy_init(&autosave, TP_DEVICE_SAVE_EVERY,
+                        strcmp(tp_board_counter_unit(), "us") == 0 ? TP_DEVICE_SAVE_MINUTES * 60u
+                                                                   : 0u);
+#endif
 }
 
 /* ---- requests ---- */
@@ -338,7 +355,7 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
     }
     transmit(tp_proto_encode_metric(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
 #if TP_DEVICE_SAVE_EVERY > 0
-    if (train && dev.s.step != step && dev.s.step % TP_DEVICE_SAVE_EVERY == 0u &&
+    if (train && dev.s.step != step && tp_save_policy_step(&autosave, tp_board_counter()) &&
         save_record() != TP_BOARD_OK) {
         send_log("autosave: cannot save the params record");
     }

@@ -9,6 +9,7 @@
 #include "tp_le.h"
 #include "tp_proto.h"
 #include "tp_record.h"
+#include "tp_store.h"
 #include "tp_text.h"
 
 #ifndef TP_MODEL_HEADER
@@ -87,6 +88,7 @@ static struct {
     uint32_t correct;    /* of those, predicted right before their step */
     uint32_t thumb_every;
     uint32_t kept, oldest; /* replay: frames kept, the slot of the oldest */
+    tp_save_policy saves;  /* when a labelled step saves */
 } app;
 
 /* ---- text: lines on the link before the host says HELLO, LOG frames after ---- */
@@ -255,6 +257,10 @@ static tp_status boot(void)
         return st;
     }
     restore_params();
+    /* the time limit on boards whose counter is a clock */
+    tp_save_policy_init(&app.saves, TP_LEARN_SAVE_EVERY,
+                        strcmp(tp_board_counter_unit(), "us") == 0 ? TP_LEARN_SAVE_MINUTES * 60u
+                                                                   : 0u);
     st = tp_set_hparams(&app.s, &hp);
     if (st != TP_OK) {
         tp_text_add(&app.t, "TP_LEARN_LR is out of range");
@@ -319,8 +325,13 @@ static tp_status train_sliced(int32_t label, tp_result *r)
 
 static int save(void)
 {
+    int st;
     tp_record_seal(&app.s, RECORD);
-    return tp_board_store_save(RECORD, tp_record_bytes(&app.s));
+    st = tp_board_store_save(RECORD, tp_record_bytes(&app.s));
+    if (st == TP_BOARD_OK) {
+        tp_save_policy_saved(&app.saves, tp_board_counter());
+    }
+    return st;
 }
 
 /* The METRIC of a step (label >= 0) or an inference (label NO_LABEL) on the latest frame. */
@@ -425,7 +436,7 @@ static tp_status learn_latest(int32_t label)
         tp_text_u32(&app.t, index);
         return st;
     }
-    if (TP_LEARN_SAVE_EVERY > 0u && app.labelled % TP_LEARN_SAVE_EVERY == 0u) {
+    if (tp_save_policy_step(&app.saves, tp_board_counter())) {
         if (save() != TP_BOARD_OK) {
             report(0, TP_ERR_IO, "cannot save the params record");
         } else {

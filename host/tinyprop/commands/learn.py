@@ -46,6 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-every", type=int, default=10, metavar="N",
                    help="save the parameters to the board's store every N labelled frames "
                    "(default 10; 0: only when the frames end)")
+    p.add_argument("--save-minutes", type=int, metavar="M",
+                   help="save at most once every M minutes, so a board's flash lasts (default: "
+                   "120 on a real board, 5 years of continuous learning, docs/boards.md; none "
+                   "on a virtual camera's recorded frames; 0: no limit)")
     p.add_argument("--replay", type=int, default=0, metavar="K",
                    help="keep the last K labelled frames and train on them again after each new"
                    " one (default 0)")
@@ -132,6 +136,7 @@ def real_board(args: argparse.Namespace, profile) -> int:
     from ..errors import TinypropError
     from ..learn.run import (
         DEFAULT_FRAME_BYTES,
+        REAL_BOARD_SAVE_MINUTES,
         LearnConfig,
         LearnSession,
         check_learn_fits,
@@ -143,7 +148,8 @@ def real_board(args: argparse.Namespace, profile) -> int:
         raise TinypropError(f"--board {args.board}: a real board learns from its own camera "
                             "and button; --camera and --labels are for qemu-m4, rv32-virt, host")
     tb = load_blob(args.blob, args.model)
-    cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
+    minutes = REAL_BOARD_SAVE_MINUTES if args.save_minutes is None else args.save_minutes
+    cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs, minutes)
     if profile.placement == "static":  # the ESP32's frame is in PSRAM, its buffers on the heap
         check_learn_fits(profile, tb.blob, cfg, DEFAULT_FRAME_BYTES, "QCIF RGB565 (the default)")
     job = flash_job(profile, blob=args.blob, port=args.port, build_only=args.build_only,
@@ -175,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
     mode = camera_mode(args.format)  # a bad --format stops here
     for flag, value in (("--save-every", args.save_every), ("--replay", args.replay),
-                        ("--thumbs", args.thumbs)):
+                        ("--thumbs", args.thumbs), ("--save-minutes", args.save_minutes or 0)):
         if value < 0 or value > 0xFFFF:
             raise TinypropError(f"{flag} {value}: give a count from 0 to 65535")
     profile = board_named(args.board)
@@ -195,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
     workdir = args.workdir or args.blob.with_suffix(".learn")
     if args.fresh and workdir.exists():
         shutil.rmtree(workdir)
-    cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs)
+    cfg = LearnConfig(args.lr, args.seed, args.save_every, args.replay, args.thumbs,
+                      args.save_minutes or 0)
     with LearnSession(args.board, tb.blob, frames, labels, cfg, workdir, classes,
                       live_fps=args.fps if keys else None) as session:
         on_key = None

@@ -73,6 +73,9 @@ class LearnConfig:
     save_every: int = 10  # labelled steps between saves (0: only at the end)
     replay: int = 0  # labelled frames kept and trained on again after each new one
     thumbs: int = 0  # a thumbnail of every n-th frame into the log (0: none)
+    # at most one save every this many minutes (0: no limit); a real board's default is
+    # REAL_BOARD_SAVE_MINUTES, a virtual camera's recorded frames have none
+    save_minutes: int = 0
 
     def header(self, frame_bytes: int | None = None) -> str:
         """The TP_LEARN_CONFIG header: the settings and, for a virtual camera's mode, the frame
@@ -83,9 +86,13 @@ class LearnConfig:
             f"#define TP_LEARN_LR {lr.hex()}f",
             f"#define TP_LEARN_SEED {self.seed & 0xFFFFFFFF}u",
             f"#define TP_LEARN_SAVE_EVERY {self.save_every}u",
+            f"#define TP_LEARN_SAVE_MINUTES {self.save_minutes}u",
             f"#define TP_LEARN_REPLAY {self.replay}u",
             *([f"#define TP_LEARN_FRAME_BYTES {frame_bytes}u"] if frame_bytes else []), ""])
 
+
+# A real board's limit on saves (tp_learn.h's TP_LEARN_SAVE_MINUTES): its flash lasts 5 years.
+REAL_BOARD_SAVE_MINUTES = 120
 
 # The learn app's frame buffer when the build does not size it (tp_learn.h): QCIF RGB565.
 DEFAULT_FRAME_BYTES = 176 * 144 * 2
