@@ -61,24 +61,16 @@ def make(*args: str) -> str:
 @needs["riscv64-unknown-elf-gcc"]
 def test_every_source_builds_with_every_compiler_and_werror():
     """gcc (this machine), clang, arm-none-eabi-gcc (Cortex-M4F) and riscv64-unknown-elf-gcc
-    (RV32IMC) with -Wall -Wextra -Werror: the library and the applications."""
-    out = make("check")
+    (RV32IMC) with -Wall -Wextra -Werror: the library and the applications; and the DSP
+    kernels at every level of arm-none-eabi-gcc and clang for the M4, and for the M7 and M33
+    (check-toolchains: debug builds and LLVM toolchains build them too, their register-hungry
+    asm falling back to C where it cannot be allocated)."""
+    out = make("-j2", "check")
     sizes = {line.split()[-1].rsplit("/firmware/arm/", 1)[-1]: int(line.split()[0])
              for line in out.splitlines() if "/firmware/arm/" in line}
     for obj in ("core/tp_blob.o", "core/tp_forward.o", "core/tp_train.o",
                 "core/kernels/ref/tp_conv.o", "core/tp_quant.o", "proto/tp_proto.o"):
         assert 0 < sizes[obj] < 16384, (obj, sizes)
-
-
-@pytest.mark.slow
-@needs["clang"]
-@needs["arm-none-eabi-gcc"]
-def test_the_library_builds_at_every_level_for_every_cortex_m_and_compiler():
-    """`make check-toolchains`: the library for the Cortex-M4, M7 and M33, hard and softfp, by
-    arm-none-eabi-gcc at -O0/-Og/-O1/-Os/-O2/-O3 and clang at -O0/-Os/-O2, -Werror: debug
-    builds and LLVM toolchains build the DSP kernels too (their register-hungry asm falls back
-    to C where it cannot be allocated). About 2.5 minutes on two cores."""
-    make("-j2", "check-toolchains")
 
 
 def symbols(obj: Path) -> tuple[set[str], set[str]]:
