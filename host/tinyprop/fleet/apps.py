@@ -1,0 +1,215 @@
+"""The fleet's Flower apps (Flower's Message API): a ClientApp whose node drives one board
+(node.BoardNode) and a ServerApp whose strategy aggregates the blob's trainable parameters
+only (params.aggregate), exports the global model as .tflite after every round and keeps
+what each round saw (FleetServer.rounds, the `tinyprop fleet` JSON).
+
+Messages: the server sends `arrays` (an ArrayRecord, one Array a trainable array, params.py's
+names) and `config` (`server-round`); a board replies with its `arrays` after training,
+`metrics` (a MetricRecord: steps, accuracy, train-accuracy, holdout, blob-id) and `board` (a
+ConfigRecord: its name). A node's name and board come from its node config (`name`, `board`:
+e.g. the serial port of a real board, on a Deployment Engine SuperNode's --node-config), else,
+under the Simulation Engine, from its partition id in the fleet's --clients.
+
+The aggregation is params.aggregate's, not Flower's FedAvg / FedMedian / FedTrimmedAvg: those
+would average the int8 and int32 arrays in float and return floats; these follow the same
+definitions, exactly, with the blob's scales (params.py). A reply that fails params' checks is
+refused with its reason, and the round goes on with the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MetricRecord,
+    RecordDict,
+)
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+
+from ..training.export import export_params
+from .node import BoardNode, FleetConfig, RoundResult
+from .params import ParamsLayout, Update, UpdateRejected, aggregate
+
+log = logging.getLogger("tinyprop.fleet")
+PARTITION_ID = "partition-id"  # the Simulation Engine's node config: the node's index
+
+
+def to_record(arrays: dict[str, np.ndarray]) -> ArrayRecord:
+    return ArrayRecord({name: Array(np.ascontiguousarray(a)) for name, a in arrays.items()})
+
+
+def from_record(record: ArrayRecord) -> dict[str, np.ndarray]:
+    return {name: record[name].numpy() for name in record}
+
+
+def node_of(fleet: FleetConfig, context: Context) -> BoardNode:
+    """The BoardNode a ClientApp's context names (node config `name`, `board`; or the
+    simulation's partition id into fleet.clients)."""
+    cfg = context.node_config
+    name = str(cfg["name"]) if "name" in cfg else fleet.clients[int(cfg[PARTITION_ID])]
+    index = fleet.clients.index(name) if name in fleet.clients else int(cfg.get(PARTITION_ID, 0))
+    return BoardNode(fleet, name, index, str(cfg["board"]) if "board" in cfg else None)
+
+
+def client_app(fleet: FleetConfig) -> ClientApp:
+    """The ClientApp of `fleet`'s boards."""
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        node = node_of(fleet, context)
+        arrays = from_record(msg.content["arrays"])
+        trained, r = node.train(arrays, int(msg.content["config"]["server-round"]))
+        metrics = MetricRecord({"steps": r.steps, "accuracy": r.accuracy,
+                                "train-accuracy": r.train_accuracy, "holdout": r.holdout,
+                                "blob-id": node.layout.blob_id})
+        return Message(RecordDict({"arrays": to_record(trained), "metrics": metrics,
+                                   "board": ConfigRecord({"name": node.name})}), reply_to=msg)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        node = node_of(fleet, context)
+        accuracy = node.evaluate(from_record(msg.content["arrays"]))
+        metrics = MetricRecord({"accuracy": accuracy, "holdout": len(node.holdout_ys)})
+        return Message(RecordDict({"metrics": metrics,
+                                   "board": ConfigRecord({"name": node.name})}), reply_to=msg)
+
+    return app
+
+
+@dataclass
+class RoundRecord:
+    """One round as the server saw it: the updates it aggregated (with each board's metrics),
+    the ones it refused (board, reason), how many nodes failed to reply, the global arrays it
+    made, and the boards' holdout accuracy of those (board -> (accuracy, n))."""
+
+    round: int
+    updates: list[Update] = field(default_factory=list)
+    results: dict[str, RoundResult] = field(default_factory=dict)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    failed: int = 0
+    global_arrays: dict[str, np.ndarray] | None = None
+    evaluations: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    @property
+    def global_accuracy(self) -> float | None:
+        """The global model's accuracy over every board's holdout samples."""
+        n = sum(k for _, k in self.evaluations.values())
+        return sum(a * k for a, k in self.evaluations.values()) / n if n else None
+
+    def to_json(self) -> dict:
+        return {"round": self.round, "global_accuracy": self.global_accuracy,
+                "clients": [{"name": u.board, "accuracy": self.results[u.board].accuracy,
+                             "train_accuracy": self.results[u.board].train_accuracy,
+                             "steps": u.steps,
+                             "global_accuracy": self.evaluations.get(u.board, (None,))[0]}
+                            for u in self.updates],
+                "rejected": [{"name": b, "reason": r} for b, r in self.rejected],
+                "failed": self.failed}
+
+
+class FleetStrategy(FedAvg):
+    """Flower's FedAvg round structure (every node trains, every node evaluates) with the
+    fleet's checks and aggregation of the trainable arrays; `rounds` keeps each round."""
+
+    def __init__(self, fleet: FleetConfig, layout: ParamsLayout):
+        n = len(fleet.clients)
+        super().__init__(min_train_nodes=n, min_evaluate_nodes=n, min_available_nodes=n,
+                         weighted_by_key="steps")
+        self.fleet, self.layout = fleet, layout
+        self.rounds: list[RoundRecord] = []
+        self.names: dict[int, str] = {}  # node id -> board name, from its replies
+
+    def _board(self, msg: Message) -> str:
+        """The board a reply comes from: its name, or the name its node gave before (an error
+        reply carries none)."""
+        node = msg.metadata.src_node_id
+        if msg.has_content() and "board" in msg.content:
+            self.names[node] = str(msg.content["board"]["name"])
+        return self.names.get(node, f"node {node}")
+
+    def _round(self, server_round: int) -> RoundRecord:
+        if not self.rounds or self.rounds[-1].round != server_round:
+            self.rounds.append(RoundRecord(server_round))
+        return self.rounds[-1]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        rec = self._round(server_round)
+        for msg in replies:
+            if msg.has_error():
+                rec.failed += 1
+                log.warning("round %d: %s failed: %s", server_round, self._board(msg),
+                            msg.error.reason)
+                continue
+            board = self._board(msg)
+            try:
+                m = msg.content["metrics"]
+                arrays = self.layout.check(from_record(msg.content["arrays"]),
+                                           int(m["blob-id"]), m["steps"], board)
+            except UpdateRejected as e:
+                rec.rejected.append((board, e.reason))
+                log.warning("round %d: %s", server_round, e)
+                continue
+            rec.updates.append(Update(board, arrays, int(m["steps"])))
+            rec.results[board] = RoundResult(int(m["steps"]), float(m["train-accuracy"]),
+                                             float(m["accuracy"]), int(m["holdout"]))
+        if not rec.updates:  # nothing usable: the global model stays as it was
+            return None, None
+        rec.global_arrays = aggregate(self.layout, rec.updates, self.fleet.aggregation,
+                                      self.fleet.seed, server_round)
+        steps = sum(u.steps for u in rec.updates)
+        accuracy = sum(rec.results[u.board].accuracy * u.steps for u in rec.updates) / steps
+        return to_record(rec.global_arrays), MetricRecord({"steps": steps,
+                                                          "accuracy": accuracy})
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]
+                           ) -> MetricRecord | None:
+        rec = self._round(server_round)
+        for msg in replies:
+            if msg.has_error():
+                log.warning("round %d: evaluating on %s failed: %s", server_round,
+                            self._board(msg), msg.error.reason)
+                continue
+            m = msg.content["metrics"]
+            rec.evaluations[self._board(msg)] = (float(m["accuracy"]), int(m["holdout"]))
+        accuracy = rec.global_accuracy
+        return None if accuracy is None else MetricRecord({"accuracy": accuracy})
+
+
+class FleetServer:
+    """The ServerApp of a fleet (`.app`) and, once it ran, its strategy's rounds."""
+
+    def __init__(self, fleet: FleetConfig):
+        self.fleet = fleet
+        self.layout = fleet.layout()
+        self.strategy = FleetStrategy(fleet, self.layout)
+        self.exported: list[str] = []
+        self.app = ServerApp()
+        self.app.main()(self._main)
+
+    @property
+    def rounds(self) -> list[RoundRecord]:
+        return self.strategy.rounds
+
+    def _main(self, grid: Grid, context: Context) -> None:
+        self.strategy.start(grid, to_record(self.layout.initial_arrays()),
+                            num_rounds=self.fleet.rounds, evaluate_fn=self._after_round)
+
+    def _after_round(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        """After each round, the global model as a .tflite (round 0: the blob's, not written)."""
+        if server_round > 0 and self.fleet.out is not None:
+            out = self.fleet.out / f"round-{server_round}.tflite"
+            export_params(self.fleet.training_blob(), self.layout.join(from_record(arrays)), out)
+            self.exported.append(str(out))
+        return None

@@ -1,0 +1,175 @@
+"""One member of a fleet: a board (any engine: the host board, a qemu-m4 process, a real board
+on a serial port) with its own data, doing what a federated round asks of it through the
+Engine API: take the global trainable parameters (PUSH_PARAMS on a board), train E local epochs
+on its own train split, score its holdout, give back its parameters. No Flower here: the
+ClientApp (apps.py) wraps it, and a test or a script can drive it directly.
+
+    fleet = FleetConfig(Path("m.tpb"), Path("vww-mini"), ("haze", "night"), board="host")
+    node = BoardNode(fleet, "haze", index=0)
+    arrays, result = node.train(fleet.layout().initial_arrays(), round_=1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from ..compile.blobfile import TrainingBlob, load_blob
+from ..data.datasets import load_dataset, load_split
+from ..data.shifts import SHIFTS
+from ..engines import HParams, open_engine
+from ..errors import TinypropError
+from ..training.evaluate import evaluate_engine
+from ..training.head import read_labels
+from ..training.run import RunConfig, check_samples, training_events
+from .params import AGGREGATIONS, ParamsLayout
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """A fleet run: the blob every board runs, the data and the boards' names (each a camera
+    shift of `data` or a sub-folder of it), the board kind of every node (`board`, an
+    engine spec; a node's own config may name its port), the rounds, the local epochs and the
+    SGD settings of every board, the aggregation, and where the global .tflite of each round
+    goes (`out`, a folder; None: not exported)."""
+
+    blob: Path
+    data: Path
+    clients: tuple[str, ...]
+    board: str = "host"
+    rounds: int = 5
+    epochs: int = 1
+    lr: float = 0.005
+    seed: int = 0
+    aggregation: str = "fedavg"
+    holdout: float | None = None  # a seeded fraction of every class, instead of holdout.txt
+    model: Path | None = None  # the blob's source .tflite, when it moved since convert
+    out: Path | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("blob", "data", "model", "out"):  # a Ray worker has its own directory
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Path(getattr(self, name)).resolve())
+        if self.aggregation not in AGGREGATIONS:
+            raise TinypropError(f"--strategy {self.aggregation}: unknown; use one of "
+                                f"{', '.join(AGGREGATIONS)}")
+        if len(set(self.clients)) != len(self.clients) or not self.clients:
+            raise TinypropError(f"--clients {','.join(self.clients)}: name each board once "
+                                "(a camera shift or a sub-folder of --data)")
+        for name, value in (("--rounds", self.rounds), ("--epochs", self.epochs)):
+            if value < 1:
+                raise TinypropError(f"{name} {value}: must be at least 1")
+
+    def training_blob(self) -> TrainingBlob:
+        return _training_blob(self.blob, self.model)
+
+    def layout(self) -> ParamsLayout:
+        return _layout(self.blob, self.model)
+
+
+@cache
+def _training_blob(blob: Path, model: Path | None) -> TrainingBlob:
+    """The blob with its program, rebuilt once a process (a Ray actor serves many rounds)."""
+    return load_blob(blob, model)
+
+
+@cache
+def _layout(blob: Path, model: Path | None) -> ParamsLayout:
+    tb = _training_blob(blob, model)
+    return ParamsLayout.from_blob(tb.blob, tb.name)
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What a board reports after its local training: the steps it took (FedAvg's weight), its
+    accuracy on its own train samples while training and on its holdout after, and n."""
+
+    steps: int
+    train_accuracy: float
+    accuracy: float
+    holdout: int
+
+
+class BoardNode:
+    """Board `name` of a fleet (its data: the camera shift or sub-folder of that name), on
+    engine spec `board` (default the fleet's), its rounding seed the fleet's + `index`."""
+
+    def __init__(self, fleet: FleetConfig, name: str, index: int = 0, board: str | None = None):
+        self.fleet, self.name, self.index = fleet, name, index
+        self.board = board or fleet.board
+        self.tb = fleet.training_blob()
+        self.layout = fleet.layout()
+        self.classes = client_classes(fleet, name)
+        self.train_xs, self.train_ys = client_split(fleet, name, "train")
+        self.holdout_xs, self.holdout_ys = client_split(fleet, name, "holdout")
+        check_samples(self.tb, self.train_xs, self.train_ys, fleet.data, self.classes)
+
+    @property
+    def local_steps(self) -> int:
+        return self.fleet.epochs * len(self.train_xs)
+
+    def _hparams(self) -> HParams:
+        return HParams(self.fleet.lr, self.fleet.seed + self.index)
+
+    def train(self, arrays: dict[str, np.ndarray], round_: int
+              ) -> tuple[dict[str, np.ndarray], RoundResult]:
+        """Train round `round_` (1, 2, ...) from the global `arrays`: its steps continue the
+        board's count across rounds (fresh epoch orders and rounding keys every round)."""
+        steps = self.local_steps
+        start = (round_ - 1) * steps
+        cfg = RunConfig(self.fleet.lr, self._hparams().seed, "constant", classes=self.classes)
+        with open_engine(self.board, self.tb, self._hparams()) as engine:
+            engine.load_params(self.layout.join(arrays, engine.params()), start)
+            correct = sum(bool(ev["correct"]) for ev in
+                          training_events(cfg, self.tb, engine, self.train_xs, self.train_ys,
+                                          start + steps, start) if ev["type"] == "step")
+            trained = self.layout.split(engine.params())
+            accuracy = self._accuracy(engine)
+        return trained, RoundResult(steps, correct / steps, accuracy, len(self.holdout_ys))
+
+    def evaluate(self, arrays: dict[str, np.ndarray]) -> float:
+        """The holdout accuracy of the global `arrays` on this board."""
+        with open_engine(self.board, self.tb, None) as engine:
+            engine.load_params(self.layout.join(arrays, engine.params()), 0)
+            return self._accuracy(engine)
+
+    def _accuracy(self, engine) -> float:
+        return float(evaluate_engine(engine, self.holdout_xs, self.holdout_ys,
+                                     self.classes)["accuracy"])
+
+
+def client_split(fleet: FleetConfig, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Board `name`'s int8 samples and labels of `split`: the fleet's data seen through camera
+    shift `name`, or its sub-folder `name` as it is (decoded once a process)."""
+    return _client_split(fleet.blob, fleet.model, fleet.data, name, split, fleet.holdout)
+
+
+@cache
+def _client_split(blob: Path, model: Path | None, data: Path, name: str, split: str,
+                  holdout: float | None) -> tuple[np.ndarray, np.ndarray]:
+    tb = _training_blob(blob, model)
+    t_in = tb.graph.input
+    root, shift = client_data(data, name)
+    xs, ys, _ = load_split(root, split, t_in.s, t_in.zp, shift, t_in.shape[1:], holdout,
+                           tb.labels or read_labels(tb.source))
+    return xs, ys
+
+
+def client_data(data: Path, name: str) -> tuple[Path, str]:
+    """(dataset folder, shift) of board `name`: a camera shift of `data`, or its sub-folder."""
+    if name in SHIFTS:
+        return data, name
+    if (data / name).is_dir():
+        return data / name, "none"
+    raise TinypropError(f"--clients {name}: neither a camera shift ({', '.join(sorted(SHIFTS))})"
+                        f" nor a sub-folder of {data}; name a shift or a folder of --data")
+
+
+def client_classes(fleet: FleetConfig, name: str) -> tuple[str, ...]:
+    """The class names of board `name`'s dataset, in label order."""
+    tb = fleet.training_blob()
+    root, _ = client_data(fleet.data, name)
+    return load_dataset(root, fleet.holdout, tb.labels or read_labels(tb.source)).classes
