@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
+from fleet_data import tflite_arrays, vww_last2, vww_slice
+
 pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
 
-from fleet_data import tflite_arrays, vww_last2, vww_slice  # noqa: E402
 from flwr.app import (  # noqa: E402
     ConfigRecord,
     Context,

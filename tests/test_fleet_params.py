@@ -9,18 +9,14 @@ import json
 
 import numpy as np
 import pytest
-
-pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
-
-from flwr.app import Array, ArrayRecord  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from tinyprop.cli import main  # noqa: E402
-from tinyprop.compile.blobfile import load_blob  # noqa: E402
-from tinyprop.device.device import params_record  # noqa: E402
-from tinyprop.engines import HParams, open_engine  # noqa: E402
-from tinyprop.errors import TinypropError  # noqa: E402
-from tinyprop.fleet.params import (  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tinyprop.cli import main
+from tinyprop.compile.blobfile import load_blob
+from tinyprop.device.device import params_record
+from tinyprop.engines import HParams, open_engine
+from tinyprop.errors import TinypropError
+from tinyprop.fleet.params import (  # tinyprop.fleet before flwr: Flower's telemetry off
     AGGREGATIONS,
     REJECT_REASONS,
     ParamsLayout,
@@ -29,6 +25,10 @@ from tinyprop.fleet.params import (  # noqa: E402
     aggregate,
     trimmed_count,
 )
+
+pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+
+from flwr.app import Array, ArrayRecord  # noqa: E402
 
 # biases of the last 4 weighted ops, a quarter of a depthwise op's rows, half of a pointwise
 # op's and the classifier, with momentum's velocities after the parameters

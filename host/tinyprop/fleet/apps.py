@@ -166,6 +166,10 @@ class FleetStrategy(FedAvg):
                                              float(m["accuracy"]), int(m["holdout"]))
         if not rec.updates:  # nothing usable: the global model stays as it was
             return None, None
+        # replies come in any order; the aggregate does not depend on it (exact integer sums,
+        # sorts), the report lists the boards in the fleet's order
+        order = {name: i for i, name in enumerate(self.fleet.clients)}
+        rec.updates.sort(key=lambda u: (order.get(u.board, len(order)), u.board))
         rec.global_arrays = aggregate(self.layout, rec.updates, self.fleet.aggregation,
                                       self.fleet.seed, server_round)
         steps = sum(u.steps for u in rec.updates)

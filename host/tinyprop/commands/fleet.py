@@ -1,0 +1,86 @@
+"""tinyprop fleet: boards learning together, federated on Flower's Simulation Engine; only the
+trainable parameters travel (tinyprop.fleet)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..fleet.params import AGGREGATIONS
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ..engines import BOARD_HELP
+
+    p = sub.add_parser(
+        "fleet", help="federated learning: a fleet of boards trains one blob together",
+        description="Each board of the fleet trains BLOB on its own data for --epochs, sends "
+        "back its trainable parameters (the biases and weight rows the blob trains, never the "
+        "frozen weights), the server aggregates them and sends the global ones back; the global "
+        "model's .tflite is written after every round. Runs on Flower's Simulation Engine, one "
+        "emulated board a client (needs tinyprop[fleet]).")
+    p.add_argument("blob", type=Path, metavar="BLOB.tpb", help="training blob from tinyprop "
+                   "convert")
+    p.add_argument("--data", type=Path, required=True, metavar="DIR",
+                   help="dataset folder (a sub-folder of images a class, holdout.txt)")
+    p.add_argument("--clients", required=True, metavar="NAME,NAME,...",
+                   help="the boards, by their data: a camera shift of DIR (haze, night, "
+                   "sodium, blur, none) or a sub-folder of DIR")
+    p.add_argument("--board", default="host", help=f"every client's board: {BOARD_HELP} "
+                   "(default host)")
+    p.add_argument("--rounds", type=int, default=5, help="federated rounds (default 5)")
+    p.add_argument("--epochs", type=int, default=1,
+                   help="local epochs a board trains each round (default 1)")
+    p.add_argument("--strategy", choices=AGGREGATIONS, default="fedavg",
+                   help="aggregation: fedavg (mean weighted by steps), fedmedian or trimmed "
+                   "(robust to a poisoned board); default fedavg")
+    p.add_argument("--lr", type=float, default=0.005, help="learning rate (default 0.005)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seeds the boards' orders and roundings and the aggregate's rounding")
+    p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
+                   help="hold out this seeded fraction of every class instead of holdout.txt")
+    p.add_argument("--model", type=Path, metavar="SRC.tflite",
+                   help="the blob's source .tflite if it moved since convert")
+    p.add_argument("--out", type=Path, metavar="DIR", help="where each round's global "
+                   ".tflite goes (round-N.tflite; default BLOB's name + .fleet beside it)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the rounds as JSON")
+    p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..extras import require
+
+    require("flwr", "tinyprop fleet (Flower)", extra="fleet")
+    from ..fleet.node import FleetConfig
+    from ..fleet.simulation import run_fleet
+
+    clients = tuple(c.strip() for c in args.clients.split(",") if c.strip())
+    out = args.out or args.blob.with_suffix(".fleet")
+    fleet = FleetConfig(args.blob, args.data, clients, args.board, args.rounds, args.epochs,
+                        args.lr, args.seed, args.strategy, args.holdout, args.model, out)
+    report = run_fleet(fleet, args.json, verbose=args.verbose)
+    for r in report["rounds"]:
+        print(round_line(r, args.rounds))
+    b = report["bytes"]
+    print(f"each board sends {b['message']:,} B a round and receives as many: the trainable "
+          f"parameters ({b['trainable']:,} B), not the model's {b['model_parameters']:,} B")
+    if report["exported"]:
+        print(f"global models: {out}/round-1..{len(report['exported'])}.tflite")
+    if args.json:
+        print(f"wrote {args.json}")
+    return 0
+
+
+def round_line(r: dict, rounds: int) -> str:
+    """One round: the global model's accuracy, each board's after its local training."""
+    g = r["global_accuracy"]
+    line = f"round {r['round']}/{rounds}: global " + (f"{g:.1%}" if g is not None else "-")
+    boards = ", ".join(f"{c['name']} {c['accuracy']:.1%} ({c['steps']} steps)"
+                       for c in r["clients"])
+    line += f"; boards after local training: {boards or 'none'}"
+    for c in r["rejected"]:
+        line += f"; {c['name']} refused ({c['reason']})"
+    if r["failed"]:
+        line += f"; {r['failed']} failed"
+    return line

@@ -1,0 +1,68 @@
+"""A fleet run on Flower's Simulation Engine: N emulated boards on this machine (Ray actors,
+each opening its node's board per message), the server in this process; the run's figures as
+the JSON `tinyprop fleet --json` writes.
+
+    report = run_fleet(FleetConfig(Path("m.tpb"), Path("vww-mini"), ("haze", "night")))
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from ..errors import TinypropError
+from .apps import FleetServer, client_app, to_record
+from .node import FleetConfig, client_data
+
+# Each emulated board takes one CPU of Ray's and no GPU; Ray gets at most two (the boards
+# run side by side, the server thread waits), no dashboard and a small object store.
+CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}
+RAY_INIT = {"include_dashboard": False, "object_store_memory": 100 * 2**20}
+
+
+def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool = False) -> dict:
+    """Run `fleet` on the Simulation Engine; its report (fleet_report), also written as JSON
+    to `json_path` when given. `verbose`: Flower's INFO log and the Ray workers' output."""
+    # flwr.simulation imports TensorFlow when it is installed (for GPU memory growth): its C++
+    # start-up lines say nothing to a user, here or in the Ray workers, which inherit this
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Ray's notice that it will stop hiding GPUs from workers asking for none: none is asked
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    from flwr.simulation import run_simulation
+
+    fleet.layout()  # a bad blob or a missing source model is refused before Ray starts
+    for name in fleet.clients:
+        client_data(fleet.data, name)
+    logging.getLogger("flwr").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    server = FleetServer(fleet)
+    backend = {"client_resources": dict(CLIENT_RESOURCES),
+               "init_args": {**RAY_INIT, "num_cpus": min(2, len(fleet.clients)),
+                             "log_to_driver": verbose}}
+    run_simulation(server_app=server.app, client_app=client_app(fleet),
+                   num_supernodes=len(fleet.clients), backend_config=backend,
+                   verbose_logging=verbose)
+    if not server.rounds:
+        raise TinypropError(f"{fleet.blob}: the fleet ran no round (its server failed to "
+                            "start); run again with the log above")
+    report = fleet_report(fleet, server)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def fleet_report(fleet: FleetConfig, server: FleetServer) -> dict:
+    """The run as JSON: its settings, what travels (bytes a board sends a round, the same
+    back, against the model's parameters) and each round (RoundRecord.to_json)."""
+    layout = server.layout
+    return {
+        "blob": str(fleet.blob), "blob_id": f"{layout.blob_id:08x}", "board": fleet.board,
+        "strategy": fleet.aggregation, "epochs": fleet.epochs, "lr": fleet.lr,
+        "seed": fleet.seed, "clients": list(fleet.clients),
+        "bytes": {"trainable": layout.params_bytes,
+                  "message": to_record(layout.initial_arrays()).count_bytes(),
+                  "model_parameters": layout.model_bytes},
+        "exported": server.exported,
+        "rounds": [r.to_json() for r in server.rounds],
+    }

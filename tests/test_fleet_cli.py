@@ -1,0 +1,76 @@
+"""`tinyprop fleet` on Flower's Simulation Engine: two host boards (haze and night cameras of a
+vww-mini slice) for two rounds. The JSON names every round and board, and each round's global
+model (its exported .tflite) is exactly the aggregate of what the boards sent, recomputed here
+by training the same boards (node.BoardNode) from the previous round's global model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
+from fleet_data import tflite_arrays, vww_last2, vww_slice
+
+pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+
+from tinyprop.cli import main  # noqa: E402
+from tinyprop.fleet.node import BoardNode, FleetConfig  # noqa: E402
+from tinyprop.fleet.params import Update, aggregate  # noqa: E402
+
+CLIENTS = ("haze", "night")
+
+
+@pytest.mark.slow  # Ray's start on a loaded 2-core machine: 30-50 s of the run
+def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir, tmp_path):
+    tpb = vww_last2(vww_model_path, tmp_path / "vww.tpb")
+    data = vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2)
+    out = tmp_path / "vww.fleet"
+    assert main(["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS),
+                 "--board", "host", "--rounds", "2", "--seed", "5", "--strategy", "fedavg",
+                 "--json", str(tmp_path / "fleet.json")]) == 0
+    report = json.loads((tmp_path / "fleet.json").read_text())
+    assert [r["round"] for r in report["rounds"]] == [1, 2]
+    fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=5)
+    layout = fleet.layout()
+    assert report["blob_id"] == f"{layout.blob_id:08x}"
+    assert report["bytes"]["trainable"] == layout.params_bytes == 67_080
+    assert layout.params_bytes < report["bytes"]["message"] < layout.params_bytes + 1000
+    assert report["bytes"]["model_parameters"] == layout.model_bytes
+    assert report["exported"] == [str(out / "round-1.tflite"), str(out / "round-2.tflite")]
+    nodes = [BoardNode(fleet, name, index=i) for i, name in enumerate(CLIENTS)]
+    global_arrays = layout.initial_arrays()
+    for r in report["rounds"]:
+        sent, accuracies = [], []
+        for node in nodes:
+            arrays, result = node.train(global_arrays, r["round"])
+            sent.append(Update(node.name, arrays, result.steps))
+            accuracies.append(result.accuracy)
+        assert r["clients"] == [
+            {"name": n, "accuracy": a, "train_accuracy": c["train_accuracy"], "steps": 8,
+             "global_accuracy": c["global_accuracy"]}
+            for n, a, c in zip(CLIENTS, accuracies, r["clients"], strict=True)]
+        assert r["rejected"] == [] and r["failed"] == 0
+        global_arrays = aggregate(layout, sent, "fedavg", 5, r["round"])
+        exported = tflite_arrays(layout, out / f"round-{r['round']}.tflite")
+        assert {n: a.tobytes() for n, a in exported.items()} == \
+            {n: a.tobytes() for n, a in global_arrays.items()}, r["round"]
+        # every board scored the global model on its holdout; the global accuracy is their mean
+        scores = [node.evaluate(global_arrays) for node in nodes]
+        assert [c["global_accuracy"] for c in r["clients"]] == scores
+        assert r["global_accuracy"] == pytest.approx(sum(scores) / 2)
+
+
+def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_dir, tmp_path,
+                                                     capsys):
+    tpb = vww_last2(vww_model_path, tmp_path / "vww.tpb")
+    data = vww_slice(vww_data_dir, tmp_path / "data", train=2, holdout=1)
+    cases = {"fog,night": "--clients fog: neither a camera shift",
+             "haze,haze": "--clients haze,haze: name each board once"}
+    for clients, says in cases.items():
+        assert main(["fleet", str(tpb), "--data", str(data), "--clients", clients]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1
+    assert main(["fleet", str(tpb), "--data", str(data), "--clients", "haze",
+                 "--rounds", "0"]) == 2
+    assert "--rounds 0: must be at least 1" in capsys.readouterr().err
