@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -117,15 +118,20 @@ class BoardNode:
     def train(self, arrays: dict[str, np.ndarray], round_: int
               ) -> tuple[dict[str, np.ndarray], RoundResult]:
         """Train round `round_` (1, 2, ...) from the global `arrays`: its steps continue the
-        board's count across rounds (fresh epoch orders and rounding keys every round)."""
+        board's count across rounds (fresh epoch orders and rounding keys every round); a
+        blob's momentum starts from zero velocities every round (the board's optimizer state
+        is local to a round: it never travels)."""
         steps = self.local_steps
         start = (round_ - 1) * steps
         cfg = RunConfig(self.fleet.lr, self._hparams().seed, "constant", classes=self.classes)
         with open_engine(self.board, self.tb, self._hparams()) as engine:
-            engine.load_params(self.layout.join(arrays, engine.params()), start)
-            correct = sum(bool(ev["correct"]) for ev in
-                          training_events(cfg, self.tb, engine, self.train_xs, self.train_ys,
-                                          start + steps, start) if ev["type"] == "step")
+            engine.load_params(self.layout.join(arrays), start)
+            events = training_events(cfg, self.tb, engine, self.train_xs, self.train_ys,
+                                     start + steps, start)
+            # the start event and the steps; not the summary, which would time extra
+            # inferences on a board that counts its cost
+            correct = sum(bool(ev["correct"]) for ev in islice(events, 1 + steps)
+                          if ev["type"] == "step")
             trained = self.layout.split(engine.params())
             accuracy = self._accuracy(engine)
         return trained, RoundResult(steps, correct / steps, accuracy, len(self.holdout_ys))
@@ -133,7 +139,7 @@ class BoardNode:
     def evaluate(self, arrays: dict[str, np.ndarray]) -> float:
         """The holdout accuracy of the global `arrays` on this board."""
         with open_engine(self.board, self.tb, None) as engine:
-            engine.load_params(self.layout.join(arrays, engine.params()), 0)
+            engine.load_params(self.layout.join(arrays), 0)
             return self._accuracy(engine)
 
     def _accuracy(self, engine) -> float:

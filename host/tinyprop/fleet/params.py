@@ -4,12 +4,12 @@ What travels between a board and the fleet's server is only what the board train
 biases the blob marks TRAINABLE and the held int8 weight rows (`held_map`), each one array
 named by its op (`op26.bias`, `op26.weights`: n_sel rows of row_len), read from and written
 into the params region exactly where the C core keeps them (docs/blob-format.md). Frozen weights
-never travel, and neither does a board's optimizer state (momentum's velocities stay on the
-board: `ParamsLayout.join` keeps the region's own).
+never travel, and neither does a board's optimizer state (momentum's velocities:
+`ParamsLayout.join` keeps a region's own, or zeros).
 
     layout = ParamsLayout.from_blob(tb.blob)
     arrays = layout.split(engine.params())                 # name -> int8/int32 array
-    engine.load_params(layout.join(arrays, engine.params()), step)
+    engine.load_params(layout.join(arrays), step)          # with zero velocities
     merged = aggregate(layout, [Update("haze", a, steps=40), ...], "fedavg", seed, round)
 
 Aggregation is in the real domain: a weight is `q x s_w[channel]`, a bias `q x s_w[channel] x
