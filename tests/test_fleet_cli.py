@@ -28,7 +28,7 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     out = tmp_path / "vww.fleet"
     assert main(["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS),
                  "--board", "host", "--rounds", "2", "--seed", "5", "--strategy", "fedavg",
-                 "--json", str(tmp_path / "fleet.json")]) == 0
+                 "--alone", "--json", str(tmp_path / "fleet.json")]) == 0
     report = json.loads((tmp_path / "fleet.json").read_text())
     assert [r["round"] for r in report["rounds"]] == [1, 2]
     fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=5)
@@ -59,6 +59,9 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
         scores = [node.evaluate(global_arrays) for node in nodes]
         assert [c["global_accuracy"] for c in r["clients"]] == scores
         assert r["global_accuracy"] == pytest.approx(sum(scores) / 2)
+    # the baseline: each board alone for as many steps
+    assert report["alone"] == [{"name": node.name, "accuracy": node.train_alone(2).accuracy,
+                                "steps": 16} for node in nodes]
 
 
 def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_dir, tmp_path,

@@ -43,6 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the blob's source .tflite if it moved since convert")
     p.add_argument("--out", type=Path, metavar="DIR", help="where each round's global "
                    ".tflite goes (round-N.tflite; default BLOB's name + .fleet beside it)")
+    p.add_argument("--alone", action="store_true", help="then train each board alone for as "
+                   "many steps, the baseline (one board after the other, on this machine)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rounds as JSON")
     p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
     p.set_defaults(func=run)
@@ -59,9 +61,14 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or args.blob.with_suffix(".fleet")
     fleet = FleetConfig(args.blob, args.data, clients, args.board, args.rounds, args.epochs,
                         args.lr, args.seed, args.strategy, args.holdout, args.model, out)
-    report = run_fleet(fleet, args.json, verbose=args.verbose)
+    report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone)
     for r in report["rounds"]:
         print(round_line(r, args.rounds))
+    last = {c["name"]: c["global_accuracy"] for c in report["rounds"][-1]["clients"]}
+    for a in report.get("alone", []):
+        g = last.get(a["name"])
+        print(f"{a['name']} alone: {a['accuracy']:.1%} after {a['steps']} steps (the global "
+              "model on its holdout: " + (f"{g:.1%})" if g is not None else "-)"))
     b = report["bytes"]
     print(f"each board sends {b['message']:,} B a round and receives as many: the trainable "
           f"parameters ({b['trainable']:,} B), not the model's {b['model_parameters']:,} B")

@@ -136,6 +136,16 @@ class BoardNode:
             accuracy = self._accuracy(engine)
         return trained, RoundResult(steps, correct / steps, accuracy, len(self.holdout_ys))
 
+    def train_alone(self, rounds: int) -> RoundResult:
+        """This board trained alone for the fleet's `rounds` (the same steps, orders and
+        roundings as in the fleet, from its own arrays each round): the baseline a fleet must
+        beat. Its steps are the total."""
+        arrays = self.layout.initial_arrays()
+        for round_ in range(1, rounds + 1):
+            arrays, result = self.train(arrays, round_)
+        return RoundResult(rounds * result.steps, result.train_accuracy, result.accuracy,
+                           result.holdout)
+
     def evaluate(self, arrays: dict[str, np.ndarray]) -> float:
         """The holdout accuracy of the global `arrays` on this board."""
         with open_engine(self.board, self.tb, None) as engine:

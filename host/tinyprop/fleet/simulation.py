@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import TinypropError
 from .apps import FleetServer, client_app, to_record
-from .node import FleetConfig, client_data
+from .node import BoardNode, FleetConfig, client_data
 
 # Each emulated board takes one CPU of Ray's and no GPU; Ray gets at most two (the boards
 # run side by side, the server thread waits), no dashboard and a small object store.
@@ -22,9 +22,12 @@ CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}
 RAY_INIT = {"include_dashboard": False, "object_store_memory": 100 * 2**20}
 
 
-def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool = False) -> dict:
+def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool = False,
+              alone: bool = False) -> dict:
     """Run `fleet` on the Simulation Engine; its report (fleet_report), also written as JSON
-    to `json_path` when given. `verbose`: Flower's INFO log and the Ray workers' output."""
+    to `json_path` when given. `verbose`: Flower's INFO log and the Ray workers' output;
+    `alone`: then each board trained alone for as many steps, here, one after the other
+    (report["alone"])."""
     # flwr.simulation imports TensorFlow when it is installed (for GPU memory growth): its C++
     # start-up lines say nothing to a user, here or in the Ray workers, which inherit this
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -47,6 +50,9 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
         raise TinypropError(f"{fleet.blob}: the fleet ran no round (its server failed to "
                             "start); run again with the log above")
     report = fleet_report(fleet, server)
+    if alone:
+        report["alone"] = [alone_json(BoardNode(fleet, name, i), fleet.rounds)
+                           for i, name in enumerate(fleet.clients)]
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -66,3 +72,9 @@ def fleet_report(fleet: FleetConfig, server: FleetServer) -> dict:
         "exported": server.exported,
         "rounds": [r.to_json() for r in server.rounds],
     }
+
+
+def alone_json(node: BoardNode, rounds: int) -> dict:
+    """A board trained alone for the fleet's rounds: its holdout accuracy and steps."""
+    r = node.train_alone(rounds)
+    return {"name": node.name, "accuracy": r.accuracy, "steps": r.steps}
