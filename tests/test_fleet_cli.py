@@ -1,7 +1,9 @@
 """`tinyprop fleet` on Flower's Simulation Engine: two host boards (haze and night cameras of a
-vww-mini slice) for two rounds. The JSON names every round and board, and each round's global
-model (its exported .tflite) is exactly the aggregate of what the boards sent, recomputed here
-by training the same boards (node.BoardNode) from the previous round's global model."""
+vww-mini slice) and a board that is gone (its port missing) for two rounds. The JSON names
+every round and board, the gone board fails every round while the others carry on, and each
+round's global model (its exported .tflite) is exactly the aggregate of what the two boards
+sent, recomputed here by training the same boards (node.BoardNode) from the previous round's
+global model."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from tinyprop.fleet.node import BoardNode, FleetConfig  # noqa: E402
 from tinyprop.fleet.params import Update, aggregate  # noqa: E402
 
 CLIENTS = ("haze", "night")
+GONE = "/dev/ttyFLEETGONE"  # the third board's port: no such device
 
 
 @pytest.mark.slow  # Ray's start on a loaded 2-core machine: 30-50 s of the run
@@ -26,12 +29,13 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     tpb = vww_last2(vww_model_path, tmp_path / "vww.tpb")
     data = vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2)
     out = tmp_path / "vww.fleet"
-    assert main(["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS),
-                 "--board", "host", "--rounds", "2", "--seed", "5", "--strategy", "fedavg",
-                 "--alone", "--json", str(tmp_path / "fleet.json")]) == 0
+    assert main(["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS) +
+                 ",sodium", "--board", f"host,host,{GONE}", "--rounds", "2", "--seed", "5",
+                 "--strategy", "fedavg", "--alone", "--json", str(tmp_path / "fleet.json")]) == 0
     report = json.loads((tmp_path / "fleet.json").read_text())
     assert [r["round"] for r in report["rounds"]] == [1, 2]
-    fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=5)
+    assert report["boards"] == {"haze": "host", "night": "host", "sodium": GONE}
+    fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=5)  # its two live boards
     layout = fleet.layout()
     assert report["blob_id"] == f"{layout.blob_id:08x}"
     assert report["bytes"]["trainable"] == layout.params_bytes == 67_080
@@ -50,7 +54,7 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
             {"name": n, "accuracy": a, "train_accuracy": c["train_accuracy"], "steps": 8,
              "global_accuracy": c["global_accuracy"]}
             for n, a, c in zip(CLIENTS, accuracies, r["clients"], strict=True)]
-        assert r["rejected"] == [] and r["failed"] == 0
+        assert r["rejected"] == [] and r["failed"] == 1  # sodium's board is gone
         global_arrays = aggregate(layout, sent, "fedavg", 5, r["round"])
         exported = tflite_arrays(layout, out / f"round-{r['round']}.tflite")
         assert {n: a.tobytes() for n, a in exported.items()} == \
@@ -60,8 +64,10 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
         assert [c["global_accuracy"] for c in r["clients"]] == scores
         assert r["global_accuracy"] == pytest.approx(sum(scores) / 2)
     # the baseline: each board alone for as many steps
-    assert report["alone"] == [{"name": node.name, "accuracy": node.train_alone(2).accuracy,
-                                "steps": 16} for node in nodes]
+    assert report["alone"][:2] == [{"name": node.name, "steps": 16,
+                                    "accuracy": node.train_alone(2).accuracy} for node in nodes]
+    gone = report["alone"][2]
+    assert gone["name"] == "sodium" and gone["accuracy"] is None and GONE in gone["error"]
 
 
 def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_dir, tmp_path,

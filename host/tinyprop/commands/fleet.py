@@ -26,8 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clients", required=True, metavar="NAME,NAME,...",
                    help="the boards, by their data: a camera shift of DIR (haze, night, "
                    "sodium, blur, none) or a sub-folder of DIR")
-    p.add_argument("--board", default="host", help=f"every client's board: {BOARD_HELP} "
-                   "(default host)")
+    p.add_argument("--board", default="host", metavar="BOARD[,BOARD,...]",
+                   help=f"every client's board, or one a client in --clients order (a mixed "
+                   f"fleet): {BOARD_HELP} (default host)")
     p.add_argument("--rounds", type=int, default=5, help="federated rounds (default 5)")
     p.add_argument("--epochs", type=int, default=1,
                    help="local epochs a board trains each round (default 1)")
@@ -59,13 +60,18 @@ def run(args: argparse.Namespace) -> int:
 
     clients = tuple(c.strip() for c in args.clients.split(",") if c.strip())
     out = args.out or args.blob.with_suffix(".fleet")
-    fleet = FleetConfig(args.blob, args.data, clients, args.board, args.rounds, args.epochs,
-                        args.lr, args.seed, args.strategy, args.holdout, args.model, out)
+    boards = tuple(b.strip() for b in args.board.split(","))
+    fleet = FleetConfig(args.blob, args.data, clients, boards[0], args.rounds, args.epochs,
+                        args.lr, args.seed, args.strategy, args.holdout, args.model, out,
+                        boards if len(boards) > 1 else ())
     report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone)
     for r in report["rounds"]:
         print(round_line(r, args.rounds))
     last = {c["name"]: c["global_accuracy"] for c in report["rounds"][-1]["clients"]}
     for a in report.get("alone", []):
+        if a["accuracy"] is None:
+            print(f"{a['name']} alone: not trained ({a['error']})")
+            continue
         g = last.get(a["name"])
         print(f"{a['name']} alone: {a['accuracy']:.1%} after {a['steps']} steps (the global "
               "model on its holdout: " + (f"{g:.1%})" if g is not None else "-)"))

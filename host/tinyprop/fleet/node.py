@@ -32,8 +32,9 @@ from .params import AGGREGATIONS, ParamsLayout
 @dataclass(frozen=True)
 class FleetConfig:
     """A fleet run: the blob every board runs, the data and the boards' names (each a camera
-    shift of `data` or a sub-folder of it), the board kind of every node (`board`, an
-    engine spec; a node's own config may name its port), the rounds, the local epochs and the
+    shift of `data` or a sub-folder of it), the board of every node (`board`, an engine spec:
+    host, qemu-m4, a port; or `boards`, one a client, a mixed fleet; a node's own config may
+    name its port instead), the rounds, the local epochs and the
     SGD settings of every board, the aggregation, and where the global .tflite of each round
     goes (`out`, a folder; None: not exported)."""
 
@@ -49,6 +50,7 @@ class FleetConfig:
     holdout: float | None = None  # a seeded fraction of every class, instead of holdout.txt
     model: Path | None = None  # the blob's source .tflite, when it moved since convert
     out: Path | None = None
+    boards: tuple[str, ...] = ()  # one engine spec a client, in --clients order; () all `board`
 
     def __post_init__(self) -> None:
         for name in ("blob", "data", "model", "out"):  # a Ray worker has its own directory
@@ -60,9 +62,17 @@ class FleetConfig:
         if len(set(self.clients)) != len(self.clients) or not self.clients:
             raise TinypropError(f"--clients {','.join(self.clients)}: name each board once "
                                 "(a camera shift or a sub-folder of --data)")
+        if self.boards and len(self.boards) != len(self.clients):
+            raise TinypropError(f"--board {','.join(self.boards)}: {len(self.boards)} boards "
+                                f"for {len(self.clients)} clients; give one board for all, or "
+                                "one a client in --clients order")
         for name, value in (("--rounds", self.rounds), ("--epochs", self.epochs)):
             if value < 1:
                 raise TinypropError(f"{name} {value}: must be at least 1")
+
+    def board_of(self, name: str) -> str:
+        """The engine spec client `name` runs on."""
+        return self.boards[self.clients.index(name)] if self.boards else self.board
 
     def training_blob(self) -> TrainingBlob:
         return _training_blob(self.blob, self.model)
@@ -100,7 +110,7 @@ class BoardNode:
 
     def __init__(self, fleet: FleetConfig, name: str, index: int = 0, board: str | None = None):
         self.fleet, self.name, self.index = fleet, name, index
-        self.board = board or fleet.board
+        self.board = board or fleet.board_of(name)
         self.tb = fleet.training_blob()
         self.layout = fleet.layout()
         self.classes = client_classes(fleet, name)

@@ -51,8 +51,7 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
                             "start); run again with the log above")
     report = fleet_report(fleet, server)
     if alone:
-        report["alone"] = [alone_json(BoardNode(fleet, name, i), fleet.rounds)
-                           for i, name in enumerate(fleet.clients)]
+        report["alone"] = [alone_json(fleet, i) for i in range(len(fleet.clients))]
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -63,7 +62,8 @@ def fleet_report(fleet: FleetConfig, server: FleetServer) -> dict:
     back, against the model's parameters) and each round (RoundRecord.to_json)."""
     layout = server.layout
     return {
-        "blob": str(fleet.blob), "blob_id": f"{layout.blob_id:08x}", "board": fleet.board,
+        "blob": str(fleet.blob), "blob_id": f"{layout.blob_id:08x}",
+        "boards": {name: fleet.board_of(name) for name in fleet.clients},
         "strategy": fleet.aggregation, "epochs": fleet.epochs, "lr": fleet.lr,
         "seed": fleet.seed, "clients": list(fleet.clients),
         "bytes": {"trainable": layout.params_bytes,
@@ -74,7 +74,12 @@ def fleet_report(fleet: FleetConfig, server: FleetServer) -> dict:
     }
 
 
-def alone_json(node: BoardNode, rounds: int) -> dict:
-    """A board trained alone for the fleet's rounds: its holdout accuracy and steps."""
-    r = node.train_alone(rounds)
-    return {"name": node.name, "accuracy": r.accuracy, "steps": r.steps}
+def alone_json(fleet: FleetConfig, index: int) -> dict:
+    """Board `index` trained alone for the fleet's rounds: its holdout accuracy and steps, or
+    why it could not (a board that is gone)."""
+    name = fleet.clients[index]
+    try:
+        r = BoardNode(fleet, name, index).train_alone(fleet.rounds)
+    except TinypropError as exc:
+        return {"name": name, "accuracy": None, "steps": 0, "error": str(exc)}
+    return {"name": name, "accuracy": r.accuracy, "steps": r.steps}
