@@ -23,8 +23,8 @@ from flwr.app import (  # noqa: E402
     MetricRecord,
     RecordDict,
 )
-from tinyprop.errors import TinypropError  # noqa: E402
 from tinyprop.fleet.apps import (  # noqa: E402
+    BOARD_FAILED,
     FleetServer,
     FleetStrategy,
     client_app,
@@ -89,11 +89,17 @@ def test_the_client_app_trains_and_evaluates_a_board_as_its_node_does(fleet):
     assert ev.content["metrics"]["accuracy"] == BoardNode(fleet, "haze").evaluate(got)
 
 
-def test_a_node_config_naming_a_missing_port_fails_that_node(fleet):
-    app = client_app(fleet)
-    with pytest.raises(TinypropError, match="/dev/ttyFLEET9"):
-        app(train_message(fleet.layout().initial_arrays(), 9),
-            node_context(9, {"name": "haze", "board": "/dev/ttyFLEET9"}))
+def gone_board_reply(fleet, node: int) -> Message:
+    """The reply of a node whose node config names a port with no board behind it."""
+    return client_app(fleet)(train_message(fleet.layout().initial_arrays(), node),
+                             node_context(node, {"name": "haze", "board": "/dev/ttyFLEET9"}))
+
+
+def test_a_board_that_is_gone_answers_an_error_naming_it(fleet):
+    reply = gone_board_reply(fleet, 9)
+    assert reply.has_error() and reply.error.code == BOARD_FAILED
+    assert reply.error.reason.startswith("haze: link '/dev/ttyFLEET9': cannot open it")
+    assert "\n" not in reply.error.reason
 
 
 def test_the_strategy_aggregates_good_replies_and_refuses_bad_ones(fleet):
@@ -120,14 +126,16 @@ def test_the_strategy_aggregates_good_replies_and_refuses_bad_ones(fleet):
     wide["op29.weights"][1, 3] = 300
     bad = [forged("poisoned", nan, layout.blob_id), forged("garbage", wide, layout.blob_id),
            forged("stranger", sent[0].arrays, layout.blob_id ^ 1),
-           Message(Error(code=0, reason="the board process was killed"),
-                   reply_to=train_message(start, 30))]
+           Message(Error(code=0, reason="Traceback ...\nMessage: the board process was killed"),
+                   reply_to=train_message(start, 30)), gone_board_reply(fleet, 31)]
     strategy = FleetStrategy(fleet, layout)
     merged, metrics = strategy.aggregate_train(1, [replies[0], *bad, replies[1]])
     rec = strategy.rounds[0]
     assert rec.rejected == [("poisoned", "not_finite"), ("garbage", "out_of_range"),
                             ("stranger", "blob_id")]
-    assert rec.failed == 1
+    assert [b for b, _ in rec.failed] == ["node 30", "haze"]  # an unnamed error, a named one
+    assert rec.failed[0][1] == "the board process was killed"
+    assert rec.failed[1][1].startswith("link '/dev/ttyFLEET9': cannot open it")
     assert [u.board for u in rec.updates] == list(CLIENTS)
     want = aggregate(layout, sent, "fedavg", fleet.seed, 1)
     got = from_record(merged)
@@ -136,6 +144,7 @@ def test_the_strategy_aggregates_good_replies_and_refuses_bad_ones(fleet):
     # a round where nothing usable came back keeps the global model (Flower keeps its arrays)
     assert strategy.aggregate_train(2, bad) == (None, None)
     assert strategy.rounds[1].global_arrays is None and len(strategy.rounds[1].rejected) == 3
+    assert len(strategy.rounds[1].failed) == 2
 
 
 def test_each_rounds_global_model_is_exported_as_a_tflite(fleet):

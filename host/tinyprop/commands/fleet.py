@@ -94,6 +94,6 @@ def round_line(r: dict, rounds: int) -> str:
     line += f"; boards after local training: {boards or 'none'}"
     for c in r["rejected"]:
         line += f"; {c['name']} refused ({c['reason']})"
-    if r["failed"]:
-        line += f"; {r['failed']} failed"
+    for c in r["failed"]:
+        line += f"; {c['name']} failed ({c['reason']})"
     return line

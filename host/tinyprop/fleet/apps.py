@@ -19,7 +19,7 @@ refused with its reason, and the round goes on with the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +28,7 @@ from flwr.app import (
     ArrayRecord,
     ConfigRecord,
     Context,
+    Error,
     Message,
     MetricRecord,
     RecordDict,
@@ -36,12 +37,14 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
+from ..errors import TinypropError
 from ..training.export import export_params
 from .node import BoardNode, FleetConfig, RoundResult
 from .params import ParamsLayout, Update, UpdateRejected, aggregate
 
 log = logging.getLogger("tinyprop.fleet")
 PARTITION_ID = "partition-id"  # the Simulation Engine's node config: the node's index
+BOARD_FAILED = 4001  # an error reply's code: its board failed, the reason names the board
 
 
 def to_record(arrays: dict[str, np.ndarray]) -> ArrayRecord:
@@ -52,37 +55,57 @@ def from_record(record: ArrayRecord) -> dict[str, np.ndarray]:
     return {name: record[name].numpy() for name in record}
 
 
-def node_of(fleet: FleetConfig, context: Context) -> BoardNode:
-    """The BoardNode a ClientApp's context names (node config `name`, `board`; or the
-    simulation's partition id into fleet.clients)."""
+def node_name(fleet: FleetConfig, context: Context) -> str:
+    """The board a ClientApp's context names: node config `name`, or the simulation's partition
+    id into fleet.clients."""
     cfg = context.node_config
-    name = str(cfg["name"]) if "name" in cfg else fleet.clients[int(cfg[PARTITION_ID])]
+    return str(cfg["name"]) if "name" in cfg else fleet.clients[int(cfg[PARTITION_ID])]
+
+
+def node_of(fleet: FleetConfig, context: Context) -> BoardNode:
+    """The BoardNode a ClientApp's context names (node_name; node config `board` names its
+    engine, else the fleet's board for it)."""
+    cfg = context.node_config
+    name = node_name(fleet, context)
     index = fleet.clients.index(name) if name in fleet.clients else int(cfg.get(PARTITION_ID, 0))
     return BoardNode(fleet, name, index, str(cfg["board"]) if "board" in cfg else None)
 
 
 def client_app(fleet: FleetConfig) -> ClientApp:
-    """The ClientApp of `fleet`'s boards."""
+    """The ClientApp of `fleet`'s boards. A board that fails (its process killed, its port
+    gone, its data unreadable) answers with an error reply naming it (BOARD_FAILED), which
+    the strategy counts; the round goes on with the others."""
     app = ClientApp()
+
+    def reply(msg: Message, context: Context, work: Callable[[BoardNode], RecordDict]) -> Message:
+        name = node_name(fleet, context)
+        try:
+            content = work(node_of(fleet, context))
+        except TinypropError as exc:
+            return Message(Error(BOARD_FAILED, f"{name}: {exc}"), reply_to=msg)
+        content["board"] = ConfigRecord({"name": name})
+        return Message(content, reply_to=msg)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        node = node_of(fleet, context)
-        arrays = from_record(msg.content["arrays"])
-        trained, r = node.train(arrays, int(msg.content["config"]["server-round"]))
-        metrics = MetricRecord({"steps": r.steps, "accuracy": r.accuracy,
-                                "train-accuracy": r.train_accuracy, "holdout": r.holdout,
-                                "blob-id": node.layout.blob_id})
-        return Message(RecordDict({"arrays": to_record(trained), "metrics": metrics,
-                                   "board": ConfigRecord({"name": node.name})}), reply_to=msg)
+        def work(node: BoardNode) -> RecordDict:
+            arrays = from_record(msg.content["arrays"])
+            trained, r = node.train(arrays, int(msg.content["config"]["server-round"]))
+            metrics = MetricRecord({"steps": r.steps, "accuracy": r.accuracy,
+                                    "train-accuracy": r.train_accuracy, "holdout": r.holdout,
+                                    "blob-id": node.layout.blob_id})
+            return RecordDict({"arrays": to_record(trained), "metrics": metrics})
+
+        return reply(msg, context, work)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
-        node = node_of(fleet, context)
-        accuracy = node.evaluate(from_record(msg.content["arrays"]))
-        metrics = MetricRecord({"accuracy": accuracy, "holdout": len(node.holdout_ys)})
-        return Message(RecordDict({"metrics": metrics,
-                                   "board": ConfigRecord({"name": node.name})}), reply_to=msg)
+        def work(node: BoardNode) -> RecordDict:
+            accuracy = node.evaluate(from_record(msg.content["arrays"]))
+            return RecordDict({"metrics": MetricRecord({"accuracy": accuracy,
+                                                        "holdout": len(node.holdout_ys)})})
+
+        return reply(msg, context, work)
 
     return app
 
@@ -90,14 +113,14 @@ def client_app(fleet: FleetConfig) -> ClientApp:
 @dataclass
 class RoundRecord:
     """One round as the server saw it: the updates it aggregated (with each board's metrics),
-    the ones it refused (board, reason), how many nodes failed to reply, the global arrays it
-    made, and the boards' holdout accuracy of those (board -> (accuracy, n))."""
+    the ones it refused (board, reason), the boards that failed (board, reason), the global
+    arrays it made, and the boards' holdout accuracy of those (board -> (accuracy, n))."""
 
     round: int
     updates: list[Update] = field(default_factory=list)
     results: dict[str, RoundResult] = field(default_factory=dict)
     rejected: list[tuple[str, str]] = field(default_factory=list)
-    failed: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
     global_arrays: dict[str, np.ndarray] | None = None
     evaluations: dict[str, tuple[float, int]] = field(default_factory=dict)
 
@@ -115,7 +138,20 @@ class RoundRecord:
                              "global_accuracy": self.evaluations.get(u.board, (None,))[0]}
                             for u in self.updates],
                 "rejected": [{"name": b, "reason": r} for b, r in self.rejected],
-                "failed": self.failed}
+                "failed": [{"name": b, "reason": r} for b, r in self.failed]}
+
+
+def failure(msg: Message) -> tuple[str | None, str]:
+    """(board, reason) of an error reply: a board's failure names it (BOARD_FAILED); any other
+    error (a bug raised in a ClientApp, which Ray wraps in tracebacks after "Message: ") names
+    no board, and its reason is its last line."""
+    reason = msg.error.reason
+    if msg.error.code == BOARD_FAILED and ": " in reason:
+        board, reason = reason.split(": ", 1)
+        return board, reason
+    reason = reason.rsplit("Message: ", 1)[-1]
+    lines = [line.strip(" '>") for line in reason.strip().splitlines() if line.strip(" '>")]
+    return None, lines[-1] if lines else f"error {msg.error.code}"
 
 
 class FleetStrategy(FedAvg):
@@ -148,9 +184,9 @@ class FleetStrategy(FedAvg):
         rec = self._round(server_round)
         for msg in replies:
             if msg.has_error():
-                rec.failed += 1
-                log.warning("round %d: %s failed: %s", server_round, self._board(msg),
-                            msg.error.reason)
+                board, reason = failure(msg)
+                rec.failed.append((board or self._board(msg), reason))
+                log.warning("round %d: %s failed: %s", server_round, *rec.failed[-1])
                 continue
             board = self._board(msg)
             try:
@@ -182,8 +218,9 @@ class FleetStrategy(FedAvg):
         rec = self._round(server_round)
         for msg in replies:
             if msg.has_error():
+                board, reason = failure(msg)
                 log.warning("round %d: evaluating on %s failed: %s", server_round,
-                            self._board(msg), msg.error.reason)
+                            board or self._board(msg), reason)
                 continue
             m = msg.content["metrics"]
             rec.evaluations[self._board(msg)] = (float(m["accuracy"]), int(m["holdout"]))
