@@ -6,6 +6,8 @@ holding the aggregate. The Simulation Engine runs them in test_fleet_cli.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -31,8 +33,9 @@ from tinyprop.fleet.apps import (  # noqa: E402
     from_record,
     to_record,
 )
-from tinyprop.fleet.node import BoardNode, FleetConfig  # noqa: E402
+from tinyprop.fleet.node import BoardNode, FleetConfig, client_split  # noqa: E402
 from tinyprop.fleet.params import Update, aggregate  # noqa: E402
+from tinyprop.training.evaluate import evaluate_tflite  # noqa: E402
 
 CLIENTS = ("haze", "night")
 
@@ -147,16 +150,23 @@ def test_the_strategy_aggregates_good_replies_and_refuses_bad_ones(fleet):
     assert len(strategy.rounds[1].failed) == 2
 
 
-def test_each_rounds_global_model_is_exported_as_a_tflite(fleet):
-    server = FleetServer(fleet)
+def test_each_rounds_global_model_is_exported_and_scored_on_the_servers_holdout(fleet):
+    """The .tflite holds the global arrays; the TFLite interpreter scores it on the server's
+    holdout as the server did on the C core."""
+    server = FleetServer(replace(fleet, server="none"))
     layout = server.layout
     arrays = {n: a.copy() for n, a in layout.initial_arrays().items()}
-    arrays["op29.bias"] += 1000
+    arrays["op29.bias"][0] += 30_000
     arrays["op26.weights"][:, 0] = 5
-    assert server._after_round(0, to_record(arrays)) is None  # round 0: the blob's own
+    before = server._after_round(0, to_record(layout.initial_arrays()))  # the blob's own
     assert server.exported == []
-    server._after_round(1, to_record(arrays))
+    after = server._after_round(1, to_record(arrays))
     assert server.exported == [str(fleet.out / "round-1.tflite")]
     back = tflite_arrays(layout, fleet.out / "round-1.tflite")
     assert {n: a.tobytes() for n, a in back.items()} == \
         {n: a.tobytes() for n, a in arrays.items()}
+    xs, ys = client_split(fleet, "none", "holdout")
+    assert after["accuracy"] == evaluate_tflite(fleet.out / "round-1.tflite", xs, ys)["accuracy"]
+    source = fleet.training_blob().source
+    assert before["accuracy"] == evaluate_tflite(source, xs, ys)["accuracy"]
+    assert server.server_accuracy == {0: before["accuracy"], 1: after["accuracy"]}

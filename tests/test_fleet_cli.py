@@ -17,7 +17,7 @@ from fleet_data import tflite_arrays, vww_last2, vww_slice
 pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
 
 from tinyprop.cli import main  # noqa: E402
-from tinyprop.fleet.node import BoardNode, FleetConfig  # noqa: E402
+from tinyprop.fleet.node import BoardNode, FleetConfig, holdout_accuracy  # noqa: E402
 from tinyprop.fleet.params import Update, aggregate  # noqa: E402
 
 CLIENTS = ("haze", "night")
@@ -31,7 +31,8 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     out = tmp_path / "vww.fleet"
     assert main(["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS) +
                  ",sodium", "--board", f"host,host,{GONE}", "--rounds", "2", "--seed", "5",
-                 "--strategy", "fedavg", "--alone", "--json", str(tmp_path / "fleet.json")]) == 0
+                 "--strategy", "fedavg", "--server-holdout", "none", "--alone",
+                 "--json", str(tmp_path / "fleet.json")]) == 0
     report = json.loads((tmp_path / "fleet.json").read_text())
     assert [r["round"] for r in report["rounds"]] == [1, 2]
     assert report["boards"] == {"haze": "host", "night": "host", "sodium": GONE}
@@ -44,6 +45,8 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     assert report["exported"] == [str(out / "round-1.tflite"), str(out / "round-2.tflite")]
     nodes = [BoardNode(fleet, name, index=i) for i, name in enumerate(CLIENTS)]
     global_arrays = layout.initial_arrays()
+    assert report["server"] == {"holdout": "none", "accuracy_before":
+                                holdout_accuracy(fleet, "none", global_arrays)}
     for r in report["rounds"]:
         sent, accuracies = [], []
         for node in nodes:
@@ -65,6 +68,7 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
         scores = [node.evaluate(global_arrays) for node in nodes]
         assert [c["global_accuracy"] for c in r["clients"]] == scores
         assert r["global_accuracy"] == pytest.approx(sum(scores) / 2)
+        assert r["server_accuracy"] == holdout_accuracy(fleet, "none", global_arrays)
     # the baseline: each board alone for as many steps
     assert report["alone"][:2] == [{"name": node.name, "steps": 16,
                                     "accuracy": node.train_alone(2).accuracy} for node in nodes]

@@ -38,6 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=0.005, help="learning rate (default 0.005)")
     p.add_argument("--seed", type=int, default=0,
                    help="seeds the boards' orders and roundings and the aggregate's rounding")
+    p.add_argument("--server-holdout", metavar="NAME",
+                   help="score the global model before the first round and after each on this "
+                   "holdout too, on this machine: a camera shift of DIR (none: as it is) or a "
+                   "sub-folder")
     p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
                    help="hold out this seeded fraction of every class instead of holdout.txt")
     p.add_argument("--model", type=Path, metavar="SRC.tflite",
@@ -63,8 +67,11 @@ def run(args: argparse.Namespace) -> int:
     boards = tuple(b.strip() for b in args.board.split(","))
     fleet = FleetConfig(args.blob, args.data, clients, boards[0], args.rounds, args.epochs,
                         args.lr, args.seed, args.strategy, args.holdout, args.model, out,
-                        boards if len(boards) > 1 else ())
+                        boards if len(boards) > 1 else (), args.server_holdout)
     report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone)
+    if report["server"] is not None:
+        print(f"the blob on the server's holdout ({args.server_holdout}): "
+              f"{report['server']['accuracy_before']:.1%}")
     for r in report["rounds"]:
         print(round_line(r, args.rounds))
     last = {c["name"]: c["global_accuracy"] for c in report["rounds"][-1]["clients"]}
@@ -89,6 +96,8 @@ def round_line(r: dict, rounds: int) -> str:
     """One round: the global model's accuracy, each board's after its local training."""
     g = r["global_accuracy"]
     line = f"round {r['round']}/{rounds}: global " + (f"{g:.1%}" if g is not None else "-")
+    if r["server_accuracy"] is not None:
+        line += f" (server's holdout {r['server_accuracy']:.1%})"
     boards = ", ".join(f"{c['name']} {c['accuracy']:.1%} ({c['steps']} steps)"
                        for c in r["clients"])
     line += f"; boards after local training: {boards or 'none'}"

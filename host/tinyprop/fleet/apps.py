@@ -39,7 +39,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from ..errors import TinypropError
 from ..training.export import export_params
-from .node import BoardNode, FleetConfig, RoundResult
+from .node import BoardNode, FleetConfig, RoundResult, holdout_accuracy
 from .params import ParamsLayout, Update, UpdateRejected, aggregate
 
 log = logging.getLogger("tinyprop.fleet")
@@ -236,6 +236,7 @@ class FleetServer:
         self.layout = fleet.layout()
         self.strategy = FleetStrategy(fleet, self.layout)
         self.exported: list[str] = []
+        self.server_accuracy: dict[int, float] = {}  # round -> the global on the server's holdout
         self.app = ServerApp()
         self.app.main()(self._main)
 
@@ -248,9 +249,15 @@ class FleetServer:
                             num_rounds=self.fleet.rounds, evaluate_fn=self._after_round)
 
     def _after_round(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-        """After each round, the global model as a .tflite (round 0: the blob's, not written)."""
+        """After each round, the global model as a .tflite (round 0: the blob's, not written)
+        and its accuracy on the server's holdout (round 0 too: where the fleet starts)."""
+        global_arrays = from_record(arrays)
         if server_round > 0 and self.fleet.out is not None:
             out = self.fleet.out / f"round-{server_round}.tflite"
-            export_params(self.fleet.training_blob(), self.layout.join(from_record(arrays)), out)
+            export_params(self.fleet.training_blob(), self.layout.join(global_arrays), out)
             self.exported.append(str(out))
-        return None
+        if self.fleet.server is None:
+            return None
+        accuracy = holdout_accuracy(self.fleet, self.fleet.server, global_arrays)
+        self.server_accuracy[server_round] = accuracy
+        return MetricRecord({"accuracy": accuracy})

@@ -36,7 +36,8 @@ class FleetConfig:
     host, qemu-m4, a port; or `boards`, one a client, a mixed fleet; a node's own config may
     name its port instead), the rounds, the local epochs and the
     SGD settings of every board, the aggregation, and where the global .tflite of each round
-    goes (`out`, a folder; None: not exported)."""
+    goes (`out`, a folder; None: not exported); `server` names the server's own holdout (the
+    global model scored on it on this machine before the first round and after each)."""
 
     blob: Path
     data: Path
@@ -51,6 +52,7 @@ class FleetConfig:
     model: Path | None = None  # the blob's source .tflite, when it moved since convert
     out: Path | None = None
     boards: tuple[str, ...] = ()  # one engine spec a client, in --clients order; () all `board`
+    server: str | None = None  # the server's holdout: a camera shift of `data` or a sub-folder
 
     def __post_init__(self) -> None:
         for name in ("blob", "data", "model", "out"):  # a Ray worker has its own directory
@@ -158,13 +160,22 @@ class BoardNode:
 
     def evaluate(self, arrays: dict[str, np.ndarray]) -> float:
         """The holdout accuracy of the global `arrays` on this board."""
-        with open_engine(self.board, self.tb, None) as engine:
-            engine.load_params(self.layout.join(arrays), 0)
-            return self._accuracy(engine)
+        return holdout_accuracy(self.fleet, self.name, arrays, self.board)
 
     def _accuracy(self, engine) -> float:
         return float(evaluate_engine(engine, self.holdout_xs, self.holdout_ys,
                                      self.classes)["accuracy"])
+
+
+def holdout_accuracy(fleet: FleetConfig, name: str, arrays: dict[str, np.ndarray],
+                     board: str = "host") -> float:
+    """The accuracy of trainable `arrays` on the holdout of `name` (a camera shift of the
+    fleet's data or its sub-folder), on engine `board`: a board's score of a global model, or
+    the server's on its own holdout (the C core on this machine)."""
+    xs, ys = client_split(fleet, name, "holdout")
+    with open_engine(board, fleet.training_blob(), None) as engine:
+        engine.load_params(fleet.layout().join(arrays), 0)
+        return float(evaluate_engine(engine, xs, ys, client_classes(fleet, name))["accuracy"])
 
 
 def client_split(fleet: FleetConfig, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:

@@ -36,7 +36,7 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     from flwr.simulation import run_simulation
 
     fleet.layout()  # a bad blob or a missing source model is refused before Ray starts
-    for name in fleet.clients:
+    for name in fleet.clients + ((fleet.server,) if fleet.server else ()):
         client_data(fleet.data, name)
     logging.getLogger("flwr").setLevel(logging.DEBUG if verbose else logging.WARNING)
     server = FleetServer(fleet)
@@ -70,7 +70,10 @@ def fleet_report(fleet: FleetConfig, server: FleetServer) -> dict:
                   "message": to_record(layout.initial_arrays()).count_bytes(),
                   "model_parameters": layout.model_bytes},
         "exported": server.exported,
-        "rounds": [r.to_json() for r in server.rounds],
+        "server": None if fleet.server is None else
+        {"holdout": fleet.server, "accuracy_before": server.server_accuracy.get(0)},
+        "rounds": [{**r.to_json(), "server_accuracy": server.server_accuracy.get(r.round)}
+                   for r in server.rounds],
     }
 
 
