@@ -21,7 +21,7 @@ import numpy as np
 from ..compile.blobfile import TrainingBlob, load_blob
 from ..data.datasets import load_dataset, load_split
 from ..data.shifts import SHIFTS
-from ..engines import HParams, open_engine
+from ..engines import Engine, HParams, open_engine
 from ..errors import TinypropError
 from ..training.evaluate import evaluate_engine
 from ..training.head import read_labels
@@ -118,7 +118,8 @@ class BoardNode:
         self.classes = client_classes(fleet, name)
         self.train_xs, self.train_ys = client_split(fleet, name, "train")
         self.holdout_xs, self.holdout_ys = client_split(fleet, name, "holdout")
-        check_samples(self.tb, self.train_xs, self.train_ys, fleet.data, self.classes)
+        check_samples(self.tb, self.train_xs, self.train_ys, client_data(fleet.data, name)[0],
+                      self.classes)
 
     @property
     def local_steps(self) -> int:
@@ -145,7 +146,7 @@ class BoardNode:
             correct = sum(bool(ev["correct"]) for ev in islice(events, 1 + steps)
                           if ev["type"] == "step")
             trained = self.layout.split(engine.params())
-            accuracy = self._accuracy(engine)
+            accuracy = _holdout_score(engine, self.fleet, self.name)
         return trained, RoundResult(steps, correct / steps, accuracy, len(self.holdout_ys))
 
     def train_alone(self, rounds: int) -> RoundResult:
@@ -162,20 +163,21 @@ class BoardNode:
         """The holdout accuracy of the global `arrays` on this board."""
         return holdout_accuracy(self.fleet, self.name, arrays, self.board)
 
-    def _accuracy(self, engine) -> float:
-        return float(evaluate_engine(engine, self.holdout_xs, self.holdout_ys,
-                                     self.classes)["accuracy"])
-
 
 def holdout_accuracy(fleet: FleetConfig, name: str, arrays: dict[str, np.ndarray],
                      board: str = "host") -> float:
     """The accuracy of trainable `arrays` on the holdout of `name` (a camera shift of the
     fleet's data or its sub-folder), on engine `board`: a board's score of a global model, or
     the server's on its own holdout (the C core on this machine)."""
-    xs, ys = client_split(fleet, name, "holdout")
     with open_engine(board, fleet.training_blob(), None) as engine:
         engine.load_params(fleet.layout().join(arrays), 0)
-        return float(evaluate_engine(engine, xs, ys, client_classes(fleet, name))["accuracy"])
+        return _holdout_score(engine, fleet, name)
+
+
+def _holdout_score(engine: Engine, fleet: FleetConfig, name: str) -> float:
+    """The accuracy of `engine` as it stands on the holdout of `name`."""
+    xs, ys = client_split(fleet, name, "holdout")
+    return float(evaluate_engine(engine, xs, ys, client_classes(fleet, name))["accuracy"])
 
 
 def client_split(fleet: FleetConfig, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
