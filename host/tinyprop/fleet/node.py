@@ -11,6 +11,8 @@ ClientApp (apps.py) wraps it, and a test or a script can drive it directly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from itertools import islice
@@ -22,7 +24,7 @@ from ..compile.blobfile import TrainingBlob, load_blob
 from ..data.datasets import load_dataset, load_split
 from ..data.shifts import SHIFTS
 from ..engines import Engine, HParams, open_engine
-from ..errors import TinypropError
+from ..errors import DeviceError, TinypropError
 from ..training.evaluate import evaluate_engine
 from ..training.head import read_labels
 from ..training.run import RunConfig, check_samples, training_events
@@ -137,7 +139,7 @@ class BoardNode:
         steps = self.local_steps
         start = (round_ - 1) * steps
         cfg = RunConfig(self.fleet.lr, self._hparams().seed, "constant", classes=self.classes)
-        with open_engine(self.board, self.tb, self._hparams()) as engine:
+        with board_session(self.board, self.tb, self._hparams()) as engine:
             engine.load_params(self.layout.join(arrays), start)
             events = training_events(cfg, self.tb, engine, self.train_xs, self.train_ys,
                                      start + steps, start)
@@ -169,9 +171,23 @@ def holdout_accuracy(fleet: FleetConfig, name: str, arrays: dict[str, np.ndarray
     """The accuracy of trainable `arrays` on the holdout of `name` (a camera shift of the
     fleet's data or its sub-folder), on engine `board`: a board's score of a global model, or
     the server's on its own holdout (the C core on this machine)."""
-    with open_engine(board, fleet.training_blob(), None) as engine:
+    with board_session(board, fleet.training_blob(), None) as engine:
         engine.load_params(fleet.layout().join(arrays), 0)
         return _holdout_score(engine, fleet, name)
+
+
+@contextmanager
+def board_session(board: str, tb: TrainingBlob, hparams: HParams | None) -> Iterator[Engine]:
+    """The engine of `board` for one message; a link that fails says how the board process
+    it started ended, when it did (killed, exited), as tinyprop train does."""
+    with open_engine(board, tb, hparams) as engine:
+        try:
+            yield engine
+        except DeviceError as exc:
+            ended = engine.status()
+            if not ended:
+                raise
+            raise DeviceError(f"{exc}; {ended}", exc.status) from None
 
 
 def _holdout_score(engine: Engine, fleet: FleetConfig, name: str) -> float:
