@@ -3,7 +3,7 @@ vww-mini slice) and a board that is gone (its port missing) for two rounds. The 
 every round and board, the gone board fails every round while the others carry on, and each
 round's global model (its exported .tflite) is exactly the aggregate of what the two boards
 sent, recomputed here by training the same boards (node.BoardNode) from the previous round's
-global model."""
+global model; likewise the server's scores, each board alone and the centralized bound."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     assert main(["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS) +
                  ",sodium", "--board", f"host,host,{GONE}", "--rounds", "2", "--seed", "5",
                  "--strategy", "fedavg", "--server-holdout", "none", "--alone",
-                 "--json", str(tmp_path / "fleet.json")]) == 0
+                 "--centralized", "--json", str(tmp_path / "fleet.json")]) == 0
     report = json.loads((tmp_path / "fleet.json").read_text())
     assert [r["round"] for r in report["rounds"]] == [1, 2]
     assert report["boards"] == {"haze": "host", "night": "host", "sodium": GONE}
@@ -71,9 +71,19 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
         assert r["server_accuracy"] == holdout_accuracy(fleet, "none", global_arrays)
     # the baseline: each board alone for as many steps
     assert report["alone"][:2] == [{"name": node.name, "steps": 16,
-                                    "accuracy": node.train_alone(2).accuracy} for node in nodes]
+                                    "accuracy": node.train_alone(2)[1].accuracy}
+                                   for node in nodes]
     gone = report["alone"][2]
     assert gone["name"] == "sodium" and gone["accuracy"] is None and GONE in gone["error"]
+    # the bound: the first board on all three cameras' photos, as many steps as the fleet
+    fleet3 = FleetConfig(tpb, data, (*CLIENTS, "sodium"), rounds=2, seed=5,
+                         boards=("host", "host", GONE))
+    pooled = BoardNode.pooled(fleet3)
+    arrays, result = pooled.train_alone(2)
+    assert report["centralized"] == {
+        "steps": 48, "accuracy": result.accuracy,
+        "clients": [{"name": n, "accuracy": holdout_accuracy(fleet3, n, arrays)}
+                    for n in fleet3.clients]}
 
 
 def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_dir, tmp_path,

@@ -50,6 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    ".tflite goes (round-N.tflite; default BLOB's name + .fleet beside it)")
     p.add_argument("--alone", action="store_true", help="then train each board alone for as "
                    "many steps, the baseline (one board after the other, on this machine)")
+    p.add_argument("--centralized", action="store_true", help="then train one board on every "
+                   "board's data pooled, for as many steps as the whole fleet: the bound")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rounds as JSON")
     p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
     p.set_defaults(func=run)
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     fleet = FleetConfig(args.blob, args.data, clients, boards[0], args.rounds, args.epochs,
                         args.lr, args.seed, args.strategy, args.holdout, args.model, out,
                         boards if len(boards) > 1 else (), args.server_holdout)
-    report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone)
+    report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
+                       centralized=args.centralized)
     if report["server"] is not None:
         print(f"the blob on the server's holdout ({args.server_holdout}): "
               f"{report['server']['accuracy_before']:.1%}")
@@ -82,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
         g = last.get(a["name"])
         print(f"{a['name']} alone: {a['accuracy']:.1%} after {a['steps']} steps (the global "
               "model on its holdout: " + (f"{g:.1%})" if g is not None else "-)"))
+    if "centralized" in report:
+        c = report["centralized"]
+        scores = ", ".join(f"{x['name']} {x['accuracy']:.1%}" for x in c["clients"])
+        print(f"centralized (one board on all the data, {c['steps']} steps): {scores}")
     b = report["bytes"]
     print(f"each board sends {b['message']:,} B a round and receives as many: the trainable "
           f"parameters ({b['trainable']:,} B), not the model's {b['model_parameters']:,} B")

@@ -110,18 +110,33 @@ class RoundResult:
 
 class BoardNode:
     """Board `name` of a fleet (its data: the camera shift or sub-folder of that name), on
-    engine spec `board` (default the fleet's), its rounding seed the fleet's + `index`."""
+    engine spec `board` (default the fleet's), its rounding seed the fleet's + `index`.
+    `pool`: the clients whose data it holds instead, all together (`pooled`)."""
 
-    def __init__(self, fleet: FleetConfig, name: str, index: int = 0, board: str | None = None):
+    def __init__(self, fleet: FleetConfig, name: str, index: int = 0, board: str | None = None,
+                 pool: tuple[str, ...] = ()):
         self.fleet, self.name, self.index = fleet, name, index
         self.board = board or fleet.board_of(name)
         self.tb = fleet.training_blob()
         self.layout = fleet.layout()
-        self.classes = client_classes(fleet, name)
-        self.train_xs, self.train_ys = client_split(fleet, name, "train")
-        self.holdout_xs, self.holdout_ys = client_split(fleet, name, "holdout")
-        check_samples(self.tb, self.train_xs, self.train_ys, client_data(fleet.data, name)[0],
+        pool = pool or (name,)
+        classes = {client_classes(fleet, c) for c in pool}
+        if len(classes) > 1:
+            raise TinypropError(f"--clients {','.join(pool)}: their datasets have different "
+                                "classes; give the boards datasets of the same classes")
+        self.classes = classes.pop()
+        train = [client_split(fleet, c, "train") for c in pool]
+        holdout = [client_split(fleet, c, "holdout") for c in pool]
+        self.train_xs, self.train_ys = (np.concatenate(a) for a in zip(*train, strict=True))
+        self.holdout_xs, self.holdout_ys = (np.concatenate(a) for a in zip(*holdout, strict=True))
+        check_samples(self.tb, self.train_xs, self.train_ys, client_data(fleet.data, pool[0])[0],
                       self.classes)
+
+    @classmethod
+    def pooled(cls, fleet: FleetConfig) -> BoardNode:
+        """One board (the first client's) with every client's data: the centralized bound, the
+        most a fleet could learn were the data pooled."""
+        return cls(fleet, fleet.clients[0], pool=fleet.clients)
 
     @property
     def local_steps(self) -> int:
@@ -148,18 +163,18 @@ class BoardNode:
             correct = sum(bool(ev["correct"]) for ev in islice(events, 1 + steps)
                           if ev["type"] == "step")
             trained = self.layout.split(engine.params())
-            accuracy = _holdout_score(engine, self.fleet, self.name)
+            accuracy = _holdout_score(engine, self.holdout_xs, self.holdout_ys, self.classes)
         return trained, RoundResult(steps, correct / steps, accuracy, len(self.holdout_ys))
 
-    def train_alone(self, rounds: int) -> RoundResult:
+    def train_alone(self, rounds: int) -> tuple[dict[str, np.ndarray], RoundResult]:
         """This board trained alone for the fleet's `rounds` (the same steps, orders and
         roundings as in the fleet, from its own arrays each round): the baseline a fleet must
-        beat. Its steps are the total."""
+        beat. Its arrays, and its last round's result with the steps of all."""
         arrays = self.layout.initial_arrays()
         for round_ in range(1, rounds + 1):
             arrays, result = self.train(arrays, round_)
-        return RoundResult(rounds * result.steps, result.train_accuracy, result.accuracy,
-                           result.holdout)
+        return arrays, RoundResult(rounds * result.steps, result.train_accuracy,
+                                   result.accuracy, result.holdout)
 
     def evaluate(self, arrays: dict[str, np.ndarray]) -> float:
         """The holdout accuracy of the global `arrays` on this board."""
@@ -171,9 +186,10 @@ def holdout_accuracy(fleet: FleetConfig, name: str, arrays: dict[str, np.ndarray
     """The accuracy of trainable `arrays` on the holdout of `name` (a camera shift of the
     fleet's data or its sub-folder), on engine `board`: a board's score of a global model, or
     the server's on its own holdout (the C core on this machine)."""
+    xs, ys = client_split(fleet, name, "holdout")
     with board_session(board, fleet.training_blob(), None) as engine:
         engine.load_params(fleet.layout().join(arrays), 0)
-        return _holdout_score(engine, fleet, name)
+        return _holdout_score(engine, xs, ys, client_classes(fleet, name))
 
 
 @contextmanager
@@ -190,10 +206,10 @@ def board_session(board: str, tb: TrainingBlob, hparams: HParams | None) -> Iter
             raise DeviceError(f"{exc}; {ended}", exc.status) from None
 
 
-def _holdout_score(engine: Engine, fleet: FleetConfig, name: str) -> float:
-    """The accuracy of `engine` as it stands on the holdout of `name`."""
-    xs, ys = client_split(fleet, name, "holdout")
-    return float(evaluate_engine(engine, xs, ys, client_classes(fleet, name))["accuracy"])
+def _holdout_score(engine: Engine, xs: np.ndarray, ys: np.ndarray,
+                   classes: tuple[str, ...]) -> float:
+    """The accuracy of `engine` as it stands on holdout samples xs, ys."""
+    return float(evaluate_engine(engine, xs, ys, classes)["accuracy"])
 
 
 def client_split(fleet: FleetConfig, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import TinypropError
 from .apps import FleetServer, client_app, to_record
-from .node import BoardNode, FleetConfig, client_data
+from .node import BoardNode, FleetConfig, client_data, holdout_accuracy
 
 # Each emulated board takes one CPU of Ray's and no GPU; Ray gets at most two (the boards
 # run side by side, the server thread waits), no dashboard and a small object store.
@@ -23,11 +23,12 @@ RAY_INIT = {"include_dashboard": False, "object_store_memory": 100 * 2**20}
 
 
 def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool = False,
-              alone: bool = False) -> dict:
+              alone: bool = False, centralized: bool = False) -> dict:
     """Run `fleet` on the Simulation Engine; its report (fleet_report), also written as JSON
     to `json_path` when given. `verbose`: Flower's INFO log and the Ray workers' output;
-    `alone`: then each board trained alone for as many steps, here, one after the other
-    (report["alone"])."""
+    then, here, one after the other: `alone`, each board trained alone for as many steps
+    (report["alone"]); `centralized`, one board trained on every board's data for as many
+    steps as the whole fleet (report["centralized"])."""
     # flwr.simulation imports TensorFlow when it is installed (for GPU memory growth): its C++
     # start-up lines say nothing to a user, here or in the Ray workers, which inherit this
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -52,6 +53,8 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     report = fleet_report(fleet, server)
     if alone:
         report["alone"] = [alone_json(fleet, i) for i in range(len(fleet.clients))]
+    if centralized:
+        report["centralized"] = centralized_json(fleet)
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -82,7 +85,19 @@ def alone_json(fleet: FleetConfig, index: int) -> dict:
     why it could not (a board that is gone)."""
     name = fleet.clients[index]
     try:
-        r = BoardNode(fleet, name, index).train_alone(fleet.rounds)
+        _, r = BoardNode(fleet, name, index).train_alone(fleet.rounds)
     except TinypropError as exc:
         return {"name": name, "accuracy": None, "steps": 0, "error": str(exc)}
     return {"name": name, "accuracy": r.accuracy, "steps": r.steps}
+
+
+def centralized_json(fleet: FleetConfig) -> dict:
+    """The centralized bound: one board (the first's) trained on the data of all the boards,
+    pooled, for the fleet's rounds of its epochs (as many steps as the whole fleet), then
+    scored on each board's holdout."""
+    node = BoardNode.pooled(fleet)
+    arrays, r = node.train_alone(fleet.rounds)
+    return {"steps": r.steps, "accuracy": r.accuracy,
+            "clients": [{"name": name, "accuracy": holdout_accuracy(fleet, name, arrays,
+                                                                    node.board)}
+                        for name in fleet.clients]}
