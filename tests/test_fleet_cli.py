@@ -8,6 +8,11 @@ global model; likewise the server's scores, each board alone and the centralized
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -99,3 +104,32 @@ def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_di
     assert main(["fleet", str(tpb), "--data", str(data), "--clients", "haze",
                  "--rounds", "0"]) == 2
     assert "--rounds 0: must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # Ray's start, then a few rounds
+def test_ctrl_c_stops_a_fleet_run(vww_model_path, vww_data_dir, tmp_path):
+    """Ctrl-C mid-run: the verb says so and exits 130 within seconds (Flower's server thread
+    and its workers' waits on Ray would otherwise keep the process alive)."""
+    tpb = vww_last2(vww_model_path, tmp_path / "vww.tpb")
+    data = vww_slice(vww_data_dir, tmp_path / "data", train=2, holdout=1)
+    out = tmp_path / "rounds"
+    # SIGINT raises KeyboardInterrupt even where this test runs with it ignored (a background job)
+    script = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+              "from tinyprop.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, "fleet", str(tpb), "--data", str(data), "--clients",
+         "haze,night", "--rounds", "1000", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "round-2.tflite").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert err.rstrip().endswith("tinyprop fleet: interrupted")
+    assert len(list(out.glob("round-*.tflite"))) < 1000

@@ -19,6 +19,8 @@ refused with its reason, and the round goes on with the others.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -45,6 +47,7 @@ from .params import ParamsLayout, Update, UpdateRejected, aggregate
 log = logging.getLogger("tinyprop.fleet")
 PARTITION_ID = "partition-id"  # the Simulation Engine's node config: the node's index
 BOARD_FAILED = 4001  # an error reply's code: its board failed, the reason names the board
+PULL_INTERVAL = 0.1  # s between the server's pulls for replies (Flower's in-memory grid's)
 
 
 def to_record(arrays: dict[str, np.ndarray]) -> ArrayRecord:
@@ -228,8 +231,42 @@ class FleetStrategy(FedAvg):
         return None if accuracy is None else MetricRecord({"accuracy": accuracy})
 
 
+class FleetStopped(Exception):
+    """The fleet's run was stopped (FleetServer.stop): the server's rounds end here."""
+
+
+class StoppableGrid:
+    """A Grid whose send_and_receive also ends when `stop` is set (raising FleetStopped): the
+    thread Flower runs a ServerApp in waits for replies up to an hour otherwise, and keeps the
+    process from exiting after Ctrl-C. Everything else is the grid's."""
+
+    def __init__(self, grid: Grid, stop: threading.Event):
+        self._grid, self._stop = grid, stop
+
+    def __getattr__(self, name: str):
+        return getattr(self._grid, name)
+
+    def send_and_receive(self, messages: Iterable[Message], *,
+                         timeout: float | None = None) -> Iterable[Message]:
+        """Grid.send_and_receive (push, then pull the replies until all came or `timeout`),
+        checking `stop` between pulls."""
+        waiting = set(self._grid.push_messages(messages))
+        end = None if timeout is None else time.monotonic() + timeout
+        replies: list[Message] = []
+        while waiting and (end is None or time.monotonic() < end):
+            if self._stop.is_set():
+                raise FleetStopped("the fleet was stopped")
+            got = list(self._grid.pull_messages(waiting))
+            replies += got
+            waiting -= {m.metadata.reply_to_message_id for m in got}
+            if waiting:
+                time.sleep(PULL_INTERVAL)
+        return replies
+
+
 class FleetServer:
-    """The ServerApp of a fleet (`.app`) and, once it ran, its strategy's rounds."""
+    """The ServerApp of a fleet (`.app`) and, once it ran, its strategy's rounds. `stop` ends
+    its rounds (its thread) early: set it when the run is interrupted."""
 
     def __init__(self, fleet: FleetConfig):
         self.fleet = fleet
@@ -237,6 +274,7 @@ class FleetServer:
         self.strategy = FleetStrategy(fleet, self.layout)
         self.exported: list[str] = []
         self.server_accuracy: dict[int, float] = {}  # round -> the global on the server's holdout
+        self.stop = threading.Event()
         self.app = ServerApp()
         self.app.main()(self._main)
 
@@ -245,7 +283,8 @@ class FleetServer:
         return self.strategy.rounds
 
     def _main(self, grid: Grid, context: Context) -> None:
-        self.strategy.start(grid, to_record(self.layout.initial_arrays()),
+        self.strategy.start(StoppableGrid(grid, self.stop),
+                            to_record(self.layout.initial_arrays()),
                             num_rounds=self.fleet.rounds, evaluate_fn=self._after_round)
 
     def _after_round(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:

@@ -44,9 +44,18 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     backend = {"client_resources": dict(CLIENT_RESOURCES),
                "init_args": {**RAY_INIT, "num_cpus": min(2, len(fleet.clients)),
                              "log_to_driver": verbose}}
-    run_simulation(server_app=server.app, client_app=client_app(fleet),
-                   num_supernodes=len(fleet.clients), backend_config=backend,
-                   verbose_logging=verbose)
+    try:
+        run_simulation(server_app=server.app, client_app=client_app(fleet),
+                       num_supernodes=len(fleet.clients), backend_config=backend,
+                       verbose_logging=verbose)
+    except KeyboardInterrupt:
+        # the process exits only once every thread has: the server's stops waiting for
+        # replies, and Flower's workers' waits on Ray actors end with Ray
+        server.stop.set()
+        import ray
+
+        ray.shutdown()
+        raise
     if not server.rounds:
         raise TinypropError(f"{fleet.blob}: the fleet ran no round (its server failed to "
                             "start); run again with the log above")
