@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tinyprop.cli import main
 from tinyprop.compile.blobfile import load_blob
 from tinyprop.device.device import params_record
-from tinyprop.engines import HParams, open_engine
+from tinyprop.engines import BlobModel, HParams, open_engine
 from tinyprop.errors import TinypropError
 from tinyprop.fleet.params import (  # tinyprop.fleet before flwr: Flower's telemetry off
     AGGREGATIONS,
@@ -82,6 +82,13 @@ def test_layout_names_the_trained_arrays_where_the_core_keeps_them(blob, layout,
     # the blob alone gives the region the C core starts from, byte for byte
     initial, _ = trained
     assert layout.initial + bytes(layout.optimizer_bytes) == initial
+
+
+def test_a_blob_that_does_not_train_is_refused(vww_model_path):
+    inference = BlobModel.load(vww_model_path)  # the .tflite packed without a program
+    with pytest.raises(TinypropError, match="has no training program.*convert it with a "
+                       "--scheme"):
+        ParamsLayout.from_blob(inference.blob, "vww.tpb")
 
 
 def test_split_and_join_are_byte_exact(layout, trained):

@@ -63,7 +63,7 @@ REJECT_REASONS = {
     "blob_id": "it was trained on another blob; flash the fleet's blob",
     "names": "it does not name the blob's trainable arrays; send ParamsLayout.split's arrays",
     "shape": "an array has the wrong shape or length; send the blob's held rows and biases",
-    "not_finite": "an array holds NaN or infinity; reset the board (tinyprop.device reset)",
+    "not_finite": "an array holds NaN or infinity; send the params region's integers",
     "not_integer": "an array holds fractional values; send the params region's integers",
     "out_of_range": "a value does not fit the parameter's int8 or int32; send the params "
                     "region's values",
