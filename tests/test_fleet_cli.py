@@ -104,6 +104,11 @@ def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_di
     assert main(["fleet", str(tpb), "--data", str(data), "--clients", "haze",
                  "--rounds", "0"]) == 2
     assert "--rounds 0: must be at least 1" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["fleet", str(tpb), "--data", str(data), "--clients", "haze",
+                 "--out", str(tmp_path / "file" / "rounds")]) == 2
+    assert "rounds: cannot create it (Not a directory); pass a writable folder" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.slow  # Ray's start, then a few rounds

@@ -36,9 +36,17 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     from flwr.simulation import run_simulation
 
-    fleet.layout()  # a bad blob or a missing source model is refused before Ray starts
+    # a bad blob, a missing source model, an unknown client or an unwritable --out is refused
+    # before Ray starts
+    fleet.layout()
     for name in fleet.clients + ((fleet.server,) if fleet.server else ()):
         client_data(fleet.data, name)
+    if fleet.out is not None:
+        try:
+            fleet.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TinypropError(f"--out {fleet.out}: cannot create it ({exc.strerror}); pass a "
+                                "writable folder for the rounds' .tflite") from None
     logging.getLogger("flwr").setLevel(logging.DEBUG if verbose else logging.WARNING)
     server = FleetServer(fleet)
     backend = {"client_resources": dict(CLIENT_RESOURCES),
@@ -56,9 +64,6 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
 
         ray.shutdown()
         raise
-    if not server.rounds:
-        raise TinypropError(f"{fleet.blob}: the fleet ran no round (its server failed to "
-                            "start); run again with the log above")
     report = fleet_report(fleet, server)
     if alone:
         report["alone"] = [alone_json(fleet, i) for i in range(len(fleet.clients))]
