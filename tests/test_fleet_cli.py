@@ -18,6 +18,7 @@ import pytest
 
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
 from fleet_data import tflite_arrays, vww_last2, vww_slice
+from PIL import Image
 
 pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
 
@@ -37,7 +38,10 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     assert main(["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS) +
                  ",sodium", "--board", f"host,host,{GONE}", "--rounds", "2", "--seed", "5",
                  "--strategy", "fedavg", "--server-holdout", "none", "--alone",
-                 "--centralized", "--json", str(tmp_path / "fleet.json")]) == 0
+                 "--centralized", "--json", str(tmp_path / "fleet.json"),
+                 "--plot", str(tmp_path / "fleet.png")]) == 0
+    with Image.open(tmp_path / "fleet.png") as png:
+        assert png.format == "PNG" and png.size == (800, 360)
     report = json.loads((tmp_path / "fleet.json").read_text())
     assert [r["round"] for r in report["rounds"]] == [1, 2]
     assert report["boards"] == {"haze": "host", "night": "host", "sodium": GONE}

@@ -53,6 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--centralized", action="store_true", help="then train one board on every "
                    "board's data pooled, for as many steps as the whole fleet: the bound")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rounds as JSON")
+    p.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the rounds (and the "
+                   "--alone and --centralized runs) as a PNG")
     p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
     p.set_defaults(func=run)
 
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     require("flwr", "tinyprop fleet (Flower)", extra="fleet")
     from ..fleet.node import FleetConfig
-    from ..fleet.simulation import run_fleet
+    from ..fleet.simulation import draw_fleet, run_fleet
 
     clients = tuple(c.strip() for c in args.clients.split(",") if c.strip())
     out = args.out or args.blob.with_suffix(".fleet")
@@ -96,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"global models: {out}/round-1..{len(report['exported'])}.tflite")
     if args.json:
         print(f"wrote {args.json}")
+    if args.plot:
+        print(f"wrote {draw_fleet(report, args.plot)}")
     return 0
 
 

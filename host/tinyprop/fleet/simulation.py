@@ -115,3 +115,44 @@ def centralized_json(fleet: FleetConfig) -> dict:
             "clients": [{"name": name, "accuracy": holdout_accuracy(fleet, name, arrays,
                                                                     node.board)}
                         for name in fleet.clients]}
+
+
+def draw_fleet(report: dict, path: Path) -> Path:
+    """A fleet run as a PNG: each board's holdout accuracy of the global model round by round,
+    with, at the last round, that board alone (a hollow marker) and the centralized bound
+    (a cross) when the report has them; the server's holdout in black."""
+    from matplotlib.figure import Figure
+
+    f = Figure(figsize=(8, 3.6), dpi=100)
+    ax = f.add_subplot()
+    rounds = [r["round"] for r in report["rounds"]]
+    alone = {a["name"]: a["accuracy"] for a in report.get("alone", [])}
+    central = {c["name"]: c["accuracy"]
+               for c in report.get("centralized", {}).get("clients", [])}
+    for i, name in enumerate(report["clients"]):
+        color = f"C{i}"
+        ys = [next((100 * c["global_accuracy"] for c in r["clients"] if c["name"] == name
+                    and c["global_accuracy"] is not None), None) for r in report["rounds"]]
+        ax.plot(rounds, [float("nan") if y is None else y for y in ys], "o-", color=color,
+                label=f"{name}: the global model")
+        if alone.get(name) is not None:
+            ax.plot([rounds[-1]], [100 * alone[name]], "o", mfc="none", ms=9, color=color)
+        if name in central:
+            ax.plot([rounds[-1]], [100 * central[name]], "x", ms=9, color=color)
+    server = report.get("server")
+    if server is not None:
+        ax.plot([0, *rounds], [100 * server["accuracy_before"],
+                               *(100 * r["server_accuracy"] for r in report["rounds"])],
+                "s-", color="black", ms=4, label=f"server's holdout ({server['holdout']})")
+    ax.plot([], [], "o", mfc="none", color="gray", label="each board alone, as many steps")
+    if central:
+        ax.plot([], [], "x", color="gray", label="centralized: all the data")
+    ax.set_xlabel("round")
+    ax.set_ylabel("holdout accuracy (%)")
+    ax.set_xticks([0, *rounds] if server is not None else rounds)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside: no line hidden
+    f.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f.savefig(path)
+    return path
