@@ -1,11 +1,13 @@
-"""tinyprop fleet: boards learning together, federated on Flower's Simulation Engine; only the
-trainable parameters travel (tinyprop.fleet)."""
+"""tinyprop fleet: boards learning together, federated on Flower's Simulation Engine or (with
+--deploy) its Deployment Engine on this machine; only the trainable parameters travel
+(tinyprop.fleet)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from ..errors import TinypropError
 from ..fleet.params import AGGREGATIONS
 
 
@@ -18,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "back its trainable parameters (the biases and weight rows the blob trains, never the "
         "frozen weights), the server aggregates them and sends the global ones back; the global "
         "model's .tflite is written after every round. Runs on Flower's Simulation Engine, one "
-        "emulated board a client (needs tinyprop[fleet]).")
+        "emulated board a client, or with --deploy on its Deployment Engine: a SuperLink and "
+        "one SuperNode a board, processes on 127.0.0.1 (needs tinyprop[fleet]).")
     p.add_argument("blob", type=Path, metavar="BLOB.tpb", help="training blob from tinyprop "
                    "convert")
     p.add_argument("--data", type=Path, required=True, metavar="DIR",
@@ -55,6 +58,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rounds as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the rounds (and the "
                    "--alone and --centralized runs) as a PNG")
+    p.add_argument("--deploy", action="store_true", help="run on Flower's Deployment Engine: "
+                   "a SuperLink and one SuperNode a board started here on 127.0.0.1 (free "
+                   "ports, TLS, only the fleet's SuperNode keys accepted), all ended on exit")
+    p.add_argument("--insecure", action="store_true", help="with --deploy: no TLS, and so no "
+                   "SuperNode authentication (Flower needs TLS for it)")
     p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
     p.set_defaults(func=run)
 
@@ -72,8 +80,17 @@ def run(args: argparse.Namespace) -> int:
     fleet = FleetConfig(args.blob, args.data, clients, boards[0], args.rounds, args.epochs,
                         args.lr, args.seed, args.strategy, args.holdout, args.model, out,
                         boards if len(boards) > 1 else (), args.server_holdout)
-    report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
-                       centralized=args.centralized)
+    if args.insecure and not args.deploy:
+        raise TinypropError("--insecure: only with --deploy (the Simulation Engine has no "
+                            "network); add --deploy or drop --insecure")
+    if args.deploy:
+        from ..fleet.deploy import run_fleet_deployed
+
+        report = run_fleet_deployed(fleet, args.json, tls=not args.insecure, alone=args.alone,
+                                    centralized=args.centralized)
+    else:
+        report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
+                           centralized=args.centralized)
     if report["server"] is not None:
         print(f"the blob on the server's holdout ({args.server_holdout}): "
               f"{report['server']['accuracy_before']:.1%}")

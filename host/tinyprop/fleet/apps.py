@@ -74,16 +74,18 @@ def node_of(fleet: FleetConfig, context: Context) -> BoardNode:
     return BoardNode(fleet, name, index, str(cfg["board"]) if "board" in cfg else None)
 
 
-def client_app(fleet: FleetConfig) -> ClientApp:
-    """The ClientApp of `fleet`'s boards. A board that fails (its process killed, its port
-    gone, its data unreadable) answers with an error reply naming it (BOARD_FAILED), which
-    the strategy counts; the round goes on with the others."""
+def client_app(fleet: FleetConfig | None = None) -> ClientApp:
+    """The ClientApp of `fleet`'s boards (None: the fleet its run config names, on the
+    Deployment Engine: FleetConfig.from_run_config). A board that fails (its process killed,
+    its port gone, its data unreadable) answers with an error reply naming it (BOARD_FAILED),
+    which the strategy counts; the round goes on with the others."""
     app = ClientApp()
 
     def reply(msg: Message, context: Context, work: Callable[[BoardNode], RecordDict]) -> Message:
-        name = node_name(fleet, context)
+        this = fleet or FleetConfig.from_run_config(context.run_config)
+        name = node_name(this, context)
         try:
-            content = work(node_of(fleet, context))
+            content = work(node_of(this, context))
         except TinypropError as exc:
             return Message(Error(BOARD_FAILED, f"{name}: {exc}"), reply_to=msg)
         content["board"] = ConfigRecord({"name": name})
@@ -276,13 +278,14 @@ class FleetServer:
         self.server_accuracy: dict[int, float] = {}  # round -> the global on the server's holdout
         self.stop = threading.Event()
         self.app = ServerApp()
-        self.app.main()(self._main)
+        self.app.main()(self.serve)
 
     @property
     def rounds(self) -> list[RoundRecord]:
         return self.strategy.rounds
 
-    def _main(self, grid: Grid, context: Context) -> None:
+    def serve(self, grid: Grid, context: Context) -> None:
+        """The fleet's rounds on `grid` (a ServerApp's main)."""
         self.strategy.start(StoppableGrid(grid, self.stop),
                             to_record(self.layout.initial_arrays()),
                             num_rounds=self.fleet.rounds, evaluate_fn=self._after_round)

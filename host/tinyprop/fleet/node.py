@@ -74,6 +74,36 @@ class FleetConfig:
             if value < 1:
                 raise TinypropError(f"{name} {value}: must be at least 1")
 
+    def to_run_config(self) -> dict[str, str | int | float]:
+        """The fleet as a Flower run config (TOML values: no None, so an unset option is
+        left out; lists as comma-separated names), what a Deployment Engine run carries to
+        its ServerApp and ClientApps (from_run_config)."""
+        config: dict[str, str | int | float] = {
+            "blob": str(self.blob), "data": str(self.data), "clients": ",".join(self.clients),
+            "board": self.board, "boards": ",".join(self.boards), "rounds": self.rounds,
+            "epochs": self.epochs, "lr": self.lr, "seed": self.seed,
+            "strategy": self.aggregation}
+        for key, value in (("holdout", self.holdout), ("model", self.model),
+                           ("out", self.out), ("server-holdout", self.server)):
+            if value is not None:
+                config[key] = value if isinstance(value, float) else str(value)
+        return config
+
+    @classmethod
+    def from_run_config(cls, config: dict) -> FleetConfig:
+        """The fleet a run config names (to_run_config's)."""
+        def names(key: str) -> tuple[str, ...]:
+            return tuple(n for n in str(config.get(key, "")).split(",") if n)
+
+        optional = {key: config.get(key) for key in ("holdout", "model", "out", "server-holdout")}
+        return cls(Path(str(config["blob"])), Path(str(config["data"])), names("clients"),
+                   str(config["board"]), int(config["rounds"]), int(config["epochs"]),
+                   float(config["lr"]), int(config["seed"]), str(config["strategy"]),
+                   None if optional["holdout"] is None else float(optional["holdout"]),
+                   None if optional["model"] is None else Path(str(optional["model"])),
+                   None if optional["out"] is None else Path(str(optional["out"])),
+                   names("boards"), optional["server-holdout"])
+
     def board_of(self, name: str) -> str:
         """The engine spec client `name` runs on."""
         return self.boards[self.clients.index(name)] if self.boards else self.board

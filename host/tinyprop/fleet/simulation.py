@@ -36,17 +36,7 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     from flwr.simulation import run_simulation
 
-    # a bad blob, a missing source model, an unknown client or an unwritable --out is refused
-    # before Ray starts
-    fleet.layout()
-    for name in fleet.clients + ((fleet.server,) if fleet.server else ()):
-        client_data(fleet.data, name)
-    if fleet.out is not None:
-        try:
-            fleet.out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise TinypropError(f"--out {fleet.out}: cannot create it ({exc.strerror}); pass a "
-                                "writable folder for the rounds' .tflite") from None
+    check_fleet(fleet)
     logging.getLogger("flwr").setLevel(logging.DEBUG if verbose else logging.WARNING)
     server = FleetServer(fleet)
     backend = {"client_resources": dict(CLIENT_RESOURCES),
@@ -65,13 +55,34 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
         ray.shutdown()
         raise
     report = fleet_report(fleet, server)
+    add_baselines(report, fleet, alone, centralized)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def check_fleet(fleet: FleetConfig) -> None:
+    """Refuse a bad blob, a missing source model, an unknown client or an unwritable --out
+    before any runtime starts (Ray, or a Deployment Engine's processes)."""
+    fleet.layout()
+    for name in fleet.clients + ((fleet.server,) if fleet.server else ()):
+        client_data(fleet.data, name)
+    if fleet.out is not None:
+        try:
+            fleet.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TinypropError(f"--out {fleet.out}: cannot create it ({exc.strerror}); pass a "
+                                "writable folder for the rounds' .tflite") from None
+
+
+def add_baselines(report: dict, fleet: FleetConfig, alone: bool, centralized: bool) -> None:
+    """After a run, on this machine, one after the other: `alone`, each board trained alone
+    for as many steps (report["alone"]); `centralized`, one board trained on every board's
+    data for as many steps as the whole fleet (report["centralized"])."""
     if alone:
         report["alone"] = [alone_json(fleet, i) for i in range(len(fleet.clients))]
     if centralized:
         report["centralized"] = centralized_json(fleet)
-    if json_path is not None:
-        json_path.write_text(json.dumps(report, indent=1) + "\n")
-    return report
 
 
 def fleet_report(fleet: FleetConfig, server: FleetServer) -> dict:

@@ -1,0 +1,102 @@
+"""The fleet on Flower's Deployment Engine: real processes on 127.0.0.1 (a SuperLink, one
+SuperNode a host board, the apps' processes Flower starts), TLS and SuperNode authentication.
+The same fleet on both runtimes gives the same JSON and the same global models byte for byte;
+a SuperNode whose key is not on the SuperLink's list is refused while the run goes on with the
+listed ones; nothing is left running or listening after a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+# tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
+from fleet_data import vww_last2, vww_slice
+
+pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+
+from tinyprop.cli import main  # noqa: E402
+from tinyprop.fleet.deploy import MARK, LocalFederation, marked_pids  # noqa: E402
+from tinyprop.fleet.node import FleetConfig  # noqa: E402
+
+CLIENTS = ("haze", "night")
+
+
+def fleet_processes() -> list[int]:
+    """Every live process any LocalFederation started (its environment holds MARK)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int(entry.name) != os.getpid() and any(
+                    v.startswith(f"{MARK}=".encode())
+                    for v in (entry / "environ").read_bytes().split(b"\0")):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def small_fleet(vww_model_path, vww_data_dir, tmp_path):
+    """The VWW last:2 blob and a vww-mini slice of 4 training and 2 holdout photos a class."""
+    return (vww_last2(vww_model_path, tmp_path / "vww.tpb"),
+            vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2))
+
+
+@pytest.mark.slow  # Ray's start and the Deployment Engine's processes: a minute or two
+def test_deployment_run_equals_the_simulation_bit_for_bit(small_fleet, tmp_path):
+    """`tinyprop fleet --deploy` (TLS, authenticated SuperNodes) and the Simulation Engine run
+    of the same fleet: the same JSON but for where the .tflite went, the same .tflite bytes
+    every round; no process of the deployment is left."""
+    tpb, data = small_fleet
+    common = ["fleet", str(tpb), "--data", str(data), "--clients", ",".join(CLIENTS),
+              "--rounds", "2", "--seed", "3", "--server-holdout", "none"]
+    assert main([*common, "--out", str(tmp_path / "sim"), "--json",
+                 str(tmp_path / "sim.json")]) == 0
+    assert main([*common, "--out", str(tmp_path / "dep"), "--json",
+                 str(tmp_path / "dep.json"), "--deploy"]) == 0
+    assert fleet_processes() == []
+    sim, dep = (json.loads((tmp_path / f"{k}.json").read_text()) for k in ("sim", "dep"))
+    assert [len(r["clients"]) for r in dep["rounds"]] == [2, 2]
+    assert [Path(p).name for p in dep["exported"]] == ["round-1.tflite", "round-2.tflite"]
+    for report in (sim, dep):
+        report.pop("exported")
+    assert dep == sim
+    for n in (1, 2):
+        assert ((tmp_path / "dep" / f"round-{n}.tflite").read_bytes() ==
+                (tmp_path / "sim" / f"round-{n}.tflite").read_bytes())
+
+
+@pytest.mark.slow  # the Deployment Engine's processes: some 30 s
+def test_a_supernode_with_an_unlisted_key_is_refused(small_fleet, tmp_path):
+    """A third SuperNode with a key of its own, never registered: the SuperLink refuses it
+    (its log says no SuperNode has that key), it exits saying it could not activate, and the
+    run completes with the two listed boards. Afterwards no process of the federation is
+    left and none of its ports listens."""
+    tpb, data = small_fleet
+    fleet = FleetConfig(tpb, data, CLIENTS, rounds=1, seed=3)
+    with LocalFederation(tmp_path / "federation") as federation:
+        for name in CLIENTS:
+            federation.add_node(name, "host")
+        intruder = federation.add_node("sodium", "host", register=False)
+        federation.wait_online(len(CLIENTS))
+        assert intruder.process.wait(60) != 0
+        said = intruder.log.read_text()  # Flower's exit code 305: no connection to the SuperLink
+        assert "Exit Code: 305" in said and "Failed to activate SuperNode" in said
+        assert "No SuperNode found with the given public key" in \
+            federation.superlink_log.read_text()
+        report = federation.run(fleet)
+        assert federation.online() == len(CLIENTS)
+        ports = [federation.port] + [n.port for n in federation.nodes]
+    assert [c["name"] for c in report["rounds"][0]["clients"]] == list(CLIENTS)
+    assert report["rounds"][0]["failed"] == report["rounds"][0]["rejected"] == []
+    assert marked_pids(str(tmp_path / "federation")) == []
+    assert not any(listening(p) for p in ports)
