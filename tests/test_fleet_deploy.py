@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import tomllib
 
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
 from fleet_data import vww_last2, vww_slice
 
 pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
 
+from flwr.common.config import validate_config  # noqa: E402
 from tinyprop.cli import main  # noqa: E402
-from tinyprop.fleet.deploy import MARK, LocalFederation, marked_pids  # noqa: E402
+from tinyprop.fleet.deploy import MARK, LocalFederation, marked_pids, write_app  # noqa: E402
 from tinyprop.fleet.node import FleetConfig  # noqa: E402
 
 CLIENTS = ("haze", "night")
@@ -49,6 +55,32 @@ def small_fleet(vww_model_path, vww_data_dir, tmp_path):
     """The VWW last:2 blob and a vww-mini slice of 4 training and 2 holdout photos a class."""
     return (vww_last2(vww_model_path, tmp_path / "vww.tpb"),
             vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2))
+
+
+def test_a_fleet_travels_as_a_run_config_in_a_flower_app(tmp_path):
+    """The fleet's Flower App: a pyproject.toml Flower's own check accepts, whose run config
+    gives back the same FleetConfig, unset options (None) left out."""
+    full = FleetConfig(tmp_path / "m.tpb", tmp_path / "d", ("haze", "night"), "host", 3, 2,
+                       0.01, 7, "trimmed", 0.25, tmp_path / "m.tflite", tmp_path / "out",
+                       ("host", "qemu-m4"), "none")
+    bare = FleetConfig(tmp_path / "m.tpb", tmp_path / "d", ("haze",))
+    for fleet in (full, bare):
+        assert FleetConfig.from_run_config(fleet.to_run_config()) == fleet
+    assert "holdout" not in bare.to_run_config() and "out" not in bare.to_run_config()
+    app = write_app(tmp_path / "app", full, tmp_path / "report.json")
+    config = tomllib.loads((app / "pyproject.toml").read_text())
+    valid, errors, _ = validate_config(config, check_module=True, project_dir=app)
+    assert valid, errors
+    run_config = config["tool"]["flwr"]["app"]["config"]
+    assert run_config["report"] == str(tmp_path / "report.json")
+    assert FleetConfig.from_run_config(run_config) == full
+
+
+def test_deployment_flags_without_deploy_are_refused(small_fleet, capsys):
+    tpb, data = small_fleet
+    for flag in (["--insecure"], ["--deploy-dir", "logs"]):
+        assert main(["fleet", str(tpb), "--data", str(data), "--clients", "haze", *flag]) == 2
+        assert f"{flag[0]}: only with --deploy" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # Ray's start and the Deployment Engine's processes: a minute or two
@@ -100,3 +132,32 @@ def test_a_supernode_with_an_unlisted_key_is_refused(small_fleet, tmp_path):
     assert report["rounds"][0]["failed"] == report["rounds"][0]["rejected"] == []
     assert marked_pids(str(tmp_path / "federation")) == []
     assert not any(listening(p) for p in ports)
+
+
+@pytest.mark.slow  # the Deployment Engine's processes, then a round or two
+def test_ctrl_c_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path):
+    """Ctrl-C during `tinyprop fleet --deploy`: exit 130 within seconds, and no SuperLink,
+    SuperNode, SuperExec or app process is left."""
+    tpb, data = small_fleet
+    out = tmp_path / "rounds"
+    # SIGINT raises KeyboardInterrupt even where this test runs with it ignored (a background job)
+    script = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+              "from tinyprop.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, "fleet", str(tpb), "--data", str(data), "--clients",
+         ",".join(CLIENTS), "--rounds", "1000", "--out", str(out), "--deploy"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "round-1.tflite").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        assert len(fleet_processes()) >= 1 + 2 * len(CLIENTS)  # a SuperLink, its SuperNodes
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert err.rstrip().endswith("tinyprop fleet: interrupted")
+    assert fleet_processes() == []

@@ -63,6 +63,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "ports, TLS, only the fleet's SuperNode keys accepted), all ended on exit")
     p.add_argument("--insecure", action="store_true", help="with --deploy: no TLS, and so no "
                    "SuperNode authentication (Flower needs TLS for it)")
+    p.add_argument("--deploy-dir", type=Path, metavar="DIR", help="with --deploy: keep the "
+                   "certificates, the SuperNodes' keys, the Flower App and every process's log "
+                   "here (default: a temporary folder, removed)")
     p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
     p.set_defaults(func=run)
 
@@ -80,14 +83,15 @@ def run(args: argparse.Namespace) -> int:
     fleet = FleetConfig(args.blob, args.data, clients, boards[0], args.rounds, args.epochs,
                         args.lr, args.seed, args.strategy, args.holdout, args.model, out,
                         boards if len(boards) > 1 else (), args.server_holdout)
-    if args.insecure and not args.deploy:
-        raise TinypropError("--insecure: only with --deploy (the Simulation Engine has no "
-                            "network); add --deploy or drop --insecure")
+    for flag, given in (("--insecure", args.insecure), ("--deploy-dir", args.deploy_dir)):
+        if given and not args.deploy:
+            raise TinypropError(f"{flag}: only with --deploy (the Simulation Engine has no "
+                                f"processes or network of its own); add --deploy or drop {flag}")
     if args.deploy:
         from ..fleet.deploy import run_fleet_deployed
 
         report = run_fleet_deployed(fleet, args.json, tls=not args.insecure, alone=args.alone,
-                                    centralized=args.centralized)
+                                    centralized=args.centralized, workdir=args.deploy_dir)
     else:
         report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
                            centralized=args.centralized)

@@ -7,7 +7,8 @@ Messages: the server sends `arrays` (an ArrayRecord, one Array a trainable array
 names) and `config` (`server-round`); a board replies with its `arrays` after training,
 `metrics` (a MetricRecord: steps, accuracy, train-accuracy, holdout, blob-id) and `board` (a
 ConfigRecord: its name). A node's name and board come from its node config (`name`, `board`:
-e.g. the serial port of a real board, on a Deployment Engine SuperNode's --node-config), else,
+e.g. the serial port of a real board, on a Deployment Engine SuperNode's --node-config, and
+`data`: where that machine keeps the fleet's data, when not where the run config says), else,
 under the Simulation Engine, from its partition id in the fleet's --clients.
 
 The aggregation is params.aggregate's, not Flower's FedAvg / FedMedian / FedTrimmedAvg: those
@@ -22,7 +23,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 from flwr.app import (
@@ -83,6 +85,8 @@ def client_app(fleet: FleetConfig | None = None) -> ClientApp:
 
     def reply(msg: Message, context: Context, work: Callable[[BoardNode], RecordDict]) -> Message:
         this = fleet or FleetConfig.from_run_config(context.run_config)
+        if "data" in context.node_config:  # a SuperNode's machine keeps the data elsewhere
+            this = replace(this, data=Path(str(context.node_config["data"])))
         name = node_name(this, context)
         try:
             content = work(node_of(this, context))
