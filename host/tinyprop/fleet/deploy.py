@@ -75,7 +75,8 @@ clientapp = "tinyprop.fleet.deploy:client_app"
 
 MARK = "TINYPROP_FLEET_RUN"  # in the environment of every process a LocalFederation starts
 START_TIMEOUT = 60.0  # s for the SuperLink to listen and the SuperNodes to come online
-POLL = 2.0  # s between `flwr list` polls of a run's status
+POLL = 1.0  # s between `flwr list` polls of a run's status once its report is written
+STATUS_EVERY = 15.0  # s between them before (a run that fails writes none)
 EXIT_WAIT = 10.0  # s a process has to end after SIGTERM before SIGKILL
 
 
@@ -309,14 +310,20 @@ class LocalFederation:
         report = run_dir / "report.json"
         app = write_app(run_dir / "app", fleet, report)
         run_id = int(self.flwr("run", str(app), "fleet")["run-id"])
+        asked = time.monotonic()
         while True:
-            status = self.flwr("list", "--run-id", str(run_id))["runs"][0]["status"]
-            if status.startswith("finished"):
-                break
+            # each `flwr list` is a Python process (some 3 s of CPU): asked seldom until the
+            # ServerApp wrote its report, its last act, then until the run is finished
+            wait = POLL if report.exists() else STATUS_EVERY
+            if time.monotonic() - asked >= wait:
+                status = self.flwr("list", "--run-id", str(run_id))["runs"][0]["status"]
+                asked = time.monotonic()
+                if status.startswith("finished"):
+                    break
             if self.superlink.poll() is not None:
                 raise TinypropError(f"the SuperLink exited ({self.superlink.returncode}) "
                                     f"during run {run_id}: {tail(self.superlink_log)}")
-            time.sleep(POLL)
+            time.sleep(0.2)
         if status != "finished:completed" or not report.exists():
             raise TinypropError(f"run {run_id} {status}: {self.run_log(run_id)}")
         return json.loads(report.read_text())
