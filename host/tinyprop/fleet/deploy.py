@@ -312,7 +312,7 @@ class LocalFederation:
         run_id = int(self.flwr("run", str(app), "fleet")["run-id"])
         asked = time.monotonic()
         while True:
-            # each `flwr list` is a Python process (some 3 s of CPU): asked seldom until the
+            # each `flwr list` is a Python process (1 s of CPU or so): asked seldom until the
             # ServerApp wrote its report, its last act, then until the run is finished
             wait = POLL if report.exists() else STATUS_EVERY
             if time.monotonic() - asked >= wait:
