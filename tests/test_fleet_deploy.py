@@ -23,10 +23,17 @@ from fleet_data import vww_last2, vww_slice
 
 pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
 
+from flwr.app import ConfigRecord, Context, Message, Metadata, RecordDict  # noqa: E402
 from flwr.common.config import validate_config  # noqa: E402
 from tinyprop.cli import main  # noqa: E402
-from tinyprop.fleet.deploy import MARK, LocalFederation, marked_pids, write_app  # noqa: E402
-from tinyprop.fleet.node import FleetConfig  # noqa: E402
+from tinyprop.fleet.apps import from_record, to_record  # noqa: E402
+from tinyprop.fleet.deploy import (  # noqa: E402
+    MARK,
+    LocalFederation,
+    client_app,
+    marked_pids,
+)
+from tinyprop.fleet.node import BoardNode, FleetConfig  # noqa: E402
 
 CLIENTS = ("haze", "night")
 
@@ -57,23 +64,56 @@ def small_fleet(vww_model_path, vww_data_dir, tmp_path):
             vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2))
 
 
-def test_a_fleet_travels_as_a_run_config_in_a_flower_app(tmp_path):
-    """The fleet's Flower App: a pyproject.toml Flower's own check accepts, whose run config
-    gives back the same FleetConfig, unset options (None) left out."""
-    full = FleetConfig(tmp_path / "m.tpb", tmp_path / "d", ("haze", "night"), "host", 3, 2,
-                       0.01, 7, "trimmed", 0.25, tmp_path / "m.tflite", tmp_path / "out",
-                       ("host", "qemu-m4"), "none")
-    bare = FleetConfig(tmp_path / "m.tpb", tmp_path / "d", ("haze",))
+def test_a_fleet_travels_as_a_run_config_in_a_flower_app(small_fleet, tmp_path, capsys):
+    """The fleet's Flower App (`tinyprop fleet --write-app`): a pyproject.toml Flower's own
+    check accepts, whose run config gives back the same FleetConfig, unset options (None) left
+    out."""
+    tpb, data = small_fleet
+    full = FleetConfig(tpb, data, ("haze", "night"), "host", 3, 2, 0.01, 7, "trimmed", 0.25,
+                       tmp_path / "m.tflite", tmp_path / "out", ("host", "qemu-m4"), "none")
+    bare = FleetConfig(tpb, data, ("haze",))
     for fleet in (full, bare):
         assert FleetConfig.from_run_config(fleet.to_run_config()) == fleet
     assert "holdout" not in bare.to_run_config() and "out" not in bare.to_run_config()
-    app = write_app(tmp_path / "app", full, tmp_path / "report.json")
+    app = tmp_path / "app"
+    assert main(["fleet", str(tpb), "--data", str(data), "--clients", "haze,night", "--board",
+                 "host,qemu-m4", "--rounds", "3", "--epochs", "2", "--lr", "0.01", "--seed",
+                 "7", "--strategy", "trimmed", "--holdout", "0.25", "--model",
+                 str(tmp_path / "m.tflite"), "--out", str(tmp_path / "out"),
+                 "--server-holdout", "none", "--write-app", str(app)]) == 0
+    assert f"the ServerApp writes {app / 'fleet.json'}" in capsys.readouterr().out
     config = tomllib.loads((app / "pyproject.toml").read_text())
     valid, errors, _ = validate_config(config, check_module=True, project_dir=app)
     assert valid, errors
     run_config = config["tool"]["flwr"]["app"]["config"]
-    assert run_config["report"] == str(tmp_path / "report.json")
+    assert run_config["report"] == str(app / "fleet.json")
     assert FleetConfig.from_run_config(run_config) == full
+
+
+def test_the_deployed_client_app_takes_the_fleet_from_the_run_and_paths_from_its_node(
+        small_fleet, tmp_path):
+    """The Flower App's ClientApp (deploy.client_app, no fleet of its own): the run config
+    names the fleet, the node config the board and this machine's copies of the blob and the
+    data (the run config's paths do not exist here); it trains as that board's node does."""
+    tpb, data = small_fleet
+    fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=3)
+    elsewhere = FleetConfig(tmp_path / "server" / "vww.tpb", tmp_path / "server" / "data",
+                            CLIENTS, rounds=2, seed=3)
+    start = fleet.layout().initial_arrays()
+    meta = Metadata(run_id=1, message_id="m1", src_node_id=0, dst_node_id=5,
+                    reply_to_message_id="", group_id="2", created_at=0.0, ttl=3600.0,
+                    message_type="train")
+    msg = Message(RecordDict({"arrays": to_record(start),
+                              "config": ConfigRecord({"server-round": 2})}), metadata=meta)
+    context = Context(run_id=1, node_id=5, state=RecordDict(),
+                      run_config=elsewhere.to_run_config(),
+                      node_config={"name": "night", "board": "host", "blob": str(tpb),
+                                   "data": str(data)})
+    reply = client_app(msg, context)
+    assert not reply.has_error(), reply.error
+    want, _ = BoardNode(fleet, "night", index=1).train(start, round_=2)
+    got = from_record(reply.content["arrays"])
+    assert {n: a.tobytes() for n, a in got.items()} == {n: a.tobytes() for n, a in want.items()}
 
 
 def test_deployment_flags_without_deploy_are_refused(small_fleet, capsys):

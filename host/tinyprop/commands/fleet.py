@@ -66,6 +66,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deploy-dir", type=Path, metavar="DIR", help="with --deploy: keep the "
                    "certificates, the SuperNodes' keys, the Flower App and every process's log "
                    "here (default: a temporary folder, removed)")
+    p.add_argument("--write-app", type=Path, metavar="DIR", help="write the fleet's Flower "
+                   "App (DIR/pyproject.toml, this run's settings as its run config) for `flwr "
+                   "run DIR` against a SuperLink of your own, and exit; the ServerApp writes "
+                   "the --json (default DIR/fleet.json) on the SuperLink's machine")
     p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
     p.set_defaults(func=run)
 
@@ -87,6 +91,13 @@ def run(args: argparse.Namespace) -> int:
         if given and not args.deploy:
             raise TinypropError(f"{flag}: only with --deploy (the Simulation Engine has no "
                                 f"processes or network of its own); add --deploy or drop {flag}")
+    if args.write_app:
+        from ..fleet.deploy import write_app
+
+        report = (args.json or args.write_app / "fleet.json").resolve()
+        print(f"wrote {write_app(args.write_app, fleet, report) / 'pyproject.toml'}: "
+              f"flwr run {args.write_app} CONNECTION (the ServerApp writes {report})")
+        return 0
     if args.deploy:
         from ..fleet.deploy import run_fleet_deployed
 

@@ -7,8 +7,9 @@ Messages: the server sends `arrays` (an ArrayRecord, one Array a trainable array
 names) and `config` (`server-round`); a board replies with its `arrays` after training,
 `metrics` (a MetricRecord: steps, accuracy, train-accuracy, holdout, blob-id) and `board` (a
 ConfigRecord: its name). A node's name and board come from its node config (`name`, `board`:
-e.g. the serial port of a real board, on a Deployment Engine SuperNode's --node-config, and
-`data`: where that machine keeps the fleet's data, when not where the run config says), else,
+e.g. the serial port of a real board, on a Deployment Engine SuperNode's --node-config; and
+`blob`, `data`, `model`: where that machine keeps its copies, when not where the run config
+says), else,
 under the Simulation Engine, from its partition id in the fleet's --clients.
 
 The aggregation is params.aggregate's, not Flower's FedAvg / FedMedian / FedTrimmedAvg: those
@@ -49,6 +50,7 @@ from .params import ParamsLayout, Update, UpdateRejected, aggregate
 log = logging.getLogger("tinyprop.fleet")
 PARTITION_ID = "partition-id"  # the Simulation Engine's node config: the node's index
 BOARD_FAILED = 4001  # an error reply's code: its board failed, the reason names the board
+NODE_PATHS = ("blob", "data", "model")  # node config keys: this machine's copies of the fleet's
 PULL_INTERVAL = 0.1  # s between the server's pulls for replies (Flower's in-memory grid's)
 
 
@@ -85,8 +87,10 @@ def client_app(fleet: FleetConfig | None = None) -> ClientApp:
 
     def reply(msg: Message, context: Context, work: Callable[[BoardNode], RecordDict]) -> Message:
         this = fleet or FleetConfig.from_run_config(context.run_config)
-        if "data" in context.node_config:  # a SuperNode's machine keeps the data elsewhere
-            this = replace(this, data=Path(str(context.node_config["data"])))
+        local = {key: Path(str(value)) for key, value in context.node_config.items()
+                 if key in NODE_PATHS}
+        if local:  # a SuperNode's machine keeps its copies elsewhere
+            this = replace(this, **local)
         name = node_name(this, context)
         try:
             content = work(node_of(this, context))
