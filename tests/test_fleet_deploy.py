@@ -175,9 +175,11 @@ def test_a_supernode_with_an_unlisted_key_is_refused(small_fleet, tmp_path):
 
 
 @pytest.mark.slow  # the Deployment Engine's processes, then a round or two
-def test_ctrl_c_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path):
-    """Ctrl-C during `tinyprop fleet --deploy`: exit 130 within seconds, and no SuperLink,
-    SuperNode, SuperExec or app process is left."""
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path,
+                                                                   signum, status):
+    """Ctrl-C (or SIGTERM) during `tinyprop fleet --deploy`: exit 130 (143) within seconds,
+    and no SuperLink, SuperNode, SuperExec or app process is left."""
     tpb, data = small_fleet
     out = tmp_path / "rounds"
     # SIGINT raises KeyboardInterrupt even where this test runs with it ignored (a background job)
@@ -193,11 +195,12 @@ def test_ctrl_c_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         assert len(fleet_processes()) >= 1 + 2 * len(CLIENTS)  # a SuperLink, its SuperNodes
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
-    assert err.rstrip().endswith("tinyprop fleet: interrupted")
+    assert proc.returncode == status
+    if signum == signal.SIGINT:
+        assert err.rstrip().endswith("tinyprop fleet: interrupted")
     assert fleet_processes() == []

@@ -373,16 +373,26 @@ def run_fleet_deployed(fleet: FleetConfig, json_path: Path | None = None, tls: b
                        workdir: Path | None = None) -> dict:
     """Run `fleet` on Flower's Deployment Engine on this machine: a SuperLink and one
     SuperNode a board on 127.0.0.1 (TLS and node authentication unless `tls` is False), every
-    process ended when it returns or fails (Ctrl-C too); its report as run_fleet's, also
-    written to `json_path`. `workdir` keeps the certificates, keys and logs (default: a
-    temporary folder, removed)."""
+    process ended when it returns or fails (Ctrl-C too; SIGTERM too, then SystemExit(143));
+    its report as run_fleet's, also written to `json_path`. `workdir` keeps the
+    certificates, keys and logs (default: a temporary folder, removed)."""
     check_fleet(fleet)
-    with tempfile.TemporaryDirectory(prefix="tinyprop-fleet-") as tmp:
-        with LocalFederation(Path(workdir or tmp).resolve(), tls) as federation:
-            for name in fleet.clients:
-                federation.add_node(name, fleet.board_of(name))
-            federation.wait_online(len(fleet.clients))
-            report = federation.run(fleet)
+
+    def terminated(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)  # unwinds through LocalFederation.close, as Ctrl-C does
+
+    # the processes run in sessions of their own (a terminal's Ctrl-C reaches this one only):
+    # a SIGTERM to this process must end them too
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tinyprop-fleet-") as tmp:
+            with LocalFederation(Path(workdir or tmp).resolve(), tls) as federation:
+                for name in fleet.clients:
+                    federation.add_node(name, fleet.board_of(name))
+                federation.wait_online(len(fleet.clients))
+                report = federation.run(fleet)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     add_baselines(report, fleet, alone, centralized)
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
