@@ -188,7 +188,9 @@ class LocalFederation:
     def __init__(self, workdir: Path, tls: bool = True):
         self.workdir, self.tls = workdir, tls
         self.port = 0
+        self.ca: Path | None = None  # the CA's certificate, with TLS
         self.superlink: subprocess.Popen | None = None
+        self.superlink_log = workdir / "superlink.log"
         self.nodes: list[SuperNode] = []
         self._started: list[subprocess.Popen] = []
         self.bin = Path(sys.executable).parent  # Flower's CLI tools, beside this Python
@@ -197,7 +199,11 @@ class LocalFederation:
                     "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
 
     def __enter__(self) -> LocalFederation:
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # a SuperLink that did not come up is ended all the same
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
