@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "App (DIR/pyproject.toml, this run's settings as its run config) for `flwr "
                    "run DIR` against a SuperLink of your own, and exit; the ServerApp writes "
                    "the --json (default DIR/fleet.json) on the SuperLink's machine")
-    p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log")
+    p.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log (the "
+                   "Simulation Engine; with --deploy, --deploy-dir keeps every process's log)")
     p.set_defaults(func=run)
 
 
