@@ -1,23 +1,24 @@
 """The MicroPython tests (micropython/tests/*.py, each with its .py.exp): their assets, and
 their expected outputs from tinyprop's NumPy reference.
 
-Assets, made by tinyprop whenever they are needed, never committed: `small`, a MobileNetV1
-tail generated in the graph IR (tests/opgen.py small_classifier: the same bytes on every
-machine, which a TFLite conversion is not), trained last:2 on eight random inputs, also as
+Assets, made by tinyprop whenever they are needed, never committed: `small`, a MobileNetV1 tail
+generated in the graph IR (tests/opgen.py small_classifier: the same bytes on every machine,
+which a TFLite conversion is not), trained last:2 on eight random inputs, also as
 `small_momentum` with optimizer state and as `small_float_grads` with float32 gradient maps;
-`vww`, the MLPerf Tiny VWW model from the shared assets (last:2) with four real photos, two of
-each class; `gray`, a 24x32 grayscale classifier generated in the IR (gray_classifier) whose
-input reads -1:1 pixels, and `zero_scale`, the same with input scale 0; camera frames
-(CAMERA_MODES: QCIF gray, 96x96 RGB565, QQVGA RGB888) of two of those photos, as a sensor
-sends them (tinyprop.data.image). Blobs are packed without META (which holds the source's
-path), so their bytes and ids do not depend on where the model lies. Samples are files as
-tinyprop.device.device.write_bulk_file writes them: a label byte, then the int8 input, per
-sample; frames files the same with a frame for the input. The scripts import them from a
-module `tp_assets`.
+`vww`, the MLPerf Tiny VWW model from the shared assets (last:2, planned for the Cortex-M4 DSP
+kernels as the example's blob is) with four real photos, two of each class; `gray`, a 24x32
+grayscale classifier generated in the IR (gray_classifier) whose input reads -1:1 pixels, and
+`zero_scale`, the same with input scale 0; camera frames (CAMERA_MODES: QCIF gray, 96x96
+RGB565, QQVGA RGB888) of two of those photos, as a sensor sends them (tinyprop.data.image).
+Blobs are packed without META (which holds the source's path), so their bytes and ids do not
+depend on where the model lies. Samples are files as tinyprop.device.device.write_bulk_file
+writes them: a label byte, then the int8 input, per sample; frames files the same with a frame
+for the input. The scripts import them from a module `tp_assets`.
 
 Each .exp is what its script prints when every loss, prediction, output and params CRC equals
 the reference's (reference.backward.ReferenceTrainer), every arena high-water mark the planned
-one, and every bad input is refused with its status; tests/test_micropython.py fails when a
+one (vww's within it: the unix port's reference kernels leave the DSP kernels' scratch unused),
+and every bad input is refused with its status; tests/test_micropython.py fails when a
 committed .exp no longer matches. MicroPython itself is built by hand (docs/micropython.md):
 
     python tests/micropython_reference.py DIR             # assets + tp_assets.py reading DIR
@@ -75,7 +76,9 @@ def small_float_grads() -> Model:
 
 
 def vww() -> Model:
-    return load_vww_model(assets.resolve_model(), assets.resolve_dataset())
+    """Planned for the Cortex-M4 DSP kernels, as `tinyprop convert` plans the example's blob:
+    the qemu port (MPS2_AN386) runs them, the unix port the reference kernels."""
+    return load_vww_model(assets.resolve_model(), assets.resolve_dataset(), "cortex-m4")
 
 
 def gray_classifier() -> Model:
@@ -241,7 +244,7 @@ def expect_vww() -> list[str]:
     for i in range(VWW_STEPS):
         y = int(m.labels[i % n])
         r = ref.train_step(m.inputs[i % n], y)
-        lines.append(f"step {i} {bits(r.loss)} {r.prediction} {y} {req['arena_train']}")
+        lines.append(f"step {i} {bits(r.loss)} {r.prediction} {y} True")
     lines.append(f"params crc32 {crc(ref.params_bytes())} step {VWW_STEPS}")
     lines += [f"infer {i} {prediction(m, ref, x)} {output(ref, x)}" for i, x in enumerate(m.inputs)]
     return lines

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from tinyprop.cli import main
+from tinyprop.compile.blob import read_blob
 
 STEPS, EVERY = 30, 10
 KILL_AFTER_STEP = 14  # past the first checkpoint: the steps after it are lost
@@ -77,6 +78,11 @@ def test_killed_qemu_then_resume_equals_an_uninterrupted_run(vww_model_path, vww
     # the last checkpoints hold the final params of both runs (STEPS is a multiple of EVERY)
     assert ckpt.read_bytes() == ref_ckpt.read_bytes()
     assert resumed.read_bytes() == reference.read_bytes()
-    steps = [e["step"] for e in map(json.loads, log.read_text().splitlines())
-             if e["type"] == "step"]
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    steps = [e["step"] for e in events if e["type"] == "step"]
+    # the plan the log states is the blob's, the DSP kernels' scratch included, and the board's
+    # arena high-water mark reaches it
+    plan = read_blob(tpb.read_bytes()).train_arena_bytes
+    assert {e["memory_plan"]["arena_peak"] for e in events if e["type"] == "start"} == {plan}
+    assert max(e["memory"]["arena_peak"] for e in events if e["type"] == "step") == plan
     assert steps[-(STEPS - saved):] == list(range(saved, STEPS))  # resumed at the checkpoint

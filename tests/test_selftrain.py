@@ -116,13 +116,16 @@ def vww_run(vww_model_path, vww_data_dir, tmp_path_factory):
     tb = make_blob(vww_model_path, parse_scheme(read_tflite(vww_model_path), "last:2"))
     (tmp / "vww.tpb").write_bytes(tb.blob)
     out = subprocess.run([sys.executable, str(SCRIPT), str(tmp / "vww.tpb"), "--data",
-                          str(vww_data_dir), "--samples", "8"],
+                          str(vww_data_dir), "--samples", "8", "--sketch", str(tmp)],
                          capture_output=True, text=True, check=True, timeout=120).stdout
     # export PLATFORMIO_BUILD_FLAGS='-DTP_MODEL_HEADER=\"…\" -DTP_SAMPLES_HEADER=\"…\"'
     (assignment,) = shlex.split(out.removeprefix("export "))
     flags = dict(re.findall(r'-D(TP_\w+_HEADER)=\\"([^"\\]+)\\"', assignment))
     headers = Path(flags["TP_MODEL_HEADER"]), Path(flags["TP_SAMPLES_HEADER"])
     assert headers[0] == write_blob_header(tb.blob)
+    # --sketch: the same two headers where the Arduino SelfTrain example includes them
+    assert [(tmp / n).read_text() for n in ("model.h", "samples.h")] == [h.read_text()
+                                                                         for h in headers]
     status, lines = run_selftrain(*headers, tmp)
     return tb, read_samples_header(headers[1]), status, lines
 

@@ -1,7 +1,8 @@
 """A real package: a wheel built from the sdist (what `python -m build` does), installed into a
 fresh venv and run from another folder, converts, trains on `host` and `qemu-m4`, evaluates,
-replays a run, and carries the PlatformIO project `tinyprop flash` builds; everything it builds
-goes into the cache, nothing into site-packages. Missing tools are one-line errors there too.
+replays a run, carries the PlatformIO project `tinyprop flash` builds and packages the Arduino
+library; everything it builds goes into the cache, nothing into site-packages. Missing tools are
+one-line errors there too.
 
 The fresh venv gets only the dependencies (NumPy, TensorFlow, ...) from this one through a .pth
 file, so nothing is downloaded; tinyprop itself comes from the wheel (checked)."""
@@ -154,6 +155,19 @@ def test_convert_train_eval_monitor_and_the_platformio_project(installed, vww_mo
     after = sorted(p for p in (installed["site"] / "tinyprop").rglob("*")
                    if "__pycache__" not in p.parts)
     assert after == installed["files"]
+
+
+def test_the_arduino_library_from_the_wheel(installed, tmp_path):
+    """`tinyprop package` packages the sources the wheel carries: the files it writes are the
+    ones a checkout writes."""
+    from tinyprop.packaging import assemble
+
+    run([installed["python"].parent / "tinyprop", "package", "arduino", "-o", "lib"],
+        installed["work"], installed["env"])
+    assemble("arduino", tmp_path / "lib")
+    listed = [sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file())
+              for d in (installed["work"] / "lib", tmp_path / "lib")]
+    assert listed[0] == listed[1]
 
 
 def test_missing_tools_are_one_line_from_the_wheel(installed, tmp_path, vww_data_dir):

@@ -15,6 +15,7 @@
 #include <esp_heap_caps.h>
 
 #include "../arduino/tp_arduino.h"
+#include "../esp-idf/tp_esp_heap.h"
 
 #define STORE_PATH "/tinyprop.store"
 #define STORE_TMP_PATH "/tinyprop.tmp"
@@ -114,19 +115,6 @@ const unsigned long tp_arduino_baud = 921600;
 /* The heap as it was before setup() allocated the arena and params record. */
 static tp_board_ram heap_at_boot;
 
-static void measure_heap(void)
-{
-    size_t largest = heap_caps_get_largest_free_block(MALLOC_CAP_8BIT);
-    heap_at_boot.free_bytes = (uint32_t)heap_caps_get_free_size(MALLOC_CAP_8BIT);
-    heap_at_boot.largest_block = (uint32_t)largest;
-    /* the second block: the largest left while the largest is held */
-    void *held = largest > 0 ? heap_caps_malloc(largest, MALLOC_CAP_8BIT) : NULL;
-    heap_at_boot.second_block = held != NULL
-                                    ? (uint32_t)heap_caps_get_largest_free_block(MALLOC_CAP_8BIT)
-                                    : TP_RAM_UNKNOWN;
-    heap_caps_free(held);
-}
-
 extern "C" void tp_board_free_ram(tp_board_ram *ram)
 {
     *ram = heap_at_boot;
@@ -172,7 +160,7 @@ void setup()
 {
     Serial.setRxBufferSize(RX_BUFFER_BYTES);
     Serial.begin(tp_arduino_baud);
-    measure_heap();
+    heap_at_boot = tp_esp_heap_measure();
 #if defined(TP_APP_SELFTRAIN) /* the self-training run (platformio.ini's esp32dev-wokwi env) */
     if (!allocate(&tp_selftrain_arena, tp_selftrain_arena_bytes, &tp_selftrain_params,
                   tp_selftrain_params_bytes)) {

@@ -1,6 +1,7 @@
 /* tp_blob.c - the run-time views of a checked blob (core/blob/ checks it): lookups the
  * interpreters make, indexed or searched in records the loader checked are in order. */
 #include "tp_blob.h"
+#include "tinyprop.h"
 
 #include <string.h>
 

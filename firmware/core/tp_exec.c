@@ -1,6 +1,7 @@
 /* tp_exec.c - one op of a checked blob run by the session's kernels on given operands: whole
  * tensors (tp_forward.c), a tile's windows (tp_patch.c), or in place channel by channel. Every
  * arena access the caller makes goes through tp_arena_at; this file only adds the scratch. */
+#include "tinyprop.h"
 #include "tp_forward.h"
 
 #include <string.h>

@@ -1,6 +1,7 @@
 /* tp_fmath.c - exp and log from IEEE +, -, *, / only (mirrors host/tinyprop/reference/fmath.py), so
  * the loss is the same bits on x86, Cortex-M4F and a soft-float RISC-V. */
 #include "tp_fmath.h"
+#include "tinyprop.h"
 
 #include <stdint.h>
 

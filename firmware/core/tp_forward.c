@@ -2,6 +2,7 @@
  * checked blob on whole tensors (tp_exec.c), every activation at its planned offset and every
  * arena access counted in the call's high-water mark. */
 #include "tp_forward.h"
+#include "tinyprop.h"
 
 #include <string.h>
 

@@ -1,5 +1,6 @@
 /* tp_gradmap.c - integer gradient maps (tp_gradmap.h; host/tinyprop/reference/gradmap.py). */
 #include "tp_gradmap.h"
+#include "tinyprop.h"
 
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* tp_image.c - a camera frame made the model's input (tp_image.h), bit for bit as
  * tinyprop.data.image does it in NumPy. */
 #include "tp_image.h"
+#include "tinyprop.h"
 
 #include <stddef.h>
 

@@ -1,5 +1,6 @@
 /* tp_loss.c - the losses and their gradients, bit-identical to the NumPy reference. */
 #include "tp_loss.h"
+#include "tinyprop.h"
 
 #include "tp_fmath.h"
 

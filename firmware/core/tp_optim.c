@@ -1,6 +1,7 @@
 /* tp_optim.c - the quantized-domain update (reference/backward.py ReferenceTrainer): QAS,
  * stochastic rounding keyed by (seed, step, offset), optional classical momentum. */
 #include "tp_optim.h"
+#include "tinyprop.h"
 
 #include <string.h>
 

@@ -3,6 +3,7 @@
  * buffers every tile reuses, the stage's output held whole. A tile is the op's kernel on its
  * windows with the padding the window needs: the same integer arithmetic as the whole op,
  * so the same bits. The loader checked every window, span and buffer (check_tile). */
+#include "tinyprop.h"
 #include "tp_forward.h"
 
 #include <string.h>

@@ -1,5 +1,6 @@
 /* tp_quant.c - TFLite integer arithmetic; see tp_quant.h and host/tinyprop/reference/quant.py. */
 #include "tp_quant.h"
+#include "tinyprop.h"
 
 /* int64 from its 64-bit pattern, without implementation-defined conversion. */
 static int64_t u2i64(uint64_t u)

@@ -1,5 +1,6 @@
 /* tp_record.c - the params record (tp_record.h). */
 #include "tp_record.h"
+#include "tinyprop.h"
 
 #include "tp_le.h"
 

@@ -1,6 +1,7 @@
 /* tp_session.c - binding a checked blob to the caller's arena and params region, and the
  * views the interpreters take of that memory. */
 #include "tp_session.h"
+#include "tinyprop.h"
 
 #include "blob/tp_check.h"
 

@@ -1,5 +1,6 @@
 /* tp_text.c - text lines without snprintf (tp_text.h). */
 #include "tp_text.h"
+#include "tinyprop.h"
 
 #include <stddef.h>
 

@@ -7,6 +7,7 @@
  * planned (TRAN section); nothing else is used. Gradient maps are float32, or integer maps
  * (tp_gradmap.h) when the blob says so: the same schedule, other kernels.
  */
+#include "tinyprop.h"
 #include <string.h>
 
 #include "tp_forward.h"

@@ -28,6 +28,16 @@
 #ifndef TINYPROP_H
 #define TINYPROP_H
 
+/* No fused multiply-add: the float paths (loss, optimizer, gradient scales) must equal NumPy's
+ * on every target, and the builds that pass no -ffp-contract=off (the Arduino IDE's and
+ * ESP-IDF's GNU C modes contract by default) get it here. Every source includes this header
+ * before any function, so the pragma covers the whole translation unit. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -23,6 +23,7 @@ VERBS = {
     "demo": "demo",
     "learn": "learn",
     "fleet": "fleet",
+    "package": "package",
 }
 
 

@@ -36,7 +36,7 @@ TRAN_OFFSET = blob_layout.TRAN_OFFSET.struct
 TRAN_OP = blob_layout.TRAN_OP.struct
 # --grad: the gradient maps' format, and its id in TRAN (tinyprop.reference.gradmap)
 GRAD_FORMATS = {"float32": 0, "int16": 1, "int8": 2}
-DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (README, bench --only grads)
+DEFAULT_GRAD = "int8"  # int8 maps lose nothing against float32 (docs/benchmarks.md)
 # --loss: what the step minimises, and its id in TRAN. xent: softmax cross-entropy of the
 # logits and the label; mse: mean squared error of the output against the input (an
 # autoencoder learning to reconstruct what it is shown)

@@ -64,11 +64,13 @@ def train_on_frames(name, s):
     print(name, "params crc32 %08x" % tinyprop.crc32(s.params), "step", s.step)
 
 
-# The small sessions' memory first: the qemu port's heap (140 KB) holds one VWW training
-# session, and little else once it is fragmented. They use it one after the other.
-arena, params = bytearray(4096), bytearray(256)
+# The qemu port's heap (140 KB) holds one VWW training session and little else: the VWW
+# session's memory is allocated first, largest block first, and the small sessions reuse it
+# after it, one after the other.
+req = tinyprop.requirements(tp_assets.VWW_BLOB)
+params, arena = bytearray(req["params"]), bytearray(req["arena_train"])
 
-vww = tinyprop.Session(tp_assets.VWW_BLOB)
+vww = tinyprop.Session(tp_assets.VWW_BLOB, arena, params)
 train_on_frames("vww", vww)
 n = 176 * 144
 label, x = frame(tp_assets.CAMERA_GRAY8, n, 0)
@@ -84,6 +86,7 @@ vww.camera(None)  # samples are the model's int8 input again
 raw = memoryview(tp_assets.VWW_SAMPLES)[1 : 1 + vww.requirements["input_bytes"]]
 print("camera(None): infer", vww.infer(raw), list(vww.output()))
 refused("a frame after camera(None)", vww.infer, x)
+del vww  # its memory is the small sessions' now
 
 gray = tinyprop.Session(tp_assets.GRAY_BLOB, arena, params)
 train_on_frames("gray", gray)

@@ -16,6 +16,7 @@
  *   'x' u8 status            -> tp_board_exit(status)
  *   'q' u8 status            -> returns status from the entry function
  */
+#include "tinyprop.h"
 #include <stdint.h>
 #include <string.h>
 

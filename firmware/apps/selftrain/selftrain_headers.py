@@ -6,6 +6,9 @@ them. For the ESP32 in Wokwi (docs/boards.md):
     eval "$(.venv/bin/python firmware/apps/selftrain/selftrain_headers.py vww.tpb --data vww-mini)"
     pio run -e esp32dev-wokwi
 
+With --sketch DIR it also copies them into DIR as model.h and samples.h, where the Arduino
+library's SelfTrain example (tinyprop package arduino) includes them.
+
 The samples are the first of each class in the dataset's train split, alternating classes.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="training steps (default 16)")
     parser.add_argument("--lr", type=float, help="learning rate (default 0.02)")
     parser.add_argument("--seed", type=int, help="stochastic rounding seed (default 7)")
+    parser.add_argument("--sketch", type=Path, metavar="DIR", help="also copy the headers into "
+                        "this folder as model.h and samples.h (the SelfTrain sketch's)")
     args = parser.parse_args(argv)
     run = {k: v for k, v in (("steps", args.steps), ("lr", args.lr), ("seed", args.seed))
            if v is not None}
@@ -63,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     except TinypropError as exc:
         print(f"selftrain_headers: {exc}", file=sys.stderr)
         return 2
+    if args.sketch is not None:
+        if not args.sketch.is_dir():
+            print(f"selftrain_headers: --sketch {args.sketch}: no such folder; give the "
+                  "SelfTrain sketch's folder", file=sys.stderr)
+            return 2
+        shutil.copyfile(model, args.sketch / "model.h")
+        shutil.copyfile(samples, args.sketch / "samples.h")
     flags = f'-DTP_MODEL_HEADER=\\"{model}\\" -DTP_SAMPLES_HEADER=\\"{samples}\\"'
     print(f"export PLATFORMIO_BUILD_FLAGS={shlex.quote(flags)}")
     return 0

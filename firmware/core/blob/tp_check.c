@@ -1,6 +1,7 @@
 /* tp_check.c - the blob loader: every family's checks in order (each may rely on the ones
  * before it), the first refusal returned with its fault. It is the fuzz entry point
  * (tp_blob_requirements). */
+#include "tinyprop.h"
 #include <string.h>
 
 #include "tp_check.h"

@@ -1,5 +1,6 @@
 /* tp_check_header.c - the blob header, its CRC and the section table: what every later check
  * stands on. Fills the view's section pointers and the requirements. */
+#include "tinyprop.h"
 #include <string.h>
 
 #include "tp_check.h"

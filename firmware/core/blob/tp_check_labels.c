@@ -1,5 +1,6 @@
 /* tp_check_labels.c - LABL, the class names: after its header, n_labels names, each UTF-8 and
  * NUL-terminated, one a logit, and nothing after them (so tp_class_name may walk them). */
+#include "tinyprop.h"
 #include "tp_check.h"
 
 tp_status tp_check_labels(const tp_blob_view *v, tp_fault *f)

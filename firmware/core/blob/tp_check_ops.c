@@ -1,6 +1,7 @@
 /* tp_check_ops.c - every OPS record against the tensors it names: its fields, multipliers,
  * operands, the shapes its kind needs and its held weight rows; then the model's input,
  * output and logits. */
+#include "tinyprop.h"
 #include <string.h>
 
 #include "tp_check.h"

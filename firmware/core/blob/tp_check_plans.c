@@ -1,5 +1,6 @@
 /* tp_check_plans.c - the arena plan's two optional sections: SCRA (each op's kernel scratch
  * under each plan) and INPL (depthwise ops run in place). */
+#include "tinyprop.h"
 #include "tp_check.h"
 
 /* One plan's (offset, size) of op k's scratch: none (size 0, offset TP_NONE32), or inside that

@@ -1,5 +1,6 @@
 /* tp_check_tensors.c - every TENS record on its own: type, flags, shape and size, and its data
  * inside the region its flags name (DATA, the inference arena, the parameters). */
+#include "tinyprop.h"
 #include "tp_check.h"
 
 static tp_status check_tensor(const tp_blob_view *v, uint32_t i, const tp_tensor *t, tp_fault *f)

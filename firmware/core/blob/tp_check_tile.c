@@ -1,5 +1,6 @@
 /* tp_check_tile.c - the TILE section (the tiled stage, docs/blob-format.md): its ops and
  * tensors, every tile's windows, its buffers inside each plan's arena, the input's row bands. */
+#include "tinyprop.h"
 #include "tp_check.h"
 
 /* The activation inputs of stage op k: two for ADD, else one. */

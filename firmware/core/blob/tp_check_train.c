@@ -1,6 +1,7 @@
 /* tp_check_train.c - the TRAN section against the rest of the blob: every offset the training
  * step will use lies inside the training arena or the params region, and the ops it names can
  * do what it asks. */
+#include "tinyprop.h"
 #include "tp_check.h"
 
 /* Whether tensor's gradient buffer holds a sink's channel sums (its producer's record is

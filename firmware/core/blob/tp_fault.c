@@ -1,5 +1,6 @@
 /* tp_fault.c - a refusal's fault: recorded by the check that refuses (tp_refuse), and written
  * as one line naming the status, where, what was wrong and the check (tp_fault_text). */
+#include "tinyprop.h"
 #include "tp_check.h"
 
 static const char *const check_ids[TP_CHECK_COUNT] = {

@@ -1,6 +1,7 @@
 /* tp_op_checks.c - the loader's table of op kinds (tp_ops.h) and each kind's own checks: the
  * shapes of its operands and its parameters. tp_check_ops.c's check_op has checked what every op
  * shares, and the operands of the kind's row, before it calls these. */
+#include "tinyprop.h"
 #include "tp_blob.h"
 
 #define CHECK_DECL(KIND, code, name, weights, inputs, grad, q_row, q_chan) \

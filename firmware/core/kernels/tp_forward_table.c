@@ -1,6 +1,7 @@
 /* tp_forward_table.c - the forward kernel tables: the reference kernels, and the build's
  * (tp_target_forward): the Cortex-M DSP kernels where the target has them (TP_KERNELS_DSP,
  * tp_kernels.h), the reference kernels for every other op and target. */
+#include "tinyprop.h"
 #include "tp_kernels.h"
 
 #define TP_FORWARD_KERNELS(conv, depthwise, avg_pool)                                            \

@@ -1,6 +1,7 @@
 /* tp_gradient_table.c - the gradient kernel tables (training builds only): the reference
  * kernels, and the build's (tp_target_gradient): the Cortex-M DSP kernels for integer maps
  * where the target has them (TP_KERNELS_DSP), the reference kernels for the rest. */
+#include "tinyprop.h"
 #include "tp_kernels.h"
 
 #define TP_GRADIENT_KERNELS(conv_input_q, depthwise_input_q, conv_weight_q, depthwise_weight_q)    \

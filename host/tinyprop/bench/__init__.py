@@ -1,2 +1,2 @@
-"""Where the README's figures come from: `tinyprop bench`, the TTE comparison, the float
-baseline."""
+"""Where the figures of docs/benchmarks.md come from: `tinyprop bench`, the TTE comparison, the
+float baseline."""

@@ -1,4 +1,4 @@
-"""The figures the README quotes, measured (`tinyprop bench` prints them and writes JSON).
+"""The figures docs/benchmarks.md quotes, measured (`tinyprop bench` prints them and writes JSON).
 
 Sections (`tinyprop bench --only` picks some):
   memory    tinyprop's inference arena and TFLite Micro's (smallest arena its Python interpreter

@@ -1,4 +1,4 @@
-"""tinyprop bench: measure every figure the README quotes (tinyprop.bench.figures), print
+"""tinyprop bench: measure every figure docs/benchmarks.md quotes (tinyprop.bench.figures), print
 them, write them as JSON."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from ..bench.figures import SECTIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="measure the README's figures; print them and write JSON")
+    p = sub.add_parser("bench", help="measure the figures of docs/benchmarks.md; print them and "
+                       "write JSON")
     p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     p.add_argument("--shift", default="haze", help="camera shift for accuracy (default haze)")
     p.add_argument("--epochs", type=int, default=3)

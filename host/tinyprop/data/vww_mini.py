@@ -137,7 +137,7 @@ def _build(selection: Sequence[Photo], target: Path, digest: str) -> None:
         console.print(
             f"note: {len(differing)} of {len(selection)} photos built here differ from "
             f"vww-mini's bytes (first: {differing[0]}; Pillow {PIL.__version__}): accuracies "
-            "may differ slightly from the README's", highlight=False, soft_wrap=True)
+            "may differ slightly from docs/benchmarks.md's", highlight=False, soft_wrap=True)
 
 
 def _built_from(target: Path) -> str | None:

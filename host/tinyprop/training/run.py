@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compile.blob import blob_id
+from ..compile.blob import blob_id, read_blob
 from ..compile.blobfile import TrainingBlob
 from ..data.datasets import CLASSES
 from ..engines import Engine
@@ -109,13 +109,14 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
     counts its cost, the summary has the means `<unit>_per_step` (this run's training steps)
     and `<unit>_per_inference` (a few training samples, measured after the run)."""
     crc = blob_id(tb.blob)
+    arena = read_blob(tb.blob).train_arena_bytes  # the plan, the kernels' scratch included
     hello = {"type": "start", "board": engine.name, "model": tb.source.name,
              "blob_id": f"{crc:08x}", "classes": cfg.classes[: tb.classes], "steps_total": total,
              "scheme": tb.program.scheme.name, "lr": cfg.lr, "schedule": cfg.schedule,
              "seed": cfg.seed, "momentum": cfg.momentum,
              # trainable: the params region (runlog.md), optimizer state included as a board
              # reports it
-             "memory_plan": {"arena_peak": tb.program.arena_bytes,
+             "memory_plan": {"arena_peak": arena,
                              "trainable": tb.program.region_bytes}}
     if engine.counter_unit is not None:  # a board says what its counter counts and its SRAM
         hello.update(counter_unit=engine.counter_unit, sram=engine.sram)
@@ -138,7 +139,7 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
         if tb.autoencoder:  # nothing to predict: the loss is the reconstruction error
             ev.update(prediction=None, correct=None)
         mem = dict(r.memory)
-        mem.setdefault("arena_peak", tb.program.arena_bytes)
+        mem.setdefault("arena_peak", arena)
         mem.setdefault("trainable", tb.program.region_bytes)
         ev["memory"] = mem
         if r.counter is not None:

@@ -20,6 +20,7 @@
  * (or the row's own sum of |w|) stays below 2^30, which tp_dsp_prepare checks before it lets
  * the channel use the fast requantization (tp_dsp.h); otherwise the op runs the reference.
  */
+#include "tinyprop.h"
 #include "tp_dsp.h"
 
 /* Output pixels per block (even): the columns of a block are converted once for every channel

@@ -14,6 +14,7 @@
  * (W[o, i + 1], W[o + 1, i + 1]) by one ORR and two SXTB16, eight SMLADs (16 MACs) with the four
  * pixels' words.
  */
+#include "tinyprop.h"
 #include "tp_dsp.h"
 
 #if TP_KERNELS_DSP

@@ -9,6 +9,7 @@
  * sum |dY| * 255 is below 2^31 (checked per row; else the reference's int64 sums); the result is
  * the same integer, so the same float32.
  */
+#include "tinyprop.h"
 #include "tp_dsp.h"
 
 #if TP_KERNELS_DSP

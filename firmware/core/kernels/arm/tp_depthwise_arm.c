@@ -24,6 +24,7 @@
  * int32, and it does: |bias| + 9 * 128 * 255 is checked against 2^30 by tp_dsp_prepare). Every
  * product of int16 lanes is exact.
  */
+#include "tinyprop.h"
 #include "tp_dsp.h"
 
 /* The plane's row stride (halfwords: 128 bytes, so the three rows of a window are immediate

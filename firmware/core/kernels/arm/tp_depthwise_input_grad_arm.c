@@ -9,6 +9,7 @@
  * kernel row. Every sum is exact in int32 (the fold's bits bound W^T dY' below 2^31,
  * tp_gm_fold_bits), so the order of the multiply-accumulates is free.
  */
+#include "tinyprop.h"
 #include "tp_dsp.h"
 
 #if TP_KERNELS_DSP

@@ -10,6 +10,7 @@
  * positions out. Exact in int32 when sum |dY| * 255 is below 2^31 (|x - zp| <= 255); larger
  * planes or sums: the reference.
  */
+#include "tinyprop.h"
 #include "tp_dsp.h"
 
 #if TP_KERNELS_DSP

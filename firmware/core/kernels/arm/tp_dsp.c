@@ -1,6 +1,7 @@
 /* tp_dsp.c - per-channel requantization parameters of the Cortex-M DSP kernels, and the
  * gradient kernels' fold of one value (tp_dsp.h). */
 #include "tp_dsp.h"
+#include "tinyprop.h"
 
 #if TP_KERNELS_DSP
 

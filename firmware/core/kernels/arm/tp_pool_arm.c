@@ -4,6 +4,7 @@
  * window sum is below 128 * 255 * 255 < 2^23 in magnitude, so int32 holds it exactly and the M4's
  * SDIV divides it (C's truncating division, as tp_rounded_div's). Loop order: output pixel, then
  * channel, then the window's in-image taps. */
+#include "tinyprop.h"
 #include "tp_dsp.h"
 
 #if TP_KERNELS_DSP

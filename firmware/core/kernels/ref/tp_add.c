@@ -1,4 +1,5 @@
 /* tp_add.c - reference ADD (reference/forward.py): both inputs rescaled to a common scale. */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 void tp_add_s8(const tp_add_params *p, uint32_t n, const int8_t *in1, const int8_t *in2,

@@ -2,6 +2,7 @@
  * hold exact sums (int32 runs of at most 65535 taps), requantization is tp_mbqm, TFLite's fixed
  * point. Output channel outer: a channel's weights, bias and requantization are looked up once.
  * Padded taps are skipped: they add (zp - zp) * w = 0. */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 /* Sum of (x[i] - zp) * w[i] over n taps, in int32 runs of at most 65535 taps: |x - zp| <= 255

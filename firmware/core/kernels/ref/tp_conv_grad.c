@@ -1,5 +1,6 @@
 /* tp_conv_grad.c - reference float32 gradients of CONV_2D and DEPTHWISE_CONV_2D
  * (reference/backward.py), and the bias gradient of every weighted op. */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 /* dX += W^T dY. Each dX element sums its products in backward.py's order: taps (kh, kw)

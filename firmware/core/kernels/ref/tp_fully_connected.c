@@ -1,4 +1,5 @@
 /* tp_fully_connected.c - reference FULLY_CONNECTED (reference/forward.py). */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 void tp_fully_connected_s8(const tp_fc_params *p, uint32_t n_in, const int8_t *in,

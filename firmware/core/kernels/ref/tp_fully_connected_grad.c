@@ -1,5 +1,6 @@
 /* tp_fully_connected_grad.c - reference float32 gradients of FULLY_CONNECTED
  * (reference/backward.py). */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 void tp_fully_connected_input_grad_f32(const tp_weights *w, const float *dy, float *dx)

@@ -1,5 +1,6 @@
 /* tp_max_pool.c - reference MAX_POOL_2D (reference/forward.py max_pool): TFLite's int8
  * reference MaxPool, each window's largest in-image input clamped to the activation range. */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 void tp_max_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *in,

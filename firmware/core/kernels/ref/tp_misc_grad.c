@@ -1,5 +1,6 @@
 /* tp_misc_grad.c - reference float32 input gradients of the ops without weights: average and
  * max pooling, MEAN, PAD and ADD (reference/backward.py). RESHAPE shares its gradient buffer. */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 void tp_avg_pool2d_input_grad_f32(const tp_pool_params *p, const tp_shape *in_shape,

@@ -4,6 +4,7 @@
  * write it (the map writer, tp_gradmap.h; the caller ends it); a pixel whose values are those
  * of the pixel before (pooled by the same window alone; MEAN) is skipped, then copied. PAD and ADD
  * rows that dY's values fit as they are (no accumulating, no sums) are copied. */
+#include "tinyprop.h"
 #include <string.h>
 
 #include "tp_ref.h"

@@ -1,4 +1,5 @@
 /* tp_pad.c - reference PAD with the zero point (reference/forward.py). */
+#include "tinyprop.h"
 #include <string.h>
 
 #include "tp_ref.h"

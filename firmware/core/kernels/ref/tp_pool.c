@@ -1,4 +1,5 @@
 /* tp_pool.c - reference AVERAGE_POOL_2D and MEAN over H, W (reference/forward.py). */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 void tp_avg_pool2d_s8(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *in,

@@ -1,4 +1,5 @@
 /* tp_softmax.c - reference int8 SOFTMAX (quant.softmax_int8): gemmlowp fixed point. */
+#include "tinyprop.h"
 #include "tp_ref.h"
 
 /* exp(beta * scale * diff) in Q0.31 for diff = x - max <= 0 */

@@ -4,6 +4,7 @@
  * Input gradient: dX = W^T dY', dY' the op's fold of dY (tp_gm_fold), summed exactly in int32
  * (the fold's bits keep every sum below 2^31), one dX row at a time, handed to the map writer.
  * Weight and bias gradients: exact int64 sums of dY (x - zp) and of dY, then float32. */
+#include "tinyprop.h"
 #include <string.h>
 
 #include "tp_ref.h"
