@@ -7,6 +7,7 @@ global model; likewise the server's scores, each board alone and the centralized
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -31,7 +32,8 @@ GONE = "/dev/ttyFLEETGONE"  # the third board's port: no such device
 
 
 @pytest.mark.slow  # Ray's start on a loaded 2-core machine: 30-50 s of the run
-def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir, tmp_path):
+def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir, tmp_path,
+                                                    capsys):
     tpb = vww_last2(vww_model_path, tmp_path / "vww.tpb")
     data = vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2)
     out = tmp_path / "vww.fleet"
@@ -43,6 +45,12 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     with Image.open(tmp_path / "fleet.png") as png:
         assert png.format == "PNG" and png.size == (800, 360)
     report = json.loads((tmp_path / "fleet.json").read_text())
+    # while it ran, a line an event of the fleet log (OUT/fleet.jsonl) as the server wrote it
+    shown = capsys.readouterr().out
+    assert "  round 1: haze trained, 8 steps" in shown
+    assert f"  round 2: sodium failed: link '{GONE}'" in shown
+    assert "  fleet completed after 2 rounds" in shown
+    check_fleet_log(out / "fleet.jsonl", report, capsys)
     assert [r["round"] for r in report["rounds"]] == [1, 2]
     assert report["boards"] == {"haze": "host", "night": "host", "sodium": GONE}
     fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=5)  # its two live boards
@@ -93,6 +101,41 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
         "steps": 48, "accuracy": result.accuracy,
         "clients": [{"name": n, "accuracy": holdout_accuracy(fleet3, n, arrays)}
                     for n in fleet3.clients]}
+
+
+def check_fleet_log(log, report, capsys):
+    """The fleet log says what the JSON says, and the monitor's fleet view shows it: each
+    board's state, the global model's accuracy on its holdout round by round, the global
+    accuracy and the server's."""
+    from rich.console import Console
+    from tinyprop.monitor.fleet import FleetState, fleet_table, replay_fleet
+
+    state = FleetState()
+    for event in replay_fleet(log):
+        state.fold(event)
+    assert state.ended == "completed" and state.clients == report["clients"]
+    assert {r: state.global_accuracy[r] for r in (1, 2)} == \
+        {r["round"]: r["global_accuracy"] for r in report["rounds"]}
+    assert state.server_accuracy == {0: report["server"]["accuracy_before"],
+                                     **{r["round"]: r["server_accuracy"] for r in report["rounds"]}}
+    for r in report["rounds"]:
+        for c in r["clients"]:
+            assert state.boards[c["name"]].scored[r["round"]] == c["global_accuracy"]
+            assert state.boards[c["name"]].local[r["round"]] == c["accuracy"]
+    assert [(b.status, b.online) for b in state.boards.values()] == \
+        [("scored", True), ("scored", True), ("failed", False)]
+    assert state.boards["haze"].steps == 16
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(fleet_table(state))
+    rows = {line.split("│")[1].split()[0]: line for line in console.export_text().splitlines()
+            if line.count("│") > 3 and line.split("│")[1].strip()}
+    haze = report["rounds"][1]["clients"][0]["global_accuracy"]
+    assert f" {100 * haze:.1f} (" in rows["haze"] and "failed r2" in rows["sodium"]
+    # the verb: a fleet log is shown by the fleet view, here as plain lines
+    assert main(["monitor", str(log), "--plain"]) == 0
+    plain = capsys.readouterr().out
+    assert plain.splitlines()[0].startswith("fleet of 3 boards (haze, night, sodium), 2 rounds")
+    assert "\nfleet completed after 2 rounds\n" in plain and "global (every holdout)" in plain
 
 
 def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_dir, tmp_path,

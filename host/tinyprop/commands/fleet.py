@@ -5,9 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import TinypropError
+from ..fleet.node import ROUND_TIMEOUT
 from ..fleet.params import AGGREGATIONS
 
 
@@ -56,6 +60,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--centralized", action="store_true", help="then train one board on every "
                    "board's data pooled, for as many steps as the whole fleet: the bound")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rounds as JSON")
+    p.add_argument("--log", type=Path, metavar="FILE.jsonl", help="the fleet log: what the "
+                   "server sees, as it happens (`tinyprop monitor FILE.jsonl --follow` shows "
+                   "it; default OUT/fleet.jsonl)")
+    p.add_argument("--round-timeout", type=float, default=ROUND_TIMEOUT, metavar="S",
+                   help="seconds a round waits for the boards' replies; a board silent that "
+                   f"long is dropped from the round (default {ROUND_TIMEOUT:g}, Flower's)")
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the rounds (and the "
                    "--alone and --centralized runs) as a PNG")
     p.add_argument("--deploy", action="store_true", help="run on Flower's Deployment Engine: "
@@ -87,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     boards = tuple(b.strip() for b in args.board.split(","))
     fleet = FleetConfig(args.blob, args.data, clients, boards[0], args.rounds, args.epochs,
                         args.lr, args.seed, args.strategy, args.holdout, args.model, out,
-                        boards if len(boards) > 1 else (), args.server_holdout)
+                        boards if len(boards) > 1 else (), args.server_holdout,
+                        args.log or out / "fleet.jsonl", args.round_timeout)
     for flag, given in (("--insecure", args.insecure), ("--deploy-dir", args.deploy_dir)):
         if given and not args.deploy:
             raise TinypropError(f"{flag}: only with --deploy (the Simulation Engine has no "
@@ -99,14 +110,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {write_app(args.write_app, fleet, report) / 'pyproject.toml'}: "
               f"flwr run {args.write_app} CONNECTION (the ServerApp writes {report})")
         return 0
-    if args.deploy:
-        from ..fleet.deploy import run_fleet_deployed
+    with progress(fleet.log):
+        if args.deploy:
+            from ..fleet.deploy import run_fleet_deployed
 
-        report = run_fleet_deployed(fleet, args.json, tls=not args.insecure, alone=args.alone,
-                                    centralized=args.centralized, workdir=args.deploy_dir)
-    else:
-        report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
-                           centralized=args.centralized)
+            report = run_fleet_deployed(fleet, args.json, tls=not args.insecure,
+                                        alone=args.alone, centralized=args.centralized,
+                                        workdir=args.deploy_dir)
+        else:
+            report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
+                               centralized=args.centralized)
     if report["server"] is not None:
         print(f"the blob on the server's holdout ({args.server_holdout}): "
               f"{report['server']['accuracy_before']:.1%}")
@@ -134,6 +147,35 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"wrote {draw_fleet(report, args.plot)}")
     return 0
+
+
+@contextmanager
+def progress(log: Path) -> Iterator[None]:
+    """While the fleet runs, a line for each event its server writes to `log` (the fleet
+    log, written by this process or, deployed, by the ServerApp's), read as it grows."""
+    from ..monitor.fleet import event_line, follow_source
+
+    log.unlink(missing_ok=True)
+    done = threading.Event()
+
+    def show() -> None:
+        while not log.exists():  # the server creates it when its rounds start
+            if done.wait(0.2):
+                return
+        for event in follow_source(log, idle=None):
+            line = event_line(event)
+            if line is not None:
+                print(f"  {line}", flush=True)
+            if done.is_set():
+                return
+
+    thread = threading.Thread(target=show, name="fleet-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=2)
 
 
 def round_line(r: dict, rounds: int) -> str:

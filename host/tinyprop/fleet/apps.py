@@ -43,6 +43,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
 from ..errors import TinypropError
+from ..monitor.runlog import RunLog
 from ..training.export import export_params
 from .node import BoardNode, FleetConfig, RoundResult, holdout_accuracy
 from .params import ParamsLayout, Update, UpdateRejected, aggregate
@@ -169,15 +170,44 @@ def failure(msg: Message) -> tuple[str | None, str]:
 
 class FleetStrategy(FedAvg):
     """Flower's FedAvg round structure (every node trains, every node evaluates) with the
-    fleet's checks and aggregation of the trainable arrays; `rounds` keeps each round."""
+    fleet's checks and aggregation of the trainable arrays; `rounds` keeps each round, and
+    `emit` is told each thing the server sees (the fleet log's events, docs/fleet.md)."""
 
-    def __init__(self, fleet: FleetConfig, layout: ParamsLayout):
+    def __init__(self, fleet: FleetConfig, layout: ParamsLayout,
+                 emit: Callable[[dict], None] = lambda event: None):
         n = len(fleet.clients)
         super().__init__(min_train_nodes=n, min_evaluate_nodes=n, min_available_nodes=n,
                          weighted_by_key="steps")
-        self.fleet, self.layout = fleet, layout
+        self.fleet, self.layout, self.emit = fleet, layout, emit
         self.rounds: list[RoundRecord] = []
         self.names: dict[int, str] = {}  # node id -> board name, from its replies
+        self.grid: StoppableGrid | None = None  # the grid of the run (serve sets it)
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        messages = super().configure_train(server_round, arrays, config, grid)
+        self.emit({"type": "round", "round": server_round, "phase": "train",
+                   "nodes": len(list(grid.get_node_ids()))})
+        return messages
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        messages = super().configure_evaluate(server_round, arrays, config, grid)
+        self.emit({"type": "round", "round": server_round, "phase": "evaluate",
+                   "nodes": len(list(grid.get_node_ids()))})
+        return messages
+
+    def _silent(self) -> list[tuple[str, str]]:
+        """(board, reason) of every node the last send_and_receive got no reply from in time."""
+        if self.grid is None:
+            return []
+        wait = self.fleet.round_timeout
+        return [(self.names.get(node, f"node {node}"), f"no reply within {wait:g} s "
+                 "(--round-timeout)") for node in self.grid.unanswered]
+
+    def _board_event(self, server_round: int, board: str, status: str, **fields) -> None:
+        self.emit({"type": "board", "round": server_round, "name": board, "status": status,
+                   **fields})
 
     def _board(self, msg: Message) -> str:
         """The board a reply comes from: its name, or the name its node gave before (an error
@@ -200,6 +230,7 @@ class FleetStrategy(FedAvg):
                 board, reason = failure(msg)
                 rec.failed.append((board or self._board(msg), reason))
                 log.warning("round %d: %s failed: %s", server_round, *rec.failed[-1])
+                self._board_event(server_round, rec.failed[-1][0], "failed", reason=reason)
                 continue
             board = self._board(msg)
             try:
@@ -209,10 +240,18 @@ class FleetStrategy(FedAvg):
             except UpdateRejected as e:
                 rec.rejected.append((board, e.reason))
                 log.warning("round %d: %s", server_round, e)
+                self._board_event(server_round, board, "refused", reason=e.reason)
                 continue
             rec.updates.append(Update(board, arrays, int(m["steps"])))
-            rec.results[board] = RoundResult(int(m["steps"]), float(m["train-accuracy"]),
-                                             float(m["accuracy"]), int(m["holdout"]))
+            result = RoundResult(int(m["steps"]), float(m["train-accuracy"]),
+                                 float(m["accuracy"]), int(m["holdout"]))
+            rec.results[board] = result
+            self._board_event(server_round, board, "trained", steps=result.steps,
+                              accuracy=result.accuracy, train_accuracy=result.train_accuracy)
+        for board, reason in self._silent():
+            rec.failed.append((board, reason))
+            log.warning("round %d: %s failed: %s", server_round, board, reason)
+            self._board_event(server_round, board, "failed", reason=reason)
         if not rec.updates:  # nothing usable: the global model stays as it was
             return None, None
         # replies come in any order; the aggregate does not depend on it (exact integer sums,
@@ -232,11 +271,20 @@ class FleetStrategy(FedAvg):
         for msg in replies:
             if msg.has_error():
                 board, reason = failure(msg)
-                log.warning("round %d: evaluating on %s failed: %s", server_round,
-                            board or self._board(msg), reason)
+                board = board or self._board(msg)
+                log.warning("round %d: evaluating on %s failed: %s", server_round, board,
+                            reason)
+                self._board_event(server_round, board, "failed", reason=reason,
+                                  phase="evaluate")
                 continue
             m = msg.content["metrics"]
-            rec.evaluations[self._board(msg)] = (float(m["accuracy"]), int(m["holdout"]))
+            board = self._board(msg)
+            rec.evaluations[board] = (float(m["accuracy"]), int(m["holdout"]))
+            self._board_event(server_round, board, "scored",
+                              global_accuracy=float(m["accuracy"]))
+        for board, reason in self._silent():
+            log.warning("round %d: evaluating on %s failed: %s", server_round, board, reason)
+            self._board_event(server_round, board, "failed", reason=reason, phase="evaluate")
         accuracy = rec.global_accuracy
         return None if accuracy is None else MetricRecord({"accuracy": accuracy})
 
@@ -252,6 +300,7 @@ class StoppableGrid:
 
     def __init__(self, grid: Grid, stop: threading.Event):
         self._grid, self._stop = grid, stop
+        self.unanswered: list[int] = []  # the nodes the last call got no reply from in time
 
     def __getattr__(self, name: str):
         return getattr(self._grid, name)
@@ -259,8 +308,11 @@ class StoppableGrid:
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:
         """Grid.send_and_receive (push, then pull the replies until all came or `timeout`),
-        checking `stop` between pulls."""
-        waiting = set(self._grid.push_messages(messages))
+        checking `stop` between pulls; `unanswered` lists the nodes still silent at `timeout`."""
+        messages = list(messages)
+        sent = dict(zip(self._grid.push_messages(messages),
+                        (m.metadata.dst_node_id for m in messages), strict=True))
+        waiting = set(sent)
         end = None if timeout is None else time.monotonic() + timeout
         replies: list[Message] = []
         while waiting and (end is None or time.monotonic() < end):
@@ -271,17 +323,21 @@ class StoppableGrid:
             waiting -= {m.metadata.reply_to_message_id for m in got}
             if waiting:
                 time.sleep(PULL_INTERVAL)
+        self.unanswered = sorted(sent[m] for m in waiting)
         return replies
 
 
 class FleetServer:
     """The ServerApp of a fleet (`.app`) and, once it ran, its strategy's rounds. `stop` ends
-    its rounds (its thread) early: set it when the run is interrupted."""
+    its rounds (its thread) early: set it when the run is interrupted. With `fleet.log`, what
+    the server sees is written there as it happens (a JSONL event a line, docs/fleet.md: the
+    fleet log, which `tinyprop monitor` shows)."""
 
     def __init__(self, fleet: FleetConfig):
         self.fleet = fleet
         self.layout = fleet.layout()
-        self.strategy = FleetStrategy(fleet, self.layout)
+        self._log: RunLog | None = None
+        self.strategy = FleetStrategy(fleet, self.layout, self.emit)
         self.exported: list[str] = []
         self.server_accuracy: dict[int, float] = {}  # round -> the global on the server's holdout
         self.stop = threading.Event()
@@ -292,22 +348,50 @@ class FleetServer:
     def rounds(self) -> list[RoundRecord]:
         return self.strategy.rounds
 
+    def emit(self, event: dict) -> None:
+        if self._log is not None:
+            self._log.write(event)
+
     def serve(self, grid: Grid, context: Context) -> None:
         """The fleet's rounds on `grid` (a ServerApp's main)."""
-        self.strategy.start(StoppableGrid(grid, self.stop),
-                            to_record(self.layout.initial_arrays()),
-                            num_rounds=self.fleet.rounds, evaluate_fn=self._after_round)
+        fleet = self.fleet
+        if fleet.log is not None:
+            fleet.log.unlink(missing_ok=True)  # one run a log
+            self._log = RunLog(fleet.log)
+        self.emit({"type": "fleet", "clients": list(fleet.clients),
+                   "boards": {name: fleet.board_of(name) for name in fleet.clients},
+                   "rounds": fleet.rounds, "epochs": fleet.epochs,
+                   "strategy": fleet.aggregation, "blob_id": f"{self.layout.blob_id:08x}",
+                   "bytes": self.layout.params_bytes, "server_holdout": fleet.server})
+        self.strategy.grid = StoppableGrid(grid, self.stop)
+        ended = "stopped"
+        try:
+            self.strategy.start(self.strategy.grid, to_record(self.layout.initial_arrays()),
+                                num_rounds=fleet.rounds, timeout=fleet.round_timeout,
+                                evaluate_fn=self._after_round)
+            ended = "completed"
+        finally:
+            self.emit({"type": "fleet_end", "status": ended, "rounds": len(self.rounds)})
+            if self._log is not None:
+                self._log.close()
+                self._log = None
 
     def _after_round(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """After each round, the global model as a .tflite (round 0: the blob's, not written)
         and its accuracy on the server's holdout (round 0 too: where the fleet starts)."""
         global_arrays = from_record(arrays)
-        if server_round > 0 and self.fleet.out is not None:
-            out = self.fleet.out / f"round-{server_round}.tflite"
-            export_params(self.fleet.training_blob(), self.layout.join(global_arrays), out)
-            self.exported.append(str(out))
-        if self.fleet.server is None:
-            return None
-        accuracy = holdout_accuracy(self.fleet, self.fleet.server, global_arrays)
-        self.server_accuracy[server_round] = accuracy
-        return MetricRecord({"accuracy": accuracy})
+        event: dict = {"type": "global", "round": server_round}
+        if server_round > 0:
+            event["global_accuracy"] = self.rounds[-1].global_accuracy if self.rounds else None
+            if self.fleet.out is not None:
+                out = self.fleet.out / f"round-{server_round}.tflite"
+                export_params(self.fleet.training_blob(), self.layout.join(global_arrays), out)
+                self.exported.append(str(out))
+                event["exported"] = str(out)
+        accuracy = None
+        if self.fleet.server is not None:
+            accuracy = holdout_accuracy(self.fleet, self.fleet.server, global_arrays)
+            self.server_accuracy[server_round] = accuracy
+            event["server_accuracy"] = accuracy
+        self.emit(event)
+        return None if accuracy is None else MetricRecord({"accuracy": accuracy})

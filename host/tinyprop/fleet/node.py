@@ -30,6 +30,9 @@ from ..training.head import read_labels
 from ..training.run import RunConfig, check_samples, training_events
 from .params import AGGREGATIONS, ParamsLayout
 
+ROUND_TIMEOUT = 3600.0  # s a round waits for replies (Flower's default): a board on a slow
+# serial link takes minutes a round (a 96x96 RGB sample is 2.4 s at 115,200 baud)
+
 
 @dataclass(frozen=True)
 class FleetConfig:
@@ -55,9 +58,11 @@ class FleetConfig:
     out: Path | None = None
     boards: tuple[str, ...] = ()  # one engine spec a client, in --clients order; () all `board`
     server: str | None = None  # the server's holdout: a camera shift of `data` or a sub-folder
+    log: Path | None = None  # the fleet log (JSONL events, `tinyprop monitor`); None: none
+    round_timeout: float = ROUND_TIMEOUT  # s the server waits for a round's replies
 
     def __post_init__(self) -> None:
-        for name in ("blob", "data", "model", "out"):  # a Ray worker has its own directory
+        for name in ("blob", "data", "model", "out", "log"):  # a Ray worker has its own directory
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, Path(getattr(self, name)).resolve())
         if self.aggregation not in AGGREGATIONS:
@@ -73,6 +78,9 @@ class FleetConfig:
         for name, value in (("--rounds", self.rounds), ("--epochs", self.epochs)):
             if value < 1:
                 raise TinypropError(f"{name} {value}: must be at least 1")
+        if not self.round_timeout > 0:
+            raise TinypropError(f"--round-timeout {self.round_timeout}: must be a positive "
+                                "number of seconds")
 
     def to_run_config(self) -> dict[str, str | int | float]:
         """The fleet as a Flower run config (TOML values: no None, so an unset option is
@@ -82,9 +90,10 @@ class FleetConfig:
             "blob": str(self.blob), "data": str(self.data), "clients": ",".join(self.clients),
             "board": self.board, "boards": ",".join(self.boards), "rounds": self.rounds,
             "epochs": self.epochs, "lr": self.lr, "seed": self.seed,
-            "strategy": self.aggregation}
+            "strategy": self.aggregation, "round-timeout": self.round_timeout}
         for key, value in (("holdout", self.holdout), ("model", self.model),
-                           ("out", self.out), ("server-holdout", self.server)):
+                           ("out", self.out), ("server-holdout", self.server),
+                           ("log", self.log)):
             if value is not None:
                 config[key] = value if isinstance(value, float) else str(value)
         return config
@@ -95,14 +104,17 @@ class FleetConfig:
         def names(key: str) -> tuple[str, ...]:
             return tuple(n for n in str(config.get(key, "")).split(",") if n)
 
-        optional = {key: config.get(key) for key in ("holdout", "model", "out", "server-holdout")}
+        optional = {key: config.get(key)
+                    for key in ("holdout", "model", "out", "server-holdout", "log")}
         return cls(Path(str(config["blob"])), Path(str(config["data"])), names("clients"),
                    str(config["board"]), int(config["rounds"]), int(config["epochs"]),
                    float(config["lr"]), int(config["seed"]), str(config["strategy"]),
                    None if optional["holdout"] is None else float(optional["holdout"]),
                    None if optional["model"] is None else Path(str(optional["model"])),
                    None if optional["out"] is None else Path(str(optional["out"])),
-                   names("boards"), optional["server-holdout"])
+                   names("boards"), optional["server-holdout"],
+                   None if optional["log"] is None else Path(str(optional["log"])),
+                   float(config.get("round-timeout", ROUND_TIMEOUT)))
 
     def board_of(self, name: str) -> str:
         """The engine spec client `name` runs on."""
