@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from tinyprop.fleet.deploy import (  # noqa: E402
 from tinyprop.fleet.node import BoardNode, FleetConfig  # noqa: E402
 
 CLIENTS = ("haze", "night")
+ROUND_TIMEOUT = 20.0  # s: a round without a board's reply goes on after this long
 
 
 def fleet_processes() -> list[int]:
@@ -147,14 +149,19 @@ def test_deployment_run_equals_the_simulation_bit_for_bit(small_fleet, tmp_path)
                 (tmp_path / "sim" / f"round-{n}.tflite").read_bytes())
 
 
-@pytest.mark.slow  # the Deployment Engine's processes: some 30 s
-def test_a_supernode_with_an_unlisted_key_is_refused(small_fleet, tmp_path):
+@pytest.mark.slow  # the Deployment Engine's processes, 3 rounds, two waits of ROUND_TIMEOUT
+def test_a_deployed_fleet_refuses_an_unknown_node_and_takes_back_a_restarted_one(small_fleet,
+                                                                                  tmp_path):
     """A third SuperNode with a key of its own, never registered: the SuperLink refuses it
-    (its log says no SuperNode has that key), it exits saying it could not activate, and the
-    run completes with the two listed boards. Afterwards no process of the federation is
-    left and none of its ports listens."""
+    (its log says no SuperNode has that key), it exits saying it could not activate. Then,
+    as round 1's training starts, night's SuperNode is killed (its machine loses power) and
+    started again as a supervisor would: the round goes on without it (no reply: its message
+    expires with the round), and it is back for round 3 by the same name. Afterwards no
+    process of the federation is left and none of its ports listens."""
     tpb, data = small_fleet
-    fleet = FleetConfig(tpb, data, CLIENTS, rounds=1, seed=3)
+    log = tmp_path / "fleet.jsonl"
+    fleet = FleetConfig(tpb, data, CLIENTS, rounds=3, seed=3, log=log,
+                        round_timeout=ROUND_TIMEOUT)
     with LocalFederation(tmp_path / "federation") as federation:
         for name in CLIENTS:
             federation.add_node(name, "host")
@@ -165,28 +172,38 @@ def test_a_supernode_with_an_unlisted_key_is_refused(small_fleet, tmp_path):
         assert "Exit Code: 305" in said and "Failed to activate SuperNode" in said
         assert "No SuperNode found with the given public key" in \
             federation.superlink_log.read_text()
-        report = federation.run(fleet)
+        ran: dict = {}
+        runner = threading.Thread(target=lambda: ran.update(report=federation.run(fleet)))
+        runner.start()
+        deadline = time.monotonic() + 120
+        while not (log.exists() and '"phase":"train"' in log.read_text()):
+            assert runner.is_alive() and time.monotonic() < deadline
+            time.sleep(0.1)
+        federation.restart_node(federation.nodes[1])
+        runner.join(600)
         assert federation.online() == len(CLIENTS)
         ports = [federation.port] + [n.port for n in federation.nodes]
-    assert [c["name"] for c in report["rounds"][0]["clients"]] == list(CLIENTS)
-    assert report["rounds"][0]["failed"] == report["rounds"][0]["rejected"] == []
+    report = ran["report"]
+    assert [[c["name"] for c in r["clients"]] for r in report["rounds"]] == \
+        [["haze"], ["haze"] if report["rounds"][1]["failed"] else ["haze", "night"],
+         ["haze", "night"]]
+    [failed] = report["rounds"][0]["failed"]
+    assert failed["name"] == "night", failed  # named once it replied, in a later round
+    assert report["rounds"][2]["failed"] == []
+    assert all(r["rejected"] == [] for r in report["rounds"])
     assert marked_pids(str(tmp_path / "federation")) == []
     assert not any(listening(p) for p in ports)
 
 
 @pytest.mark.slow  # the Deployment Engine's processes, then a round or two
-@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_ctrl_c_or_sigterm_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path,
-                                                                   signum, status):
-    """Ctrl-C (or SIGTERM) during `tinyprop fleet --deploy`: exit 130 (143) within seconds,
-    and no SuperLink, SuperNode, SuperExec or app process is left."""
+def test_sigterm_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path):
+    """SIGTERM during `tinyprop fleet --deploy`: exit 143 within seconds, and no SuperLink,
+    SuperNode, SuperExec or app process is left. (Ctrl-C unwinds the same way, as a
+    KeyboardInterrupt through LocalFederation.close: exit 130, the Simulation Engine's test.)"""
     tpb, data = small_fleet
     out = tmp_path / "rounds"
-    # SIGINT raises KeyboardInterrupt even where this test runs with it ignored (a background job)
-    script = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-              "from tinyprop.cli import main; sys.exit(main(sys.argv[1:]))")
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, "fleet", str(tpb), "--data", str(data), "--clients",
+        [sys.executable, "-m", "tinyprop.cli", "fleet", str(tpb), "--data", str(data), "--clients",
          ",".join(CLIENTS), "--rounds", "1000", "--out", str(out), "--deploy"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
@@ -195,12 +212,10 @@ def test_ctrl_c_or_sigterm_ends_a_deployed_fleet_and_every_process(small_fleet, 
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         assert len(fleet_processes()) >= 1 + 2 * len(CLIENTS)  # a SuperLink, its SuperNodes
-        proc.send_signal(signum)
+        proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == status
-    if signum == signal.SIGINT:
-        assert err.rstrip().endswith("tinyprop fleet: interrupted")
+    assert proc.returncode == 143, err
     assert fleet_processes() == []

@@ -52,6 +52,7 @@ log = logging.getLogger("tinyprop.fleet")
 PARTITION_ID = "partition-id"  # the Simulation Engine's node config: the node's index
 BOARD_FAILED = 4001  # an error reply's code: its board failed, the reason names the board
 NODE_PATHS = ("blob", "data", "model")  # node config keys: this machine's copies of the fleet's
+UNNAMED = "node "  # a board known by its node id only: "node 123..."
 PULL_INTERVAL = 0.1  # s between the server's pulls for replies (Flower's in-memory grid's)
 
 
@@ -183,9 +184,21 @@ class FleetStrategy(FedAvg):
         self.names: dict[int, str] = {}  # node id -> board name, from its replies
         self.grid: StoppableGrid | None = None  # the grid of the run (serve sets it)
 
+    def _construct_messages(self, record: RecordDict, node_ids: list[int],
+                            message_type: str) -> Iterable[Message]:
+        """FedAvg's messages, each living as long as the server waits for its reply: a node
+        that comes back later (a SuperNode restarted) is not handed rounds already over."""
+        messages = list(super()._construct_messages(record, node_ids, message_type))
+        for message in messages:
+            message.metadata.ttl = self.fleet.round_timeout
+        return messages
+
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         messages = super().configure_train(server_round, arrays, config, grid)
+        # Every board is waited for before the first round; after it, a round goes on with the
+        # nodes connected: a board whose machine is gone must not hold the fleet up
+        self.min_available_nodes = self.min_train_nodes = self.min_evaluate_nodes = 1
         self.emit({"type": "round", "round": server_round, "phase": "train",
                    "nodes": len(list(grid.get_node_ids()))})
         return messages
@@ -202,7 +215,7 @@ class FleetStrategy(FedAvg):
         if self.grid is None:
             return []
         wait = self.fleet.round_timeout
-        return [(self.names.get(node, f"node {node}"), f"no reply within {wait:g} s "
+        return [(self.names.get(node, f"{UNNAMED}{node}"), f"no reply within {wait:g} s "
                  "(--round-timeout)") for node in self.grid.unanswered]
 
     def _board_event(self, server_round: int, board: str, status: str, **fields) -> None:
@@ -211,11 +224,22 @@ class FleetStrategy(FedAvg):
 
     def _board(self, msg: Message) -> str:
         """The board a reply comes from: its name, or the name its node gave before (an error
-        reply carries none)."""
+        reply carries none; one the SuperLink made for a node gone is from the node the
+        message went to)."""
         node = msg.metadata.src_node_id
+        if self.grid is not None:
+            node = self.grid.sent.get(msg.metadata.reply_to_message_id, node)
         if msg.has_content() and "board" in msg.content:
             self.names[node] = str(msg.content["board"]["name"])
-        return self.names.get(node, f"node {node}")
+        return self.names.get(node, f"{UNNAMED}{node}")
+
+    def name_nodes(self) -> None:
+        """After the run: a board that failed before it ever replied was listed by its node
+        id; named now if it replied later (a SuperNode keeps its id across a restart)."""
+        for rec in self.rounds:
+            rec.failed = [(self.names.get(int(board[len(UNNAMED):]), board)
+                           if board.startswith(UNNAMED) else board, reason)
+                          for board, reason in rec.failed]
 
     def _round(self, server_round: int) -> RoundRecord:
         if not self.rounds or self.rounds[-1].round != server_round:
@@ -301,6 +325,7 @@ class StoppableGrid:
     def __init__(self, grid: Grid, stop: threading.Event):
         self._grid, self._stop = grid, stop
         self.unanswered: list[int] = []  # the nodes the last call got no reply from in time
+        self.sent: dict[str, int] = {}  # message id -> the node it went to, every call's
 
     def __getattr__(self, name: str):
         return getattr(self._grid, name)
@@ -312,6 +337,7 @@ class StoppableGrid:
         messages = list(messages)
         sent = dict(zip(self._grid.push_messages(messages),
                         (m.metadata.dst_node_id for m in messages), strict=True))
+        self.sent.update(sent)
         waiting = set(sent)
         end = None if timeout is None else time.monotonic() + timeout
         replies: list[Message] = []
@@ -371,6 +397,7 @@ class FleetServer:
                                 evaluate_fn=self._after_round)
             ended = "completed"
         finally:
+            self.strategy.name_nodes()
             self.emit({"type": "fleet_end", "status": ended, "rounds": len(self.rounds)})
             if self._log is not None:
                 self._log.close()

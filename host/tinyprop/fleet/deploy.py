@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import itertools
 import json
 import os
 import signal
@@ -75,6 +76,7 @@ clientapp = "tinyprop.fleet.deploy:client_app"
 
 MARK = "TINYPROP_FLEET_RUN"  # in the environment of every process a LocalFederation starts
 START_TIMEOUT = 60.0  # s for the SuperLink to listen and the SuperNodes to come online
+RESTART_EVERY = 3.0  # s between a restarted SuperNode refused and its next start
 POLL = 1.0  # s between `flwr list` polls of a run's status once its report is written
 STATUS_EVERY = 15.0  # s between them before (a run that fails writes none)
 EXIT_WAIT = 10.0  # s a process has to end after SIGTERM before SIGKILL
@@ -160,6 +162,7 @@ class SuperNode:
     process: subprocess.Popen
     log: Path
     registered: bool
+    args: list[str]  # how it was started: a restart (a board's machine rebooting) starts it so
 
 
 def marked_pids(mark: str) -> list[int]:
@@ -288,8 +291,34 @@ class LocalFederation:
         else:
             args.append("--insecure")
         p, log = self._spawn(f"supernode-{len(self.nodes)}-{name}", args)
-        self.nodes.append(SuperNode(name, key, port, p, log, register))
+        self.nodes.append(SuperNode(name, key, port, p, log, register, args))
         return self.nodes[-1]
+
+    def restart_node(self, node: SuperNode) -> None:
+        """Kill `node`'s SuperNode (its machine losing power) and start it again as it was,
+        with its key, as a supervisor would (systemd's Restart=on-failure): the SuperLink
+        refuses a key it still holds online (until two of the node's heartbeat intervals pass
+        without one: Flower's "Failed to activate SuperNode"), so it is started again every
+        RESTART_EVERY s until it says its SuperNode ID: it has rejoined."""
+        node.process.kill()
+        node.process.wait()
+        end = time.monotonic() + START_TIMEOUT
+        for attempt in itertools.count(1):
+            node.process, node.log = self._spawn(f"{node.log.stem.split('.')[0]}.{attempt}",
+                                                 node.args)
+            while True:
+                said = node.log.read_text(errors="replace")
+                if "SuperNode ID:" in said:
+                    return
+                if "Failed to activate SuperNode" in said or node.process.poll() is not None:
+                    break
+                if time.monotonic() > end:
+                    raise TinypropError(f"the SuperNode of {node.name} did not come back in "
+                                        f"{START_TIMEOUT:.0f} s: {tail(node.log)}")
+                time.sleep(0.2)
+            node.process.kill()
+            node.process.wait()
+            time.sleep(RESTART_EVERY)
 
     def online(self) -> int:
         """How many SuperNodes the SuperLink has online."""
