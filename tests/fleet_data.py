@@ -32,6 +32,16 @@ def vww_slice(vww_data_dir: Path, out: Path, train: int, holdout: int) -> Path:
     return out
 
 
+def label_flipped(data: Path, out: Path) -> Path:
+    """`data` (a vww_slice) with every label wrong: each class's photos in the other class's
+    folder. A poisoned board's dataset: its updates look like any board's (the same shapes,
+    int8 and int32 values in range), only a robust aggregation resists them."""
+    for c, other in zip(CLASSES, reversed(CLASSES), strict=True):
+        shutil.copytree(data / c, out / other)
+    shutil.copy(data / "holdout.txt", out / "holdout.txt")
+    return out
+
+
 def vww_last2(vww_model_path: Path, out: Path) -> Path:
     """The VWW blob training the biases and weights of its last two weighted ops."""
     assert main(["convert", str(vww_model_path), "-o", str(out), "--scheme", "last:2"]) == 0

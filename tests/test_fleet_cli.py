@@ -15,10 +15,11 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
-from fleet_data import tflite_arrays, vww_last2, vww_slice
+from fleet_data import label_flipped, tflite_arrays, vww_last2, vww_slice
 from PIL import Image
 
 pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
@@ -159,18 +160,26 @@ def test_fleet_refuses_bad_arguments_before_starting(vww_model_path, vww_data_di
 
 
 @pytest.mark.slow  # Ray's start, then a few rounds
-def test_ctrl_c_stops_a_fleet_run(vww_model_path, vww_data_dir, tmp_path):
-    """Ctrl-C mid-run: the verb says so and exits 130 within seconds (Flower's server thread
-    and its workers' waits on Ray would otherwise keep the process alive)."""
+def test_fedmedian_outvotes_a_poisoned_board_and_ctrl_c_stops_the_run(vww_model_path,
+                                                                      vww_data_dir, tmp_path):
+    """Three boards, one of them poisoned (every label of its data wrong: its updates pass
+    every check), under FedMedian: each round's global model is the element-wise median of
+    the three updates, recomputed here, which no single board moves. Then Ctrl-C mid-run:
+    the verb says so and exits 130 within seconds (Flower's server thread and its workers'
+    waits on Ray would otherwise keep the process alive), and the fleet log ends `stopped`."""
     tpb = vww_last2(vww_model_path, tmp_path / "vww.tpb")
-    data = vww_slice(vww_data_dir, tmp_path / "data", train=2, holdout=1)
+    data = tmp_path / "data"
+    for name in ("a", "b"):  # two honest boards, each with photos of its own
+        vww_slice(vww_data_dir, data / name, train=2 + 2 * (name == "b"), holdout=1)
+    label_flipped(data / "a", data / "poisoned")
     out = tmp_path / "rounds"
     # SIGINT raises KeyboardInterrupt even where this test runs with it ignored (a background job)
     script = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
               "from tinyprop.cli import main; sys.exit(main(sys.argv[1:]))")
     proc = subprocess.Popen(
         [sys.executable, "-c", script, "fleet", str(tpb), "--data", str(data), "--clients",
-         "haze,night", "--rounds", "1000", "--out", str(out)],
+         "a,b,poisoned", "--strategy", "fedmedian", "--rounds", "1000", "--seed", "2",
+         "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
         deadline = time.monotonic() + 180
@@ -178,10 +187,27 @@ def test_ctrl_c_stops_a_fleet_run(vww_model_path, vww_data_dir, tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=90)  # Ray's shutdown: seconds, a minute when loaded
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130
     assert err.rstrip().endswith("tinyprop fleet: interrupted")
     assert len(list(out.glob("round-*.tflite"))) < 1000
+    events = [json.loads(line) for line in (out / "fleet.jsonl").read_text().splitlines()]
+    assert events[-1]["type"] == "fleet_end" and events[-1]["status"] == "stopped"
+    fleet = FleetConfig(tpb, data, ("a", "b", "poisoned"), seed=2, aggregation="fedmedian")
+    layout = fleet.layout()
+    global_arrays = layout.initial_arrays()
+    for round_ in (1, 2):
+        sent = [Update(n, *(lambda a, r: (a, r.steps))(*BoardNode(fleet, n, i).train(
+            global_arrays, round_))) for i, n in enumerate(fleet.clients)]
+        global_arrays = aggregate(layout, sent, "fedmedian", 2, round_)
+        exported = tflite_arrays(layout, out / f"round-{round_}.tflite")
+        assert {n: a.tobytes() for n, a in exported.items()} == \
+            {n: a.tobytes() for n, a in global_arrays.items()}, round_
+        # the median lies between the honest boards wherever they agree on a side of it
+        honest = np.stack([np.concatenate([u.arrays[k].ravel() for k in sorted(u.arrays)])
+                           for u in sent[:2]])
+        median = np.concatenate([global_arrays[k].ravel() for k in sorted(global_arrays)])
+        assert np.all((median >= honest.min(0)) & (median <= honest.max(0)))
