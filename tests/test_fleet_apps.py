@@ -14,7 +14,7 @@ import pytest
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
 from fleet_data import tflite_arrays, vww_last2, vww_slice
 
-pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
 
 from flwr.app import (  # noqa: E402
     ConfigRecord,

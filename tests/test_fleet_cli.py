@@ -22,7 +22,7 @@ import pytest
 from fleet_data import label_flipped, tflite_arrays, vww_last2, vww_slice
 from PIL import Image
 
-pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
 
 from tinyprop.cli import main  # noqa: E402
 from tinyprop.fleet.node import BoardNode, FleetConfig, holdout_accuracy  # noqa: E402

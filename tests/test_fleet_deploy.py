@@ -22,7 +22,7 @@ import tomllib
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
 from fleet_data import vww_last2, vww_slice
 
-pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
 
 from flwr.app import ConfigRecord, Context, Message, Metadata, RecordDict  # noqa: E402
 from flwr.common.config import validate_config  # noqa: E402

@@ -1,5 +1,5 @@
-"""`tinyprop fleet` where Flower is not installed (the main venv; here made missing): one line
-naming the extra that installs it, before anything is loaded."""
+"""`tinyprop fleet` where Flower is not installed (here made missing; scripts/setup.sh installs
+it): one line naming the extra that installs it, before anything is loaded."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from tinyprop.fleet.params import (  # tinyprop.fleet before flwr: Flower's tele
     trimmed_count,
 )
 
-pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
 
 from flwr.app import Array, ArrayRecord  # noqa: E402
 

@@ -17,7 +17,7 @@ import pytest
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
 from fleet_data import vww_last2, vww_slice
 
-pytest.importorskip("flwr")  # the fleet's tests run where Flower is installed (its own venv)
+pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
 
 from test_fleet_apps import node_context, train_message  # noqa: E402
 from tinyprop.fleet.apps import BOARD_FAILED, client_app, from_record  # noqa: E402
