@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup: Debian toolchains (Arm and RISC-V cross gcc, QEMU, clang for fuzzing) and a
-# Python venv in .venv with tinyprop installed editable plus TensorFlow for tests and eval.
+# Python venv in .venv with tinyprop installed editable plus TensorFlow for tests and eval, and
+# Flower for the fleet (its protobuf pin, 6.33, is one TensorFlow 2.21 takes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,10 +25,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.tinyprop-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -nt "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run downloads TensorFlow)"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[tf,dev,boards]'
+  .venv/bin/pip install -q -e '.[tf,dev,boards,fleet]'
   touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/tinyprop)"

@@ -3,6 +3,8 @@ bisection, is the README's baseline, and tinyprop's planned inference arena is w
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tinyprop.bench.figures import tflm_arena
 from tinyprop.compile.memory import plan_inference
@@ -28,3 +30,18 @@ def test_frontier_png_and_the_bench_sections(tmp_path):
     png = draw_frontier(fig, tmp_path / "f.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {"step", "grads", "frontier"} <= set(SECTIONS)
+
+
+def test_the_fleet_section_measures_what_travels_and_the_board_cost(tmp_path):
+    """bench --only fleet on the host board: the bytes a board sends a round are the blob's
+    trainable parameters (what a fleet round pulls from the board), a fraction of the model's;
+    a fleet round's steps take the memory tinyprop train's take. (On qemu-m4 the
+    instructions a step are compared too: docs/fleet.md.)"""
+    from tinyprop.cli import main
+
+    assert main(["bench", "--only", "fleet", "--board", "host", "--out", str(tmp_path)]) == 0
+    fig = json.loads((tmp_path / "bench.json").read_text())["fleet"]
+    assert fig["trainable_bytes"] == fig["fleet_round"]["pulled_bytes"] == 67_080
+    assert fig["model_parameter_bytes"] == 219_064
+    assert fig["compared"] == ["memory"] and fig["board_cost_unchanged"] is True
+    assert fig["train"]["memory"]["arena_peak"] == fig["fleet_round"]["memory"]["arena_peak"] > 0

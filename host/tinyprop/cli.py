@@ -22,6 +22,7 @@ VERBS = {
     "fetch": "fetch",
     "demo": "demo",
     "learn": "learn",
+    "fleet": "fleet",
     "package": "package",
 }
 

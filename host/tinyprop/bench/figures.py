@@ -56,7 +56,7 @@ from ..engines import Engine, HParams
 from ..extras import require
 
 SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte", "step",
-            "grads", "frontier", "models", "camera")
+            "grads", "frontier", "models", "camera", "fleet")
 GRAD_SHIFTS = ("haze", "night", "sodium")  # the grads section's camera shifts
 FRONTIER_KB = (48, 64, 96, 128, 192, 256)  # the frontier section's budgets
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
@@ -454,7 +454,7 @@ def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
     return {"memory": memory, "board": board, "accuracy": accuracy,
             "rounding": rounding, "kernels": kernels, "tte": tte, "step": step,
             "grads": grads, "frontier": frontier, "models": models,
-            "camera": camera}[section](ctx)
+            "camera": camera, "fleet": fleet}[section](ctx)
 
 
 def tte(ctx: Ctx) -> dict:
@@ -486,3 +486,58 @@ def models(ctx: Ctx) -> dict:
     for line in table(figs):
         ctx.say(line)
     return {"board": ctx.cfg.board, "models": figs}
+
+
+def fleet(ctx: Ctx) -> dict:
+    """What being in a fleet costs: the bytes a board sends a round (the trainable parameters
+    of the fleet's VWW last:2 blob, and with Flower installed its message) against the model's
+    parameters; and on the board (--board, qemu-m4 by default), the steps of a fleet round
+    (the global parameters pushed first, PUSH_PARAMS, then pulled, PULL_PARAMS) against the
+    same steps of `tinyprop train`: instructions a step and memory, equal when nothing
+    changed, and the seconds the push and pull take over the link."""
+    import time
+
+    from ..engines import open_engine
+    from ..fleet.params import ParamsLayout
+
+    tb, _ = ctx.blob("last:2")
+    layout = ParamsLayout.from_blob(tb.blob, tb.name)
+    out: dict = {"scheme": "last:2", "trainable_bytes": layout.params_bytes,
+                 "model_parameter_bytes": layout.model_bytes}
+    try:
+        from ..fleet.apps import to_record
+
+        out["message_bytes"] = to_record(layout.initial_arrays()).count_bytes()
+    except ImportError:  # Flower not installed: its envelope is not measured
+        out["message_bytes"] = None
+    xs, ys = ctx.split("train", ctx.cfg.shift)
+    runs = {}
+    for mode in ("train", "fleet"):
+        with open_engine(ctx.cfg.board, tb, HParams(ctx.cfg.lr, ctx.cfg.seed)) as engine:
+            t0 = time.monotonic()
+            if mode == "fleet":  # a round starts from the global parameters, pushed
+                engine.load_params(layout.join(layout.initial_arrays()), 0)
+            pushed = time.monotonic() - t0
+            s = drain(tb, engine, xs[:BOARD_STEPS], ys[:BOARD_STEPS], BOARD_STEPS,
+                      ctx.cfg.lr, ctx.cfg.seed)
+            t0 = time.monotonic()
+            params = engine.params() if mode == "fleet" else None  # and pulled at its end
+            pulled = time.monotonic() - t0
+        unit = s.get("counter_unit", "us")
+        runs[mode] = {f"{unit}_per_step": s.get(f"{unit}_per_step"), "memory": s["memory"]}
+        if params is not None:
+            runs[mode].update(push_s=round(pushed, 3), pull_s=round(pulled, 3),
+                              pulled_bytes=len(params))
+    out["board"] = ctx.cfg.board
+    out["steps"] = BOARD_STEPS
+    out["train"], out["fleet_round"] = runs["train"], runs["fleet"]
+    # a counter of instructions is exact; one of time (the host board's us) is not compared
+    compared = [k for k in runs["train"] if k == "memory" or k.startswith("instructions")]
+    out["board_cost_unchanged"] = all(runs["train"][k] == runs["fleet"][k] for k in compared)
+    out["compared"] = compared
+    ctx.say(f"fleet: a board sends {out['trainable_bytes']:,} B of parameters a round (the "
+            f"model's: {out['model_parameter_bytes']:,} B); on {ctx.cfg.board} a fleet round's "
+            f"steps cost {'the same' if out['board_cost_unchanged'] else 'NOT the same'} "
+            f"{' and '.join(compared)} as tinyprop train's; push {runs['fleet']['push_s']} s, "
+            f"pull {runs['fleet']['pull_s']} s")
+    return out

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DeviceError
+from ..errors import DeviceError, TinypropError
 from .link import DEFAULT_TIMEOUT, Link
 from .protocol import (
     LABEL_NONE,
@@ -64,6 +64,22 @@ def params_record(params: bytes, blob: int, step: int = 0) -> bytes:
     head = RECORD_HEADER.pack(RECORD_MAGIC, blob, len(params), step, 0, 0)[:-4]
     crc = zlib.crc32(params, zlib.crc32(head))
     return head + struct.pack("<I", crc) + bytes(params)
+
+
+def read_params_record(record: bytes, name: str = "params record") -> tuple[int, int, bytes]:
+    """(blob id, step, params) of a record params_record wrote, its magic, length and CRC
+    checked."""
+    if len(record) < RECORD_HEADER.size:
+        raise TinypropError(f"{name}: {len(record)} bytes, shorter than a params record's "
+                            f"{RECORD_HEADER.size}-byte header; pull the parameters again")
+    magic, blob, n, step, _, crc = RECORD_HEADER.unpack_from(record)
+    params = record[RECORD_HEADER.size :]
+    if magic != RECORD_MAGIC or n != len(params):
+        raise TinypropError(f"{name}: not a params record (magic {magic:08x}, {n} bytes "
+                            f"announced, {len(params)} present); pull the parameters again")
+    if zlib.crc32(params, zlib.crc32(record[: RECORD_HEADER.size - 4])) != crc:
+        raise TinypropError(f"{name}: fails its CRC (corrupted); pull the parameters again")
+    return blob, step, bytes(params)
 
 
 def write_bulk_file(path: str | Path, inputs: np.ndarray, labels) -> int:
