@@ -72,17 +72,19 @@ def test_a_fleet_travels_as_a_run_config_in_a_flower_app(small_fleet, tmp_path, 
     out."""
     tpb, data = small_fleet
     full = FleetConfig(tpb, data, ("haze", "night"), "host", 3, 2, 0.01, 7, "trimmed", 0.25,
-                       tmp_path / "m.tflite", tmp_path / "out", ("host", "qemu-m4"), "none")
+                       tmp_path / "m.tflite", tmp_path / "out", ("host", "qemu-m4"), "none",
+                       tmp_path / "out" / "fleet.jsonl", 90.0)
     bare = FleetConfig(tpb, data, ("haze",))
     for fleet in (full, bare):
         assert FleetConfig.from_run_config(fleet.to_run_config()) == fleet
-    assert "holdout" not in bare.to_run_config() and "out" not in bare.to_run_config()
+    assert not {"holdout", "out", "log"} & set(bare.to_run_config())
     app = tmp_path / "app"
     assert main(["fleet", str(tpb), "--data", str(data), "--clients", "haze,night", "--board",
                  "host,qemu-m4", "--rounds", "3", "--epochs", "2", "--lr", "0.01", "--seed",
                  "7", "--strategy", "trimmed", "--holdout", "0.25", "--model",
                  str(tmp_path / "m.tflite"), "--out", str(tmp_path / "out"),
-                 "--server-holdout", "none", "--write-app", str(app)]) == 0
+                 "--server-holdout", "none", "--round-timeout", "90", "--write-app",
+                 str(app)]) == 0
     assert f"the ServerApp writes {app / 'fleet.json'}" in capsys.readouterr().out
     config = tomllib.loads((app / "pyproject.toml").read_text())
     valid, errors, _ = validate_config(config, check_module=True, project_dir=app)

@@ -155,7 +155,10 @@ def progress(log: Path) -> Iterator[None]:
     log, written by this process or, deployed, by the ServerApp's), read as it grows."""
     from ..monitor.fleet import event_line, follow_source
 
-    log.unlink(missing_ok=True)
+    try:
+        log.unlink(missing_ok=True)  # a previous run's: its lines are not this run's
+    except OSError:
+        pass  # not a file we can remove: the fleet's own checks say what is wrong with it
     done = threading.Event()
 
     def show() -> None:
