@@ -317,8 +317,7 @@ static void send_metric(uint16_t seq)
     m.static_bytes = (uint32_t)sizeof dev + HDR;
     m.label = dev.last.label;
     m.prediction = dev.last.prediction;
-    m.correct = m.label == TP_LABEL_NONE ? TP_CORRECT_UNKNOWN
-                                         : (uint8_t)(m.prediction == m.label);
+    m.correct = m.label == TP_LABEL_NONE ? TP_CORRECT_UNKNOWN : (uint8_t)(m.prediction == m.label);
     m.flags = dev.last.flags;
     transmit(tp_proto_encode_metric(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
 }
@@ -356,9 +355,8 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
     dev.last.arena_peak = r.arena_peak;
     dev.last.label = label;
     dev.last.prediction = (uint8_t)r.prediction;
-    dev.last.flags = (uint8_t)((st == TP_ERR_NONFINITE || r.skipped ? TP_METRIC_FLAG_SKIPPED
-                                                                    : 0u) |
-                               (train ? 0u : TP_METRIC_FLAG_EVAL));
+    dev.last.flags = (uint8_t)(st == TP_ERR_NONFINITE || r.skipped ? TP_METRIC_FLAG_SKIPPED : 0u);
+    dev.last.flags |= (uint8_t)(train ? 0u : TP_METRIC_FLAG_EVAL);
     dev.last.trained = (uint8_t)train;
     send_metric(seq);
 #if TP_DEVICE_SAVE_EVERY > 0
