@@ -161,7 +161,6 @@ class LinkStats:
     faults: Counter = field(default_factory=Counter)  # rejected frames by decoder status
     stale: int = 0  # good frames that answered no pending request
     retried: int = 0  # requests sent again (no answer in time, or a frame lost on the line)
-    retry_s: float = 0.0  # seconds from the first send of a retried request to its answer
 
 
 @dataclass(frozen=True)
@@ -370,7 +369,6 @@ class Link:
                         if asked is not None:
                             self._slowest[asked] = max(self._slowest.get(asked, 0.0), took)
                     if retries:
-                        self.stats.retry_s += time.monotonic() - start
                         self._answered.append(seq)
                     return replies
             elif isinstance(got.msg, Error) and got.seq == 0:
