@@ -19,6 +19,7 @@ import math
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,7 @@ from .protocol import (
     Hello,
     HparamFlags,
     InputChunk,
+    Message,
     Metric,
     MetricFlags,
     Output,
@@ -156,21 +158,29 @@ class Device:
 
     def _send_chunks(self, data: bytes, kind: type[InputChunk] | type[PushParams],
                      first: int = 1) -> None:
-        """Send `data` as chunks of `kind` (offset, bytes), one at a time; a chunk unanswered
-        after CHUNK_TRIES sends is sent again smaller (both kinds write bytes in place: a
-        repeat changes nothing). The first chunk holds at least `first` bytes."""
-        off, since = 0, time.monotonic()
+        """Send `data` as chunks of `kind` (offset, bytes), one at a time (both kinds write
+        bytes in place: a repeat changes nothing). The first chunk holds at least `first`
+        bytes."""
+        def chunk_at(at: int) -> InputChunk | PushParams:
+            return kind(at, data[at : at + max(first if at == 0 else 1, self._chunk(kind))])
+
+        off = 0
         while off < len(data):
-            size = max(first if off == 0 else 1, self._chunk(kind))
+            off += len(self._answered(lambda at=off: chunk_at(at), Ack)[0].data)
+
+    def _answered(self, make: Callable[[], Message], expect: type[Message]) -> tuple:
+        """(request, answer): the request `make` builds for what the line carries now
+        (Link.chunk_bytes), built again, smaller, after CHUNK_TRIES sends without an answer,
+        until `timeout` seconds pass without one."""
+        since = time.monotonic()
+        while True:
+            msg = make()
             try:
-                self.link.request(kind(off, data[off : off + size]), Ack, self.timeout,
-                                  tries=CHUNK_TRIES)
+                return msg, self.link.request(msg, expect, self.timeout, tries=CHUNK_TRIES)
             except LinkTrouble as exc:
                 if time.monotonic() - since > self.timeout:
                     raise DeviceError(f"device on {self.name} stopped answering after "
                                       f"{self.timeout:g} s: {exc}") from None
-                continue
-            off, since = off + size, time.monotonic()
 
     def train(self, x: np.ndarray, label: int) -> dict:
         """One training step on (x, label); returns the `step` event of its METRIC."""
@@ -223,18 +233,13 @@ class Device:
         ready = self._require_ready()
         record = bytearray()
         total = RECORD_HEADER.size
-        since = time.monotonic()
+
+        def pull_at(at: int) -> PullParams:
+            return PullParams(at, self.link.chunk_bytes(Params.FIXED.size, PullParams.max_len))
+
         while len(record) < total:
-            want = self.link.chunk_bytes(Params.FIXED.size, PullParams.max_len)
-            try:
-                got = self.link.request(PullParams(len(record), want), Params, self.timeout,
-                                        tries=CHUNK_TRIES)
-            except LinkTrouble as exc:
-                if time.monotonic() - since > self.timeout:
-                    raise DeviceError(f"device on {self.name} stopped answering after "
-                                      f"{self.timeout:g} s: {exc}") from None
-                continue
-            since = time.monotonic()
+            at = len(record)
+            _, got = self._answered(lambda at=at: pull_at(at), Params)
             if got.offset != len(record) or not got.data:
                 raise DeviceError(
                     f"device on {self.name} answered PULL_PARAMS at {len(record)} with "
