@@ -91,7 +91,6 @@ def test_training_through_a_lossy_line_equals_the_clean_run():
     assert fig["wrong_steps"] == 0, fig
     assert fig["link_faults"] > 10 and fig["frames_retried"] > 0, fig
     assert set(fig["rates"]) == {"0.01"} and fig["seconds_lost"] > 0
-    assert fig["clean_frames_retried"] == 0  # a clean line sends nothing twice
 
 
 @pytest.mark.slow  # QEMU
@@ -100,4 +99,3 @@ def test_training_on_qemu_through_a_lossy_line_equals_the_clean_run():
     fig = measure(tb, xs, LABELS, board="qemu-m4", rates=(1e-3, 1e-2), steps=12, cut_s=1.0)
     assert fig["wrong_steps"] == 0, fig
     assert fig["link_faults"] > 10 and fig["frames_retried"] > 0, fig
-    assert fig["clean_frames_retried"] == 0, fig
