@@ -48,9 +48,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=Path, help="source .tflite if it moved since convert")
     p.add_argument("--log", type=Path, help="JSONL run log (one line a step)")
     p.add_argument("--out", type=Path, help="write the fine-tuned .tflite here")
-    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="save a checkpoint every N steps (Ctrl-C saves one where it stops)")
     p.add_argument("--checkpoint", type=Path, help="checkpoint file (default: BLOB.ckpt)")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in the checkpoint (with its --lr, --steps, --data...)")
     p.add_argument("--plain", action="store_true", help="one line a step (auto when not a tty)")
     p.set_defaults(func=run)
 

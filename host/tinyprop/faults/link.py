@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +54,7 @@ class _Direction:
         self.injected: Counter = Counter()
         self._gap = self._next_gap()
 
-    def _next_gap(self) -> int:
+    def _next_gap(self) -> float:
         """Bytes until the next fault (geometric)."""
         p = min(self.faults.rate, 1.0)
         if p <= 0:
@@ -100,7 +100,6 @@ class LineProxy:
         self._host: socket.socket | None = None
         self._t0: float | None = None
         self._threads: list[threading.Thread] = []
-        self.cut_bytes = 0  # bytes the cut swallowed
 
     @property
     def injected(self) -> int:
@@ -141,8 +140,7 @@ class LineProxy:
         direction = self._directions[name]
         try:
             while data := read():
-                if self._cut():
-                    self.cut_bytes += len(data)
+                if self._cut():  # the bytes are gone
                     continue
                 for piece in direction.apply(data):
                     if isinstance(piece, float):
@@ -201,8 +199,8 @@ def board_ends(run) -> tuple[Callable[[], bytes], Callable[[bytes], None], Calla
     return (lambda: os.read(out, 65536)), write, run.proc.stdin.close
 
 
-@contextmanager
-def faulty_line(faults: LineFaults, seed: int, proxies: list[LineProxy]) -> Iterator[Callable]:
+def faulty_line(faults: LineFaults, seed: int,
+                proxies: list[LineProxy]) -> Callable[..., AbstractContextManager[str]]:
     """An `interpose` for tinyprop.device.boards.open_board: the board's UART behind a
     LineProxy with `faults` (appended to `proxies`, so the caller can read its counts)."""
 
@@ -216,7 +214,7 @@ def faulty_line(faults: LineFaults, seed: int, proxies: list[LineProxy]) -> Iter
             finally:
                 close()
 
-    yield interpose
+    return interpose
 
 
 def _train_through(tb, xs: np.ndarray, ys: np.ndarray, board: str, steps: int, lr: float,
@@ -228,16 +226,15 @@ def _train_through(tb, xs: np.ndarray, ys: np.ndarray, board: str, steps: int, l
     from ..training.run import RunConfig, training_events
 
     proxies: list[LineProxy] = []
-    with faulty_line(faults, line_seed, proxies) as interpose:
-        engine = DeviceEngine(board, tb, HParams(lr, seed), interpose=interpose)
-        with engine:
-            t0 = time.monotonic()  # the board built and started: the run itself
-            params = []
-            for event in training_events(RunConfig(lr, seed), tb, engine, xs, ys, steps, 0):
-                if event["type"] == "step":
-                    params.append(engine.params())
-            stats = engine.device.link.stats
-            elapsed = time.monotonic() - t0
+    interpose = faulty_line(faults, line_seed, proxies)
+    with DeviceEngine(board, tb, HParams(lr, seed), interpose=interpose) as engine:
+        t0 = time.monotonic()  # the board built and started: the run itself
+        params = []
+        for event in training_events(RunConfig(lr, seed), tb, engine, xs, ys, steps, 0):
+            if event["type"] == "step":
+                params.append(engine.params())
+        stats = engine.device.link.stats
+        elapsed = time.monotonic() - t0
     return {"params": params, "seconds": elapsed, "retried": stats.retried,
             "faults": proxies[0].injected if proxies else 0,
             "garbled": sum(stats.faults.values())}
