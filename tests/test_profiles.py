@@ -153,7 +153,7 @@ def test_flash_refuses_a_blob_the_board_cannot_hold(capsys, big_blob):
     err = one_line_error(capsys, ["flash", "--board", "nano33ble", "--blob", str(big_blob)])
     assert err.startswith("tinyprop flash: error: board nano33ble (boards/nano33ble/profile.json)")
     assert (f"it needs {needs.arena + needs.record:,} B (arena {needs.arena:,} + params record "
-            f"{needs.record:,}) and the board has 212,880 B for them") in err
+            f"{needs.record:,}) and the board has 212,856 B for them") in err
     assert "--board nano33ble" in err
     err = one_line_error(capsys, ["flash", "--board", "esp32", "--blob", str(big_blob)])
     assert (f"its arena needs {needs.arena:,} B in one block and the largest free heap block is "

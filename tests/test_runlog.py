@@ -376,3 +376,40 @@ def test_frame_fields_unknown_to_a_reader_are_ignored_and_runs_without_frames_un
     # A sample_eval without a frame (the device loop's) is no camera frame either.
     device_eval = {"type": "sample_eval", "step": 3, "prediction": 1}
     assert not RunState.from_events([device_eval]).has_frames
+
+
+def test_a_stopped_run_shows_stopped_not_a_lost_link():
+    from tinyprop.monitor.render import event_line, progress_text, status_text
+
+    stop = {"type": "stop", "time": 3.0, "reason": "interrupted", "step": 2,
+            "text": "stopped by the user after 2 of 10 steps"}
+    state = RunState.from_events([{"type": "start", "steps_total": 10},
+                                  {"type": "step", "step": 0, "time": 1.0, "loss": 0.5},
+                                  {"type": "step", "step": 1, "time": 2.0, "loss": 0.4}, stop])
+    state.end_of_source()  # no summary: the stop says why
+    assert state.status == "STOPPED" and not state.disconnected and state.eta_s is None
+    assert status_text(state).plain == " STOPPED "
+    assert "stopped by the user after 2 of 10 steps" in progress_text(state, 80).plain
+    assert "link lost" not in progress_text(state, 80).plain
+    assert event_line(state, stop) == "STOPPED stopped by the user after 2 of 10 steps"
+
+
+def test_a_resumed_log_keeps_each_step_once_and_its_time_runs_on(tmp_path):
+    from tinyprop.monitor.runlog import drop_steps_from
+
+    path = tmp_path / "run.jsonl"
+    with RunLog(path) as log:
+        log.write({"type": "start", "time": 0.0})
+        for step in range(5):
+            log.write({"type": "step", "step": step, "time": 1.0 + step})
+        log.write({"type": "disconnect", "time": 6.5, "text": "board killed"})
+    path.write_text(path.read_text() + '{"type":"step","st')  # the writer died mid-line
+    assert drop_steps_from(path, 3) == 3  # steps 3, 4 and the cut line
+    with RunLog(path) as log:  # the resumed run
+        assert log.resumed_at == 6.5
+        written = log.write({"type": "start"})
+    events = read_runlog(path)
+    assert [e.get("step") for e in events if e["type"] == "step"] == [0, 1, 2]
+    assert [e["type"] for e in events] == ["start", "step", "step", "step", "disconnect",
+                                           "start"]
+    assert 6.5 <= written["time"] < 7.5

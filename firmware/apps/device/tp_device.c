@@ -85,6 +85,16 @@ static struct {
     uint32_t bulk_count;   /* samples in the open bulk file; 0: none open */
     uint32_t bulk_input;   /* file offset of the bulk sample being run (a row-band input) */
     int record_valid;      /* a PUSH_PARAMS header was accepted: later chunks may follow */
+    /* The last request handled and its sample's METRIC fields (the rest are the device's
+     * constants or its stack's high-water mark). A host that lost a training step's METRIC
+     * sends the request again with its seq: it gets that METRIC again, and the step is not
+     * trained twice. 24 bytes, so the buffers after dev keep their 8-byte alignment free. */
+    struct {
+        uint32_t step, counter, arena_peak;
+        float loss;
+        uint16_t seq;
+        uint8_t type, trained, label, prediction, flags; /* trained: the METRIC answers seq */
+    } last;
 } dev;
 
 #if TP_DEVICE_SAVE_EVERY > 0
@@ -309,11 +319,30 @@ static tp_status train_sliced(uint8_t label, tp_result *r)
     return st;
 }
 
+/* The METRIC of the last sample (dev.last). */
+static void send_metric(uint16_t seq)
+{
+    tp_msg_metric m;
+    size_t len = 0;
+    memset(&m, 0, sizeof m);
+    m.step = dev.last.step;
+    m.loss = dev.last.loss;
+    m.counter = dev.last.counter;
+    m.arena_peak = dev.last.arena_peak;
+    m.stack_peak = tp_board_stack_peak();
+    m.trainable_bytes = dev.s.b.req.params;
+    m.static_bytes = (uint32_t)sizeof dev + HDR;
+    m.label = dev.last.label;
+    m.prediction = dev.last.prediction;
+    m.correct = m.label == TP_LABEL_NONE ? TP_CORRECT_UNKNOWN : (uint8_t)(m.prediction == m.label);
+    m.flags = dev.last.flags;
+    transmit(tp_proto_encode_metric(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
+}
+
 /* Train on or evaluate the sample in the input tensor; answers [OUTPUT] then METRIC. */
 static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
 {
     tp_result r;
-    tp_msg_metric m;
     tp_status st;
     size_t len = 0;
     uint64_t t0, t1;
@@ -337,23 +366,16 @@ static void run_sample(uint16_t seq, uint8_t label, uint8_t flags, int train)
         }
         transmit(TP_OK, &len);
     }
-    memset(&m, 0, sizeof m);
-    m.step = train ? step : dev.s.step;
-    m.loss = r.loss;
-    m.counter = t1 - t0 > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)(t1 - t0);
-    m.arena_peak = r.arena_peak;
-    m.stack_peak = tp_board_stack_peak();
-    m.trainable_bytes = dev.s.b.req.params;
-    m.static_bytes = (uint32_t)sizeof dev + HDR;
-    m.label = label;
-    m.prediction = (uint8_t)r.prediction;
-    m.correct = label == TP_LABEL_NONE ? TP_CORRECT_UNKNOWN : (uint8_t)(r.prediction == label);
-    m.flags = (uint8_t)((st == TP_ERR_NONFINITE || r.skipped ? TP_METRIC_FLAG_SKIPPED : 0u) |
-                        (train ? 0u : TP_METRIC_FLAG_EVAL));
-    if (!train) {
-        m.loss = 0.0f; /* tp_infer computes no loss */
-    }
-    transmit(tp_proto_encode_metric(dev.tx, sizeof dev.tx, seq, &m, &len), &len);
+    dev.last.step = train ? step : dev.s.step;
+    dev.last.loss = train ? r.loss : 0.0f; /* tp_infer computes no loss */
+    dev.last.counter = t1 - t0 > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)(t1 - t0);
+    dev.last.arena_peak = r.arena_peak;
+    dev.last.label = label;
+    dev.last.prediction = (uint8_t)r.prediction;
+    dev.last.flags = (uint8_t)(st == TP_ERR_NONFINITE || r.skipped ? TP_METRIC_FLAG_SKIPPED : 0u);
+    dev.last.flags |= (uint8_t)(train ? 0u : TP_METRIC_FLAG_EVAL);
+    dev.last.trained = (uint8_t)train;
+    send_metric(seq);
 #if TP_DEVICE_SAVE_EVERY > 0
     if (train && dev.s.step != step && tp_save_policy_step(&autosave, tp_board_counter()) &&
         save_record() != TP_BOARD_OK) {
@@ -562,8 +584,25 @@ static void on_bulk_sample(const tp_host_msg *m)
     run_sample(m->seq, label, m->u.bulk_sample.flags, mode == TP_BULK_TRAIN);
 }
 
+/* A training request the device answered already (the same seq and type as the last one):
+ * its METRIC again. Every other request is idempotent, and simply handled again. */
+static int answered_already(const tp_host_msg *m)
+{
+    if (m->seq != 0u && m->seq == dev.last.seq && m->type == dev.last.type && dev.last.trained) {
+        send_metric(m->seq);
+        return 1;
+    }
+    dev.last.seq = m->seq;
+    dev.last.type = m->type;
+    dev.last.trained = 0u;
+    return 0;
+}
+
 static void handle(const tp_host_msg *m)
 {
+    if (answered_already(m)) {
+        return;
+    }
     if (m->type == TP_MSG_HELLO) {
         send_ready(m->seq);
         return;

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..data.datasets import PIXELS_HELP
@@ -44,9 +48,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=Path, help="source .tflite if it moved since convert")
     p.add_argument("--log", type=Path, help="JSONL run log (one line a step)")
     p.add_argument("--out", type=Path, help="write the fine-tuned .tflite here")
-    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="save a checkpoint every N steps (Ctrl-C saves one where it stops)")
     p.add_argument("--checkpoint", type=Path, help="checkpoint file (default: BLOB.ckpt)")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in the checkpoint (with its --lr, --steps, --data...)")
     p.add_argument("--plain", action="store_true", help="one line a step (auto when not a tty)")
     p.set_defaults(func=run)
 
@@ -57,15 +63,18 @@ def run(args: argparse.Namespace) -> int:
     from ..data.datasets import load_dataset, load_split
     from ..engines import HParams, open_engine
     from ..monitor import plain_lines, run_dashboard
+    from ..monitor.runlog import drop_steps_from
     from ..status import check_hparams
     from ..training.anomaly import normal_samples
     from ..training.export import export_params
     from ..training.head import read_labels
     from ..training.run import (
         RunConfig,
+        check_resume,
         check_samples,
         checkpoint_path,
         load_checkpoint,
+        save_checkpoint,
         stopped_line,
         training_events,
     )
@@ -82,25 +91,63 @@ def run(args: argparse.Namespace) -> int:
         xs, ys = normal_samples(xs, ys, classes, args.data)
     check_samples(tb, xs, ys, args.data, classes)
     total = args.steps if args.steps is not None else len(xs) * (args.epochs or 1)
+    identity = {"lr": args.lr, "steps": total, "schedule": args.schedule,
+                "momentum": args.momentum, "seed": args.seed, "qas": not args.no_qas,
+                "data": str(args.data.resolve()), "holdout": args.holdout, "shift": args.shift,
+                "pixels": args.pixels, "camera": args.camera}
     cfg = RunConfig(args.lr, args.seed, args.schedule, args.momentum, args.checkpoint_every,
-                    checkpoint_path(args.blob, args.checkpoint), classes)
+                    checkpoint_path(args.blob, args.checkpoint), classes, identity,
+                    threading.Event())
+    crc = blob_id(tb.blob)
+    start, params = 0, b""
+    if args.resume:  # refused before a board is built for it
+        start, params = load_checkpoint(cfg.checkpoint, crc)
+        check_resume(cfg.checkpoint, identity)
     hparams = HParams(args.lr, args.seed, not args.no_qas, args.momentum)
     with open_engine(args.board, tb, hparams) as engine:
-        start = 0
         if args.resume:
-            start, params = load_checkpoint(cfg.checkpoint, blob_id(tb.blob))
             engine.load_params(params, start)
+            if args.log is not None:  # the steps after the checkpoint are trained again
+                drop_steps_from(args.log, start)
         elif args.log is not None:
             args.log.unlink(missing_ok=True)  # a new run, a new log; --resume appends to it
         source = training_events(cfg, tb, engine, xs, ys, total, start)
-        if args.plain or not sys.stdout.isatty():
-            state = plain_lines(source, sys.stdout, log_path=args.log)
-        else:
-            state = run_dashboard(source, log_path=args.log)
+        with stop_on_interrupt(cfg.stop):
+            if args.plain or not sys.stdout.isatty():
+                state = plain_lines(source, sys.stdout, log_path=args.log)
+            else:
+                state = run_dashboard(source, log_path=args.log, stop=cfg.stop)
         if state.disconnected:
             print(f"tinyprop train: {stopped_line(tb, engine, state, cfg)}", file=sys.stderr)
             return 1
+        if state.stopped is not None:  # keep what was trained
+            done = state.stopped["step"]
+            save_checkpoint(cfg.checkpoint, done, engine.params(), crc, identity)
+            print(f"tinyprop train: interrupted after {done} of {total} steps; "
+                  f"{cfg.checkpoint} holds them: continue with --resume, or write the "
+                  f"fine-tuned model with tinyprop export {args.blob} -o TUNED.tflite"
+                  + ("" if args.checkpoint is None else f" --checkpoint {args.checkpoint}"),
+                  file=sys.stderr)
+            return INTERRUPTED
         if args.out:
             export_params(tb, engine.params(), args.out)
             print(f"wrote {args.out}")
     return 0
+
+
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
+@contextmanager
+def stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
+    """The first Ctrl-C (SIGINT) sets `stop`: the run ends after the step under way, its
+    parameters kept; a second one interrupts at once."""
+    def first(_signum: int, _frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

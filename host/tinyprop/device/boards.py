@@ -15,8 +15,8 @@ already flashed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from ..compile.blob import blob_id
@@ -52,13 +52,16 @@ def _greet(device: Device, blob: bytes | None, board_arg: str | None = None) -> 
 def open_board(
     spec: str, blob: bytes | None, workdir: str | Path, *, baudrate: int = DEFAULT_BAUDRATE,
     limit: float = RUN_LIMIT,
+    interpose: Callable[[BoardRun], AbstractContextManager[str]] | None = None,
 ) -> Iterator[Device]:
     """A Device on board `spec`, greeted (READY checked against `blob`), closed at the end.
     A board tinyprop starts (tinyprop.device.profiles: its descriptor has run) is built and
     started with `blob` compiled in (the process is `device.process`), once the blob is known
     to fit its profile; any other spec is a serial port or URL of a board already flashed with
     `blob` (None: any blob). A blob larger than the RAM the device reports in READY is refused
-    before anything but HELLO is sent."""
+    before anything but HELLO is sent. `interpose`, for a board tinyprop starts: given the run,
+    the URL the host talks to instead of the board's UART (tinyprop.faults.link: a lossy
+    line)."""
     board = board_named(spec)
     if board is None:
         with open_link(spec, baudrate) as link:
@@ -75,8 +78,10 @@ def open_board(
     emulated = board.runner.kind == "emulator"
     starter = start_qemu(firmware, workdir=Path(workdir), timeout=limit, board=spec) \
         if emulated else start_host_board(firmware, Path(workdir), timeout=limit)
-    with starter as run:
-        if emulated:
+    with starter as run, (interpose(run) if interpose else nullcontext()) as through:
+        if through is not None:
+            link = open_link(through, baudrate)
+        elif emulated:
             link = open_link(run.url, baudrate)
         else:
             link = Link(PipeTransport(run.proc, f"{board.name} board ({firmware.name})"))

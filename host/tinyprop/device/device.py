@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import math
 import struct
+import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DeviceError, TinypropError
-from .link import DEFAULT_TIMEOUT, Link
+from ..status import Status
+from .link import DEFAULT_TIMEOUT, Link, LinkTrouble
 from .protocol import (
     LABEL_NONE,
     MAX_CHUNK,
+    MAX_PAYLOAD,
     Ack,
     BulkMode,
     BulkOpen,
@@ -36,6 +40,7 @@ from .protocol import (
     Hello,
     HparamFlags,
     InputChunk,
+    Message,
     Metric,
     MetricFlags,
     Output,
@@ -55,6 +60,7 @@ RECORD_HEADER = struct.Struct("<IIIIII")  # magic, blob_id, params_len, step, re
 # A training step of the VWW model on the emulated M4 is a few seconds of host time; a real
 # board at 64 MHz takes longer. Generous, so a slow host never turns into a false error.
 STEP_TIMEOUT = 120.0
+CHUNK_TRIES = 3  # sends of a chunk before it is sent again smaller (a lossy line)
 COUNTER_UNITS = {CounterUnit.INSTRUCTIONS: "instructions", CounterUnit.MICROSECONDS: "us",
                  CounterUnit.CYCLES: "cycles"}
 
@@ -146,9 +152,51 @@ class Device:
     def write_input(self, x: np.ndarray) -> None:
         """Send one sample's int8 input tensor in chunks, several in flight (Link.pipeline)."""
         data = np.asarray(x, np.int8).tobytes()
-        chunk = min(MAX_CHUNK, self._require_ready().max_payload - InputChunk.FIXED.size)
-        self.link.pipeline((InputChunk(off, data[off : off + chunk])
-                            for off in range(0, len(data), chunk)), Ack, self.timeout)
+        if self.link.payload == MAX_PAYLOAD:
+            size = self._chunk(InputChunk)
+            chunks = [InputChunk(off, data[off : off + size])
+                      for off in range(0, len(data), size)]
+            try:
+                if self.link.pipeline(chunks, Ack, self.timeout)[-1].value == len(data):
+                    return
+            except LinkTrouble:
+                pass
+        # A chunk was lost on the line (or the line is lossy): the device takes the input in
+        # order from offset 0, so all of it again, one chunk at a time, in smaller chunks while
+        # chunks go unanswered.
+        self._send_chunks(data, InputChunk)
+
+    def _chunk(self, kind: type[InputChunk] | type[PushParams]) -> int:
+        """Data bytes of the next chunk: what the line carries well, within the device's
+        receive buffer."""
+        limit = min(MAX_CHUNK, self._require_ready().max_payload - kind.FIXED.size)
+        return self.link.chunk_bytes(kind.FIXED.size, limit)
+
+    def _send_chunks(self, data: bytes, kind: type[InputChunk] | type[PushParams],
+                     first: int = 1) -> None:
+        """Send `data` as chunks of `kind` (offset, bytes), one at a time (both kinds write
+        bytes in place: a repeat changes nothing). The first chunk holds at least `first`
+        bytes."""
+        def chunk_at(at: int) -> InputChunk | PushParams:
+            return kind(at, data[at : at + max(first if at == 0 else 1, self._chunk(kind))])
+
+        off = 0
+        while off < len(data):
+            off += len(self._answered(lambda at=off: chunk_at(at), Ack)[0].data)
+
+    def _answered(self, make: Callable[[], Message], expect: type[Message]) -> tuple:
+        """(request, answer): the request `make` builds for what the line carries now
+        (Link.chunk_bytes), built again, smaller, after CHUNK_TRIES sends without an answer,
+        until `timeout` seconds pass without one."""
+        since = time.monotonic()
+        while True:
+            msg = make()
+            try:
+                return msg, self.link.request(msg, expect, self.timeout, tries=CHUNK_TRIES)
+            except LinkTrouble as exc:
+                if time.monotonic() - since > self.timeout:
+                    raise DeviceError(f"device on {self.name} stopped answering after "
+                                      f"{self.timeout:g} s: {exc}") from None
 
     def train(self, x: np.ndarray, label: int) -> dict:
         """One training step on (x, label); returns the `step` event of its METRIC."""
@@ -157,15 +205,25 @@ class Device:
 
     def evaluate(self, x: np.ndarray, label: int | None = None) -> np.ndarray:
         """Run inference on x; returns the model's int8 output tensor."""
-        self.write_input(x)
         msg = Eval(LABEL_NONE if label is None else label, SampleFlags.OUTPUT)
-        output, _ = self._sample(msg, STEP_TIMEOUT)
-        return output
+        return self._evaluate(x, msg)[0]
 
     def classify(self, x: np.ndarray, label: int | None = None) -> dict:
         """Run inference on x; returns the `sample_eval` event (prediction, counter)."""
-        self.write_input(x)
-        return self._sample(Eval(LABEL_NONE if label is None else label, 0), STEP_TIMEOUT)[1]
+        return self._evaluate(x, Eval(LABEL_NONE if label is None else label, 0))[1]
+
+    def _evaluate(self, x: np.ndarray, msg: Eval) -> tuple[np.ndarray | None, dict]:
+        """EVAL on x. A sample uses up the input (the arena holds it): an EVAL sent again
+        because its answer was lost finds none, so input and EVAL go again."""
+        while True:
+            self.write_input(x)
+            retried = self.link.stats.retried
+            try:
+                return self._sample(msg, STEP_TIMEOUT)
+            except DeviceError as exc:
+                if exc.status != Status.TP_ERR_WRONG_SAMPLE_SIZE or \
+                        self.link.stats.retried == retried:
+                    raise
 
     def bulk_open(self, path: str) -> int:
         """Open a sample file on the board's side (write_bulk_file's format, path relative to
@@ -191,8 +249,13 @@ class Device:
         ready = self._require_ready()
         record = bytearray()
         total = RECORD_HEADER.size
+
+        def pull_at(at: int) -> PullParams:
+            return PullParams(at, self.link.chunk_bytes(Params.FIXED.size, PullParams.max_len))
+
         while len(record) < total:
-            got = self.link.request(PullParams(len(record)), Params, self.timeout)
+            at = len(record)
+            _, got = self._answered(lambda at=at: pull_at(at), Params)
             if got.offset != len(record) or not got.data:
                 raise DeviceError(
                     f"device on {self.name} answered PULL_PARAMS at {len(record)} with "
@@ -223,10 +286,9 @@ class Device:
         self.push_record(params_record(params, self._require_ready().blob_id, step))
 
     def push_record(self, record: bytes) -> None:
-        """Send a params record as is (the device refuses one for another blob)."""
-        chunk = min(MAX_CHUNK, self._require_ready().max_payload - PushParams.FIXED.size)
-        for off in range(0, len(record), chunk):
-            self.link.request(PushParams(off, record[off : off + chunk]), Ack, self.timeout)
+        """Send a params record as is (the device refuses one for another blob); its first
+        chunk holds the header."""
+        self._send_chunks(record, PushParams, first=RECORD_HEADER.size)
 
     def save(self) -> int:
         """Save the params record to the board's store (restored at its next boot); returns

@@ -27,6 +27,7 @@ from typing_extensions import Self  # a dependency of textual; typing.Self is 3.
 from ..errors import DeviceError, TinypropError
 from ..status import describe
 from .protocol import (
+    MAX_PAYLOAD,
     BadFrame,
     Error,
     FrameDecoder,
@@ -39,7 +40,9 @@ from .protocol import (
 )
 
 DEFAULT_BAUDRATE = 921600  # the ESP32 UART's (boards/esp32/profile.json); USB CDC ignores it
-DEFAULT_TIMEOUT = 5.0  # seconds; a training step on the emulated M4 takes well under that
+# Seconds a request may go unanswered before it fails: a training step on the emulated M4 takes
+# well under that, and a link cut for a few seconds is waited out (its requests sent again).
+DEFAULT_TIMEOUT = 10.0
 # Requests in flight in Link.pipeline: three full frames (3.1 KB) fit the smallest receive buffer
 # of the boards (the ESP32's UART driver: 4 KB, boards/esp32/board.cpp).
 PIPELINE_WINDOW = 3
@@ -48,6 +51,10 @@ LINK_FORMS = "a serial port (/dev/ttyACM0, COM3), socket://HOST:PORT, loop:// or
 
 class LinkClosed(Exception):
     """The transport ended for good (peer closed, process exited, port unplugged)."""
+
+
+class LinkTrouble(DeviceError):
+    """A frame of Link.pipeline was lost on the line: send its requests again."""
 
 
 class Transport(Protocol):
@@ -153,6 +160,26 @@ class LinkStats:
     garbage_bytes: int = 0  # wire bytes of rejected frames
     faults: Counter = field(default_factory=Counter)  # rejected frames by decoder status
     stale: int = 0  # good frames that answered no pending request
+    retried: int = 0  # requests sent again (no answer in time, or a frame lost on the line)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """When a request is sent again. A request unanswered after `first` seconds (or twice the
+    longest answer of its type so far, whichever is longer) goes again, then after twice as long,
+    up to `longest`; a frame the line garbled (the device's ERROR with seq 0, or a reply that
+    fails its CRC) sends it again at once. Every request may be repeated: the device answers a
+    repeated training request with its METRIC again instead of training twice
+    (docs/protocol.md, Lossy links)."""
+
+    first: float = 0.25
+    longest: float = 2.0
+    smallest_payload: int = 32  # payload bytes a chunk keeps on the worst line
+    sample_first: float = 5.0  # a sample's first answer, before one was timed
+    soon: float = 0.005  # a frame garbled: again at once, but not sooner than this after the last
+
+
+SAMPLE_TYPES = (MsgType.TRAIN, MsgType.EVAL, MsgType.BULK_SAMPLE)
 
 
 def _msg_type(expect: type[Message] | int) -> MsgType:
@@ -170,9 +197,19 @@ class Link:
         self.on_log = on_log
         self.logs: deque[str] = deque(maxlen=200)  # LOG texts, when there is no on_log
         self.stats = LinkStats()
+        self.retry = Retry()
         self._decoder = FrameDecoder()
         self._received: deque[Received] = deque()
         self._seq = 0
+        self._garbled = 0  # frames rejected so far (a retry trigger)
+        # Payload bytes a chunk of bulk data (input, params) carries now: the largest on a clean
+        # line; halved when a request must be sent again, doubled back when one is answered at
+        # once. A 1 KB frame rarely crosses a line that garbles one byte in a hundred intact.
+        self.payload = MAX_PAYLOAD
+        self._slowest: dict[MsgType, float] = {}  # the longest answer of each request type
+        # Requests answered after they were sent again: their repeats' answers still come, and
+        # are dropped (stats.stale), so recv never returns one.
+        self._answered: deque[int] = deque(maxlen=16)
 
     def next_seq(self) -> int:
         """1..65535, wrapping; 0 is left to unsolicited device frames."""
@@ -182,22 +219,36 @@ class Link:
     def send(self, msg: Message) -> int:
         """Send one message with a fresh seq; returns the seq."""
         seq = self.next_seq()
+        self._write(msg, seq)
+        return seq
+
+    def _write(self, msg: Message, seq: int, again: bool = False) -> None:
+        # A repeat starts with 0x00: it ends whatever partial frame a lost delimiter left in the
+        # device's decoder, which would otherwise swallow the repeat too.
         try:
-            self.transport.write(encode(msg, seq))
+            self.transport.write((b"\0" if again else b"") + encode(msg, seq))
         except LinkClosed as exc:
             raise DeviceError(
                 f"device on {self.name}: cannot send {msg.TYPE.name}, the link is closed ({exc})"
             ) from None
         self.stats.frames_out += 1
-        return seq
 
     def recv(self, timeout: float) -> Received | None:
         """The next message from the device, or None if none came within `timeout` seconds.
         Rejected frames are counted in `stats`; a link that closes raises DeviceError."""
         deadline = time.monotonic() + timeout
+        while (got := self._next(deadline - time.monotonic())) is None:
+            if time.monotonic() >= deadline:
+                return None
+        return got
+
+    def _next(self, timeout: float) -> Received | None:
+        """As recv, but None as soon as a frame is rejected (a retry may be due)."""
+        deadline = time.monotonic() + timeout
+        garbled = self._garbled
         while not self._received:
             remaining = deadline - time.monotonic()
-            if remaining < 0:
+            if remaining < 0 or self._garbled != garbled:
                 return None
             try:
                 data = self.transport.read(remaining)
@@ -207,6 +258,7 @@ class Link:
                 if isinstance(result, BadFrame):
                     self.stats.garbage_bytes += result.size
                     self.stats.faults[result.fault] += 1
+                    self._garbled += 1
                     continue
                 try:
                     msg = result.message()
@@ -216,43 +268,93 @@ class Link:
                         "and the host speak different protocol versions; re-flash the board"
                     ) from None
                 self.stats.frames_in += 1
+                if result.seq in self._answered:
+                    self.stats.stale += 1
+                    continue
                 self._received.append(Received(result.seq, msg))
         return self._received.popleft()
 
+    def chunk_bytes(self, fixed: int, limit: int) -> int:
+        """Data bytes for a chunk with `fixed` bytes of other fields, at most `limit`: what
+        the line carries well now (`payload`)."""
+        return max(1, min(limit, self.payload - fixed))
+
     def exchange(
-        self, msg: Message, until: type[Message] | int, timeout: float = DEFAULT_TIMEOUT
+        self, msg: Message, until: type[Message] | int, timeout: float = DEFAULT_TIMEOUT,
+        tries: int | None = None,
     ) -> list[Message]:
         """Send `msg`, then collect the device's replies to it up to and including the first of
-        type `until` (e.g. [Output, Metric] for a TRAIN with SampleFlags.OUTPUT).
+        type `until` (e.g. [Output, Metric] for a TRAIN with SampleFlags.OUTPUT). The request
+        goes again, with its seq, when its answer is late or the line garbles a frame (Retry).
 
         Raises DeviceError when the device answers ERROR, restarts, closes the link, or sends
-        no `until` within `timeout` seconds."""
+        no `until` within `timeout` seconds; LinkTrouble after `tries` sends without an answer
+        (a caller that can send the same in smaller chunks, with chunk_bytes, does so)."""
         seq = self.send(msg)
-        return self._replies(seq, f"{msg.TYPE.name} (seq {seq})", _msg_type(until), timeout)
+        return self._replies(seq, f"{msg.TYPE.name} (seq {seq})", _msg_type(until), timeout,
+                             again=msg, tries=tries)
 
     def pipeline(self, msgs: Iterable[Message], expect: type[Message],
                  timeout: float = DEFAULT_TIMEOUT, window: int = PIPELINE_WINDOW) -> list[Message]:
         """Send `msgs` with up to `window` of them unanswered, and return each one's reply of
         type `expect`, in order: the link carries the next chunk while the device handles one,
         so a sample costs no round trip per chunk (USB CDC's are about 1 ms each). The device
-        answers in order; errors are those of exchange."""
-        pending: deque[tuple[int, str]] = deque()
+        answers in order. Nothing is sent again: a late answer or a garbled frame raises
+        LinkTrouble (the caller starts over, e.g. with exchange one at a time); other errors
+        are those of exchange."""
+        pending: deque[tuple[int, str, MsgType]] = deque()
         replies: list[Message] = []
         want = _msg_type(expect)
         for msg in msgs:
             seq = self.send(msg)
-            pending.append((seq, f"{msg.TYPE.name} (seq {seq})"))
+            pending.append((seq, f"{msg.TYPE.name} (seq {seq})", msg.TYPE))
             if len(pending) >= window:
-                replies.append(self._replies(*pending.popleft(), want, timeout)[-1])
-        replies += [self._replies(seq, what, want, timeout)[-1] for seq, what in pending]
+                seq, what, asked = pending.popleft()
+                replies.append(self._replies(seq, what, want, timeout, asked=asked)[-1])
+        replies += [self._replies(seq, what, want, timeout, asked=asked)[-1]
+                    for seq, what, asked in pending]
         return replies
 
-    def _replies(self, seq: int, what: str, want: int, timeout: float) -> list[Message]:
-        """The device's replies to request `seq` up to the first of type `want`."""
+    def _first_wait(self, asked: MsgType | None) -> float:
+        """Seconds to wait for the answer to a request of type `asked` before sending it
+        again."""
+        slowest = self._slowest.get(asked) if asked is not None else None
+        if slowest is None:
+            return self.retry.sample_first if asked in SAMPLE_TYPES else self.retry.first
+        return max(self.retry.first, 2 * slowest)
+
+    def _replies(self, seq: int, what: str, want: MsgType, timeout: float,
+                 again: Message | None = None, asked: MsgType | None = None,
+                 tries: int | None = None) -> list[Message]:
+        """The device's replies to request `seq` (of type `asked`) up to the first of type
+        `want`; `again`: the request, sent again (Retry) while it is unanswered, else
+        LinkTrouble at the first sign of a lost frame."""
         replies: list[Message] = []
         line_errors: list[str] = []
-        deadline = time.monotonic() + timeout
-        while (got := self.recv(max(deadline - time.monotonic(), 0.0))) is not None:
+        asked = again.TYPE if again is not None else asked
+        start = sent = time.monotonic()
+        deadline = start + timeout
+        wait = self._first_wait(asked)
+        due = sent + wait
+        retries = 0
+        while (now := time.monotonic()) < deadline:
+            if now >= due:
+                self.payload = max(self.retry.smallest_payload, self.payload // 2)
+                if again is None or (tries is not None and retries + 1 >= tries):
+                    raise LinkTrouble(f"no answer to {what} in {now - start:.2f} s")
+                self._write(again, seq, again=True)
+                retries += 1
+                self.stats.retried += 1
+                sent, wait = now, min(2 * wait, max(self.retry.longest, wait))
+                due = sent + wait
+            garbled = self._garbled
+            got = self._next(min(due, deadline) - now)
+            if got is None:
+                if self._garbled != garbled:  # perhaps our answer
+                    if again is None:
+                        raise LinkTrouble(f"a frame garbled on the line while waiting for {what}")
+                    due = min(due, max(sent + self.retry.soon, time.monotonic()))
+                continue
             if isinstance(got.msg, Log):
                 self._log(got.msg.text)
             elif got.seq == seq and isinstance(got.msg, Error):
@@ -261,11 +363,21 @@ class Link:
             elif got.seq == seq:
                 replies.append(got.msg)
                 if got.msg.TYPE == want:
+                    took = time.monotonic() - sent
+                    if retries == 0:
+                        self.payload = min(MAX_PAYLOAD, self.payload * 2)
+                        if asked is not None:
+                            self._slowest[asked] = max(self._slowest.get(asked, 0.0), took)
+                    if retries:
+                        self._answered.append(seq)
                     return replies
             elif isinstance(got.msg, Error) and got.seq == 0:
                 # The device could not read some frame (CRC, framing): perhaps ours.
                 line_errors.append(describe(got.msg.code, got.msg.text))
-            elif isinstance(got.msg, Ready) and want != MsgType.READY:
+                if again is None:
+                    raise LinkTrouble(f"the device could not read a frame ({line_errors[-1]})")
+                due = min(due, max(sent + self.retry.soon, time.monotonic()))
+            elif isinstance(got.msg, Ready) and want != MsgType.READY and got.seq == 0:
                 raise DeviceError(
                     f"device on {self.name} restarted while waiting for the answer to {what}: "
                     f"it sent READY; check its power supply and the log for a fault"
@@ -273,7 +385,7 @@ class Link:
             else:
                 self.stats.stale += 1
         hint = (
-            f"; it reported frames it could not read ({'; '.join(line_errors)}): "
+            f"; it reported frames it could not read ({'; '.join(line_errors[-3:])}): "
             "check the link speed and cable"
             if line_errors
             else "; check that the board runs tinyprop firmware and nothing else uses the port"
@@ -284,10 +396,11 @@ class Link:
         )
 
     def request(
-        self, msg: Message, expect: type[Message] | int, timeout: float = DEFAULT_TIMEOUT
+        self, msg: Message, expect: type[Message] | int, timeout: float = DEFAULT_TIMEOUT,
+        tries: int | None = None,
     ) -> Message:
         """Send `msg` and return the device's reply of type `expect` (see exchange)."""
-        return self.exchange(msg, expect, timeout)[-1]
+        return self.exchange(msg, expect, timeout, tries)[-1]
 
     def _log(self, text: str) -> None:
         if self.on_log is not None:

@@ -8,10 +8,14 @@ past its time limit, so a hung guest ends a test instead of blocking it.
 
 from __future__ import annotations
 
+import ctypes
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +28,17 @@ from ..paths import setup_hint
 from .profiles import load_profile
 
 QEMU_LOG = "qemu.log"  # the emulator's output and the semihosting console
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _board_process_group() -> None:
+    """In the board process before it starts: a process group of its own, so a terminal's
+    Ctrl-C reaches tinyprop alone, which stops the run after its step and pulls the parameters
+    before it stops the board; on Linux, killed when the thread that started it ends (tinyprop
+    killed outright leaves no emulator behind)."""
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class BoardRun:
@@ -113,7 +128,7 @@ def start_qemu(
     with open(workdir / QEMU_LOG, "wb") as log:
         proc = subprocess.Popen(
             cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            pass_fds=[fd],
+            pass_fds=[fd], preexec_fn=_board_process_group,
         )  # fmt: skip
     listener.close()
     run = QemuRun(proc, timeout, port, workdir)
@@ -154,7 +169,8 @@ def start_host_board(
     cmd = [str(Path(exe).resolve()), *(["--pty"] if pty else [])]
     # Unbuffered pipes: PipeTransport reads the descriptor directly, so nothing may read ahead.
     proc = subprocess.Popen(
-        cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+        preexec_fn=_board_process_group,
     )
     url = None
     if pty:

@@ -21,11 +21,12 @@ from .base import Engine, HParams, Model, SampleResult, StepResult
 class DeviceEngine(Engine):
     """Samples go through the board's bulk store when its descriptor says so (run.bulk_samples:
     QEMU semihosting on the emulated boards), else over the link. `.device` is the
-    tinyprop.device.device.Device."""
+    tinyprop.device.device.Device; `interpose` is open_board's (a lossy line in between)."""
 
     TRAIN_FILE, EVAL_FILE = "train.bin", "eval.bin"
 
-    def __init__(self, spec: str, model: Model, hparams: HParams | None = None):
+    def __init__(self, spec: str, model: Model, hparams: HParams | None = None,
+                 interpose=None):
         self.name = spec
         board = board_named(spec)  # None: a port or URL
         self.bulk_samples = bool(board and board.runner and board.runner.bulk_samples)
@@ -34,7 +35,8 @@ class DeviceEngine(Engine):
         self._stack = contextlib.ExitStack()
         try:
             self.workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
-            self.device = self._stack.enter_context(open_board(spec, model.blob, self.workdir))
+            self.device = self._stack.enter_context(open_board(spec, model.blob, self.workdir,
+                                                                interpose=interpose))
             self.counter_unit = self.device.counter_unit
             self.sram = self.device.ready.sram_bytes
             self.bulk = False  # the training set is in the bulk store

@@ -4,6 +4,7 @@ costs redraws, never events, and the producer is never waited on."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -129,10 +130,18 @@ class Dashboard(App):
 
 
 def run_dashboard(source: EventSource, log_path: str | Path | None = None,
-                  on_key: Callable[[str], bool] | None = None) -> RunState:
+                  on_key: Callable[[str], bool] | None = None,
+                  stop: threading.Event | None = None) -> RunState:
     """Show `source` full screen until the user quits (q); returns the state at that point.
     With `log_path`, every event is also appended there as it arrives; `on_key` is offered
-    every other key pressed (tinyprop learn --labels keys: a class's index labels a frame)."""
-    app = Dashboard(EventPump(source, log_path), on_key=on_key)
+    every other key pressed (tinyprop learn --labels keys: a class's index labels a frame).
+    `stop`: the source's stop flag (training.run.RunConfig.stop), set when the user quits a run
+    under way, whose last events (its `stop`) are then taken before this returns."""
+    pump = EventPump(source, log_path)
+    app = Dashboard(pump, on_key=on_key)
     app.run()
+    if stop is not None and not pump.finished.is_set():
+        stop.set()
+        for event in pump:
+            app.state.fold(event)
     return app.state

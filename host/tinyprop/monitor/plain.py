@@ -12,14 +12,15 @@ from .sources import EventPump, EventSource
 
 def plain_lines(source: EventSource, out: TextIO, log_path: str | Path | None = None) -> RunState:
     """Print a line for each event of `source` (steps, evals, logs, errors, the summary) as it
-    arrives; returns the final state. A source that ends without a summary ends DISCONNECTED."""
+    arrives; returns the final state. A source that ends without a summary or a stop ends
+    DISCONNECTED."""
     state = RunState()
     for event in EventPump(source, log_path).start():
         state.fold(event)
         line = event_line(state, event)
         if line is not None:
             print(line, file=out, flush=True)
-    if state.summary is None and not state.disconnected:
+    if state.summary is None and state.stopped is None and not state.disconnected:
         state.end_of_source()
         print(f"DISCONNECTED {state.disconnect_text}", file=out, flush=True)
     return state

@@ -15,7 +15,14 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from .runlog import MEMORY_PARTS, CameraFrame, RunState, error_line, prediction_correct
+from .runlog import (
+    MEMORY_PARTS,
+    CameraFrame,
+    RunState,
+    error_line,
+    prediction_correct,
+    stop_line,
+)
 
 # Braille cells are 2 dots wide and 4 high; bit of dot (column, row) in U+2800 + bits.
 _DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -286,7 +293,8 @@ def identity_text(state: RunState) -> Text:
 
 def status_text(state: RunState) -> Text:
     status = state.status
-    style = {"DISCONNECTED": "bold white on red", "FINISHED": "bold black on green"}
+    style = {"DISCONNECTED": "bold white on red", "FINISHED": "bold black on green",
+             "STOPPED": "bold white on blue"}
     return Text(f" {status} ", style=style.get(status, "bold black on yellow"))
 
 
@@ -296,6 +304,8 @@ def progress_text(state: RunState, width: int) -> Text:
     head = f"step {state.steps_done}/{total}" if total else f"step {state.steps_done}"
     if state.disconnected:
         tail = f" {fmt_pct(state.progress)}  link lost: {state.disconnect_text}"
+    elif state.stopped is not None:
+        tail = f" {fmt_pct(state.progress)}  {stop_line(state.stopped)}"
     else:
         tail = (f" {fmt_pct(state.progress)}  ETA {fmt_duration(state.eta_s)}"
                 f"  elapsed {fmt_duration(state.time)}")
@@ -485,6 +495,8 @@ def event_line(state: RunState, event: dict) -> str | None:
         return "ERROR " + error_line(event)
     if kind == "disconnect":
         return f"DISCONNECTED {event.get('text', '')}".rstrip()
+    if kind == "stop":
+        return f"STOPPED {stop_line(event)}"
     if kind == "summary":
         fields = {k: v for k, v in event.items() if k not in ("type", "time")}
         return "summary " + "  ".join(

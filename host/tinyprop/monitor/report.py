@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from .render import after_warmup, camera_text, class_name, fmt_pct, loss_axis_top
-from .runlog import MEMORY_PARTS, CameraFrame, RunState, error_line
+from .runlog import MEMORY_PARTS, CameraFrame, RunState, error_line, stop_line
 
 THOUSANDS = FuncFormatter(lambda value, _: f"{value:,.0f}")  # 1,834,000 rather than 1.834e6
 PERCENT = FuncFormatter(lambda value, _: f"{value:.0%}")
@@ -222,7 +222,8 @@ def identity_rows(state: RunState) -> list[tuple[str, str]]:
         rows.append(("memory used", f"{state.memory_total:,} B{of_sram}"))
     if state.counter_mean is not None:
         rows.append((f"{state.counter_unit}/step", f"{state.counter_mean:,.0f} (mean)"))
-    cut = f": {state.disconnect_text}" if state.disconnected else ""
+    cut = f": {state.disconnect_text}" if state.disconnected else \
+        f": {stop_line(state.stopped)}" if state.stopped is not None else ""
     rows += [("status", state.status + cut)]
     for key, value in summary.items():
         if key not in ("type", "time"):

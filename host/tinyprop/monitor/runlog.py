@@ -24,7 +24,7 @@ from typing_extensions import Self  # a dependency of textual; typing.Self is 3.
 from ..errors import TinypropError
 
 EVENT_TYPES = ("start", "step", "sample_eval", "frame", "eval", "log", "error", "disconnect",
-               "summary")
+               "stop", "summary")
 MEMORY_PARTS = ("static", "arena_peak", "trainable", "stack_peak")
 SAMPLE_FRAMES = 8  # frames a report's strip shows
 
@@ -38,14 +38,16 @@ def _json_default(value: Any) -> Any:
 
 class RunLog:
     """Appends events to a JSONL file, one flushed line each, so a killed writer leaves a file
-    that is complete up to its last event. Stamps `time` (seconds since this log was opened)
-    on events that lack one."""
+    that is complete up to its last event. Stamps `time` on events that lack one: seconds since
+    this log was opened, after the last `time` the file holds (`resumed_at`), so a resumed
+    run's log runs on from where it stopped (the pause between the two is not the run's)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.resumed_at = last_time(self.path)
         self._file = self.path.open("a", encoding="utf-8")
-        self._t0 = time.monotonic()
+        self._t0 = time.monotonic() - self.resumed_at
 
     def write(self, event: dict) -> dict:
         """Append one event; returns it as written (with `time` filled in)."""
@@ -67,6 +69,36 @@ class RunLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def last_time(path: Path) -> float:
+    """The latest `time` of the events in the run log at `path` (0 if none, or no file)."""
+    if not path.exists():
+        return 0.0
+    times = [e["time"] for e in read_runlog(path) if isinstance(e.get("time"), (int, float))]
+    return float(max(times, default=0.0))
+
+
+def drop_steps_from(path: Path, step: int) -> int:
+    """Remove the `step` events from `step` on from the run log at `path` (a run resumed from
+    a checkpoint at `step` trains them again); returns how many went. Other events stay."""
+    if not path.exists():
+        return 0
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:  # a truncated last line: gone with the steps after it
+            continue
+        if isinstance(event, dict) and event.get("type") == "step" and \
+                isinstance(event.get("step"), int) and event["step"] >= step:
+            continue
+        kept.append(line if line.endswith("\n") else line + "\n")
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    tmp.replace(path)
+    return len(lines) - len(kept)
 
 
 def read_runlog(path: str | Path) -> list[dict]:
@@ -216,6 +248,7 @@ class RunState:
     summary: dict | None = None
     disconnected: bool = False
     disconnect_text: str = ""
+    stopped: dict | None = None  # the `stop` event: the user stopped the run
     time: float = 0.0  # `time` of the latest event
     events: int = 0
 
@@ -244,8 +277,9 @@ class RunState:
             handler(event)
 
     def end_of_source(self) -> None:
-        """The event source ended: without a summary, the run did not finish, the link was lost."""
-        if self.summary is None and not self.disconnected:
+        """The event source ended: without a summary or a stop, the run did not finish, the link
+        was lost."""
+        if self.summary is None and self.stopped is None and not self.disconnected:
             self._fold_disconnect({"text": "event source ended before the run's summary"})
 
     def _fold_start(self, event: dict) -> None:
@@ -255,6 +289,7 @@ class RunState:
         self.sram = event.get("sram")
         self._grow_confusion(len(self.classes))
         self.disconnected = False  # a new start on the same link: the device is back
+        self.stopped = None  # a resumed run
 
     def _fold_step(self, event: dict) -> None:
         self.steps_seen += 1
@@ -348,6 +383,10 @@ class RunState:
         self.disconnect_text = str(event.get("text", ""))
         self.logs.append(f"{self.time:.1f}s DISCONNECTED {self.disconnect_text}".rstrip())
 
+    def _fold_stop(self, event: dict) -> None:
+        self.stopped = event
+        self.logs.append(f"{self.time:.1f}s STOPPED {stop_line(event)}")
+
     def _fold_summary(self, event: dict) -> None:
         self.summary = event
 
@@ -415,7 +454,7 @@ class RunState:
     @property
     def eta_s(self) -> float | None:
         rate = self.samples_per_s
-        if not self.steps_total or not rate or self.summary is not None:
+        if not self.steps_total or not rate or self.summary is not None or self.stopped:
             return None
         return max(0, self.steps_total - self.steps_done) / rate
 
@@ -452,6 +491,8 @@ class RunState:
     def status(self) -> str:
         if self.disconnected:
             return "DISCONNECTED"
+        if self.stopped is not None:
+            return "STOPPED"
         if self.summary is not None:
             return "FINISHED"
         return "RUNNING" if self.events else "WAITING"
@@ -468,6 +509,12 @@ def prediction_correct(event: dict) -> bool | None:
     if correct is None and label is not None and prediction is not None:
         correct = label == prediction
     return None if correct is None else bool(correct)
+
+
+def stop_line(event: dict) -> str:
+    """A `stop` event as one line."""
+    return str(event.get("text") or f"{event.get('reason', 'stopped')} at step "
+               f"{event.get('step', '?')}")
 
 
 def error_line(event: dict) -> str:

@@ -104,11 +104,12 @@ class EventPump:
 
     def _run(self) -> None:
         log = RunLog(self._log_path) if self._log_path is not None else None
-        t0 = time.monotonic()
+        t0 = time.monotonic() - (log.resumed_at if log is not None else 0.0)
 
         def put(event: dict) -> None:
             # Rates and ETA need `time`: stamp it here, so the display has it with or without a
-            # log, on the same clock as the log (seconds since the pump started).
+            # log, on the same clock as the log (seconds since the pump started, after a
+            # resumed log's last).
             if "time" not in event:
                 event = {**event, "time": round(time.monotonic() - t0, 6)}
             self.events.put(log.write(event) if log is not None else event)

@@ -10,9 +10,10 @@ engine (tinyprop.engines), so a run means the same everywhere.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,17 @@ class RunConfig:
     checkpoint_every: int = 0
     checkpoint: Path | None = None  # where checkpoints go when checkpoint_every > 0
     classes: tuple[str, ...] = CLASSES  # the labels' names (the dataset's classes)
+    # What makes a run this run (RUN_FLAGS' keys: lr, steps, data...), kept in its checkpoints
+    # so --resume refuses what would not continue it; empty: not checked.
+    identity: dict = field(default_factory=dict)
+    stop: threading.Event | None = None  # set: the loop stops after the step under way
+
+
+# The settings a checkpoint records, and the train flag that sets each (--resume names it).
+RUN_FLAGS = {"lr": "--lr", "steps": "--steps/--epochs", "schedule": "--schedule",
+             "momentum": "--momentum", "seed": "--seed", "qas": "--no-qas", "data": "--data",
+             "holdout": "--holdout", "shift": "--shift", "pixels": "--pixels",
+             "camera": "--camera"}
 
 
 def checkpoint_path(blob: Path, checkpoint: Path | None = None) -> Path:
@@ -57,11 +69,27 @@ def checkpoint_path(blob: Path, checkpoint: Path | None = None) -> Path:
     return checkpoint or blob.with_suffix(blob.suffix + ".ckpt")
 
 
-def save_checkpoint(path: Path, step: int, params: bytes, blob: int) -> None:
-    """A JSON line (step, blob id), then the params region."""
+def save_checkpoint(path: Path, step: int, params: bytes, blob: int,
+                    identity: dict | None = None) -> None:
+    """A JSON line (step, blob id, the run's identity), then the params region."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(json.dumps({"step": step, "blob": blob}).encode() + b"\n" + params)
+    head = {"step": step, "blob": blob, **({"run": identity} if identity else {})}
+    tmp.write_bytes(json.dumps(head).encode() + b"\n" + params)
     tmp.replace(path)  # atomic: a crash leaves the previous checkpoint whole
+
+
+def check_resume(path: Path, identity: dict) -> None:
+    """Refuse, in one line, to resume the run the checkpoint at `path` recorded with settings
+    that would not continue it (another lr, length, data...): the first that differs, with
+    its flag, the recorded value and the fix. A checkpoint that recorded none is not checked."""
+    head = json.loads(path.read_bytes().partition(b"\n")[0])
+    recorded = head.get("run") or {}
+    for key, flag in RUN_FLAGS.items():
+        if key in recorded and key in identity and recorded[key] != identity[key]:
+            raise TinypropError(
+                f"--resume: {flag} is {identity[key]!r}, the run in {path} was {recorded[key]!r} "
+                f"({key}); give the run's value to continue it, or drop --resume to start a "
+                "new run")
 
 
 def load_checkpoint(path: Path, blob: int, flag: str = "--resume") -> tuple[int, bytes]:
@@ -126,6 +154,10 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
     counters = []
     t0 = time.time()
     for step in range(start, total):
+        if cfg.stop is not None and cfg.stop.is_set():
+            yield {"type": "stop", "reason": "interrupted", "step": step,
+                   "text": f"stopped by the user after {step} of {total} steps"}
+            return
         epoch, i = divmod(step, n)
         order = np.random.default_rng(cfg.seed + epoch).permutation(n)
         j = int(order[i])
@@ -148,7 +180,7 @@ def training_events(cfg: RunConfig, tb: TrainingBlob, engine: Engine, xs: np.nda
                 counters.append(r.counter)
         yield ev
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-            save_checkpoint(cfg.checkpoint, step + 1, engine.params(), crc)
+            save_checkpoint(cfg.checkpoint, step + 1, engine.params(), crc, cfg.identity)
     elapsed = time.time() - t0
     summary = {"type": "summary", "steps": total, "elapsed_s": round(elapsed, 3),
                "samples_per_s": round((total - start) / elapsed, 3) if elapsed > 0 else None}
