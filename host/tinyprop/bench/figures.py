@@ -56,10 +56,13 @@ from ..engines import Engine, HParams
 from ..extras import require
 
 SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte", "step",
-            "grads", "frontier", "models", "camera", "fleet")
+            "grads", "frontier", "models", "camera", "fleet", "faults")
 GRAD_SHIFTS = ("haze", "night", "sodium")  # the grads section's camera shifts
 FRONTIER_KB = (48, 64, 96, 128, 192, 256)  # the frontier section's budgets
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
+FAULT_STORE_STRIDE = 1024  # the faults section cuts every erase, header operation and 1,024th
+# word program of a save of the demo's record (a cut costs a training step to check the resume)
+FAULT_LINK_STEPS = 8  # training steps through the lossy line at each rate
 STEP_SAMPLES = 3  # training steps the step section profiles (it reports the last)
 
 
@@ -454,7 +457,7 @@ def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
     return {"memory": memory, "board": board, "accuracy": accuracy,
             "rounding": rounding, "kernels": kernels, "tte": tte, "step": step,
             "grads": grads, "frontier": frontier, "models": models,
-            "camera": camera, "fleet": fleet}[section](ctx)
+            "camera": camera, "fleet": fleet, "faults": faults}[section](ctx)
 
 
 def tte(ctx: Ctx) -> dict:
@@ -540,4 +543,30 @@ def fleet(ctx: Ctx) -> dict:
             f"steps cost {'the same' if out['board_cost_unchanged'] else 'NOT the same'} "
             f"{' and '.join(compared)} as tinyprop train's; push {runs['fleet']['push_s']} s, "
             f"pull {runs['fleet']['pull_s']} s")
+    return out
+
+
+def faults(ctx: Ctx) -> dict:
+    """What a board that learns in the field survives (tinyprop.faults), with the demo's blob:
+    power cuts and torn operations in every save of its parameters record on the simulated NOR
+    flash of the Nano and the ESP32 (records lost: goal 0); training through a lossy line at
+    three fault rates on --board (steps whose parameters differ from a clean run's: goal 0)."""
+    from ..faults import link, store
+
+    tb, _ = ctx.blob("auto", "256KB")
+    xs, ys = ctx.split("train", ctx.cfg.shift)
+    cuts = store.measure(tb.blob, xs[:8], ys[:8], stride=FAULT_STORE_STRIDE,
+                         save_minutes=120.0)
+    ctx.say(f"store: {cuts['power_cuts']:,} power cuts, {cuts['records_lost']} records lost; "
+            f"{cuts['torn_ops']:,} torn operations, {cuts['torn_records_lost']} lost")
+    line = link.measure(tb, xs, ys, board=ctx.cfg.board, steps=FAULT_LINK_STEPS,
+                        lr=ctx.cfg.lr, seed=ctx.cfg.seed)
+    ctx.say(f"link ({ctx.cfg.board}): {line['link_faults']:,} faults injected, "
+            f"{line['wrong_steps']} wrong steps, {line['frames_retried']:,} frames retried, "
+            f"{line['seconds_lost']} s lost")
+    out = {key: cuts[key] for key in ("power_cuts", "records_lost", "torn_ops",
+                                      "torn_records_lost")}
+    out.update({key: line[key] for key in ("link_faults", "wrong_steps", "frames_retried",
+                                           "seconds_lost")})
+    out["store"], out["link"] = cuts, line
     return out
