@@ -7,6 +7,7 @@ global model; likewise the server's scores, each board alone and the centralized
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -104,6 +105,22 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
                     for n in fleet3.clients]}
 
 
+def fleet_dashboard_text(log) -> str:
+    """What the fleet dashboard shows of `log` once it has read it all, as plain text."""
+    from tinyprop.monitor.fleet import _dashboard_class, replay_fleet
+    from tinyprop.monitor.sources import EventPump
+
+    async def drive() -> str:
+        app = _dashboard_class()(EventPump(replay_fleet(log)))
+        async with app.run_test(size=(150, 30)) as pilot:
+            while app.state.ended is None:
+                await pilot.pause(0.05)
+            await pilot.pause(0.3)
+            return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+    return asyncio.run(drive())
+
+
 def check_fleet_log(log, report, capsys):
     """The fleet log says what the JSON says, and the monitor's fleet view shows it: each
     board's state, the global model's accuracy on its holdout round by round, the global
@@ -132,6 +149,10 @@ def check_fleet_log(log, report, capsys):
             if line.count("│") > 3 and line.split("│")[1].strip()}
     haze = report["rounds"][1]["clients"][0]["global_accuracy"]
     assert f" {100 * haze:.1f} (" in rows["haze"] and "failed r2" in rows["sodium"]
+    # full screen (Textual, headless): the round, who is online, the table
+    screen = fleet_dashboard_text(log)
+    assert "round 2/2 evaluate" in screen and "2/3 boards online" in screen, screen
+    assert "failed r2" in screen and f"{100 * haze:.1f} (" in screen, screen
     # the verb: a fleet log is shown by the fleet view, here as plain lines
     assert main(["monitor", str(log), "--plain"]) == 0
     plain = capsys.readouterr().out

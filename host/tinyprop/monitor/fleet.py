@@ -192,8 +192,10 @@ def event_line(event: dict) -> str | None:
             return f"{head}: the global model on its holdout {_pct(event.get('global_accuracy'))}"
         return f"{head}: {event.get('reason', '')}"
     if kind == "global":
-        if event["round"] == 0:
-            return f"the blob on the server's holdout: {_pct(event.get('server_accuracy'))}"
+        if event["round"] == 0:  # the blob, scored by the server only with a holdout of its own
+            if event.get("server_accuracy") is None:
+                return None
+            return f"the blob on the server's holdout: {_pct(event['server_accuracy'])}"
         line = f"round {event['round']}: global {_pct(event.get('global_accuracy'))}"
         if event.get("server_accuracy") is not None:
             line += f", server's holdout {_pct(event['server_accuracy'])}"
@@ -221,11 +223,11 @@ def status_text(state: FleetState) -> Text:
     return text
 
 
-def fleet_table(state: FleetState) -> Table:
+def fleet_table(state: FleetState, expand: bool = True) -> Table:
     """Boards by rounds: each cell the global model's accuracy on that board's holdout (after
     the round), with the board's own after its local training beside it; a board's state and
     steps; then the global accuracy over all holdouts and the server's holdout, by round."""
-    table = Table(expand=True, pad_edge=False)
+    table = Table(expand=expand, pad_edge=False)
     table.add_column("board", no_wrap=True)
     table.add_column("state", no_wrap=True, overflow="ellipsis", max_width=36)  # the log has
     # the whole reason
@@ -272,7 +274,7 @@ def plain_fleet(source: EventSource, out: TextIO) -> FleetState:
     if state.ended is None:
         state.end_of_source()
         print(state.ended, file=out, flush=True)
-    Console(file=out, width=160).print(fleet_table(state))
+    Console(file=out, width=160).print(fleet_table(state, expand=False))
     return state
 
 
