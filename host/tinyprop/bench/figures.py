@@ -63,6 +63,7 @@ BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a
 FAULT_STORE_STRIDE = 1024  # the faults section cuts every erase, header operation and 1,024th
 # word program of a save of the demo's record (a cut costs a training step to check the resume)
 FAULT_LINK_STEPS = 8  # training steps through the lossy line at each rate
+FLEET_COUNTER_JITTER = 1e-5  # relative: qemu-m4 step counts vary by ~40 in 21 M run to run
 STEP_SAMPLES = 3  # training steps the step section profiles (it reports the last)
 
 
@@ -534,9 +535,15 @@ def fleet(ctx: Ctx) -> dict:
     out["board"] = ctx.cfg.board
     out["steps"] = BOARD_STEPS
     out["train"], out["fleet_round"] = runs["train"], runs["fleet"]
-    # a counter of instructions is exact; one of time (the host board's us) is not compared
+    # Memory must be equal. Instructions too, but for the counter's own jitter: its window
+    # takes in a few polls of the UART, so two `tinyprop train` runs of the same steps differ
+    # by tens of instructions in 21 M (FLEET_COUNTER_JITTER); a count of time (the host board's
+    # us) is not compared.
     compared = [k for k in runs["train"] if k == "memory" or k.startswith("instructions")]
-    out["board_cost_unchanged"] = all(runs["train"][k] == runs["fleet"][k] for k in compared)
+    out["board_cost_unchanged"] = all(
+        abs(runs["train"][k] - runs["fleet"][k]) <= FLEET_COUNTER_JITTER * runs["train"][k]
+        if k.startswith("instructions") else runs["train"][k] == runs["fleet"][k]
+        for k in compared)
     out["compared"] = compared
     ctx.say(f"fleet: a board sends {out['trainable_bytes']:,} B of parameters a round (the "
             f"model's: {out['model_parameter_bytes']:,} B); on {ctx.cfg.board} a fleet round's "
