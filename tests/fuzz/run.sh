@@ -18,7 +18,8 @@
 #
 # With $FUZZ_FIGURES set (`all` sets it to tests/fuzz/figures.json), the run records its target's
 # figures there (executions, crashes, seconds, exec/s, date, commit: figures.py) and minimizes
-# its corpus into tests/fuzz/corpus_TARGET (-merge=1), which later runs start from.
+# its corpus into tests/fuzz/corpus_TARGET (-merge=1, inputs up to 2 KB), which later runs
+# start from.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 target=${1:-proto}
@@ -99,6 +100,8 @@ if [[ -n ${FUZZ_FIGURES:-} ]]; then
     mkdir -p "$kept"
     "$build/fuzz_$target" -merge=1 -max_len=8192 "$merged" "$build/corpus_$target" "$kept" \
         2>>"$log"
+    # the committed corpus stays small: inputs of at most 2 KB (seeders regenerate larger ones)
+    find "$merged" -type f -size +2k -delete
     rm -rf "$kept" && mv "$merged" "$kept"
 fi
 exit $status
