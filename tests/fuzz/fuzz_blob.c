@@ -3,8 +3,8 @@
  * (which checks the training program too; a refusal's fault must name its check), then, for a
  * blob it accepts, tp_session_init, tp_infer and tp_train_step on memory of exactly the requested
  * sizes, and, when its input is an image, a camera frame fitted to it (tp_model_image_of,
- * tp_image_input: the learn app's path, against fuzzed input shapes and quantization). Run it with tests/fuzz/run.sh blob; seed_blob.py seeds the corpus with real small training
- * blobs.
+ * tp_image_input: the learn app's path, against fuzzed input shapes and quantization). Run it with
+ * tests/fuzz/run.sh blob; seed_blob.py seeds the corpus with real small training blobs.
  *
  * The first input byte picks the mode, the rest is the blob. Odd modes patch the declared size
  * and the CRC trailer to match, so mutations get past the CRC into the field checks and the
@@ -64,7 +64,8 @@ static void fit_frame(tp_session *s, const tp_requirements *req, uint8_t fill)
     memset(pixels, fill, sizeof pixels);
     st = tp_image_input(&frame, table, tp_input(s), m.width, m.height, m.channels);
     /* TP_ERR_ARG only for an input whose aspect leaves the frame a window under one pixel */
-    CHECK(st == TP_OK || (st == TP_ERR_ARG && (m.width > 7u * m.height || m.height > 5u * m.width)));
+    CHECK(st == TP_OK ||
+          (st == TP_ERR_ARG && (m.width > 7u * m.height || m.height > 5u * m.width)));
 }
 
 /* Run an accepted blob: inference, then a training step if it has a training program. */

@@ -41,8 +41,8 @@ static uint64_t frame_span(const tp_image *f)
 
 static int side_too_large(const tp_image *f, uint32_t w, uint32_t h)
 {
-    return f->width > TP_IMAGE_MAX_SIDE || f->height > TP_IMAGE_MAX_SIDE ||
-           w > TP_IMAGE_MAX_SIDE || h > TP_IMAGE_MAX_SIDE;
+    return f->width > TP_IMAGE_MAX_SIDE || f->height > TP_IMAGE_MAX_SIDE || w > TP_IMAGE_MAX_SIDE ||
+           h > TP_IMAGE_MAX_SIDE;
 }
 
 /* A gray frame of out's size in gray is copied; any frame's fit stays within its pixels' range. */
@@ -95,7 +95,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.height = side(data + 3, data[0] & 0x20u);
     w = side(data + 5, data[0] & 0x40u);
     h = side(data + 7, data[0] & 0x80u);
-    f.stride = f.width * (f.format == 1u ? 3u : f.format == 2u ? 2u : 1u) + data[9] % 8u -
+    f.stride = f.width * (f.format == 1u   ? 3u
+                          : f.format == 2u ? 2u
+                                           : 1u) +
+               data[9] % 8u -
                (data[9] & 0x80u ? 1u : 0u); /* one short of a row sometimes: refused */
     memcpy(&bits, data + 10, 4);
     memcpy(&scale, &bits, sizeof scale); /* any bits: NaN, infinities, denormals, negatives */

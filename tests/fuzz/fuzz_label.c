@@ -36,7 +36,7 @@
 
 static struct {
     const uint8_t *data;
-    size_t size, pos;                  /* the next chunk */
+    size_t size, pos;                                    /* the next chunk */
     uint8_t host[TP_PROTO_WIRE_SIZE(TP_PROTO_MAX_BODY)]; /* host bytes not read yet */
     size_t host_len, host_pos;
     int32_t label; /* of the frame read last */
@@ -190,8 +190,8 @@ int tp_board_store_load(uint8_t *dst, uint32_t max, uint32_t *n)
     tp_wr_u32(dst + 8, TP_MODEL_PARAMS_BYTES);
     tp_wr_u32(dst + 12, tp_rd_u32(board.data + 3));
     tp_wr_u32(dst + 16, 0u);
-    tp_wr_u32(dst + 20, tp_crc32(tp_crc32(0, dst, 20u), dst + TP_RECORD_HEADER,
-                                 TP_MODEL_PARAMS_BYTES));
+    tp_wr_u32(dst + 20,
+              tp_crc32(tp_crc32(0, dst, 20u), dst + TP_RECORD_HEADER, TP_MODEL_PARAMS_BYTES));
     if (kind == 2u) {
         dst[board.data[4] % max] ^= (uint8_t)(1u << (board.data[5] % 8u));
     }
