@@ -84,6 +84,7 @@ fi
 log=$build/$target.log
 rm -f "$build/$target"-{crash,leak,timeout,oom}-*
 start=$(date +%s)
+commit=$(git -C "$root" rev-parse --short HEAD) # the tree the target was built from
 status=0
 # shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
 "$build/fuzz_$target" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=8192 \
@@ -92,9 +93,11 @@ status=0
 seconds=$(( $(date +%s) - start ))
 cat "$log" >&2
 if [[ -n ${FUZZ_FIGURES:-} ]]; then
-    crashes=$(find "$build" -maxdepth 1 -name "$target-*-*" | wc -l)
+    # reproducers only: a slow-unit file is no crash
+    crashes=$(find "$build" -maxdepth 1 \( -name "$target-crash-*" -o -name "$target-leak-*" \
+        -o -name "$target-timeout-*" -o -name "$target-oom-*" \) | wc -l)
     "$python" "$root/tests/fuzz/figures.py" "$FUZZ_FIGURES" "$target" "$log" "$seconds" \
-        "$crashes" "$(git -C "$root" rev-parse --short HEAD)"
+        "$crashes" "$commit"
     merged=$build/merged_$target
     rm -rf "$merged" && mkdir -p "$merged"
     mkdir -p "$kept"
