@@ -135,7 +135,7 @@ tp_status tp_pixel_table(uint32_t range, float scale, int32_t zero_point, int8_t
     }
     for (p = 0; p < 256u; p++) {
         float x = (float)p, v, a;
-        int32_t q;
+        int64_t q; /* q + zero_point: any int32 zero point without overflow */
         if (range == TP_PIXELS_0_1) {
             x = x / 255.0f;
         } else if (range == TP_PIXELS_M1_1) {
@@ -145,7 +145,7 @@ tp_status tp_pixel_table(uint32_t range, float scale, int32_t zero_point, int8_t
         /* round half away from zero; past +-512 the clamp below decides alone */
         a = v < 0.0f ? -v : v;
         a = a > 512.0f ? 512.0f : a;
-        q = (int32_t)(a + 0.5f);
+        q = (int64_t)(a + 0.5f);
         q = (v < 0.0f ? -q : q) + zero_point;
         table[p] = (int8_t)(q < -128 ? -128 : (q > 127 ? 127 : q));
     }
@@ -171,7 +171,9 @@ uint32_t tp_input_pixels(float scale, int32_t zero_point)
 {
     /* in float, as the host computes it (datasets.input_pixels): the same choice everywhere */
     static const float range[3][2] = {{0.0f, 1.0f}, {0.0f, 255.0f}, {-1.0f, 1.0f}};
-    float lo = (float)(-128 - zero_point) * scale, hi = (float)(127 - zero_point) * scale;
+    /* in float from the start: -128 - zero_point overflows an int32 for a zero point near its
+     * ends (not an int8 tensor's, whose ends are exact either way) */
+    float lo = (-128.0f - (float)zero_point) * scale, hi = (127.0f - (float)zero_point) * scale;
     float best = -1.0f;
     uint32_t k, pick = TP_PIXELS_0_1;
     for (k = 0; k < 3u; k++) {

@@ -2,8 +2,9 @@
  * fuzz_blob.c - libFuzzer harness for the blob loader (firmware/core/blob/): tp_blob_check
  * (which checks the training program too; a refusal's fault must name its check), then, for a
  * blob it accepts, tp_session_init, tp_infer and tp_train_step on memory of exactly the requested
- * sizes. Run it with tests/fuzz/run.sh blob; seed_blob.py seeds the corpus with real small training
- * blobs.
+ * sizes, and, when its input is an image, a camera frame fitted to it (tp_model_image_of,
+ * tp_image_input: the learn app's path, against fuzzed input shapes and quantization). Run it with
+ * tests/fuzz/run.sh blob; seed_blob.py seeds the corpus with real small training blobs.
  *
  * The first input byte picks the mode, the rest is the blob. Odd modes patch the declared size
  * and the CRC trailer to match, so mutations get past the CRC into the field checks and the
@@ -17,6 +18,7 @@
 #include "fuzz_check.h"
 #include "tinyprop.h"
 #include "tp_blob_layout.h"
+#include "tp_image.h"
 #include "tp_le.h"
 /* Accepted garbage may ask for any memory or any amount of work: run the ones a small board
  * could hold, which keeps every execution short. */
@@ -40,6 +42,30 @@ static void put_sample(tp_session *s, const tp_requirements *req, uint8_t fill)
     } else {
         tp_set_row_source(s, fill_rows, (void *)req);
     }
+}
+
+/* A model whose input is an image: a small RGB565 frame of `fill` made its input, as the learn
+ * app does with a camera frame. */
+static void fit_frame(tp_session *s, const tp_requirements *req, uint8_t fill)
+{
+    static uint8_t pixels[2u * 7u * 5u];
+    tp_image frame = {pixels, 7u, 5u, TP_IMAGE_RGB565BE, 14u};
+    tp_model_image m;
+    int8_t table[256];
+    tp_status st;
+    if (tp_model_image_of(s, &m) != TP_OK) {
+        return;
+    }
+    CHECK(m.pixels <= TP_PIXELS_M1_1 && (m.channels == 1u || m.channels == 3u));
+    CHECK((uint64_t)m.width * m.height * m.channels == req->input_bytes);
+    if (tp_pixel_table(m.pixels, m.scale, m.zero_point, table) != TP_OK) {
+        return;
+    }
+    memset(pixels, fill, sizeof pixels);
+    st = tp_image_input(&frame, table, tp_input(s), m.width, m.height, m.channels);
+    /* TP_ERR_ARG only for an input whose aspect leaves the frame a window under one pixel */
+    CHECK(st == TP_OK ||
+          (st == TP_ERR_ARG && (m.width > 7u * m.height || m.height > 5u * m.width)));
 }
 
 /* Run an accepted blob: inference, then a training step if it has a training program. */
@@ -66,6 +92,7 @@ static void run_session(const uint8_t *blob, uint32_t len, const tp_requirements
             CHECK(name == NULL || strlen(name) > 0u);
         }
         CHECK(tp_class_name(&s, req->n_classes) == NULL);
+        fit_frame(&s, req, fill);
         put_sample(&s, req, fill);
         st = tp_infer(&s, &r);
         if (st == TP_OK) {

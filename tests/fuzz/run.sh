@@ -2,24 +2,43 @@
 # Build and run a libFuzzer target (clang, -fsanitize=fuzzer,address,undefined).
 #
 #   tests/fuzz/run.sh [TARGET] [RUNS]      default: proto 1000000
+#   tests/fuzz/run.sh all [RUNS]           every target in turn, its figures recorded
 #
 # TARGET names a harness tests/fuzz/fuzz_TARGET.c, which defines LLVMFuzzerTestOneInput and lists
 # the firmware sources it links in one comment line, e.g. "// FUZZ_SOURCES: firmware/proto/tp_proto.c":
-# adding a target is adding that one file. Builds and the growing corpus go to $FUZZ_BUILD
-# (default build/fuzz); a target's seed_TARGET.py, if any, seeds that corpus first (with
-# $FUZZ_PYTHON, default the repo's .venv); "@core" in FUZZ_SOURCES stands for the portable core.
-# FUZZ_SEED fixes the run (default 1); extra libFuzzer flags go in $FUZZ_FLAGS, extra compiler
-# flags (e.g. -fno-sanitize=alignment, to look past a known finding) in $FUZZ_CFLAGS. Exits
-# non-zero on a crash, a sanitizer report or a failed check, leaving the reproducer in
-# $FUZZ_BUILD/crash-*.
+# adding a target is adding that one file. "@core" in FUZZ_SOURCES stands for the portable core.
+# A harness that links an application (which compiles its model in) names a generated model in
+# a "// FUZZ_MODEL: MODEL SCHEME" line: model_header.py writes its header, TP_MODEL_HEADER.
+# Builds and the growing corpus go to $FUZZ_BUILD (default build/fuzz); a target's
+# seed_TARGET.py, if any, seeds that corpus first (with $FUZZ_PYTHON, default the repo's .venv).
+# FUZZ_SEED fixes the run (default 1); extra libFuzzer flags go in $FUZZ_FLAGS (e.g.
+# -max_total_time=600 to stop a slow target in time), extra compiler flags (e.g.
+# -fno-sanitize=alignment, to look past a known finding) in $FUZZ_CFLAGS. Exits non-zero on a
+# crash, a sanitizer report or a failed check, leaving the reproducer in $FUZZ_BUILD/TARGET-crash-*.
+#
+# With $FUZZ_FIGURES set (`all` sets it to tests/fuzz/figures.json), the run records its target's
+# figures there (executions, crashes, seconds, exec/s, date, commit: figures.py) and minimizes
+# its corpus into tests/fuzz/corpus_TARGET (-merge=1, inputs up to 2 KB), which later runs
+# start from.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 target=${1:-proto}
 runs=${2:-1000000}
+python=${FUZZ_PYTHON:-$root/.venv/bin/python}
+build=${FUZZ_BUILD:-$root/build/fuzz}
+if [[ $target == all ]]; then
+    status=0
+    for harness in "$root"/tests/fuzz/fuzz_*.c; do
+        name=$(basename "$harness" .c)
+        FUZZ_FIGURES=${FUZZ_FIGURES:-$root/tests/fuzz/figures.json} "$0" "${name#fuzz_}" "$runs" \
+            || status=1
+    done
+    exit $status
+fi
 harness=$root/tests/fuzz/fuzz_$target.c
 if [[ ! -f $harness ]]; then
     available=$(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//' | tr '\n' ' ')
-    echo "run.sh: no harness $harness; targets: $available" >&2
+    echo "run.sh: no harness $harness; targets: $available all" >&2
     exit 2
 fi
 sources=()
@@ -32,24 +51,60 @@ for s in $(sed -n 's|^// FUZZ_SOURCES:||p' "$harness"); do
         sources+=("$root/$s")
     fi
 done
-build=${FUZZ_BUILD:-$root/build/fuzz}
 mkdir -p "$build/corpus_$target"
+model_flags=()
+read -r -a model < <(sed -n 's|^// FUZZ_MODEL:||p' "$harness") || true
+if (( ${#model[@]} )); then
+    header=$build/model_$target.h
+    "$python" "$root/tests/fuzz/model_header.py" "${model[@]}" "$header"
+    model_flags=("-DTP_MODEL_HEADER=\"$header\"")
+fi
 # A target may seed its corpus: tests/fuzz/seed_TARGET.py DIR writes real inputs into DIR.
 seeder=$root/tests/fuzz/seed_$target.py
 if [[ -f $seeder ]]; then
-    "${FUZZ_PYTHON:-$root/.venv/bin/python}" "$seeder" "$build/corpus_$target"
+    "$python" "$seeder" "$build/corpus_$target"
 fi
 # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
 # FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (libFuzzer's convention): the core's debug checks,
 # e.g. a refused blob's fault records the check's source line
 clang -std=c99 -g -O1 -Wall -Wextra -Werror -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all ${FUZZ_CFLAGS:-} \
-    $(make -s -C "$root/firmware" print-cflags | sed 's/-std=c99 -ffp-contract=off//') "$harness" "${sources[@]}" -o "$build/fuzz_$target"
-# Inputs that once crashed (tests/fuzz/regressions_TARGET/) run first, as a read-only corpus.
+    $(make -s -C "$root/firmware" print-cflags | sed 's/-std=c99 -ffp-contract=off//') \
+    "${model_flags[@]}" "$harness" "${sources[@]}" -o "$build/fuzz_$target"
+# The corpus grows in build/; the committed minimized corpus and the inputs that once crashed
+# (tests/fuzz/regressions_TARGET/) run first, read-only.
 corpora=("$build/corpus_$target")
+kept=$root/tests/fuzz/corpus_$target
+if [[ -d $kept ]]; then
+    corpora+=("$kept")
+fi
 if [[ -d $root/tests/fuzz/regressions_$target ]]; then
     corpora+=("$root/tests/fuzz/regressions_$target")
 fi
+log=$build/$target.log
+rm -f "$build/$target"-{crash,leak,timeout,oom}-*
+start=$(date +%s)
+commit=$(git -C "$root" rev-parse --short HEAD) # the tree the target was built from
+status=0
 # shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
 "$build/fuzz_$target" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=8192 \
-    -artifact_prefix="$build/" -print_final_stats=1 ${FUZZ_FLAGS:-} "${corpora[@]}"
+    -artifact_prefix="$build/$target-" -print_final_stats=1 ${FUZZ_FLAGS:-} "${corpora[@]}" \
+    2>"$log" || status=$?
+seconds=$(( $(date +%s) - start ))
+cat "$log" >&2
+if [[ -n ${FUZZ_FIGURES:-} ]]; then
+    # reproducers only: a slow-unit file is no crash
+    crashes=$(find "$build" -maxdepth 1 \( -name "$target-crash-*" -o -name "$target-leak-*" \
+        -o -name "$target-timeout-*" -o -name "$target-oom-*" \) | wc -l)
+    "$python" "$root/tests/fuzz/figures.py" "$FUZZ_FIGURES" "$target" "$log" "$seconds" \
+        "$crashes" "$commit"
+    merged=$build/merged_$target
+    rm -rf "$merged" && mkdir -p "$merged"
+    mkdir -p "$kept"
+    "$build/fuzz_$target" -merge=1 -max_len=8192 "$merged" "$build/corpus_$target" "$kept" \
+        2>>"$log"
+    # the committed corpus stays small: inputs of at most 2 KB (seeders regenerate larger ones)
+    find "$merged" -type f -size +2k -delete
+    rm -rf "$kept" && mv "$merged" "$kept"
+fi
+exit $status

@@ -33,17 +33,20 @@ SEEDS = [("conv3x3_same_relu", "last:2", "float32", False),
          ("odd_7x7_stack", "bias-only", "int16", False)]
 
 
+def small_blob(name: str, scheme: str, grad: str, named: bool) -> bytes:
+    """The training blob of generated model `name` (tests/modelgen.py), with class names
+    "class K" when `named`."""
+    path = build_tflite(name)
+    graph = read_tflite(path)
+    program = build_program(graph, parse_scheme(graph, scheme), grad=grad)
+    n_classes = graph.tensors[graph.logits_op().outputs[0]].size
+    labels = tuple(f"class {k}" for k in range(n_classes)) if named else None
+    return pack_blob(graph, zlib.crc32(path.read_bytes()), train=program, labels=labels)
+
+
 def seed_blobs() -> dict[str, bytes]:
-    blobs = {}
-    for name, scheme, grad, named in SEEDS:
-        path = build_tflite(name)
-        graph = read_tflite(path)
-        program = build_program(graph, parse_scheme(graph, scheme), grad=grad)
-        n_classes = graph.tensors[graph.logits_op().outputs[0]].size
-        labels = tuple(f"class {k}" for k in range(n_classes)) if named else None
-        blobs[f"{name}_{grad}{'_labels' if named else ''}"] = pack_blob(
-            graph, zlib.crc32(path.read_bytes()), train=program, labels=labels)
-    return blobs
+    return {f"{name}_{grad}{'_labels' if named else ''}": small_blob(name, scheme, grad, named)
+            for name, scheme, grad, named in SEEDS}
 
 
 def main(corpus: Path) -> int:

@@ -1,5 +1,8 @@
 """A short libFuzzer run of every harness in tests/fuzz (proto: the protocol decoder and codecs;
-blob: the blob loader, inference and a training step), the full run being tests/fuzz/run.sh."""
+blob: the blob loader, inference and a training step; image: the camera frame input; label: the
+learn app's host bytes, frames and labels; record: the params record), each replaying first the
+inputs that once crashed it (regressions_TARGET) and its committed corpus; the long run is
+tests/fuzz/run.sh all (docs/fuzzing.md)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,10 @@ def test_short_fuzz_run(target: str, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert re.search(rf"^Done {RUNS} runs", proc.stderr, re.MULTILINE), proc.stderr[-2000:]
+    regressions = FUZZ_DIR / f"regressions_{target}"
+    if regressions.is_dir():  # every input that once crashed it ran, and passes now
+        count = len(list(regressions.iterdir()))
+        assert f"{count} files found in {regressions}" in proc.stderr, proc.stderr[-2000:]
     if (FUZZ_DIR / f"seed_{target}.py").exists():  # started from real inputs, not from nothing
         assert re.search(rf"^seed_{target}.py: [1-9]\d* ", proc.stderr, re.MULTILINE)
 

@@ -471,7 +471,8 @@ static void predict_latest(void)
 }
 
 /* The latest frame as the model sees it, 48 x 48, in THUMB chunks; fitted into the arena,
- * which holds nothing between frames (the next frame's input is fitted again). */
+ * which holds nothing between frames (the next frame's input is fitted again). A model whose
+ * arena is smaller than a thumbnail sends none. */
 static void send_thumb(uint16_t seq)
 {
     tp_image img = latest_image();
@@ -479,7 +480,7 @@ static void send_thumb(uint16_t seq)
                       app.mode.format == TP_IMAGE_GRAY8 ? 1u : 3u};
     uint32_t total = THUMB_SIDE * THUMB_SIDE * m.channels;
     uint32_t room = (uint32_t)tp_proto_max_payload_for(sizeof app.tx) - 11u;
-    if (app.frame_len == 0u ||
+    if (app.frame_len == 0u || total > TP_MODEL_ARENA_BYTES ||
         tp_image_fit(&img, ARENA, THUMB_SIDE, THUMB_SIDE, m.channels) != TP_OK) {
         return;
     }

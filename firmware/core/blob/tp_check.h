@@ -69,7 +69,7 @@
     X(TRAN_ACTIVATION, "an operand of the training forward has no training-plan activation")     \
     X(TRAN_ACTIVATION_BOUNDS, "an activation outside the training arena")                        \
     X(TRAN_GRADIENT_BOUNDS, "a gradient buffer outside the training arena")                      \
-    X(TRAN_GRADIENT_ALIGN, "a gradient buffer not at a multiple of 4")                           \
+    X(TRAN_GRADIENT_ALIGN, "a gradient buffer not at a multiple of 4 (a sink's sums: 8)")        \
     X(TRAN_ORDER, "records not of ascending ops in [first, last] after the tiled stage")         \
     X(TRAN_OUTPUT_GRADIENT, "the op's output has no gradient buffer")                            \
     X(TRAN_INPUT_GRADIENT, "an input gradient without a buffer, or input 1 of an op not ADD")    \

@@ -19,7 +19,7 @@ static uint64_t sums_bytes(const tp_tensor *t)
     return TP_GM_HEADER + 8ull * (t->rank > 0u ? t->dims[t->rank - 1u] : 1u);
 }
 
-/* Every training-plan offset inside the training arena, gradient buffers 4-aligned. */
+/* Every training-plan offset inside the training arena, gradient buffers 4-aligned (sums 8). */
 static tp_status check_train_tensors(const tp_blob_view *v, tp_fault *f)
 {
     uint32_t i, format = tp_tran_grad_format(v);
@@ -38,8 +38,9 @@ static tp_status check_train_tensors(const tp_blob_view *v, tp_fault *f)
             return TP_REFUSE(f, TP_ERR_BLOB_BOUNDS, TRAN_GRADIENT_BOUNDS, TRAN, TP_NO_RECORD,
                              TRAN_OFF_OFFSET);
         }
-        if (g != TP_NONE32 && (g & 3u) != 0u) {
-            /* float gradients and a map's exponent: an unaligned one faults on the M4 */
+        if (g != TP_NONE32 && (g & (is_sums(v, i) ? 7u : 3u)) != 0u) {
+            /* float gradients, a map's exponent and a sink's int64 sums (after the 8-byte
+             * header): an unaligned one faults on the M4 */
             return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TRAN_GRADIENT_ALIGN, TRAN, TP_NO_RECORD,
                              TRAN_OFF_OFFSET);
         }
