@@ -557,8 +557,10 @@ def faults(ctx: Ctx) -> dict:
     """What a board that learns in the field survives (tinyprop.faults), with the demo's blob:
     power cuts and torn operations in every save of its parameters record on the simulated NOR
     flash of the Nano and the ESP32 (records lost: goal 0); training through a lossy line at
-    three fault rates on --board (steps whose parameters differ from a clean run's: goal 0)."""
-    from ..faults import link, store
+    three fault rates on --board (steps whose parameters differ from a clean run's: goal 0);
+    and, from the last long runs' committed figures (hours of CPU, not rerun here), each fuzz
+    target's executions and crashes and the 10,000-step soak's divergences."""
+    from ..faults import fuzz, link, soak, store
 
     tb, _ = ctx.blob("auto", "256KB")
     xs, ys = ctx.split("train", ctx.cfg.shift)
@@ -575,5 +577,14 @@ def faults(ctx: Ctx) -> dict:
                                       "torn_records_lost")}
     out.update({key: line[key] for key in ("link_faults", "wrong_steps", "frames_retried",
                                            "seconds_lost")})
-    out["store"], out["link"] = cuts, line
+    fuzzed = fuzz.figures()
+    soaked = soak.last_figures()
+    out.update(fuzz_execs=fuzzed["fuzz_execs"], fuzz_crashes=fuzzed["fuzz_crashes"],
+               soak_steps=soaked["soak_steps"], soak_divergences=soaked["soak_divergences"])
+    for target, runs in fuzzed["fuzz_execs"].items():
+        ctx.say(f"fuzz {target}: {runs:,} executions, {fuzzed['fuzz_crashes'][target]} crashes "
+                f"({fuzzed['fuzz_runs'][target]['date']}, the last long run)")
+    ctx.say(f"soak: {soaked['soak_steps']:,} steps on {soaked['board']}, "
+            f"{soaked['soak_divergences']} divergences (the last full run)")
+    out["store"], out["link"], out["soak"] = cuts, line, soaked
     return out
