@@ -112,6 +112,11 @@ int64_t tp_gm_round_f32(float x)
 
 /* ---- writing a map ---- */
 
+static int32_t clamp_i32(int64_t v)
+{
+    return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+}
+
 void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows, uint32_t row_elems,
                  uint32_t accumulate, uint8_t *shifts, int32_t e_v)
 {
@@ -130,10 +135,15 @@ void tp_gm_begin(tp_gm_writer *w, uint8_t *buf, uint32_t format, uint32_t rows, 
     w->so = 0;
     w->shift = 0;
     if (accumulate) { /* gradmap.combine */
-        int32_t e_old = w->map.e, lo = e_v < e_old ? e_v : e_old, hi = e_v < e_old ? e_old : e_v;
-        w->e_c = lo > hi - TP_GM_ALIGN_SPAN ? lo : hi - TP_GM_ALIGN_SPAN;
-        w->sv = w->e_c - e_v;
-        w->so = w->e_c - e_old;
+        /* In 64 bits: the map's stored exponent is whatever the buffer holds, and a malformed
+         * blob can accumulate into one never written (fuzz_blob); the shifts then saturate
+         * (tp_gm_rshift takes any beyond 62 as 62). A map the core wrote has a small exponent,
+         * so the bits are the same. */
+        int64_t e_old = w->map.e, lo = e_v < e_old ? e_v : e_old, hi = e_v < e_old ? e_old : e_v;
+        int64_t e_c = lo > hi - TP_GM_ALIGN_SPAN ? lo : hi - TP_GM_ALIGN_SPAN;
+        w->e_c = (int32_t)e_c;
+        w->sv = clamp_i32(e_c - e_v);
+        w->so = clamp_i32(e_c - e_old);
     }
 }
 
@@ -426,7 +436,7 @@ void tp_gm_end(tp_gm_writer *w)
             }
         }
     }
-    e = w->e_c + (int32_t)top;
+    e = clamp_i32((int64_t)w->e_c + top);
     memcpy(w->header, &e, 4u);
     w->map.e = e;
 }
