@@ -208,7 +208,7 @@ def test_fedmedian_outvotes_a_poisoned_board_and_ctrl_c_stops_the_run(vww_model_
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)  # Ray's shutdown: seconds, a minute when loaded
+        _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from ..errors import TinypropError
 from ..fleet.node import ROUND_TIMEOUT
@@ -110,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {write_app(args.write_app, fleet, report) / 'pyproject.toml'}: "
               f"flwr run {args.write_app} CONNECTION (the ServerApp writes {report})")
         return 0
+    stopped = False
     with progress(fleet.log):
         if args.deploy:
             from ..fleet.deploy import run_fleet_deployed
@@ -118,8 +122,13 @@ def run(args: argparse.Namespace) -> int:
                                         alone=args.alone, centralized=args.centralized,
                                         workdir=args.deploy_dir)
         else:
-            report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
-                               centralized=args.centralized)
+            try:
+                report = run_fleet(fleet, args.json, verbose=args.verbose, alone=args.alone,
+                                   centralized=args.centralized)
+            except KeyboardInterrupt:
+                stopped = True
+    if stopped:
+        interrupted()
     if report["server"] is not None:
         print(f"the blob on the server's holdout ({args.server_holdout}): "
               f"{report['server']['accuracy_before']:.1%}")
@@ -147,6 +156,17 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"wrote {draw_fleet(report, args.plot)}")
     return 0
+
+
+def interrupted() -> NoReturn:
+    """End the process after Ctrl-C on the Simulation Engine: Flower's worker threads can be
+    left waiting on Ray futures that Ray's shutdown never completes, and Python joins such
+    threads at exit, forever (seen: a process alive an hour after its Ctrl-C). What the run
+    wrote is closed (the fleet log's end, the rounds' .tflite); the verb says what `tinyprop`
+    says of any interrupted verb and exits 130."""
+    print("tinyprop fleet: interrupted", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(130)
 
 
 @contextmanager

@@ -367,6 +367,7 @@ class FleetServer:
         self.exported: list[str] = []
         self.server_accuracy: dict[int, float] = {}  # round -> the global on the server's holdout
         self.stop = threading.Event()
+        self.ended = threading.Event()  # its rounds are over (done or stopped), its log closed
         self.app = ServerApp()
         self.app.main()(self.serve)
 
@@ -402,6 +403,7 @@ class FleetServer:
             if self._log is not None:
                 self._log.close()
                 self._log = None
+            self.ended.set()
 
     def _after_round(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """After each round, the global model as a .tflite (round 0: the blob's, not written)

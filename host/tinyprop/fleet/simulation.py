@@ -19,6 +19,7 @@ from .node import BoardNode, FleetConfig, client_data, holdout_accuracy
 # Each emulated board takes one CPU of Ray's and no GPU; Ray gets at most two (the boards
 # run side by side, the server thread waits), no dashboard and a small object store.
 CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}
+STOP_WAIT = 10.0  # s for the server to end its rounds after Ctrl-C
 RAY_INIT = {"include_dashboard": False, "object_store_memory": 100 * 2**20}
 
 
@@ -47,9 +48,11 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
                        num_supernodes=len(fleet.clients), backend_config=backend,
                        verbose_logging=verbose)
     except KeyboardInterrupt:
-        # the process exits only once every thread has: the server's stops waiting for
-        # replies, and Flower's workers' waits on Ray actors end with Ray
+        # the server stops waiting for replies and writes the end of its log; Ray is shut
+        # down. Flower's worker threads may still wait on Ray futures that never complete,
+        # which Python would join at exit: the verb ends the process itself (os._exit).
         server.stop.set()
+        server.ended.wait(STOP_WAIT)
         import ray
 
         ray.shutdown()
