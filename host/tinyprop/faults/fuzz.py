@@ -1,4 +1,4 @@
-"""The fuzzing figures (issue 30 item 4): what the last long run of every libFuzzer target made,
+"""The fuzzing figures: what the last long run of every libFuzzer target made,
 as `tests/fuzz/run.sh all 10000000` records them in tests/fuzz/figures.json (docs/fuzzing.md).
 The file is committed with the repository; an installed package without the tests has none."""
 

@@ -1,4 +1,4 @@
-"""The soak (issue 30 item 6): many training steps on an emulated board with the demo's blob,
+"""The soak: many training steps on an emulated board with the demo's blob,
 the board saving its params record every `save_every` steps and restarted every `reset_every`
 (its process stopped and started again on the same store, as a power cycle does), checked bit for
 bit against an uninterrupted run of the same steps on a reference engine.

@@ -15,8 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import TinypropError
-from .runlog import read_runlog
-from .sources import EventPump, EventSource
+from .sources import EventPump, EventSource, replay_source
 
 FLEET_START = "fleet"  # a fleet log's first event
 FOLLOW_POLL = 0.2  # s between looks at a followed log that has not grown
@@ -75,7 +74,8 @@ def follow_source(path: str | Path, poll: float = FOLLOW_POLL,
 
 
 def replay_fleet(path: str | Path) -> EventSource:
-    return iter(read_runlog(path))
+    """A recorded fleet log's events, as fast as they can be read (sources.replay_source)."""
+    return replay_source(path)
 
 
 @dataclass
@@ -290,6 +290,8 @@ def _dashboard_class() -> type:
     from textual.app import App, ComposeResult
     from textual.widgets import Footer, Static
 
+    from .app import DRAIN_LIMIT, REDRAW_HZ  # the run dashboard's pace
+
     class FleetDashboard(App):
         TITLE = "tinyprop monitor: fleet"
         BINDINGS: ClassVar = [("q", "quit", "quit")]
@@ -314,11 +316,11 @@ def _dashboard_class() -> type:
 
         def on_mount(self) -> None:
             self.pump.start()
-            self.set_interval(1 / 8, self.tick)
+            self.set_interval(1 / REDRAW_HZ, self.tick)
             self.redraw()
 
         def tick(self) -> None:
-            events, ended = self.pump.drain(20_000)
+            events, ended = self.pump.drain(DRAIN_LIMIT)
             for event in events:
                 self.state.fold(event)
             if ended and self.state.ended is None:
