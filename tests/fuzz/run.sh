@@ -7,6 +7,9 @@
 # TARGET names a harness tests/fuzz/fuzz_TARGET.c, which defines LLVMFuzzerTestOneInput and lists
 # the firmware sources it links in one comment line, e.g. "// FUZZ_SOURCES: firmware/proto/tp_proto.c":
 # adding a target is adding that one file. "@core" in FUZZ_SOURCES stands for the portable core.
+# A "// FUZZ_NO_COVERAGE: PATH ..." line names sources (files, or folders) left out of coverage
+# instrumentation (-fsanitize-coverage-ignorelist; the sanitizers still check them): arithmetic
+# that no input steers, whose comparisons otherwise cost most of a run's time.
 # A harness that links an application (which compiles its model in) names a generated model in
 # a "// FUZZ_MODEL: MODEL SCHEME" line: model_header.py writes its header, TP_MODEL_HEADER.
 # Builds and the growing corpus go to $FUZZ_BUILD (default build/fuzz); a target's
@@ -52,6 +55,15 @@ for s in $(sed -n 's|^// FUZZ_SOURCES:||p' "$harness"); do
     fi
 done
 mkdir -p "$build/corpus_$target"
+coverage_flags=()
+read -r -a unguided < <(sed -n 's|^// FUZZ_NO_COVERAGE:||p' "$harness") || true
+if (( ${#unguided[@]} )); then
+    ignorelist=$build/no_coverage_$target.txt
+    for p in "${unguided[@]}"; do
+        if [[ -d $root/$p ]]; then echo "src:$root/$p/*"; else echo "src:$root/$p"; fi
+    done >"$ignorelist"
+    coverage_flags=("-fsanitize-coverage-ignorelist=$ignorelist")
+fi
 model_flags=()
 read -r -a model < <(sed -n 's|^// FUZZ_MODEL:||p' "$harness") || true
 if (( ${#model[@]} )); then
@@ -70,7 +82,7 @@ fi
 clang -std=c99 -g -O1 -Wall -Wextra -Werror -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all ${FUZZ_CFLAGS:-} \
     $(make -s -C "$root/firmware" print-cflags | sed 's/-std=c99 -ffp-contract=off//') \
-    "${model_flags[@]}" "$harness" "${sources[@]}" -o "$build/fuzz_$target"
+    "${model_flags[@]}" "${coverage_flags[@]}" "$harness" "${sources[@]}" -o "$build/fuzz_$target"
 # The corpus grows in build/; the committed minimized corpus and the inputs that once crashed
 # (tests/fuzz/regressions_TARGET/) run first, read-only.
 corpora=("$build/corpus_$target")
