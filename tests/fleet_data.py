@@ -1,6 +1,6 @@
-"""What the fleet's tests share (test_fleet_apps.py, test_fleet_cli.py): a small slice of
-vww-mini, the VWW blob training its last two layers, and a reading of the trained values a
-.tflite holds."""
+"""What the fleet's tests share (test_fleet_apps.py, test_fleet_cli.py, test_fleet_deploy.py,
+test_fleet_restart.py): a small slice of vww-mini, the VWW blob training its last two layers,
+and a reading of the trained values a .tflite holds."""
 
 from __future__ import annotations
 
@@ -60,3 +60,10 @@ def tflite_arrays(layout: ParamsLayout, tflite: Path) -> dict[str, np.ndarray]:
             data = data.reshape(-1, a.shape[1])[a.channels]
         out[a.name] = data.astype(a.dtype)
     return out
+
+
+def small_fleet(vww_model_path: Path, vww_data_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The deployment tests' fleet: the VWW last:2 blob and a vww-mini slice of 4 training and
+    2 holdout photos a class."""
+    return (vww_last2(vww_model_path, tmp_path / "vww.tpb"),
+            vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2))

@@ -1,0 +1,79 @@
+"""A deployed fleet (Flower's Deployment Engine, real processes on 127.0.0.1) refuses a
+SuperNode whose key is not on the SuperLink's list while the run goes on with the listed ones,
+and takes back a SuperNode that was killed and restarted; nothing is left running or listening
+afterwards."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+# tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
+from fleet_data import small_fleet as make_small_fleet
+
+pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
+
+from tinyprop.fleet.deploy import LocalFederation, marked_pids  # noqa: E402
+from tinyprop.fleet.node import FleetConfig  # noqa: E402
+
+CLIENTS = ("haze", "night")
+ROUND_TIMEOUT = 20.0  # s: a round without a board's reply goes on after this long
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def small_fleet(vww_model_path, vww_data_dir, tmp_path):
+    return make_small_fleet(vww_model_path, vww_data_dir, tmp_path)
+
+
+@pytest.mark.slow  # the Deployment Engine's processes, 3 rounds, two waits of ROUND_TIMEOUT
+def test_a_deployed_fleet_refuses_an_unknown_node_and_takes_back_a_restarted_one(small_fleet,
+                                                                                  tmp_path):
+    """A third SuperNode with a key of its own, never registered: the SuperLink refuses it
+    (its log says no SuperNode has that key), it exits saying it could not activate. Then,
+    as round 1's training starts, night's SuperNode is killed (its machine loses power) and
+    started again as a supervisor would: the round goes on without it (no reply: its message
+    expires with the round), and it is back for round 3 by the same name. Afterwards no
+    process of the federation is left and none of its ports listens."""
+    tpb, data = small_fleet
+    log = tmp_path / "fleet.jsonl"
+    fleet = FleetConfig(tpb, data, CLIENTS, rounds=3, seed=3, log=log,
+                        round_timeout=ROUND_TIMEOUT)
+    with LocalFederation(tmp_path / "federation") as federation:
+        for name in CLIENTS:
+            federation.add_node(name, "host")
+        intruder = federation.add_node("sodium", "host", register=False)
+        federation.wait_online(len(CLIENTS))
+        assert intruder.process.wait(60) != 0
+        said = intruder.log.read_text()  # Flower's exit code 305: no connection to the SuperLink
+        assert "Exit Code: 305" in said and "Failed to activate SuperNode" in said
+        assert "No SuperNode found with the given public key" in \
+            federation.superlink_log.read_text()
+        ran: dict = {}
+        runner = threading.Thread(target=lambda: ran.update(report=federation.run(fleet)))
+        runner.start()
+        deadline = time.monotonic() + 120
+        while not (log.exists() and '"phase":"train"' in log.read_text()):
+            assert runner.is_alive() and time.monotonic() < deadline
+            time.sleep(0.1)
+        federation.restart_node(federation.nodes[1])
+        runner.join(600)
+        assert federation.online() == len(CLIENTS)
+        ports = [federation.port] + [n.port for n in federation.nodes]
+    report = ran["report"]
+    assert [[c["name"] for c in r["clients"]] for r in report["rounds"]] == \
+        [["haze"], ["haze"] if report["rounds"][1]["failed"] else ["haze", "night"],
+         ["haze", "night"]]
+    [failed] = report["rounds"][0]["failed"]
+    assert failed["name"] == "night", failed  # named once it replied, in a later round
+    assert report["rounds"][2]["failed"] == []
+    assert all(r["rejected"] == [] for r in report["rounds"])
+    assert marked_pids(str(tmp_path / "federation")) == []
+    assert not any(listening(p) for p in ports)
