@@ -19,7 +19,7 @@
  */
 // FUZZ_SOURCES: @core
 // FUZZ_MODEL: fc_flatten last:2
-// FUZZ_NO_COVERAGE: firmware/core/kernels firmware/core/tp_fmath.c firmware/core/tp_optim.c firmware/core/tp_quant.c
+// FUZZ_NO_COVERAGE: firmware/core/kernels firmware/core/tp_crc32.c firmware/core/tp_fmath.c firmware/core/tp_optim.c firmware/core/tp_quant.c
 #include <stdlib.h>
 #include <string.h>
 
