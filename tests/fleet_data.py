@@ -5,6 +5,7 @@ and a reading of the trained values a .tflite holds."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +68,10 @@ def small_fleet(vww_model_path: Path, vww_data_dir: Path, tmp_path: Path) -> tup
     2 holdout photos a class."""
     return (vww_last2(vww_model_path, tmp_path / "vww.tpb"),
             vww_slice(vww_data_dir, tmp_path / "data", train=4, holdout=2))
+
+
+def killed_output(proc: subprocess.Popen) -> tuple[str, str]:
+    """A fleet process's stdout and stderr for a failed wait's message, once it is killed (a
+    bare communicate() would wait for all its rounds)."""
+    proc.kill()
+    return proc.communicate(timeout=30)

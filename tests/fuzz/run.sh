@@ -7,7 +7,7 @@
 # TARGET names a harness tests/fuzz/fuzz_TARGET.c, which defines LLVMFuzzerTestOneInput and lists
 # the firmware sources it links in one comment line, e.g. "// FUZZ_SOURCES: firmware/proto/tp_proto.c":
 # adding a target is adding that one file. "@core" in FUZZ_SOURCES stands for the portable core.
-# A "// FUZZ_NO_COVERAGE: PATH ..." line names sources (files, or folders) left out of coverage
+# "// FUZZ_NO_COVERAGE: PATH ..." lines name sources (files, or folders) left out of coverage
 # instrumentation (-fsanitize-coverage-ignorelist; the sanitizers still check them): arithmetic
 # that no input steers, whose comparisons otherwise cost most of a run's time.
 # A harness that links an application (which compiles its model in) names a generated model in
@@ -56,7 +56,7 @@ for s in $(sed -n 's|^// FUZZ_SOURCES:||p' "$harness"); do
 done
 mkdir -p "$build/corpus_$target"
 coverage_flags=()
-read -r -a unguided < <(sed -n 's|^// FUZZ_NO_COVERAGE:||p' "$harness") || true
+read -r -a unguided < <(sed -n 's|^// FUZZ_NO_COVERAGE:||p' "$harness" | tr '\n' ' ') || true
 if (( ${#unguided[@]} )); then
     ignorelist=$build/no_coverage_$target.txt
     for p in "${unguided[@]}"; do
