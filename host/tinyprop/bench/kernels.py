@@ -158,10 +158,11 @@ def _read_exact(port, n: int, what: str) -> bytes:
 
 def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None = None,
               workdir: Path | None = None, timeout: float = 1800.0,
-              variant: dict[str, str] | None = None) -> Run:
+              variant: dict[str, str] | None = None, qemu_args: tuple[str, ...] = ()) -> Run:
     """Run `cases` on `board` (an emulated board) with the harness; `builtin` is the blob
     compiled into it for the cases whose blob is None; `variant`: make variables of a build
-    variant (firmware/apps/app.mk's VARIANT, OPT, KERNELS_CC)."""
+    variant (firmware/apps/app.mk's VARIANT, OPT, KERNELS_CC); `qemu_args`: more emulator
+    arguments (tinyprop.bench.cycles's execution trace)."""
     from ..device.firmware import build_firmware, write_blob_header
     from ..device.runners import start_qemu
 
@@ -172,7 +173,8 @@ def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None =
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(workdir or tmp)
         write_cases(work / CASES_FILE, cases)
-        with start_qemu(elf, workdir=work, timeout=timeout, board=board) as q, \
+        with start_qemu(elf, workdir=work, timeout=timeout, board=board,
+                        extra_args=qemu_args) as q, \
                 q.connect(timeout=timeout) as port:
             run = read_records(port, cases)
             status = q.wait(30)
