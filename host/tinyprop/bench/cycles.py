@@ -397,6 +397,7 @@ class Windows:
 
     instructions: np.ndarray
     cycles: np.ndarray
+    refills: np.ndarray  # taken branches: cycles at another P are cycles + (P - refill) x these
     classes: np.ndarray  # (windows, CLASSES)
     callers: list[str]
     starts: np.ndarray  # each window's first instruction's index in the whole run
@@ -415,6 +416,8 @@ def model(tr: Trace, t: Timing = Timing(),
     klass = np.zeros((nb, len(CLASSES)))
     taken_c = np.zeros(nb)
     fall_c = np.zeros(nb)
+    always = np.zeros(nb, bool)
+    isb = np.zeros(nb)
     first_pc = np.zeros(nb, np.int64)
     fall_pc = np.zeros(nb, np.int64)
     count = np.array([len(b.insns) for b in tr.blocks], np.int64)
@@ -423,17 +426,18 @@ def model(tr: Trace, t: Timing = Timing(),
         blk = tr.blocks[b]
         ins = [decode(pc, size, text, t) for pc, size, text in blk.insns]
         decoded[b] = ins
+        isb[b] = sum(i.name == "isb" for i in ins)
         first_pc[b] = ins[0].pc
         fall_pc[b] = ins[-1].pc + ins[-1].size
         for k, i in enumerate(ins):
-            c = (0 if i.always_taken else i.cycles) + (pair_cycles(ins[k - 1], i) if k else 0)
+            c = i.cycles + (pair_cycles(ins[k - 1], i) if k else 0)
             if k < len(ins) - 1 or not i.taken:
                 internal[b] += c
                 klass[b, CLASSES.index(i.klass)] += c
         last = ins[-1]
         if last.taken:  # decided by the next block executed
-            taken_c[b], fall_c[b] = last.taken, (last.taken if last.always_taken
-                                                 else last.cycles)
+            taken_c[b], fall_c[b] = last.taken, last.cycles
+            always[b] = last.always_taken
             pre = pair_cycles(ins[-2], last) if len(ins) > 1 else 0
             internal[b] += pre
     if leave_out is not None:
@@ -444,7 +448,10 @@ def model(tr: Trace, t: Timing = Timing(),
     per_class = klass[seq].copy()
     nxt = seq[1:]
     cur = seq[:-1]
-    branch = np.where(first_pc[nxt] != fall_pc[cur], taken_c[cur], fall_c[cur])
+    took = (taken_c[cur] > 0) & (always[cur] | (first_pc[nxt] != fall_pc[cur]))
+    branch = np.where(took, taken_c[cur], fall_c[cur])
+    refills = isb[seq]
+    refills[:-1] += took
     codes = cur * nb + nxt
     uniq, inv = np.unique(codes, return_inverse=True)
     adj = np.zeros(len(uniq))
@@ -460,13 +467,16 @@ def model(tr: Trace, t: Timing = Timing(),
     starts = np.concatenate([[0], np.cumsum(n_ins)])[tr.marks]
     drop = out[seq]
     cost[drop] = 0
+    refills[drop] = 0
     per_class[drop] = 0
     n_ins[drop] = 0
     bounds = np.asarray(tr.marks)
     ins_w = np.add.reduceat(n_ins, bounds)[:-1]
     cyc_w = np.add.reduceat(cost, bounds)[:-1]
+    ref_w = np.add.reduceat(refills, bounds)[:-1]
     cls_w = np.add.reduceat(per_class, bounds, axis=0)[:-1]
-    return Windows(ins_w.astype(np.int64), cyc_w, cls_w, tr.callers[:-1], starts[:-1])
+    return Windows(ins_w.astype(np.int64), cyc_w, ref_w.astype(np.int64), cls_w,
+                   tr.callers[:-1], starts[:-1])
 
 
 def icount_consistent(windows: Windows, board: Sequence[int], which: Sequence[int]) -> bool:
@@ -622,3 +632,144 @@ def validate(board: str = "qemu-m4", t: Timing = Timing()) -> dict:
             "rows": rows, "trace_instructions": [int(w.instructions[i]) for i in which],
             "board_instructions": board_costs,
             "icount_exact": icount_consistent(w, board_costs, which)}
+
+
+# ---- the figures: a VWW inference and a training step -------------------------------------
+
+HOOKS = ("on_part", COUNTER)  # kerneltest's profile hook and the counter it reads
+
+
+def _harness_elf(board: str, blob: bytes) -> Path:
+    from ..device.firmware import build_firmware, write_blob_header
+
+    return build_firmware(board, "kerneltest", {"BLOB": str(write_blob_header(blob))})
+
+
+def _per_mac(n: float, macs: int) -> float | None:
+    return round(n / macs, 2) if macs else None
+
+
+def _at_refills(cycles: float, refills: int, t: Timing) -> dict[int, int]:
+    """The cycles at each pipeline refill P the TRM allows (1 to 3): the model is linear in P."""
+    return {p: int(cycles + (p - t.refill) * refills) for p in (1, 2, 3)}
+
+
+def vww_cycles(graph, x: np.ndarray, target: str = "cortex-m4", board: str = "qemu-m4",
+               t: Timing = Timing()) -> dict:
+    """One inference of `graph` (VWW) with `target`'s kernels under the trace, the cases of
+    kernels.vww_cases with the build's kernels only: instructions and modelled cycles of the
+    whole model and per layer type (each group of ops less the one-RESHAPE model of its
+    output), per multiply-accumulate; the board's own instruction count of each case beside
+    the trace's (they differ by less than a counter tick)."""
+    from ..compile.patch import op_macs
+    from .kernels import FLAG_OPT_ONLY, LAYER_TYPES, _layer_type, run_cases, vww_cases
+
+    cases, groups, whole = vww_cases(graph, x, target, FLAG_OPT_ONLY)
+    elf = _harness_elf(board, whole)
+    with traced(elf) as (args, finish):
+        run = run_cases(cases, board, builtin=whole, qemu_args=args)
+    w = model(finish(), t)
+    results = sorted(run.results, key=lambda r: r.case)
+    if any(r.status for r in results) or len(w.cycles) != 2 * len(results) - 1:
+        raise TinypropError(f"cycle trace: {len(results)} inferences, {len(w.cycles)} counter "
+                            f"windows, statuses {[r.status for r in results]}")
+    ins, cyc = w.instructions[0::2], w.cycles[0::2]
+    gap = max(abs(int(i) - r.cost_opt) for i, r in zip(ins, results, strict=True))
+    macs = sum(op_macs(graph, op) for op in graph.ops)
+    out: dict = {"board": board, "target": target, "timing": t.__dict__,
+                 "whole": {"instructions": int(ins[0]), "cycles": int(cyc[0]), "macs": macs,
+                           "board_instructions": results[0].cost_opt,
+                           "taken_branches": int(w.refills[0]),
+                           "cycles_at_refill": _at_refills(cyc[0], w.refills[0], t)},
+                 "types": {name: {"instructions": 0, "cycles": 0, "macs": 0}
+                           for name in LAYER_TYPES},
+                 "classes": dict(zip(CLASSES, (int(c) for c in w.classes[0]), strict=True)),
+                 "trace_vs_board_max_difference": gap, "counter_tick": TICK}
+    for k, (first, last) in enumerate(groups):
+        row = out["types"][_layer_type(graph, graph.ops[first])]
+        row["instructions"] += int(ins[1 + 2 * k] - ins[2 + 2 * k])
+        row["cycles"] += int(cyc[1 + 2 * k] - cyc[2 + 2 * k])
+        row["macs"] += sum(op_macs(graph, o) for o in graph.ops[first : last + 1])
+    for row in (*out["types"].values(), out["whole"]):
+        row["cycles_per_instruction"] = round(row["cycles"] / row["instructions"], 3)
+        row["instructions_per_mac"] = _per_mac(row["instructions"], row["macs"])
+        row["cycles_per_mac"] = _per_mac(row["cycles"], row["macs"])
+    return out
+
+
+def step_cycles(blob: bytes, xs: np.ndarray, ys: np.ndarray, board: str = "qemu-m4",
+                t: Timing = Timing()) -> dict:
+    """Training steps of `blob` (compiled into the harness, the build's kernels, one step a
+    sample) under the trace: the last step's instructions and modelled cycles, the profile
+    hook's own (on_part and the counter reads it makes) left out; the board's figure (its
+    step less the hook calls' measured cost) beside it."""
+    from .kernels import (
+        FLAG_BUILTIN,
+        FLAG_OUTPUTS,
+        FLAG_TRAIN,
+        Case,
+        StepProfile,
+        run_cases,
+        train_inputs,
+    )
+
+    case = Case(None, train_inputs(xs, ys), FLAG_TRAIN | FLAG_OUTPUTS | FLAG_BUILTIN)
+    elf = _harness_elf(board, blob)
+    with traced(elf) as (args, finish):
+        run = run_cases([case], board, builtin=blob, qemu_args=args)
+    if any(r.status for r in run.results):
+        raise TinypropError(f"cycle trace: a training step failed: "
+                            f"{[r.status for r in run.results]}")
+    w = model(finish(), t, leave_out=lambda symbol: symbol in HOOKS)
+    # the harness's own reads: per step t0, t1 (around the step), then two around 64 hook calls
+    own = [k for k, c in enumerate(w.callers) if c != "on_part"]
+    if len(own) < 4 * len(run.results) - 1:
+        raise TinypropError(f"cycle trace: {len(own)} harness counter reads for "
+                            f"{len(run.results)} steps")
+    a, b = own[4 * (len(run.results) - 1)], own[4 * (len(run.results) - 1) + 1]
+    p = StepProfile.of(run.results[-1])
+    ins, cyc, ref = (int(w.instructions[a:b].sum()), int(w.cycles[a:b].sum()),
+                     int(w.refills[a:b].sum()))
+    return {"board": board, "timing": t.__dict__, "instructions": ins, "cycles": cyc,
+            "cycles_per_instruction": round(cyc / ins, 3), "taken_branches": ref,
+            "cycles_at_refill": _at_refills(cyc, ref, t),
+            "classes": dict(zip(CLASSES, (int(c) for c in w.classes[a:b].sum(axis=0)),
+                                strict=True)),
+            "board_instructions": int(p.cost - p.hook_calls * p.hook_cost),
+            "hook_calls": p.hook_calls}
+
+
+def report(fig: dict) -> list[str]:
+    """The cycles section's figures as printed lines: the validation table, the inference per
+    layer type, the training step and the MLPerf Tiny anchors."""
+    v, inf, step = fig["validation"], fig["inference"], fig["step"]
+    t = v["timing"]
+    lines = [f"model: Cortex-M4 TRM timings, P={t['refill']}, SDIV/UDIV {t['divide']}, flash "
+             f"wait states {t['flash_wait']} (a model, not silicon)",
+             f"validation ({v['loop']}), cycles an iteration:",
+             f"  {'benchmark':<18} {'TRM':>5} {'model':>7} {'instr':>6}  body"]
+    for r in v["rows"]:
+        lines.append(f"  {r['name']:<18} {r['trm']:>5} {r['model']:7.2f} "
+                     f"{r['instructions']:6.2f}  {r['body']}")
+    lines.append(f"  trace instructions = board counter exactly (40-instruction tick): "
+                 f"{v['icount_exact']}")
+    lines.append(f"inference ({inf['target']} kernels on {inf['board']}):")
+    lines.append(f"  {'layer type':<20} {'MACs':>10} {'instructions':>13} {'cycles':>12} "
+                 f"{'CPI':>6} {'instr/MAC':>9} {'cyc/MAC':>8}")
+    for name, row in (*inf["types"].items(), ("whole", inf["whole"])):
+        lines.append(f"  {name:<20} {row['macs']:>10,} {row['instructions']:>13,} "
+                     f"{row['cycles']:>12,} {row['cycles_per_instruction']:6.3f} "
+                     f"{row['instructions_per_mac'] or 0:9.2f} {row['cycles_per_mac'] or 0:8.2f}")
+    w = inf["whole"]
+    lines.append("  whole at P=1, 2, 3: " + ", ".join(
+        f"{c / 1e6:.2f} M" for c in w["cycles_at_refill"].values()))
+    lines.append(f"step ({fig['step_scheme']}): {step['instructions']:,} instructions, "
+                 f"{step['cycles']:,} cycles (CPI {step['cycles_per_instruction']}), "
+                 f"{step['cycles'] / w['cycles']:.2f} inferences; board counter "
+                 f"{step['board_instructions']:,} instructions less {step['hook_calls']:,} "
+                 "profile hook calls")
+    lines.append("MLPerf Tiny VWW on the STM32L4R5 (Cortex-M4, 120 MHz), cycles:")
+    for name, c in MLPERF_VWW.items():
+        lines.append(f"  {name:<28} {c / 1e6:6.2f} M ({c / w['macs']:.2f}/MAC); ours "
+                     f"{w['cycles'] / c:.2f}x")
+    return lines

@@ -207,25 +207,34 @@ def _reshape_of(t: Tensor, name: str) -> Graph:
     return Graph([x, y, shape], [Op(0, "RESHAPE", [0, 2], [1], {})], [0], [1], name)
 
 
-def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
-              board: str = "qemu-m4") -> dict:
-    """Instructions of one inference of `graph` (VWW) on `board`, reference and `target`'s
-    kernels in one harness run: the whole model (its blob compiled in), and each weighted op
-    (the tail from the pooling on as one) as a model of its own, less a one-RESHAPE model of
-    the same output (what the interpreter and the argmax cost there), summed per layer type."""
+def vww_cases(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
+              flags: int = 0) -> tuple[list[Case], list[tuple[int, int]], bytes]:
+    """The harness cases that measure one inference of `graph` (VWW) on input x: the whole
+    model (its blob, the third item, compiled in), then per group of ops (each weighted op,
+    and the tail from the pooling on as one: the second item) a model of its own and a
+    one-RESHAPE model of the same output (what the interpreter and the argmax cost there)."""
     from ..reference.forward import Forward
 
     acts = Forward(graph).run(x, keep=True)
     tail = next(op.index for op in graph.ops if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D"))
     groups = [(op.index, op.index) for op in graph.ops[:tail]] + [(tail, len(graph.ops) - 1)]
-    cases = [Case(None, np.asarray(x, np.int8).reshape(1, -1), 0, "whole model")]
+    cases = [Case(None, np.asarray(x, np.int8).reshape(1, -1), flags, "whole model")]
     for first, last in groups:
         sub = subgraph(graph, first, last)
         xin = np.asarray(acts[graph.ops[first].inputs[0]], np.int8).reshape(1, -1)
-        cases.append(Case(target_blob(sub, target), xin, 0, f"ops {first}..{last}"))
+        cases.append(Case(target_blob(sub, target), xin, flags, f"ops {first}..{last}"))
         cases.append(Case(target_blob(_reshape_of(sub.output, "overhead"), target),
-                          np.zeros((1, sub.output.size), np.int8), 0, "overhead"))
+                          np.zeros((1, sub.output.size), np.int8), flags, "overhead"))
     whole = pack_blob(graph, zlib.crc32(graph.name.encode()), scratch=plan_scratch(graph, target))
+    return cases, groups, whole
+
+
+def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
+              board: str = "qemu-m4") -> dict:
+    """Instructions of one inference of `graph` (VWW) on `board`, reference and `target`'s
+    kernels in one harness run (vww_cases): the whole model, and each group of ops less the
+    one-RESHAPE model of its output, summed per layer type."""
+    cases, groups, whole = vww_cases(graph, x, target)
     run = run_cases(cases, board, builtin=whole)
     res = {r.case: r for r in run.results}
     if any(r.status or r.crc_ref != r.crc_opt for r in run.results):
