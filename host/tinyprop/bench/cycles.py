@@ -404,7 +404,7 @@ class Windows:
 
 
 def model(tr: Trace, t: Timing = Timing(),
-          leave_out: Callable[[str], bool] = lambda symbol: False) -> Windows:
+          leave_out: Callable[[str], bool] | None = None) -> Windows:
     """Modelled cycles of each window of `tr`; the blocks of a function `leave_out` names
     (by symbol) count neither instructions nor cycles."""
     seq = np.frombuffer(tr.seq, np.int32).astype(np.int64)
@@ -440,10 +440,8 @@ def model(tr: Trace, t: Timing = Timing(),
             always[b] = last.always_taken
             pre = pair_cycles(ins[-2], last) if len(ins) > 1 else 0
             internal[b] += pre
-    if leave_out is not None:
-        out = np.array([leave_out(tr.blocks[b].symbol) for b in range(nb)])
-    else:
-        out = np.zeros(nb, bool)
+            klass[b, CLASSES.index(last.klass)] += pre
+    out = np.array([leave_out is not None and leave_out(b.symbol) for b in tr.blocks], bool)
     cost = internal[seq].copy()
     per_class = klass[seq].copy()
     nxt = seq[1:]
@@ -455,14 +453,16 @@ def model(tr: Trace, t: Timing = Timing(),
     codes = cur * nb + nxt
     uniq, inv = np.unique(codes, return_inverse=True)
     adj = np.zeros(len(uniq))
+    adj_class = np.zeros(len(uniq), np.int64)  # the class of the instruction it applies to
     for k, code in enumerate(uniq):
         a, b = divmod(int(code), nb)
         if a in decoded and b in decoded:
             adj[k] = pair_cycles(decoded[a][-1], decoded[b][0])
+            adj_class[k] = CLASSES.index(decoded[b][0].klass)
     edge_adj = adj[inv]
     cost[:-1] += branch + edge_adj
     per_class[:-1, CLASSES.index("branch")] += branch
-    per_class[:-1, CLASSES.index("load")] += edge_adj
+    np.add.at(per_class, (np.arange(len(cur)), adj_class[inv]), edge_adj)
     n_ins = count[seq].astype(np.float64)
     starts = np.concatenate([[0], np.cumsum(n_ins)])[tr.marks]
     drop = out[seq]
@@ -662,7 +662,15 @@ def vww_cycles(graph, x: np.ndarray, target: str = "cortex-m4", board: str = "qe
     output), per multiply-accumulate; the board's own instruction count of each case beside
     the trace's (they differ by less than a counter tick)."""
     from ..compile.patch import op_macs
-    from .kernels import FLAG_OPT_ONLY, LAYER_TYPES, _layer_type, run_cases, vww_cases
+    from .kernels import (
+        CMSIS_NN_CYCLES,
+        CMSIS_NN_TAKEN_BRANCHES,
+        FLAG_OPT_ONLY,
+        LAYER_TYPES,
+        _layer_type,
+        run_cases,
+        vww_cases,
+    )
 
     cases, groups, whole = vww_cases(graph, x, target, FLAG_OPT_ONLY)
     elf = _harness_elf(board, whole)
@@ -680,8 +688,12 @@ def vww_cycles(graph, x: np.ndarray, target: str = "cortex-m4", board: str = "qe
                  "whole": {"instructions": int(ins[0]), "cycles": int(cyc[0]), "macs": macs,
                            "board_instructions": results[0].cost_opt,
                            "taken_branches": int(w.refills[0]),
-                           "cycles_at_refill": _at_refills(cyc[0], w.refills[0], t)},
-                 "types": {name: {"instructions": 0, "cycles": 0, "macs": 0}
+                           "cycles_at_refill": _at_refills(cyc[0], w.refills[0], t),
+                           "cmsis_nn_cycles": CMSIS_NN_CYCLES["total"],
+                           "cmsis_nn_cycles_at_refill": _at_refills(
+                               CMSIS_NN_CYCLES["total"], CMSIS_NN_TAKEN_BRANCHES, Timing())},
+                 "types": {name: {"instructions": 0, "cycles": 0, "macs": 0,
+                                  "cmsis_nn_cycles": CMSIS_NN_CYCLES[name]}
                            for name in LAYER_TYPES},
                  "classes": dict(zip(CLASSES, (int(c) for c in w.classes[0]), strict=True)),
                  "trace_vs_board_max_difference": gap, "counter_tick": TICK}
@@ -694,6 +706,7 @@ def vww_cycles(graph, x: np.ndarray, target: str = "cortex-m4", board: str = "qe
         row["cycles_per_instruction"] = round(row["cycles"] / row["instructions"], 3)
         row["instructions_per_mac"] = _per_mac(row["instructions"], row["macs"])
         row["cycles_per_mac"] = _per_mac(row["cycles"], row["macs"])
+        row["cmsis_nn_cycles_per_mac"] = _per_mac(row["cmsis_nn_cycles"], row["macs"])
     return out
 
 
@@ -755,19 +768,24 @@ def report(fig: dict) -> list[str]:
                  f"{v['icount_exact']}")
     lines.append(f"inference ({inf['target']} kernels on {inf['board']}):")
     lines.append(f"  {'layer type':<20} {'MACs':>10} {'instructions':>13} {'cycles':>12} "
-                 f"{'CPI':>6} {'instr/MAC':>9} {'cyc/MAC':>8}")
+                 f"{'CPI':>6} {'instr/MAC':>9} {'cyc/MAC':>8} {'CMSIS-NN cycles':>16} "
+                 f"{'cyc/MAC':>8}")
     for name, row in (*inf["types"].items(), ("whole", inf["whole"])):
         lines.append(f"  {name:<20} {row['macs']:>10,} {row['instructions']:>13,} "
                      f"{row['cycles']:>12,} {row['cycles_per_instruction']:6.3f} "
-                     f"{row['instructions_per_mac'] or 0:9.2f} {row['cycles_per_mac'] or 0:8.2f}")
+                     f"{row['instructions_per_mac'] or 0:9.2f} {row['cycles_per_mac'] or 0:8.2f} "
+                     f"{row['cmsis_nn_cycles']:>16,} {row['cmsis_nn_cycles_per_mac'] or 0:8.2f}")
     w = inf["whole"]
     lines.append("  whole at P=1, 2, 3: " + ", ".join(
-        f"{c / 1e6:.2f} M" for c in w["cycles_at_refill"].values()))
+        f"{c / 1e6:.2f} M" for c in w["cycles_at_refill"].values()) + " (CMSIS-NN " + ", ".join(
+        f"{c / 1e6:.2f} M" for c in w["cmsis_nn_cycles_at_refill"].values()) + ")")
     lines.append(f"step ({fig['step_scheme']}): {step['instructions']:,} instructions, "
                  f"{step['cycles']:,} cycles (CPI {step['cycles_per_instruction']}), "
                  f"{step['cycles'] / w['cycles']:.2f} inferences; board counter "
                  f"{step['board_instructions']:,} instructions less {step['hook_calls']:,} "
                  "profile hook calls")
+    lines.append(f"CMSIS-NN through the same model: {w['cmsis_nn_cycles'] / 1e6:.2f} M cycles; "
+                 f"ours {w['cycles'] / w['cmsis_nn_cycles']:.2f}x")
     lines.append("MLPerf Tiny VWW on the STM32L4R5 (Cortex-M4, 120 MHz), cycles:")
     for name, c in MLPERF_VWW.items():
         lines.append(f"  {name:<28} {c / 1e6:6.2f} M ({c / w['macs']:.2f}/MAC); ours "

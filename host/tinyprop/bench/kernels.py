@@ -187,6 +187,13 @@ def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None =
 # layer type of one VWW inference, and the multiply-accumulates they are for.
 CMSIS_NN = {"first conv": 3.05e6, "pointwise": 14.57e6, "depthwise": 6.46e6,
             "pool + FC + softmax": 0.02e6, "total": 24_095_160}
+# The same inference through tinyprop.bench.cycles' Cortex-M4 model (default timing, P=2):
+# ARM-software/CMSIS-NN 99f736a6 built outside the repo (gcc 12.2 -O2, hard float), each layer
+# between counter reads under the trace, outputs equal to the reference's; 24,092,609
+# instructions, 737,213 taken branches (the cycles at another P: + (P - 2) x these).
+CMSIS_NN_CYCLES = {"first conv": 4_096_911, "pointwise": 17_682_721, "depthwise": 7_691_458,
+                   "pool + FC + softmax": 31_080, "total": 29_502_170}
+CMSIS_NN_TAKEN_BRANCHES = 737_213
 LAYER_TYPES = ("first conv", "pointwise", "depthwise", "pool + FC + softmax")
 
 
