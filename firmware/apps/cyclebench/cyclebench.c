@@ -23,10 +23,10 @@ int tp_cyclebench_main(void);
 
 /* Each benchmark: r0 = iterations, r1 = a word buffer (buffer[0] holds its own address, for
  * the dependent load chain); the loop ends `subs r0, r0, #1; bne 1b` (1 + 1+P cycles). */
-#define BENCH(name, setup, body)                                                              \
-    __asm__(".text\n.balign 4\n.thumb_func\n.type " #name ", %function\n" #name ":\n"         \
-            "push {r4-r11, lr}\n" setup "1:\n" body "subs r0, r0, #1\nbne 1b\n"              \
-            "pop {r4-r11, pc}\n.size " #name ", .-" #name "\n");                              \
+#define BENCH(name, setup, body)                                                      \
+    __asm__(".text\n.balign 4\n.thumb_func\n.type " #name ", %function\n" #name ":\n" \
+            "push {r4-r11, lr}\n" setup "1:\n" body "subs r0, r0, #1\nbne 1b\n"       \
+            "pop {r4-r11, pc}\n.size " #name ", .-" #name "\n");                      \
     void name(uint32_t n, uint32_t *buf)
 
 #define X2(s) s s
@@ -68,19 +68,32 @@ static const struct {
     const char *name;
     bench_fn run;
 } benches[] = {
-    {"ldr_chain", cb_ldr_chain},         {"ldr_independent", cb_ldr_independent},
-    {"ldr_str_imm", cb_ldr_str_imm},     {"ldr_str_reg", cb_ldr_str_reg},
-    {"str_imm", cb_str_imm},             {"str_reg", cb_str_reg},
-    {"str_ldr", cb_str_ldr},             {"alu_address", cb_alu_address},
-    {"ldrb_ldrh", cb_ldrb_ldrh},         {"ldrd_strd", cb_ldrd_strd},
-    {"ldm_stm_4", cb_ldm_stm_4},         {"push_pop_4", cb_push_pop_4},
-    {"smlad", cb_smlad},                 {"multiply", cb_multiply},
-    {"divide", cb_divide},               {"branch_not_taken", cb_branch_not_taken},
-    {"branch_taken", cb_branch_taken},   {"call_return", cb_call_return},
-    {"cbz_cbnz", cb_cbz},                {"it", cb_it},
-    {"vadd_vmul", cb_vadd_vmul},         {"vmla", cb_vmla},
-    {"vdiv_vsqrt", cb_vdiv_vsqrt},       {"vldr_vstr", cb_vldr_vstr},
-    {"vldm_vstm_4", cb_vldm_vstm_4},     {"vmov_core", cb_vmov_core},
+    {"ldr_chain", cb_ldr_chain},
+    {"ldr_independent", cb_ldr_independent},
+    {"ldr_str_imm", cb_ldr_str_imm},
+    {"ldr_str_reg", cb_ldr_str_reg},
+    {"str_imm", cb_str_imm},
+    {"str_reg", cb_str_reg},
+    {"str_ldr", cb_str_ldr},
+    {"alu_address", cb_alu_address},
+    {"ldrb_ldrh", cb_ldrb_ldrh},
+    {"ldrd_strd", cb_ldrd_strd},
+    {"ldm_stm_4", cb_ldm_stm_4},
+    {"push_pop_4", cb_push_pop_4},
+    {"smlad", cb_smlad},
+    {"multiply", cb_multiply},
+    {"divide", cb_divide},
+    {"branch_not_taken", cb_branch_not_taken},
+    {"branch_taken", cb_branch_taken},
+    {"call_return", cb_call_return},
+    {"cbz_cbnz", cb_cbz},
+    {"it", cb_it},
+    {"vadd_vmul", cb_vadd_vmul},
+    {"vmla", cb_vmla},
+    {"vdiv_vsqrt", cb_vdiv_vsqrt},
+    {"vldr_vstr", cb_vldr_vstr},
+    {"vldm_vstm_4", cb_vldm_vstm_4},
+    {"vmov_core", cb_vmov_core},
 };
 #define N_BENCHES (sizeof benches / sizeof benches[0])
 
