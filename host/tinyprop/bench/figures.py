@@ -29,6 +29,11 @@ Sections (`tinyprop bench --only` picks some):
             training mode, DSP kernels), instructions split into forward, loss, backward per
             layer type (input gradients, then weight and bias gradients) and update, for each
             gradient-map format.
+  cycles    modelled Cortex-M4 cycles (tinyprop.bench.cycles: the TRM's instruction timings over
+            QEMU's execution trace; a model, not silicon) next to instructions: one VWW
+            inference whole and per layer type and the demo's training step (auto 256 KB),
+            per MAC, the microbenchmark validation table (firmware/apps/cyclebench) and the
+            MLPerf Tiny anchors (ST, Plumerai, TFLM + CMSIS-NN on the STM32L4R5).
   grads     float32, int16 and int8 gradient maps: auto at 256 KB calibrated on each of haze,
             night and sodium, its planned bytes and holdout accuracy after training (host C core).
   frontier  accuracy after training on the shift vs planned bytes (arena + trainable) for auto
@@ -56,7 +61,7 @@ from ..engines import Engine, HParams
 from ..extras import require
 
 SECTIONS = ("memory", "board", "accuracy", "rounding", "baseline", "kernels", "tte", "step",
-            "grads", "frontier", "models", "camera", "fleet", "faults")
+            "cycles", "grads", "frontier", "models", "camera", "fleet", "faults")
 GRAD_SHIFTS = ("haze", "night", "sodium")  # the grads section's camera shifts
 FRONTIER_KB = (48, 64, 96, 128, 192, 256)  # the frontier section's budgets
 BOARD_STEPS = 12  # training steps of the board section: the counter is exact, a few suffice
@@ -369,6 +374,23 @@ def step(ctx: Ctx) -> dict:
     return out
 
 
+def cycles(ctx: Ctx) -> dict:
+    from ..frontend.tflite_reader import read_tflite
+    from .cycles import MLPERF_VWW, report, step_cycles, validate, vww_cycles
+
+    graph = read_tflite(ctx.model)
+    tb, fig = ctx.blob("auto", "256KB")
+    xs, ys = ctx.split("train", ctx.cfg.shift)
+    out = {"validation": validate(),
+           "inference": vww_cycles(graph, ctx.split("holdout", "none")[0][0]),
+           "step_scheme": f"auto 256KB on {ctx.cfg.shift}", "step_plan": fig["scheme"],
+           "step": step_cycles(tb.blob, xs[:STEP_SAMPLES], ys[:STEP_SAMPLES]),
+           "mlperf_vww_cycles": MLPERF_VWW}
+    for line in report(out):
+        ctx.say(line)
+    return out
+
+
 def _train_score(ctx: Ctx, tb: TrainingBlob, shift: str, tag: str) -> dict:
     """Train on the host C core (the board's arithmetic, bit for bit) and score the export."""
     from ..engines import open_engine
@@ -457,6 +479,7 @@ def measure_section(ctx: Ctx, section: str, measured: dict) -> dict:
         return baseline(ctx, measured.get("accuracy", {}))
     return {"memory": memory, "board": board, "accuracy": accuracy,
             "rounding": rounding, "kernels": kernels, "tte": tte, "step": step,
+            "cycles": cycles,
             "grads": grads, "frontier": frontier, "models": models,
             "camera": camera, "fleet": fleet, "faults": faults}[section](ctx)
 

@@ -158,10 +158,11 @@ def _read_exact(port, n: int, what: str) -> bytes:
 
 def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None = None,
               workdir: Path | None = None, timeout: float = 1800.0,
-              variant: dict[str, str] | None = None) -> Run:
+              variant: dict[str, str] | None = None, qemu_args: tuple[str, ...] = ()) -> Run:
     """Run `cases` on `board` (an emulated board) with the harness; `builtin` is the blob
     compiled into it for the cases whose blob is None; `variant`: make variables of a build
-    variant (firmware/apps/app.mk's VARIANT, OPT, KERNELS_CC)."""
+    variant (firmware/apps/app.mk's VARIANT, OPT, KERNELS_CC); `qemu_args`: more emulator
+    arguments (tinyprop.bench.cycles's execution trace)."""
     from ..device.firmware import build_firmware, write_blob_header
     from ..device.runners import start_qemu
 
@@ -172,7 +173,8 @@ def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None =
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(workdir or tmp)
         write_cases(work / CASES_FILE, cases)
-        with start_qemu(elf, workdir=work, timeout=timeout, board=board) as q, \
+        with start_qemu(elf, workdir=work, timeout=timeout, board=board,
+                        extra_args=qemu_args) as q, \
                 q.connect(timeout=timeout) as port:
             run = read_records(port, cases)
             status = q.wait(30)
@@ -185,6 +187,13 @@ def run_cases(cases: list[Case], board: str = "qemu-m4", builtin: bytes | None =
 # layer type of one VWW inference, and the multiply-accumulates they are for.
 CMSIS_NN = {"first conv": 3.05e6, "pointwise": 14.57e6, "depthwise": 6.46e6,
             "pool + FC + softmax": 0.02e6, "total": 24_095_160}
+# The same inference through tinyprop.bench.cycles' Cortex-M4 model (default timing, P=2):
+# ARM-software/CMSIS-NN 99f736a6 built outside the repo (gcc 12.2 -O2, hard float), each layer
+# between counter reads under the trace, outputs equal to the reference's; 24,092,609
+# instructions, 737,213 taken branches (the cycles at another P: + (P - 2) x these).
+CMSIS_NN_CYCLES = {"first conv": 4_096_911, "pointwise": 17_682_721, "depthwise": 7_691_458,
+                   "pool + FC + softmax": 31_080, "total": 29_502_170}
+CMSIS_NN_TAKEN_BRANCHES = 737_213
 LAYER_TYPES = ("first conv", "pointwise", "depthwise", "pool + FC + softmax")
 
 
@@ -205,25 +214,34 @@ def _reshape_of(t: Tensor, name: str) -> Graph:
     return Graph([x, y, shape], [Op(0, "RESHAPE", [0, 2], [1], {})], [0], [1], name)
 
 
-def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
-              board: str = "qemu-m4") -> dict:
-    """Instructions of one inference of `graph` (VWW) on `board`, reference and `target`'s
-    kernels in one harness run: the whole model (its blob compiled in), and each weighted op
-    (the tail from the pooling on as one) as a model of its own, less a one-RESHAPE model of
-    the same output (what the interpreter and the argmax cost there), summed per layer type."""
+def vww_cases(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
+              flags: int = 0) -> tuple[list[Case], list[tuple[int, int]], bytes]:
+    """The harness cases that measure one inference of `graph` (VWW) on input x: the whole
+    model (its blob, the third item, compiled in), then per group of ops (each weighted op,
+    and the tail from the pooling on as one: the second item) a model of its own and a
+    one-RESHAPE model of the same output (what the interpreter and the argmax cost there)."""
     from ..reference.forward import Forward
 
     acts = Forward(graph).run(x, keep=True)
     tail = next(op.index for op in graph.ops if op.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D"))
     groups = [(op.index, op.index) for op in graph.ops[:tail]] + [(tail, len(graph.ops) - 1)]
-    cases = [Case(None, np.asarray(x, np.int8).reshape(1, -1), 0, "whole model")]
+    cases = [Case(None, np.asarray(x, np.int8).reshape(1, -1), flags, "whole model")]
     for first, last in groups:
         sub = subgraph(graph, first, last)
         xin = np.asarray(acts[graph.ops[first].inputs[0]], np.int8).reshape(1, -1)
-        cases.append(Case(target_blob(sub, target), xin, 0, f"ops {first}..{last}"))
+        cases.append(Case(target_blob(sub, target), xin, flags, f"ops {first}..{last}"))
         cases.append(Case(target_blob(_reshape_of(sub.output, "overhead"), target),
-                          np.zeros((1, sub.output.size), np.int8), 0, "overhead"))
+                          np.zeros((1, sub.output.size), np.int8), flags, "overhead"))
     whole = pack_blob(graph, zlib.crc32(graph.name.encode()), scratch=plan_scratch(graph, target))
+    return cases, groups, whole
+
+
+def vww_costs(graph: Graph, x: np.ndarray, target: str = "cortex-m4",
+              board: str = "qemu-m4") -> dict:
+    """Instructions of one inference of `graph` (VWW) on `board`, reference and `target`'s
+    kernels in one harness run (vww_cases): the whole model, and each group of ops less the
+    one-RESHAPE model of its output, summed per layer type."""
+    cases, groups, whole = vww_cases(graph, x, target)
     run = run_cases(cases, board, builtin=whole)
     res = {r.case: r for r in run.results}
     if any(r.status or r.crc_ref != r.crc_opt for r in run.results):

@@ -97,11 +97,13 @@ class QemuRun(BoardRun):
 
 @contextmanager
 def start_qemu(
-    elf: Path, *, workdir: Path, timeout: float = 120.0, board: str = "qemu-m4"
+    elf: Path, *, workdir: Path, timeout: float = 120.0, board: str = "qemu-m4",
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[QemuRun]:
     """Run `elf` on the emulated `board` (a --board value whose descriptor's run.kind is
     "emulator") with UART0 on a loopback TCP port and semihosting files relative to `workdir`;
-    the emulator is killed after `timeout` seconds and always stopped at exit."""
+    the emulator is killed after `timeout` seconds and always stopped at exit. `extra_args`
+    follow the descriptor's command (tinyprop.bench.cycles's execution trace)."""
     profile = load_profile(board)
     if profile.runner is None or profile.runner.kind != "emulator":
         raise TinypropError(f"{profile.where()}: not an emulated board (its descriptor has no "
@@ -124,7 +126,7 @@ def start_qemu(
     port = listener.getsockname()[1]
     fd = listener.fileno()
     fields = {"{firmware}": str(Path(elf).resolve()), "{uart_fd}": str(fd)}
-    cmd = [emulator, *(_fill(arg, fields) for arg in args)]
+    cmd = [emulator, *(_fill(arg, fields) for arg in args), *extra_args]
     with open(workdir / QEMU_LOG, "wb") as log:
         proc = subprocess.Popen(
             cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
