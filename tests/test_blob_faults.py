@@ -31,6 +31,8 @@ from tinyprop.engines.native import (
 )
 from tinyprop.errors import DeviceError
 
+TRAN_GRAD_IN0 = 8  # TP_TRAN_GRAD_IN0 (tp_blob.h): the record propagates to its op's input 0
+
 
 def section(blob: bytes, sid: bytes) -> dict:
     """A section's table entry (id, offset, size)."""
@@ -102,6 +104,28 @@ def test_records_out_of_order_are_refused():
     assert blob_fault(patched(blob, at, "<H", 3)) == (
         "TP_ERR_BLOB_INVALID: TRAN record 2 field op: records not of ascending ops in "
         "[first, last] after the tiled stage (check tran_order)")
+
+
+def test_overlapping_gradient_buffers_are_refused():
+    """An op's input gradient buffer must not overlap its output's, which the backward reads
+    while it writes the input's (the fuzzer's find: a row copy over itself), unless it is the
+    same buffer (the planner's in-place RESHAPE)."""
+    blob = load_ir_model().blob
+    tran = section(blob, b"TRAN")["offset"]
+    n_tensors = blob_layout.TRAN_HEADER.unpack(blob, tran)["n_tensors"]
+    grad_offset = tran + blob_layout.TRAN_HEADER.size + blob_layout.TRAN_OFFSET.size * n_tensors
+    n_ops = blob_layout.TRAN_HEADER.unpack(blob, tran)["n_ops"]
+    j, record = next((j, r) for j in range(n_ops) if (r := blob_layout.TRAN_OP.unpack(
+        blob, tran + tran_records(blob) + j * blob_layout.TRAN_OP.size))["flags"] & TRAN_GRAD_IN0)
+    op = blob_layout.OP.unpack(blob, section(blob, b"OPS ")["offset"] +
+                               record["op"] * blob_layout.OP.size)
+    at = grad_offset + 4 * op["output"]
+    input_grad = struct.unpack_from("<I", blob, grad_offset + 4 * op["inputs"][0])[0]
+    assert blob_fault(blob) == "TP_OK" and struct.unpack_from("<I", blob, at)[0] != input_grad
+    # the output's (smaller) buffer 8 bytes into the input's: inside the arena, overlapping
+    assert blob_fault(patched(blob, at, "<I", input_grad + 8)) == (
+        f"TP_ERR_BLOB_INVALID: TRAN record {j} field flags: an input's gradient buffer overlaps "
+        "its op's output's, other than as the same buffer (check tran_gradient_overlap)")
 
 
 @pytest.mark.parametrize("case", CASES)

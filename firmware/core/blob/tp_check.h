@@ -73,6 +73,9 @@
     X(TRAN_ORDER, "records not of ascending ops in [first, last] after the tiled stage")         \
     X(TRAN_OUTPUT_GRADIENT, "the op's output has no gradient buffer")                            \
     X(TRAN_INPUT_GRADIENT, "an input gradient without a buffer, or input 1 of an op not ADD")    \
+    X(TRAN_GRADIENT_OVERLAP,                                                                     \
+      "an input's gradient buffer overlaps its op's output's, other than as the same "           \
+      "buffer")                                                                                  \
     X(TRAN_SINK, "sink flags unknown, with float32 maps, or on an op training more than its "    \
                  "bias")                                                                         \
     X(TRAN_SINK_WRITER, "an input reduced into sums that are no sink's, or not zeroed first")    \

@@ -19,6 +19,25 @@ static uint64_t sums_bytes(const tp_tensor *t)
     return TP_GM_HEADER + 8ull * (t->rank > 0u ? t->dims[t->rank - 1u] : 1u);
 }
 
+/* Bytes of tensor i's gradient buffer in the blob's gradient format. */
+static uint64_t grad_bytes(const tp_blob_view *v, uint32_t i)
+{
+    tp_tensor t;
+    tp_decode_tensor(v->tensors, i, &t);
+    return is_sums(v, i) ? sums_bytes(&t) : tp_gm_buffer_bytes(tp_tran_grad_format(v), t.size);
+}
+
+/* Whether the gradient buffers of tensors a and b (both have one) overlap other than as one
+ * buffer: the planner runs an op whose gradient passes through unchanged (RESHAPE) in place,
+ * but the backward reads an op's output gradient while it writes its inputs', and a buffer
+ * shifted against the other would make the kernels' row copies memcpy over themselves. */
+static int grads_overlap(const tp_blob_view *v, uint32_t a, uint32_t b)
+{
+    uint64_t ga = tp_tran_grad_offset(v, a), gb = tp_tran_grad_offset(v, b);
+    uint64_t na = grad_bytes(v, a), nb = grad_bytes(v, b);
+    return ga < gb + nb && gb < ga + na && (ga != gb || na != nb);
+}
+
 /* Every training-plan offset inside the training arena, gradient buffers 4-aligned (sums 8). */
 static tp_status check_train_tensors(const tp_blob_view *v, tp_fault *f)
 {
@@ -71,6 +90,10 @@ static tp_status check_train_op(const tp_blob_view *v, uint32_t j, const tp_trai
     if ((t->flags & TP_TRAN_GRAD_IN1) &&
         (op.kind != TP_OP_ADD || tp_tran_grad_offset(v, op.inputs[1]) == TP_NONE32)) {
         return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TRAN_INPUT_GRADIENT, TRAN, j, TRAN_OP_FLAGS);
+    }
+    if (((t->flags & TP_TRAN_GRAD_IN0) && grads_overlap(v, op.inputs[0], op.output)) ||
+        ((t->flags & TP_TRAN_GRAD_IN1) && grads_overlap(v, op.inputs[1], op.output))) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, TRAN_GRADIENT_OVERLAP, TRAN, j, TRAN_OP_FLAGS);
     }
     /* sinks and their writers: integer maps only; a sink trains just its bias; an input whose
      * gradient is a sink's sums is written only by reducing into them, as its first writer */
