@@ -220,13 +220,13 @@ static inline void column(const tp_conv_params *p, const tp_shape *in_shape, con
     }
 }
 
-/* A channel group's part of a pixel block: its int16 weight quads (2 k4 words, eight a quad:
- * channels c and c + d1 at 0..3, c + d2 and c + d3 at 4..7, as to_quads pairs them), the
- * outputs' spacing (da between pixel pairs; d1, d2, d3 from channel c to the group's others: a
- * group past the last channel repeats it) and the channels' requantization (rq[0], rq[d1]...). */
+/* A channel group's part of a pixel block: its int16 weight quads (rows_to_quads), the
+ * outputs' spacing (da between pixel pairs; d from the group's first channel to its others: a
+ * group short of four channels repeats its last) and the channels' requantization (rq[0],
+ * rq[d[0]]...). */
 typedef struct {
     const uint32_t *wq;
-    uint32_t k4, da, d1, d2, d3;
+    uint32_t k4, da, d[3];
     const tp_dsp_rq *rq;
     int32_t lo, hi;
 } group_job;
@@ -319,18 +319,16 @@ TP_DSP_INLINE void output_pair(int8_t *oa, int8_t *ob, int32_t a, int32_t b, con
 
 /* The job's outputs for `pairs` pixel pairs of the block: pixel pair j's columns at
  * cols + j k4 words, its outputs at o + j da (pixel a) and + db (pixel b: db = 0 repeats pixel
- * a when the block is odd). Per quad of K, four column words and eight weight words feed
- * sixteen SMLADs (32 multiply-accumulates); the K loop takes two quads a turn, and a last one
- * when k4 / 4 is odd. `fast` and `full` as for tp_dsp_output, `whole`: d1, d2, d3 are 1, 2, 3
- * (constants: the compiler specializes all three). */
+ * a when the block is odd). `fast` and `full` as for tp_dsp_output, `next`: the group's
+ * channels are consecutive, d = 1, 2, 3 (constants: the compiler specializes all three). */
 TP_DSP_INLINE void group_block(const group_job *job, const uint32_t *cols, uint32_t pairs,
-                               int8_t *o, uint32_t db, int fast, int full, int whole)
+                               int8_t *o, uint32_t db, int fast, int full, int next)
 {
     /* the job in locals: the int8 output stores could alias it */
     const tp_dsp_rq *rq = job->rq;
     const uint32_t *wq = job->wq;
     uint32_t k4 = job->k4, da = job->da;
-    uint32_t d1 = whole ? 1u : job->d1, d2 = whole ? 2u : job->d2, d3 = whole ? 3u : job->d3;
+    uint32_t d1 = next ? 1u : job->d[0], d2 = next ? 2u : job->d[1], d3 = next ? 3u : job->d[2];
     int32_t lo = job->lo, hi = job->hi;
     int32_t bias[4];
     bias[0] = rq[0].bias;
@@ -349,18 +347,53 @@ TP_DSP_INLINE void group_block(const group_job *job, const uint32_t *cols, uint3
     } while (--pairs != 0u);
 }
 
-/* group_block for VWW-like ops (tp_dsp_fast channels, int8 clamp, four channels), and for all
- * others. */
+/* group_block for VWW-like ops (tp_dsp_fast channels, int8 clamp), consecutive channels or
+ * not, and for all others. */
+static TP_DSP_NOINLINE void group_block_fast_next(const group_job *job, const uint32_t *cols,
+                                                  uint32_t pairs, int8_t *o, uint32_t db)
+{
+    group_block(job, cols, pairs, o, db, 1, 1, 1);
+}
+
 static TP_DSP_NOINLINE void group_block_fast(const group_job *job, const uint32_t *cols,
                                              uint32_t pairs, int8_t *o, uint32_t db)
 {
-    group_block(job, cols, pairs, o, db, 1, 1, 1);
+    group_block(job, cols, pairs, o, db, 1, 1, 0);
 }
 
 static TP_DSP_NOINLINE void group_block_any(const group_job *job, const uint32_t *cols,
                                             uint32_t pairs, int8_t *o, uint32_t db)
 {
     group_block(job, cols, pairs, o, db, 0, 0, 0);
+}
+
+/* Whether channel c's outputs do not depend on its accumulator (multiplier 0: a channel whose
+ * weights are all zero, as tp_dsp_prepare makes it, or one TFLite scales to 0): its outputs
+ * are one constant, and it takes no multiply-accumulates. VWW's pointwise convolutions have
+ * many (pruned channels). */
+static inline int is_constant(const tp_dsp_rq *rq)
+{
+    return rq->mult == 0;
+}
+
+/* The first channel from c on that is not constant (cout: none). */
+static uint32_t next_live(const tp_dsp_rq *rq, uint32_t c, uint32_t cout)
+{
+    while (c < cout && is_constant(&rq[c])) {
+        c++;
+    }
+    return c;
+}
+
+/* A constant channel's outputs for n pixels, `cout` bytes apart: with multiplier 0 the
+ * requantization gives one value for every accumulator. */
+static TP_DSP_NOINLINE void constant_outputs(const tp_dsp_rq *rq, int32_t lo, int32_t hi,
+                                             uint32_t n, uint32_t cout, int8_t *o)
+{
+    int8_t v = tp_dsp_output2(0u, rq, 0, 0, lo, hi);
+    for (; n != 0u; n--, o += cout) {
+        *o = v;
+    }
 }
 
 void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
@@ -395,7 +428,7 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
             tp_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
             return;
         }
-        fast = fast && tp_dsp_fast(&rq[c]);
+        fast = fast && (is_constant(&rq[c]) || tp_dsp_fast(&rq[c]));
         /* group_block accumulates 2 acc; a channel's bound keeps it within int32, and a
          * constant channel (mult 0) ignores its accumulator */
         rq[c].bias = tp_dsp_i32((uint32_t)rq[c].bias << 1);
@@ -432,19 +465,27 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
             /* im2col's columns end in the zero point up to k4: no tail */
             columns_to_quads(a, b, pointwise ? l.k : k4, off, p->in_zp, cols + (j / 2u) * k4);
         }
-        for (c = 0; c < cout; c += 4u) {
-            uint32_t last = cout - 1u - c; /* channels past the last repeat it */
-            int8_t *o = out + pix * cout + c;
-            void (*run)(const group_job *, const uint32_t *, uint32_t, int8_t *, uint32_t) =
-                fast && last >= 3u ? group_block_fast : group_block_any;
-            job.d1 = last < 1u ? last : 1u;
-            job.d2 = last < 2u ? last : 2u;
-            job.d3 = last < 3u ? last : 3u;
-            job.rq = &rq[c];
-            rows[0] = tp_weights_row(w, c, &step);
-            rows[1] = tp_weights_row(w, c + job.d1, &step);
-            rows[2] = tp_weights_row(w, c + job.d2, &step);
-            rows[3] = tp_weights_row(w, c + job.d3, &step);
+        for (c = 0; c < cout; c++) {
+            if (is_constant(&rq[c])) {
+                constant_outputs(&rq[c], p->act_min, p->act_max, n, cout, out + pix * cout + c);
+            }
+        }
+        /* the other channels by groups of four */
+        for (c = next_live(rq, 0u, cout); c < cout; c = next_live(rq, c + 1u, cout)) {
+            uint32_t c0 = c, g;
+            void (*run)(const group_job *, const uint32_t *, uint32_t, int8_t *, uint32_t);
+            int8_t *o = out + pix * cout + c0;
+            rows[0] = tp_weights_row(w, c0, &step);
+            for (g = 1u; g < 4u; g++) {
+                uint32_t next = next_live(rq, c + 1u, cout);
+                c = next < cout ? next : c; /* none left: repeat the last */
+                job.d[g - 1u] = c - c0;
+                rows[g] = tp_weights_row(w, c, &step);
+            }
+            job.rq = &rq[c0];
+            run = !fast ? group_block_any
+                  : job.d[0] == 1u && job.d[1] == 2u && job.d[2] == 3u ? group_block_fast_next
+                                                                       : group_block_fast;
             rows_to_quads(rows, l.k, wq);
             if (even != 0u) {
                 run(&job, cols, even, o, cout);
