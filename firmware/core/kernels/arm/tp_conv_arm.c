@@ -408,6 +408,7 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
     uint32_t cout = (uint32_t)out_shape->c, n_pix = (uint32_t)(out_shape->h * out_shape->w);
     uint32_t c, pix, step, off = ((uint32_t)(-2 * p->in_zp) & 0xFFFFu) * 0x10001u;
     int fast = p->act_min == -128 && p->act_max == 127, pointwise = is_pointwise(p);
+    int consecutive = pointwise && p->stride[0] == 1u && p->stride[1] == 1u;
     uint32_t k4;
     int32_t oy = 0, ox = 0;
     group_job job;
@@ -438,7 +439,12 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
         uint32_t even = n / 2u, odd = n & 1u;
         /* the block's columns, pixel pairs interleaved quad by quad; an odd block's last pixel
          * is paired with itself */
-        for (j = 0; j < n; j += 2u) {
+        for (j = 0; j < n && consecutive; j += 2u) { /* the block's inputs, one after another */
+            const int8_t *a = in + (pix + j) * l.k;
+            columns_to_quads(a, j + 1u < n ? a + l.k : a, l.k, off, p->in_zp,
+                             cols + (j / 2u) * k4);
+        }
+        for (j = 0; j < n && !consecutive; j += 2u) {
             const int8_t *a, *b;
             int32_t ay = oy, ax = ox;
             if (++ox == out_shape->w) {
