@@ -4,27 +4,30 @@
  * Every output pixel is a column of K = KH * KW * Cin inputs (the pixel itself for a 1x1
  * convolution, its window gathered for a larger one: im2col, padded taps holding the zero
  * point), every output channel a row of K weights. Loop order: a block of up to
- * TP_CONV_PIXEL_BLOCK output pixels has its columns converted once to int16 (x - zp) in pixel
- * pairs;
- * then, output channel pair by pair, the two weight rows are converted to int16 once and every
- * pixel pair of the block is a 2 x 2 block of outputs: per four K, four words of x and four of
- * weights feed eight SMLADs (16 multiply-accumulates), the K loop unrolled by two quads.
+ * TP_CONV_PIXEL_BLOCK output pixels has its columns converted once to int16, 2 (x - zp), in
+ * pixel pairs; then, four output channels at a time, the four weight rows are converted to
+ * int16 once and every pixel pair of the block is a 4 x 2 tile of outputs: per four K, four
+ * words of x and eight of weights feed sixteen SMLADs (32 multiply-accumulates) in the tile's
+ * Thumb-2 loop (tp_arm_conv_tile_4x2), then the eight sums are requantized. A channel whose
+ * multiplier is 0 (all-zero weights: pruned) outputs one constant and takes no part in the
+ * tiles, whose groups of four are the remaining channels, consecutive or not.
  *
  * Pairing: SMLAD multiplies the low and the high halfwords of its operands. A word of four
- * int8 is unpacked with SXTB16 into (v0, v2) and, shifted right by 8, (v1, v3); x and weights
+ * int8 is unpacked with SXTB16 into (v0, v2) and, rotated right by 8, (v1, v3); x and weights
  * are unpacked the same way, so lanes always meet their own partner. K is padded to a multiple
  * of 4: columns with the zero point, weights with zeros (they add 0).
  *
- * Exactness: |x - zp| <= 255 and |w| <= 128 fit int16 lanes; every product is exact and the
- * int32 accumulator holds the exact sum as long as the channel's bound |bias| + K * 128 * 255
- * (or the row's own sum of |w|) stays below 2^30, which tp_dsp_prepare checks before it lets
- * the channel use the fast requantization (tp_dsp.h); otherwise the op runs the reference.
+ * Exactness: |2 (x - zp)| <= 510 and |w| <= 128 fit int16 lanes; every product is exact and
+ * the int32 sum, 2 acc, holds the exact value as long as the channel's bound |bias| +
+ * K * 128 * 255 (or the row's own sum of |w|) stays below 2^30, which tp_dsp_prepare checks
+ * before it lets the channel use the fast requantization (tp_dsp.h); otherwise the op runs
+ * the reference. The doubled sum is what the requantization shifts first (tp_dsp_output2).
  */
 #include "tinyprop.h"
 #include "tp_dsp.h"
 
 /* Output pixels per block (even): the columns of a block are converted once for every channel
- * pair, each pair of weight rows once per block. */
+ * group, each group's weight rows once per block. */
 #define TP_CONV_PIXEL_BLOCK 32u
 /* The word after a channel group's last weight quad: a pair of int16 no int8 weight gives. */
 #define TP_CONV_W_END 0x80008000u
@@ -37,8 +40,9 @@ static uint32_t align4(uint32_t n)
 }
 
 /* The scratch layout (all 4-aligned): the per-channel requantization table, the block's
- * columns as int16 quads, one channel pair's weight quads, and for a window larger than 1x1
- * the two int8 columns im2col gathers. */
+ * columns as int16 quads, one channel group's weight quads and their end word (two: the tile
+ * reads words in pairs), and for a window larger than 1x1 the two int8 columns im2col
+ * gathers. */
 typedef struct {
     uint32_t k, k4, pixels, rq, cols, weights, im2col, total;
 } conv_layout;
@@ -239,11 +243,18 @@ typedef struct {
  * two LDRD of x, four of weights, sixteen SMLADs (32 multiply-accumulates) and the end test.
  * On Arm it is the Thumb-2 assembly below: the loop needs all fourteen registers (eight sums,
  * two column words, two weight words, two pointers), more than the compilers allocate from
- * C without spilling. */
+ * C without spilling; at file scope and without operands, it assembles with every compiler
+ * and level. With the intrinsics emulated, the C below is its definition. */
 void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
                           const int32_t bias[4]);
 
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+/* the instruction set the compiler's own code continues in (.thumb stays set otherwise) */
+#ifdef __thumb__
+#define TP_CONV_ISA ".thumb\n"
+#else
+#define TP_CONV_ISA ".arm\n"
+#endif
 __asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
         ".syntax unified\n"
         ".thumb\n"
@@ -288,7 +299,7 @@ __asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
         "    stm r0, {r4-r11}\n"
         "    pop {r4-r11, pc}\n"
         ".size tp_arm_conv_tile_4x2, .-tp_arm_conv_tile_4x2\n"
-        ".popsection\n");
+        ".popsection\n" TP_CONV_ISA);
 #else
 void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
                           const int32_t bias[4])
