@@ -265,34 +265,34 @@ __asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
         ".thumb_func\n"
         "tp_arm_conv_tile_4x2:\n"
         "    push {r0, r4-r11, lr}\n"
-        "    ldm r3, {r4-r7}\n"             /* a0..a3 = bias */
-        "    mov r8, r4\n"                  /* b0..b3 = bias */
+        "    ldm r3, {r4-r7}\n" /* a0..a3 = bias */
+        "    mov r8, r4\n"      /* b0..b3 = bias */
         "    mov r9, r5\n"
         "    mov r10, r6\n"
         "    mov r11, r7\n"
-        "    ldrd r12, lr, [r2], #8\n"      /* w0, w1 even */
-        "1:  ldrd r0, r3, [r1], #8\n"       /* xa, xb even */
+        "    ldrd r12, lr, [r2], #8\n" /* w0, w1 even */
+        "1:  ldrd r0, r3, [r1], #8\n"  /* xa, xb even */
         "    smlad r4, r0, r12, r4\n"
         "    smlad r8, r3, r12, r8\n"
         "    smlad r5, r0, lr, r5\n"
         "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n"      /* w2, w3 even */
+        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */
         "    smlad r6, r0, r12, r6\n"
         "    smlad r10, r3, r12, r10\n"
         "    smlad r7, r0, lr, r7\n"
         "    smlad r11, r3, lr, r11\n"
-        "    ldrd r0, r3, [r1], #8\n"       /* xa, xb odd */
-        "    ldrd r12, lr, [r2], #8\n"      /* w0, w1 odd */
+        "    ldrd r0, r3, [r1], #8\n"  /* xa, xb odd */
+        "    ldrd r12, lr, [r2], #8\n" /* w0, w1 odd */
         "    smlad r4, r0, r12, r4\n"
         "    smlad r8, r3, r12, r8\n"
         "    smlad r5, r0, lr, r5\n"
         "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n"      /* w2, w3 odd */
+        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */
         "    smlad r6, r0, r12, r6\n"
         "    smlad r10, r3, r12, r10\n"
         "    smlad r7, r0, lr, r7\n"
         "    smlad r11, r3, lr, r11\n"
-        "    ldrd r12, lr, [r2], #8\n"      /* the next quad's w0, w1 even, or the end */
+        "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */
         "    cmp r12, #0x80008000\n"
         "    bne 1b\n"
         "    pop {r0}\n"
@@ -452,8 +452,7 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
          * is paired with itself */
         for (j = 0; j < n && consecutive; j += 2u) { /* the block's inputs, one after another */
             const int8_t *a = in + (pix + j) * l.k;
-            columns_to_quads(a, j + 1u < n ? a + l.k : a, l.k, off, p->in_zp,
-                             cols + (j / 2u) * k4);
+            columns_to_quads(a, j + 1u < n ? a + l.k : a, l.k, off, p->in_zp, cols + (j / 2u) * k4);
         }
         for (j = 0; j < n && !consecutive; j += 2u) {
             const int8_t *a, *b;
@@ -500,9 +499,13 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
                 rows[g] = tp_weights_row(w, c, &step);
             }
             job.rq = &rq[c0];
-            run = !fast ? group_block_any
-                  : job.d[0] == 1u && job.d[1] == 2u && job.d[2] == 3u ? group_block_fast_next
-                                                                       : group_block_fast;
+            if (!fast) {
+                run = group_block_any;
+            } else if (job.d[0] == 1u && job.d[1] == 2u && job.d[2] == 3u) {
+                run = group_block_fast_next;
+            } else {
+                run = group_block_fast;
+            }
             rows_to_quads(rows, l.k, wq);
             if (even != 0u) {
                 run(&job, cols, even, o, cout);

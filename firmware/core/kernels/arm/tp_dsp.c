@@ -45,8 +45,8 @@ int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, con
          * 2^16 weights (at most 2^23 in 32 bits) */
         while (i + 4u <= n) {
             uint32_t run = 0u, end = n - i > 65536u ? i + 65536u : n & ~3u;
-            for (; i + 16u <= end; i += 16u) { /* four a turn: a row of a pruned channel is all
-                                                 * summed (VWW has hundreds) */
+            /* four words a turn: a pruned channel's row is summed whole (VWW has hundreds) */
+            for (; i + 16u <= end; i += 16u) {
                 run = tp_usada8(tp_dsp_rd32(row + i) ^ 0x80808080u, 0x80808080u, run);
                 run = tp_usada8(tp_dsp_rd32(row + i + 4u) ^ 0x80808080u, 0x80808080u, run);
                 run = tp_usada8(tp_dsp_rd32(row + i + 8u) ^ 0x80808080u, 0x80808080u, run);
