@@ -2,13 +2,14 @@
 
 - Op level, on qemu-m4: opgen's random CONV_2D, DEPTHWISE_CONV_2D and AVERAGE_POOL_2D cases
   (shapes, strides, paddings, zero points, depth multipliers, activations, per-channel shifts of
-  both signs) and
-  corner cases (maps wider and taller than a depthwise strip and band, 1x1 with stride 2, odd
-  pixel and channel counts, channels whose weights are all zero, accumulators too wide for the
-  fast requantization, left shifts), each run in one harness process with the reference and the
-  DSP kernels and both outputs compared with the NumPy reference. The same cases on this machine
-  with the intrinsics emulated in C, under ASan and UBSan, with every arena exactly the size the
-  blob asks (a kernel stepping outside its planned scratch is caught).
+  both signs) and corner cases (maps wider and taller than a depthwise strip and band, 1x1
+  with stride 2, odd pixel and channel counts, every remainder of the 1x1 kernel's tiles,
+  channels whose weights are all zero (VWW's pruned channels: constant outputs, among live ones
+  or all of them), accumulators too wide for the fast requantization, left shifts), each run in
+  one harness process with the reference and the DSP kernels and both outputs compared with the
+  NumPy reference. The same cases on this machine with the intrinsics emulated in C, under ASan
+  and UBSan, with every arena exactly the size the blob asks (a kernel stepping outside its
+  planned scratch is caught).
 - Whole models, on qemu-m4: the 26 generated models, and VWW over all 397 vww-mini images.
 - Gradients, op level: small graphs around a 3x3 DEPTHWISE_CONV_2D (every stride pair, SAME and
   VALID padding, maps wider than the DSP kernel's planes or than its weight-gradient planes,
@@ -124,6 +125,27 @@ def _left_shift(g: Graph) -> None:
     w.scale[1] *= np.float32(2.0 ** -10)
 
 
+def _right_shifts(g: Graph) -> None:
+    """An output scale 256 times wider: every channel shifts right (with an activation of
+    int8's whole range, the fast requantization)."""
+    y = g.tensors[g.ops[-1].outputs[0]]
+    y.scale = (y.scale * np.float32(256.0)).astype(np.float32)
+
+
+def _pruned(live):
+    """Every channel but `live` pruned as VWW's are (all-zero weights, a bias of +-2^30: a
+    constant output), with right shifts: the DSP kernel groups the live channels by four,
+    consecutive or not, a last group short of four."""
+    def tweak(g: Graph) -> None:
+        bias = g.tensors[g.ops[-1].inputs[2]].data
+        for c in range(len(bias)):
+            if c not in live:
+                _rows(g, c)[...] = 0
+                bias[c] = (1 << 30) if c % 2 else -(1 << 30)
+        _right_shifts(g)
+    return tweak
+
+
 def corner_cases() -> list[tuple[str, Graph]]:
     c = []
     c.append(_conv_case("pw-s2", (20, 20, 12), "CONV_2D", 1, k=(1, 1), stride=(2, 2),
@@ -139,6 +161,20 @@ def corner_cases() -> list[tuple[str, Graph]]:
                         act="RELU6"))
     c.append(_conv_case("dw-s21-valid", (19, 33, 6), "DEPTHWISE_CONV_2D", 8, stride=(2, 1),
                         padding="VALID", mult=3))
+    # the 1x1 kernel's remainders: an odd last block (35 pixels), input channels past a
+    # multiple of 4, output channels short of a group of four; VWW's first pointwise (8 input
+    # channels) and a single quad of K (3), each with the fast requantization; pruned channels
+    # (live ones in consecutive groups and scattered, a last group short of four; all of them
+    # pruned), clamped or not
+    c.append(_conv_case("pw-tails", (5, 7, 9), "CONV_2D", 12, k=(1, 1), cout=7, act="RELU6"))
+    c.append(_conv_case("pw-cin8", (6, 6, 8), "CONV_2D", 13, _right_shifts, k=(1, 1), cout=16))
+    c.append(_conv_case("pw-k3-odd", (3, 3, 3), "CONV_2D", 14, _right_shifts, k=(1, 1), cout=6))
+    c.append(_conv_case("pw-pruned", (3, 5, 20), "CONV_2D", 15, _pruned([1, 2, 3, 4, 6, 11]),
+                        k=(1, 1), cout=13))
+    c.append(_conv_case("pw-pruned-relu6", (3, 5, 20), "CONV_2D", 16, _pruned([0, 5, 6, 12]),
+                        k=(1, 1), cout=13, act="RELU6"))
+    c.append(_conv_case("pw-pruned-all", (4, 5, 8), "CONV_2D", 17, _pruned([]), k=(1, 1),
+                        cout=5))
     for kind, shape in (("CONV_2D", (6, 6, 16)), ("DEPTHWISE_CONV_2D", (6, 6, 16))):
         tag = "pw" if kind == "CONV_2D" else "dw"
         k = (1, 1) if kind == "CONV_2D" else (3, 3)

@@ -65,12 +65,13 @@ def _geometry(graph: Graph, op: Op) -> tuple[tuple[int, ...], tuple[int, ...], d
 def conv_scratch_bytes(k: tuple[int, int], pad: tuple[int, int], cin: int, out_hw: tuple[int, int],
                        cout: int) -> int:
     """tp_arm_conv2d_s8_scratch_bytes: the requantization table, the block's int16 columns,
-    a channel pair's int16 weights, and im2col's two int8 columns for a window beyond 1x1."""
+    a group of four channels' int16 weights, and im2col's two int8 columns for a window beyond
+    1x1."""
     k4 = _align4(k[0] * k[1] * cin)
     n_pix = out_hw[0] * out_hw[1]
     pixels = n_pix + (n_pix & 1) if n_pix < CONV_PIXEL_BLOCK else CONV_PIXEL_BLOCK
     pointwise = tuple(k) == (1, 1) and tuple(pad) == (0, 0)
-    return CONV_RQ_BYTES * cout + 2 * pixels * k4 + 4 * k4 + (0 if pointwise else 2 * k4)
+    return CONV_RQ_BYTES * cout + 2 * pixels * k4 + 8 * k4 + 8 + (0 if pointwise else 2 * k4)
 
 
 def depthwise_covered(k: tuple[int, int], stride: tuple[int, int]) -> bool:

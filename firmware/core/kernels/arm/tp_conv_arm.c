@@ -4,28 +4,33 @@
  * Every output pixel is a column of K = KH * KW * Cin inputs (the pixel itself for a 1x1
  * convolution, its window gathered for a larger one: im2col, padded taps holding the zero
  * point), every output channel a row of K weights. Loop order: a block of up to
- * TP_CONV_PIXEL_BLOCK output pixels has its columns converted once to int16 (x - zp) in pixel
- * pairs;
- * then, output channel pair by pair, the two weight rows are converted to int16 once and every
- * pixel pair of the block is a 2 x 2 block of outputs: per four K, four words of x and four of
- * weights feed eight SMLADs (16 multiply-accumulates), the K loop unrolled by two quads.
+ * TP_CONV_PIXEL_BLOCK output pixels has its columns converted once to int16, 2 (x - zp), in
+ * pixel pairs; then, four output channels at a time, the four weight rows are converted to
+ * int16 once and every pixel pair of the block is a 4 x 2 tile of outputs: per four K, four
+ * words of x and eight of weights feed sixteen SMLADs (32 multiply-accumulates) in the tile's
+ * Thumb-2 loop (tp_arm_conv_tile_4x2), then the eight sums are requantized. A channel whose
+ * multiplier is 0 (all-zero weights: pruned) outputs one constant and takes no part in the
+ * tiles, whose groups of four are the remaining channels, consecutive or not.
  *
  * Pairing: SMLAD multiplies the low and the high halfwords of its operands. A word of four
- * int8 is unpacked with SXTB16 into (v0, v2) and, shifted right by 8, (v1, v3); x and weights
+ * int8 is unpacked with SXTB16 into (v0, v2) and, rotated right by 8, (v1, v3); x and weights
  * are unpacked the same way, so lanes always meet their own partner. K is padded to a multiple
  * of 4: columns with the zero point, weights with zeros (they add 0).
  *
- * Exactness: |x - zp| <= 255 and |w| <= 128 fit int16 lanes; every product is exact and the
- * int32 accumulator holds the exact sum as long as the channel's bound |bias| + K * 128 * 255
- * (or the row's own sum of |w|) stays below 2^30, which tp_dsp_prepare checks before it lets
- * the channel use the fast requantization (tp_dsp.h); otherwise the op runs the reference.
+ * Exactness: |2 (x - zp)| <= 510 and |w| <= 128 fit int16 lanes; every product is exact and
+ * the int32 sum, 2 acc, holds the exact value as long as the channel's bound |bias| +
+ * K * 128 * 255 (or the row's own sum of |w|) stays below 2^30, which tp_dsp_prepare checks
+ * before it lets the channel use the fast requantization (tp_dsp.h); otherwise the op runs
+ * the reference. The doubled sum is what the requantization shifts first (tp_dsp_output2).
  */
 #include "tinyprop.h"
 #include "tp_dsp.h"
 
 /* Output pixels per block (even): the columns of a block are converted once for every channel
- * pair, each pair of weight rows once per block. */
+ * group, each group's weight rows once per block. */
 #define TP_CONV_PIXEL_BLOCK 32u
+/* The word after a channel group's last weight quad: a pair of int16 no int8 weight gives. */
+#define TP_CONV_W_END 0x80008000u
 /* Bytes of a channel's requantization parameters (tp_dsp_rq) in the scratch table. */
 #define TP_CONV_RQ_BYTES 24u
 
@@ -35,8 +40,9 @@ static uint32_t align4(uint32_t n)
 }
 
 /* The scratch layout (all 4-aligned): the per-channel requantization table, the block's
- * columns as int16 quads, one channel pair's weight quads, and for a window larger than 1x1
- * the two int8 columns im2col gathers. */
+ * columns as int16 quads, one channel group's weight quads and their end word (two: the tile
+ * reads words in pairs), and for a window larger than 1x1 the two int8 columns im2col
+ * gathers. */
 typedef struct {
     uint32_t k, k4, pixels, rq, cols, weights, im2col, total;
 } conv_layout;
@@ -56,7 +62,7 @@ static void conv_layout_of(const tp_conv_params *p, const tp_shape *in_shape,
     l->rq = 0u;
     l->cols = l->rq + TP_CONV_RQ_BYTES * (uint32_t)out_shape->c;
     l->weights = l->cols + 2u * l->pixels * l->k4;
-    l->im2col = l->weights + 4u * l->k4;
+    l->im2col = l->weights + 8u * l->k4 + 8u;
     l->total = l->im2col + (is_pointwise(p) ? 0u : 2u * l->k4);
 }
 
@@ -72,33 +78,73 @@ uint32_t tp_arm_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape 
 
 typedef char tp_conv_rq_bytes_check[sizeof(tp_dsp_rq) == TP_CONV_RQ_BYTES ? 1 : -1];
 
-/* Two int8 vectors a and b of k values (two columns, or two weight rows) as ceil(k / 4) quads
- * (a0 a2, a1 a3, b0 b2, b1 b3) of int16 lanes: x - zp for columns (off holds -zp in both
- * halfwords, pad is zp: a last partial quad adds (zp - zp) w = 0), w for weights (off and pad
- * 0). */
-static void to_quads(const int8_t *a, const int8_t *b, uint32_t k, uint32_t off, int32_t pad,
-                     uint32_t *quad)
+/* The last k - full (1..3) values of v, then pad bytes, as one little-endian word. */
+static uint32_t tail_word(const int8_t *v, uint32_t full, uint32_t k, int32_t pad)
+{
+    uint32_t word = 0u, j;
+    for (j = 0; j < 4u; j++) {
+        word |= (full + j < k ? (uint32_t)(uint8_t)v[full + j] : (uint32_t)pad & 0xFFu) << (8u * j);
+    }
+    return word;
+}
+
+/* One quad of a pixel pair's columns from a's and b's four values va, vb (see
+ * columns_to_quads). */
+TP_DSP_INLINE void column_quad(uint32_t va, uint32_t vb, uint32_t off, uint32_t *quad)
+{
+    quad[0] = tp_sxtab16(tp_sxtab16(off, va), va);
+    quad[1] = tp_sxtab16(tp_sxtab16(off, vb), vb);
+    quad[2] = tp_sxtab16_odd(tp_sxtab16_odd(off, va), va);
+    quad[3] = tp_sxtab16_odd(tp_sxtab16_odd(off, vb), vb);
+}
+
+/* A pixel pair's columns a and b, k int8 each, as ceil(k / 4) quads of int16 lanes, (a0 a2,
+ * b0 b2, a1 a3, b1 b3), each 2 (x - zp): off holds -2 zp in both halfwords and x is added
+ * again (the tiles' sums are 2 acc, which tp_dsp_output2 takes without a shift); a last partial
+ * quad is padded with zp, adding 2 (zp - zp) w = 0. */
+static TP_DSP_NOINLINE void columns_to_quads(const int8_t *a, const int8_t *b, uint32_t k,
+                                             uint32_t off, int32_t pad, uint32_t *quad)
 {
     uint32_t i, full = k & ~3u;
-    for (i = 0; i < full; i += 4u) {
-        uint32_t va = tp_dsp_rd32(a + i), vb = tp_dsp_rd32(b + i);
-        quad[0] = tp_sxtab16(off, va);
-        quad[1] = tp_sxtab16(off, va >> 8);
-        quad[2] = tp_sxtab16(off, vb);
-        quad[3] = tp_sxtab16(off, vb >> 8);
-        quad += 4;
+    for (i = 0; i < full; i += 4u, quad += 4) {
+        column_quad(tp_dsp_rd32(a + i), tp_dsp_rd32(b + i), off, quad);
     }
-    if (full < k) { /* the last 1..3 values, then the pad */
-        uint32_t va = 0u, vb = 0u, j, zb = (uint32_t)pad & 0xFFu;
-        for (j = 0; j < 4u; j++) {
-            va |= (full + j < k ? (uint32_t)(uint8_t)a[full + j] : zb) << (8u * j);
-            vb |= (full + j < k ? (uint32_t)(uint8_t)b[full + j] : zb) << (8u * j);
-        }
-        quad[0] = tp_sxtab16(off, va);
-        quad[1] = tp_sxtab16(off, va >> 8);
-        quad[2] = tp_sxtab16(off, vb);
-        quad[3] = tp_sxtab16(off, vb >> 8);
+    if (full < k) {
+        column_quad(tail_word(a, full, k, pad), tail_word(b, full, k, pad), off, quad);
     }
+}
+
+/* One quad of a channel group's weights from its rows' four values v0..v3 (see
+ * rows_to_quads). */
+TP_DSP_INLINE void weight_quad(uint32_t v0, uint32_t v1, uint32_t v2, uint32_t v3, uint32_t *quad)
+{
+    quad[0] = tp_sxtb16(v0);
+    quad[1] = tp_sxtb16(v1);
+    quad[2] = tp_sxtb16(v2);
+    quad[3] = tp_sxtb16(v3);
+    quad[4] = tp_sxtb16_odd(v0);
+    quad[5] = tp_sxtb16_odd(v1);
+    quad[6] = tp_sxtb16_odd(v2);
+    quad[7] = tp_sxtb16_odd(v3);
+}
+
+/* A channel group's four weight rows r[0..3], k int8 each, as ceil(k / 4) quads of eight int16
+ * pairs: the rows' lanes (w0 w2), then their (w1 w3), a last partial quad padded with zeros;
+ * then TP_CONV_W_END. */
+static TP_DSP_NOINLINE void rows_to_quads(const int8_t *const r[4], uint32_t k, uint32_t *quad)
+{
+    const int8_t *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
+    uint32_t i, full = k & ~3u;
+    for (i = 0; i < full; i += 4u, quad += 8) {
+        weight_quad(tp_dsp_rd32(r0 + i), tp_dsp_rd32(r1 + i), tp_dsp_rd32(r2 + i),
+                    tp_dsp_rd32(r3 + i), quad);
+    }
+    if (full < k) {
+        weight_quad(tail_word(r0, full, k, 0), tail_word(r1, full, k, 0), tail_word(r2, full, k, 0),
+                    tail_word(r3, full, k, 0), quad);
+        quad += 8;
+    }
+    quad[0] = TP_CONV_W_END;
 }
 
 /* n bytes from src to dst, by words where it can. */
@@ -178,73 +224,187 @@ static inline void column(const tp_conv_params *p, const tp_shape *in_shape, con
     }
 }
 
-/* A channel pair's part of a pixel block: its int16 weight quads (k4 words), the outputs'
- * spacing (da between pixel pairs, d1 to the second channel: 0 repeats channel c when cout is
- * odd) and both channels' requantization. */
+/* A channel group's part of a pixel block: its int16 weight quads (rows_to_quads), the
+ * outputs' spacing (da between pixel pairs; d from the group's first channel to its others: a
+ * group short of four channels repeats its last) and the channels' requantization (rq[0],
+ * rq[d[0]]...). */
 typedef struct {
     const uint32_t *wq;
-    uint32_t k4, da, d1;
-    const tp_dsp_rq *rq0, *rq1;
+    uint32_t k4, da, d[3];
+    const tp_dsp_rq *rq;
     int32_t lo, hi;
-} pair_job;
+} group_job;
 
-/* acc += one quad (four K) of a pixel pair's columns times the channel pair's weights: eight
- * SMLADs, 16 multiply-accumulates. */
-TP_DSP_INLINE void quad_2x2(const uint32_t *x, const uint32_t *w, int32_t *a00, int32_t *a01,
-                            int32_t *a10, int32_t *a11)
+/* The K loop of a tile of 4 output channels x 2 pixels: out[0..3] (pixel a) and out[4..7]
+ * (pixel b) = bias[0..3] + the sums over the quads of a pixel pair's columns x (four words a
+ * quad: a's and b's even lanes, then their odd lanes) times the group's weights w (eight words
+ * a quad: the four channels' even lanes, then their odd lanes), up to the word after the last
+ * weight quad, which holds TP_CONV_W_END (a pair of int16 no int8 weight gives). Per quad:
+ * two LDRD of x, four of weights, sixteen SMLADs (32 multiply-accumulates) and the end test.
+ * On Arm it is the Thumb-2 assembly below: the loop needs all fourteen registers (eight sums,
+ * two column words, two weight words, two pointers), more than the compilers allocate from
+ * C without spilling; at file scope and without operands, it assembles with every compiler
+ * and level. With the intrinsics emulated, the C below is its definition. */
+void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
+                          const int32_t bias[4]);
+
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+/* the instruction set the compiler's own code continues in (.thumb stays set otherwise) */
+#ifdef __thumb__
+#define TP_CONV_ISA ".thumb\n"
+#else
+#define TP_CONV_ISA ".arm\n"
+#endif
+__asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
+        ".syntax unified\n"
+        ".thumb\n"
+        ".p2align 2\n"
+        ".global tp_arm_conv_tile_4x2\n"
+        ".hidden tp_arm_conv_tile_4x2\n"
+        ".type tp_arm_conv_tile_4x2, %function\n"
+        ".thumb_func\n"
+        "tp_arm_conv_tile_4x2:\n"
+        "    push {r0, r4-r11, lr}\n"
+        "    ldm r3, {r4-r7}\n" /* a0..a3 = bias */
+        "    mov r8, r4\n"      /* b0..b3 = bias */
+        "    mov r9, r5\n"
+        "    mov r10, r6\n"
+        "    mov r11, r7\n"
+        "    ldrd r12, lr, [r2], #8\n" /* w0, w1 even */
+        "1:  ldrd r0, r3, [r1], #8\n"  /* xa, xb even */
+        "    smlad r4, r0, r12, r4\n"
+        "    smlad r8, r3, r12, r8\n"
+        "    smlad r5, r0, lr, r5\n"
+        "    smlad r9, r3, lr, r9\n"
+        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */
+        "    smlad r6, r0, r12, r6\n"
+        "    smlad r10, r3, r12, r10\n"
+        "    smlad r7, r0, lr, r7\n"
+        "    smlad r11, r3, lr, r11\n"
+        "    ldrd r0, r3, [r1], #8\n"  /* xa, xb odd */
+        "    ldrd r12, lr, [r2], #8\n" /* w0, w1 odd */
+        "    smlad r4, r0, r12, r4\n"
+        "    smlad r8, r3, r12, r8\n"
+        "    smlad r5, r0, lr, r5\n"
+        "    smlad r9, r3, lr, r9\n"
+        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */
+        "    smlad r6, r0, r12, r6\n"
+        "    smlad r10, r3, r12, r10\n"
+        "    smlad r7, r0, lr, r7\n"
+        "    smlad r11, r3, lr, r11\n"
+        "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */
+        "    cmp r12, #0x80008000\n"
+        "    bne 1b\n"
+        "    pop {r0}\n"
+        "    stm r0, {r4-r11}\n"
+        "    pop {r4-r11, pc}\n"
+        ".size tp_arm_conv_tile_4x2, .-tp_arm_conv_tile_4x2\n"
+        ".popsection\n" TP_CONV_ISA);
+#else
+void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
+                          const int32_t bias[4])
 {
-    uint32_t x0e = x[0], x0o = x[1], x1e = x[2], x1o = x[3];
-    uint32_t w0e = w[0], w0o = w[1], w1e = w[2], w1o = w[3];
-    *a00 = tp_smlad(x0o, w0o, tp_smlad(x0e, w0e, *a00));
-    *a01 = tp_smlad(x0o, w1o, tp_smlad(x0e, w1e, *a01));
-    *a10 = tp_smlad(x1o, w0o, tp_smlad(x1e, w0e, *a10));
-    *a11 = tp_smlad(x1o, w1o, tp_smlad(x1e, w1e, *a11));
+    uint32_t i;
+    for (i = 0; i < 4u; i++) {
+        out[i] = out[i + 4u] = bias[i];
+    }
+    for (; w[0] != TP_CONV_W_END; x += 4, w += 8) {
+        for (i = 0; i < 4u; i++) {
+            out[i] = tp_smlad(x[2], w[4u + i], tp_smlad(x[0], w[i], out[i]));
+            out[i + 4u] = tp_smlad(x[3], w[4u + i], tp_smlad(x[1], w[i], out[i + 4u]));
+        }
+    }
+}
+#endif
+
+/* Two outputs of one channel (pixel a's, then b's), both computed before either is stored:
+ * the int8 stores could alias rq. */
+TP_DSP_INLINE void output_pair(int8_t *oa, int8_t *ob, int32_t a, int32_t b, const tp_dsp_rq *rq,
+                               int fast, int full, int32_t lo, int32_t hi)
+{
+    int8_t va = tp_dsp_output2((uint32_t)a, rq, fast, full, lo, hi);
+    int8_t vb = tp_dsp_output2((uint32_t)b, rq, fast, full, lo, hi);
+    *oa = va;
+    *ob = vb;
 }
 
 /* The job's outputs for `pairs` pixel pairs of the block: pixel pair j's columns at
  * cols + j k4 words, its outputs at o + j da (pixel a) and + db (pixel b: db = 0 repeats pixel
- * a when the block is odd). The K loop takes two quads a turn, and a last one when k4 / 4 is
- * odd. `fast` and `full` as for tp_dsp_output (constants: the compiler specializes both). */
-TP_DSP_INLINE void pair_block(const pair_job *job, const uint32_t *cols, uint32_t pairs, int8_t *o,
-                              uint32_t db, int fast, int full)
+ * a when the block is odd). `fast` and `full` as for tp_dsp_output, `next`: the group's
+ * channels are consecutive, d = 1, 2, 3 (constants: the compiler specializes all three). */
+TP_DSP_INLINE void group_block(const group_job *job, const uint32_t *cols, uint32_t pairs,
+                               int8_t *o, uint32_t db, int fast, int full, int next)
 {
     /* the job in locals: the int8 output stores could alias it */
-    tp_dsp_rq q0 = *job->rq0, q1 = *job->rq1;
+    const tp_dsp_rq *rq = job->rq;
     const uint32_t *wq = job->wq;
-    uint32_t k4 = job->k4, d1 = job->d1, da = job->da;
+    uint32_t k4 = job->k4, da = job->da;
+    uint32_t d1 = next ? 1u : job->d[0], d2 = next ? 2u : job->d[1], d3 = next ? 3u : job->d[2];
     int32_t lo = job->lo, hi = job->hi;
+    int32_t bias[4];
+    bias[0] = rq[0].bias;
+    bias[1] = rq[d1].bias;
+    bias[2] = rq[d2].bias;
+    bias[3] = rq[d3].bias;
     do {
-        int32_t a00 = q0.bias, a01 = q1.bias, a10 = a00, a11 = a01;
-        const uint32_t *x = cols, *w = wq, *end = cols + (k4 & ~7u);
-        while (x != end) {
-            quad_2x2(x, w, &a00, &a01, &a10, &a11);
-            quad_2x2(x + 4, w + 4, &a00, &a01, &a10, &a11);
-            x += 8;
-            w += 8;
-        }
-        if (k4 & 4u) {
-            quad_2x2(x, w, &a00, &a01, &a10, &a11);
-        }
-        o[0] = tp_dsp_output(a00, &q0, fast, full, lo, hi);
-        o[d1] = tp_dsp_output(a01, &q1, fast, full, lo, hi);
-        o[db] = tp_dsp_output(a10, &q0, fast, full, lo, hi);
-        o[db + d1] = tp_dsp_output(a11, &q1, fast, full, lo, hi);
+        int32_t acc[8];
+        tp_arm_conv_tile_4x2(acc, cols, wq, bias);
+        output_pair(o, o + db, acc[0], acc[4], rq, fast, full, lo, hi);
+        output_pair(o + d1, o + db + d1, acc[1], acc[5], rq + d1, fast, full, lo, hi);
+        output_pair(o + d2, o + db + d2, acc[2], acc[6], rq + d2, fast, full, lo, hi);
+        output_pair(o + d3, o + db + d3, acc[3], acc[7], rq + d3, fast, full, lo, hi);
         cols += k4;
         o += da;
     } while (--pairs != 0u);
 }
 
-/* pair_block for VWW-like ops (tp_dsp_fast channels, int8 clamp), and for all others. */
-static TP_DSP_NOINLINE void pair_block_fast(const pair_job *job, const uint32_t *cols,
-                                            uint32_t pairs, int8_t *o, uint32_t db)
+/* group_block for VWW-like ops (tp_dsp_fast channels, int8 clamp), consecutive channels or
+ * not, and for all others. */
+static TP_DSP_NOINLINE void group_block_fast_next(const group_job *job, const uint32_t *cols,
+                                                  uint32_t pairs, int8_t *o, uint32_t db)
 {
-    pair_block(job, cols, pairs, o, db, 1, 1);
+    group_block(job, cols, pairs, o, db, 1, 1, 1);
 }
 
-static TP_DSP_NOINLINE void pair_block_any(const pair_job *job, const uint32_t *cols,
-                                           uint32_t pairs, int8_t *o, uint32_t db)
+static TP_DSP_NOINLINE void group_block_fast(const group_job *job, const uint32_t *cols,
+                                             uint32_t pairs, int8_t *o, uint32_t db)
 {
-    pair_block(job, cols, pairs, o, db, 0, 0);
+    group_block(job, cols, pairs, o, db, 1, 1, 0);
+}
+
+static TP_DSP_NOINLINE void group_block_any(const group_job *job, const uint32_t *cols,
+                                            uint32_t pairs, int8_t *o, uint32_t db)
+{
+    group_block(job, cols, pairs, o, db, 0, 0, 0);
+}
+
+/* Whether channel c's outputs do not depend on its accumulator (multiplier 0: a channel whose
+ * weights are all zero, as tp_dsp_prepare makes it, or one TFLite scales to 0): its outputs
+ * are one constant, and it takes no multiply-accumulates. VWW's pointwise convolutions have
+ * many (pruned channels). */
+static inline int is_constant(const tp_dsp_rq *rq)
+{
+    return rq->mult == 0;
+}
+
+/* The first channel from c on that is not constant (cout: none). */
+static uint32_t next_live(const tp_dsp_rq *rq, uint32_t c, uint32_t cout)
+{
+    while (c < cout && is_constant(&rq[c])) {
+        c++;
+    }
+    return c;
+}
+
+/* A constant channel's outputs for n pixels, `cout` bytes apart: with multiplier 0 the
+ * requantization gives one value for every accumulator. */
+static TP_DSP_NOINLINE void constant_outputs(const tp_dsp_rq *rq, int32_t lo, int32_t hi,
+                                             uint32_t n, uint32_t cout, int8_t *o)
+{
+    int8_t v = tp_dsp_output2(0u, rq, 0, 0, lo, hi);
+    for (; n != 0u; n--, o += cout) {
+        *o = v;
+    }
 }
 
 void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
@@ -257,11 +417,13 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
     uint32_t *cols, *wq;
     int8_t *col;
     uint32_t cout = (uint32_t)out_shape->c, n_pix = (uint32_t)(out_shape->h * out_shape->w);
-    uint32_t c, pix, step, off = ((uint32_t)-p->in_zp & 0xFFFFu) * 0x10001u;
+    uint32_t c, pix, step, off = ((uint32_t)(-2 * p->in_zp) & 0xFFFFu) * 0x10001u;
     int fast = p->act_min == -128 && p->act_max == 127, pointwise = is_pointwise(p);
+    int consecutive = pointwise && p->stride[0] == 1u && p->stride[1] == 1u;
     uint32_t k4;
     int32_t oy = 0, ox = 0;
-    pair_job job;
+    group_job job;
+    const int8_t *rows[4];
     conv_layout_of(p, in_shape, out_shape, &l);
     cols = (uint32_t *)(void *)(s + l.cols);
     wq = (uint32_t *)(void *)(s + l.weights);
@@ -278,14 +440,21 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
             tp_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
             return;
         }
-        fast = fast && tp_dsp_fast(&rq[c]);
+        fast = fast && (is_constant(&rq[c]) || tp_dsp_fast(&rq[c]));
+        /* group_block accumulates 2 acc; a channel's bound keeps it within int32, and a
+         * constant channel (mult 0) ignores its accumulator */
+        rq[c].bias = tp_dsp_i32((uint32_t)rq[c].bias << 1);
     }
     for (pix = 0; pix < n_pix; pix += l.pixels) {
         uint32_t n = n_pix - pix < l.pixels ? n_pix - pix : l.pixels, j;
         uint32_t even = n / 2u, odd = n & 1u;
         /* the block's columns, pixel pairs interleaved quad by quad; an odd block's last pixel
          * is paired with itself */
-        for (j = 0; j < n; j += 2u) {
+        for (j = 0; j < n && consecutive; j += 2u) { /* the block's inputs, one after another */
+            const int8_t *a = in + (pix + j) * l.k;
+            columns_to_quads(a, j + 1u < n ? a + l.k : a, l.k, off, p->in_zp, cols + (j / 2u) * k4);
+        }
+        for (j = 0; j < n && !consecutive; j += 2u) {
             const int8_t *a, *b;
             int32_t ay = oy, ax = ox;
             if (++ox == out_shape->w) {
@@ -310,17 +479,34 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
                 oy++;
             }
             /* im2col's columns end in the zero point up to k4: no tail */
-            to_quads(a, b, pointwise ? l.k : k4, off, p->in_zp, cols + (j / 2u) * k4);
+            columns_to_quads(a, b, pointwise ? l.k : k4, off, p->in_zp, cols + (j / 2u) * k4);
         }
-        for (c = 0; c < cout; c += 2u) {
-            void (*run)(const pair_job *, const uint32_t *, uint32_t, int8_t *,
-                        uint32_t) = fast ? pair_block_fast : pair_block_any;
-            int8_t *o = out + pix * cout + c;
-            job.d1 = c + 1u < cout ? 1u : 0u; /* an odd last channel is paired with itself */
-            job.rq0 = &rq[c];
-            job.rq1 = &rq[c + job.d1];
-            to_quads(tp_weights_row(w, c, &step), tp_weights_row(w, c + job.d1, &step), l.k, 0u, 0,
-                     wq);
+        for (c = 0; c < cout; c++) {
+            if (is_constant(&rq[c])) {
+                constant_outputs(&rq[c], p->act_min, p->act_max, n, cout, out + pix * cout + c);
+            }
+        }
+        /* the other channels by groups of four */
+        for (c = next_live(rq, 0u, cout); c < cout; c = next_live(rq, c + 1u, cout)) {
+            uint32_t c0 = c, g;
+            void (*run)(const group_job *, const uint32_t *, uint32_t, int8_t *, uint32_t);
+            int8_t *o = out + pix * cout + c0;
+            rows[0] = tp_weights_row(w, c0, &step);
+            for (g = 1u; g < 4u; g++) {
+                uint32_t next = next_live(rq, c + 1u, cout);
+                c = next < cout ? next : c; /* none left: repeat the last */
+                job.d[g - 1u] = c - c0;
+                rows[g] = tp_weights_row(w, c, &step);
+            }
+            job.rq = &rq[c0];
+            if (!fast) {
+                run = group_block_any;
+            } else if (job.d[0] == 1u && job.d[1] == 2u && job.d[2] == 3u) {
+                run = group_block_fast_next;
+            } else {
+                run = group_block_fast;
+            }
+            rows_to_quads(rows, l.k, wq);
             if (even != 0u) {
                 run(&job, cols, even, o, cout);
             }

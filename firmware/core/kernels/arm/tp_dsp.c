@@ -45,6 +45,13 @@ int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, con
          * 2^16 weights (at most 2^23 in 32 bits) */
         while (i + 4u <= n) {
             uint32_t run = 0u, end = n - i > 65536u ? i + 65536u : n & ~3u;
+            /* four words a turn: a pruned channel's row is summed whole (VWW has hundreds) */
+            for (; i + 16u <= end; i += 16u) {
+                run = tp_usada8(tp_dsp_rd32(row + i) ^ 0x80808080u, 0x80808080u, run);
+                run = tp_usada8(tp_dsp_rd32(row + i + 4u) ^ 0x80808080u, 0x80808080u, run);
+                run = tp_usada8(tp_dsp_rd32(row + i + 8u) ^ 0x80808080u, 0x80808080u, run);
+                run = tp_usada8(tp_dsp_rd32(row + i + 12u) ^ 0x80808080u, 0x80808080u, run);
+            }
             for (; i < end; i += 4u) {
                 run = tp_usada8(tp_dsp_rd32(row + i) ^ 0x80808080u, 0x80808080u, run);
             }

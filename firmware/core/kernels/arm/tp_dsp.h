@@ -19,6 +19,12 @@
 #error "the DSP kernels read little-endian words: build big-endian targets with TP_KERNELS_REF_ONLY"
 #endif
 
+/* A 32-bit pattern as int32 (two's complement, without implementation-defined conversion). */
+static inline int32_t tp_dsp_i32(uint32_t u)
+{
+    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(~u) - 1;
+}
+
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
 #include <arm_acle.h>
 /* ACLE types its halfword pairs int16x2_t (int32_t); the kernels keep them as uint32_t */
@@ -32,8 +38,8 @@
 #define tp_smlabt(a, b, acc) ((int32_t)__smlabt((int32_t)(a), (int32_t)(b), (acc)))
 #define tp_smlatb(a, b, acc) ((int32_t)__smlatb((int32_t)(a), (int32_t)(b), (acc)))
 #define tp_smlatt(a, b, acc) ((int32_t)__smlatt((int32_t)(a), (int32_t)(b), (acc)))
-/* Two instructions ACLE lacks: SXTB16 of x rotated right by 8 (its odd bytes), and SMMULR,
- * floor((a b + 2^31) / 2^32). */
+/* Instructions ACLE lacks: SXTB16 and SXTAB16 of x rotated right by 8 (its odd bytes), SMMULR,
+ * floor((a b + 2^31) / 2^32), and SMMLAR. */
 static inline uint32_t tp_sxtb16_odd(uint32_t x)
 {
     uint32_t r;
@@ -41,10 +47,25 @@ static inline uint32_t tp_sxtb16_odd(uint32_t x)
     return r;
 }
 
+static inline uint32_t tp_sxtab16_odd(uint32_t a, uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(x));
+    return r;
+}
+
 static inline int32_t tp_smmulr(int32_t a, int32_t b)
 {
     int32_t r;
     __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* SMMLAR: the high word of (acc << 32) + a b + 2^31 */
+static inline int32_t tp_smmlar(int32_t a, int32_t b, int32_t acc)
+{
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
     return r;
 }
 #else
@@ -94,9 +115,20 @@ static inline uint32_t tp_sxtb16_odd(uint32_t x)
     return tp_sxtb16(x >> 8);
 }
 
+static inline uint32_t tp_sxtab16_odd(uint32_t a, uint32_t x)
+{
+    return tp_sxtab16(a, x >> 8);
+}
+
 static inline int32_t tp_smmulr(int32_t a, int32_t b)
 {
     return (int32_t)(((int64_t)a * b + 0x80000000LL) >> 32);
+}
+
+static inline int32_t tp_smmlar(int32_t a, int32_t b, int32_t acc)
+{
+    uint64_t x = ((uint64_t)(uint32_t)acc << 32) + 0x80000000u + (uint64_t)((int64_t)a * b);
+    return tp_dsp_i32((uint32_t)(x >> 32));
 }
 
 static inline int32_t tp_ssat8(int32_t x)
@@ -124,12 +156,6 @@ static inline uint32_t tp_usada8(uint32_t a, uint32_t b, uint32_t acc)
 /* The kernels' rounding shifts rely on >> of a negative int32 or int64 being arithmetic: GCC
  * and Clang define it so. */
 typedef char tp_dsp_asr_check[(-5 >> 1) == -3 && ((int64_t)-5 >> 1) == -3 ? 1 : -1];
-
-/* A 32-bit pattern as int32 (two's complement, without implementation-defined conversion). */
-static inline int32_t tp_dsp_i32(uint32_t u)
-{
-    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(~u) - 1;
-}
 
 /* A little-endian word at any alignment (weights in flash, activations): LDR on the M4, which
  * reads unaligned words. */
@@ -183,20 +209,26 @@ static inline int8_t tp_dsp_clamp(int32_t v, int32_t lo, int32_t hi)
     return (int8_t)(v < lo ? lo : v > hi ? hi : v);
 }
 
-/* One output: requantized (above), zero point added, saturated to int8, then clamped to the
- * activation range unless `full` (int8's). `fast` says every channel of the op rounds its
- * right shift (nm = -1) and has no left shift (s1 = 1): tp_dsp_fast. Callers pass constants,
- * so each use compiles to one straight sequence (LSL, ADD, MOV, SMLAL, ASR, SSAT). */
+/* One output of a doubled accumulator a2 = acc << 1 (a kernel may accumulate 2 (x - zp) w):
+ * requantized (above), zero point added, saturated to int8, then clamped to the activation
+ * range unless `full` (int8's). `fast` says every channel of the op rounds its right shift
+ * (nm = -1) and has no left shift (s1 = 1): tp_dsp_fast. Callers pass constants, so each use
+ * compiles to one straight sequence (ADD, SMMLAR, ASR, SSAT). */
+TP_DSP_INLINE int8_t tp_dsp_output2(uint32_t a2, const tp_dsp_rq *rq, int fast, int full,
+                                    int32_t lo, int32_t hi)
+{
+    uint32_t a = fast ? a2 : a2 << (rq->s1 - 1u);
+    uint32_t neg = 0u - (a >> 31);
+    uint32_t h = (uint32_t)rq->hz + (fast ? neg : (uint32_t)rq->nm & neg);
+    int32_t v = tp_ssat8(tp_smmlar(tp_dsp_i32(a), rq->mult, tp_dsp_i32(h)) >> rq->e);
+    return full ? (int8_t)v : tp_dsp_clamp(v, lo, hi);
+}
+
+/* tp_dsp_output2 of an accumulator. */
 TP_DSP_INLINE int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int fast, int full, int32_t lo,
                                    int32_t hi)
 {
-    uint32_t a = (uint32_t)acc << (fast ? 1u : rq->s1);
-    uint32_t neg = 0u - (a >> 31);
-    uint32_t h = (uint32_t)rq->hz + (fast ? neg : (uint32_t)rq->nm & neg);
-    int64_t x = (int64_t)(((uint64_t)h << 32) | 0x80000000u) +
-                (int64_t)(int32_t)a * (int64_t)rq->mult;
-    int32_t v = tp_ssat8((int32_t)(x >> 32) >> rq->e);
-    return full ? (int8_t)v : tp_dsp_clamp(v, lo, hi);
+    return tp_dsp_output2((uint32_t)acc << 1, rq, fast, full, lo, hi);
 }
 
 /* Whether a channel allows tp_dsp_output's fast form. */
