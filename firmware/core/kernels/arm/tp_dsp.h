@@ -13,6 +13,15 @@
 
 #include "../ref/tp_ref.h"
 
+/* CONV_2D with a 3x3 window over three input channels (tp_conv3x3_rgb_arm.c): the ops
+ * tp_arm_conv2d_s8 hands it, its scratch and the kernel. */
+int tp_arm_conv3x3_rgb_covers(const tp_conv_params *p, const tp_shape *in_shape);
+uint32_t tp_arm_conv3x3_rgb_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
+                                          const tp_shape *out_shape);
+void tp_arm_conv3x3_rgb_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
+                           const tp_weights *w, const tp_requant *q, const tp_shape *out_shape,
+                           int8_t *out, void *scratch);
+
 #if TP_KERNELS_DSP
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -46,6 +55,39 @@ static inline int32_t tp_smmulr(int32_t a, int32_t b)
     int32_t r;
     __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
     return r;
+}
+
+/* PKHBT b, LSL 16: (a's low halfword, b's low halfword); PKHTB a, ASR 16: (a's high halfword,
+ * b's high halfword). */
+static inline uint32_t tp_pkhbt16(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t tp_pkhtb16(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+}
+
+/* SMMLAR: floor((acc 2^32 + a b + 2^31) / 2^32). */
+static inline int32_t tp_smmlar(int32_t a, int32_t b, int32_t acc)
+{
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
+/* The two words at *p (4-aligned), *p then two words on: one LDRD with writeback, which GCC
+ * and Clang seldom pair two LDRs into. */
+static inline void tp_ldrd_next(const uint32_t **p, uint32_t *a, uint32_t *b)
+{
+    __asm__("ldrd %0, %1, [%2], #8"
+            : "=r"(*a), "=r"(*b), "+r"(*p)
+            : "m"(*(const uint32_t(*)[2]) * p));
 }
 #else
 /* The ACLE intrinsics' definitions (Arm ACLE, section 9.5), in portable C. */
@@ -99,6 +141,13 @@ static inline int32_t tp_smmulr(int32_t a, int32_t b)
     return (int32_t)(((int64_t)a * b + 0x80000000LL) >> 32);
 }
 
+static inline int32_t tp_smmlar(int32_t a, int32_t b, int32_t acc)
+{
+    uint64_t s = ((uint64_t)(uint32_t)acc << 32) + (uint64_t)((int64_t)a * b) + 0x80000000u;
+    uint32_t hi = (uint32_t)(s >> 32);
+    return hi <= 0x7FFFFFFFu ? (int32_t)hi : -(int32_t)(~hi) - 1;
+}
+
 static inline int32_t tp_ssat8(int32_t x)
 {
     return x < -128 ? -128 : x > 127 ? 127 : x;
@@ -112,6 +161,23 @@ static inline uint32_t tp_usada8(uint32_t a, uint32_t b, uint32_t acc)
         acc += x > y ? x - y : y - x;
     }
     return acc;
+}
+
+static inline uint32_t tp_pkhbt16(uint32_t a, uint32_t b)
+{
+    return (a & 0xFFFFu) | b << 16;
+}
+
+static inline uint32_t tp_pkhtb16(uint32_t a, uint32_t b)
+{
+    return a >> 16 | (b & 0xFFFF0000u);
+}
+
+static inline void tp_ldrd_next(const uint32_t **p, uint32_t *a, uint32_t *b)
+{
+    *a = (*p)[0];
+    *b = (*p)[1];
+    *p += 2;
 }
 #endif
 
@@ -149,7 +215,7 @@ static inline uint32_t tp_dsp_pack16(int32_t lo, int32_t hi)
 /* ---- requantization ----
  * TFLite's MultiplyByQuantizedMultiplier (quant.mbqm: a rounding doubling high multiply, then a
  * rounding right shift by e, both half away from zero), plus the output zero point, in one
- * 32 x 32 -> 64-bit multiply-accumulate. With a = acc << (1 + left):
+ * 32 x 32 -> 64-bit multiply-accumulate (SMMLAR). With a = acc << (1 + left):
  *
  *   hi = (a * mult + 2^31 + (hz - [a < 0 and e > 0]) * 2^32) >> 32,   out = hi >> e
  *
@@ -183,20 +249,26 @@ static inline int8_t tp_dsp_clamp(int32_t v, int32_t lo, int32_t hi)
     return (int8_t)(v < lo ? lo : v > hi ? hi : v);
 }
 
+/* tp_dsp_output (below) of a = acc << s1 (modulo 2^32): a kernel that doubles its weights and
+ * bias when `fast` (s1 = 1) has it as its sum, and saves the shift. */
+TP_DSP_INLINE int8_t tp_dsp_output_shifted(uint32_t a, const tp_dsp_rq *rq, int fast, int full,
+                                           int32_t lo, int32_t hi)
+{
+    uint32_t neg = 0u - (a >> 31);
+    uint32_t h = (uint32_t)rq->hz + (fast ? neg : (uint32_t)rq->nm & neg);
+    /* (h 2^32 + 2^31 + a mult) / 2^32: one SMMLAR (|h| <= 2^31, so no int64 overflow) */
+    int32_t v = tp_ssat8(tp_smmlar(tp_dsp_i32(a), rq->mult, tp_dsp_i32(h)) >> rq->e);
+    return full ? (int8_t)v : tp_dsp_clamp(v, lo, hi);
+}
+
 /* One output: requantized (above), zero point added, saturated to int8, then clamped to the
  * activation range unless `full` (int8's). `fast` says every channel of the op rounds its
  * right shift (nm = -1) and has no left shift (s1 = 1): tp_dsp_fast. Callers pass constants,
- * so each use compiles to one straight sequence (LSL, ADD, MOV, SMLAL, ASR, SSAT). */
+ * so each use compiles to one straight sequence (LSL, ADD, SMMLAR, ASR, SSAT). */
 TP_DSP_INLINE int8_t tp_dsp_output(int32_t acc, const tp_dsp_rq *rq, int fast, int full, int32_t lo,
                                    int32_t hi)
 {
-    uint32_t a = (uint32_t)acc << (fast ? 1u : rq->s1);
-    uint32_t neg = 0u - (a >> 31);
-    uint32_t h = (uint32_t)rq->hz + (fast ? neg : (uint32_t)rq->nm & neg);
-    int64_t x = (int64_t)(((uint64_t)h << 32) | 0x80000000u) +
-                (int64_t)(int32_t)a * (int64_t)rq->mult;
-    int32_t v = tp_ssat8((int32_t)(x >> 32) >> rq->e);
-    return full ? (int8_t)v : tp_dsp_clamp(v, lo, hi);
+    return tp_dsp_output_shifted((uint32_t)acc << (fast ? 1u : rq->s1), rq, fast, full, lo, hi);
 }
 
 /* Whether a channel allows tp_dsp_output's fast form. */
