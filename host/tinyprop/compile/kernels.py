@@ -89,11 +89,11 @@ def depthwise_covered(k: tuple[int, int], stride: tuple[int, int]) -> bool:
 
 def depthwise_scratch_bytes(k: tuple[int, int], stride: tuple[int, int], out_h: int) -> int:
     """tp_arm_depthwise_conv2d_s8_scratch_bytes: a band of DW_PLANES channel planes (int16
-    rows of DW_ROW; a band of 16 output rows, 8 for a stride of 2 down); 0 where it runs the
+    rows of DW_ROW; a band of 16 output rows, 6 for a stride of 2 down); 0 where it runs the
     reference kernel."""
     if not depthwise_covered(k, stride):
         return 0
-    rows = (min(out_h, 16 if stride[0] == 1 else 8) - 1) * stride[0] + 3
+    rows = (min(out_h, 16 if stride[0] == 1 else 6) - 1) * stride[0] + 3
     return rows * DW_PLANES * DW_ROW * 2
 
 

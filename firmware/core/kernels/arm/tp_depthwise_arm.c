@@ -8,7 +8,7 @@
  * four channels of two pixels becomes one word of each channel with SXTB16 and PKHBT/PKHTB,
  * and the four planes' rows interleave so that those stores are immediate offsets. Then each
  * output channel slides its 3x3 window along its plane's rows, four outputs a pass, the
- * weights of a window row loaded as one LDRD:
+ * weights of a window row read as a pair (GCC pairs them into one LDRD):
  *
  *   stride 1, inputs c0..c5 of a row, weights w0 w1 w2 as pairs W01 = (w0, w1) and
  *   W12 = (w1, w2):   out[x]     += SMLAD(c0 c1, W01) + SMLABT(c2 c3, W12)   (c2 w2)
@@ -32,12 +32,12 @@
 
 /* A plane row (halfwords: 128 bytes), the planes gathered at once (their rows interleave: a
  * window's three rows are immediate offsets from one pointer, 512 bytes apart), the output rows
- * of a band (fewer for stride 2, whose band reads twice the rows) and the columns of a strip: a
- * multiple of 4, whose passes' inputs, the spare output's of an odd strip included, lie within
- * a row. */
+ * of a band (6 at stride 2, whose band reads twice the rows: VWW's planes then stay within what
+ * its 101 KB budget leaves) and the columns of a strip: a multiple of 4, whose passes' inputs,
+ * the spare output's of an odd strip included, lie within a row. */
 #define TP_DW_ROW 64
 #define TP_DW_PLANES 4
-#define TP_DW_BAND(stride) ((stride) == 1 ? 16 : 8)
+#define TP_DW_BAND(stride) ((stride) == 1 ? 16 : 6)
 #define TP_DW_STRIP(stride) ((stride) == 1 ? 60 : 28)
 
 static int dw_covered(const tp_conv_params *p)
@@ -103,12 +103,10 @@ TP_DSP_INLINE void window_row2(const uint32_t *c, uint32_t w01, uint32_t w12, in
     }
 }
 
-/* One window row of n (4 or 2: a constant) outputs, its weights loaded with LDRD (to leave the
- * registers to the sums). */
-TP_DSP_INLINE void window_row(const uint32_t *r, const uint32_t **w, int n, int s2, int32_t *a)
+/* One window row of n (4 or 2: a constant) outputs with weights W01, W12. */
+TP_DSP_INLINE void window_row(const uint32_t *r, uint32_t w01, uint32_t w12, int n, int s2,
+                              int32_t *a)
 {
-    uint32_t w01, w12;
-    tp_ldrd_next(w, &w01, &w12);
     if (n == 4) {
         window_row4(r, w01, w12, s2, a);
     } else {
@@ -120,11 +118,10 @@ TP_DSP_INLINE void window_row(const uint32_t *r, const uint32_t **w, int n, int 
 TP_DSP_INLINE void window(const uint32_t *r, const dw_weights *wt, int32_t bias, int n, int s2,
                           int32_t *a)
 {
-    const uint32_t *w = wt->w;
     a[0] = a[1] = a[2] = a[3] = bias;
-    window_row(r, &w, n, s2, a);
-    window_row(r + TP_DW_PLANES * TP_DW_ROW / 2, &w, n, s2, a);
-    window_row(r + TP_DW_PLANES * TP_DW_ROW, &w, n, s2, a);
+    window_row(r, wt->w[0], wt->w[1], n, s2, a);
+    window_row(r + TP_DW_PLANES * TP_DW_ROW / 2, wt->w[2], wt->w[3], n, s2, a);
+    window_row(r + TP_DW_PLANES * TP_DW_ROW, wt->w[4], wt->w[5], n, s2, a);
 }
 
 /* An output: in the fast form the weights and bias are doubled, the sum is acc << 1. */
