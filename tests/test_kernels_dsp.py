@@ -3,10 +3,13 @@
 - Op level, on qemu-m4: opgen's random CONV_2D, DEPTHWISE_CONV_2D and AVERAGE_POOL_2D cases
   (shapes, strides, paddings, zero points, depth multipliers, activations, per-channel shifts of
   both signs) and
-  corner cases (maps wider and taller than a depthwise strip and band, 1x1 with stride 2, odd
-  pixel and channel counts, channels whose weights are all zero, accumulators too wide for the
-  fast requantization, left shifts), each run in one harness process with the reference and the
-  DSP kernels and both outputs compared with the NumPy reference. The same cases on this machine
+  corner cases (maps wider and taller than a depthwise strip and band, depthwise rows of every
+  length modulo 4 and channel counts beyond and below its four planes, 1x1 with stride 2, the
+  3x3 convolution over three channels (the first conv's kernel) with windows across every
+  border, odd pixel and channel counts, channels whose weights are all zero, accumulators too
+  wide for the fast requantization, left shifts), each run in one harness process with the
+  reference and the DSP kernels and both outputs compared with the NumPy reference. The same
+  cases on this machine
   with the intrinsics emulated in C, under ASan and UBSan, with every arena exactly the size the
   blob asks (a kernel stepping outside its planned scratch is caught).
 - Whole models, on qemu-m4: the 26 generated models, and VWW over all 397 vww-mini images.

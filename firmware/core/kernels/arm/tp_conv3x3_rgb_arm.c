@@ -97,8 +97,8 @@ TP_DSP_INLINE void window_words(const int8_t *r0, int32_t row, uint32_t *col)
 /* The window of output pixel (oy, ox) when it crosses the border: copied with the zero point
  * around it (rows 9 bytes apart), then its words. */
 static TP_DSP_NOINLINE void border_words(const tp_conv_params *p, const tp_shape *in_shape,
-                                         const int8_t *in, int32_t oy, int32_t ox,
-                                         int8_t *window, uint32_t *col)
+                                         const int8_t *in, int32_t oy, int32_t ox, int8_t *window,
+                                         uint32_t *col)
 {
     int32_t iy = oy * p->stride[0] - p->pad[0], ix = ox * p->stride[1] - p->pad[1];
     int32_t row = 3 * in_shape->w, ky0, ky1, kx0, kx1, ky, kx;

@@ -322,8 +322,7 @@ void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shap
                         int fast;
                         if (!tp_dsp_prepare(p, q, co, t, step, 9u, &rq)) {
                             /* the reference overwrites what this kernel has written */
-                            tp_depthwise_conv2d_s8(p, in_shape, in, w, q, out_shape, out,
-                                                   scratch);
+                            tp_depthwise_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
                             return;
                         }
                         fast = full && tp_dsp_fast(&rq);
