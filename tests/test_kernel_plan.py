@@ -93,7 +93,7 @@ def test_convert_reports_each_ops_kernel_and_the_arena_growth(vww_model_path, tm
                  "--report-json", str(fig_path)]) == 0
     text = capsys.readouterr().out
     assert "kernels for cortex-m4 (Cortex-M DSP)" in text
-    assert " 0 CONV_2D           dsp im2col 3x3" in text
+    assert " 0 CONV_2D           dsp 3x3 rgb" in text
     assert " 1 DEPTHWISE_CONV_2D dsp depthwise 3x3" in text
     assert "29 FULLY_CONNECTED   reference" in text
     fig = json.loads(fig_path.read_text())

@@ -39,11 +39,12 @@ SCRA_HEADER = blob_layout.SCRA_HEADER.struct
 SCRA_OP = blob_layout.SCRA_OP.struct
 NONE32 = 0xFFFFFFFF
 
-# firmware/core/kernels/arm/: tp_conv_arm.c and tp_depthwise_arm.c
+# firmware/core/kernels/arm/: tp_conv_arm.c, tp_conv3x3_rgb_arm.c and tp_depthwise_arm.c
 CONV_PIXEL_BLOCK = 32
 CONV_RQ_BYTES = 24
+RGB_WORDS = 14
 DW_ROW = 64
-DW_BAND = 16
+DW_PLANES = 4
 
 
 def _align4(n: int) -> int:
@@ -66,7 +67,10 @@ def conv_scratch_bytes(k: tuple[int, int], pad: tuple[int, int], cin: int, out_h
                        cout: int) -> int:
     """tp_arm_conv2d_s8_scratch_bytes: the requantization table, the block's int16 columns,
     a group of four channels' int16 weights, and im2col's two int8 columns for a window beyond
-    1x1."""
+    1x1; for a 3x3 window over three channels (tp_arm_conv3x3_rgb_scratch_bytes), the table,
+    every channel pair's int16 weights, two pixels' int16 windows and one int8 window."""
+    if conv3x3_rgb(k, cin):
+        return CONV_RQ_BYTES * cout + 8 * RGB_WORDS * ((cout + 1) // 2) + 8 * RGB_WORDS + 28
     k4 = _align4(k[0] * k[1] * cin)
     n_pix = out_hw[0] * out_hw[1]
     pixels = n_pix + (n_pix & 1) if n_pix < CONV_PIXEL_BLOCK else CONV_PIXEL_BLOCK
@@ -74,17 +78,23 @@ def conv_scratch_bytes(k: tuple[int, int], pad: tuple[int, int], cin: int, out_h
     return CONV_RQ_BYTES * cout + 2 * pixels * k4 + 8 * k4 + 8 + (0 if pointwise else 2 * k4)
 
 
+def conv3x3_rgb(k: tuple[int, int], cin: int) -> bool:
+    """tp_arm_conv3x3_rgb_covers: the CONV_2D kernel of a 3x3 window over three channels."""
+    return tuple(k) == (3, 3) and cin == 3
+
+
 def depthwise_covered(k: tuple[int, int], stride: tuple[int, int]) -> bool:
     return tuple(k) == (3, 3) and stride[0] in (1, 2) and stride[1] in (1, 2)
 
 
 def depthwise_scratch_bytes(k: tuple[int, int], stride: tuple[int, int], out_h: int) -> int:
-    """tp_arm_depthwise_conv2d_s8_scratch_bytes: a band of the channel plane (int16 rows of
-    DW_ROW) and a row of int32 sums; 0 where it runs the reference kernel."""
+    """tp_arm_depthwise_conv2d_s8_scratch_bytes: a band of DW_PLANES channel planes (int16
+    rows of DW_ROW; a band of 16 output rows, 6 for a stride of 2 down); 0 where it runs the
+    reference kernel."""
     if not depthwise_covered(k, stride):
         return 0
-    rows = (min(out_h, DW_BAND) - 1) * stride[0] + 3
-    return rows * DW_ROW * 2 + 4 * (62 if stride[1] == 1 else 30)
+    rows = (min(out_h, 16 if stride[0] == 1 else 6) - 1) * stride[0] + 3
+    return rows * DW_PLANES * DW_ROW * 2
 
 
 def scratch_bytes(target: str, graph: Graph, op: Op, stage=None) -> int:
@@ -183,6 +193,8 @@ def _kernel_name(graph: Graph, op: Op) -> str:
     k = "x".join(map(str, geo["k"]))
     if op.kind == "DEPTHWISE_CONV_2D":
         return f"dsp depthwise {k} s{geo['stride'][0]}"
+    if conv3x3_rgb(geo["k"], graph.tensors[op.inputs[0]].shape[3]):
+        return "dsp 3x3 rgb"
     return "dsp 1x1" if geo["k"] == (1, 1) and geo["pad"] == (0, 0) else f"dsp im2col {k}"
 
 

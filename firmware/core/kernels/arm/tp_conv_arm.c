@@ -70,6 +70,9 @@ uint32_t tp_arm_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape 
                                         const tp_shape *out_shape)
 {
     conv_layout l;
+    if (tp_arm_conv3x3_rgb_covers(p, in_shape)) {
+        return tp_arm_conv3x3_rgb_scratch_bytes(p, in_shape, out_shape);
+    }
     conv_layout_of(p, in_shape, out_shape, &l);
     return l.total;
 }
@@ -424,6 +427,10 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
     int32_t oy = 0, ox = 0;
     group_job job;
     const int8_t *rows[4];
+    if (tp_arm_conv3x3_rgb_covers(p, in_shape)) {
+        tp_arm_conv3x3_rgb_s8(p, in_shape, in, w, q, out_shape, out, scratch);
+        return;
+    }
     conv_layout_of(p, in_shape, out_shape, &l);
     cols = (uint32_t *)(void *)(s + l.cols);
     wq = (uint32_t *)(void *)(s + l.weights);

@@ -2,37 +2,43 @@
  * multiplier) for Cortex-M with the DSP extension, bit for bit the reference kernel
  * (kernels/ref/tp_conv.c); other windows and strides run the reference kernel.
  *
- * Channel-major: NHWC interleaves the channels, so one channel's taps are C bytes apart. Each
- * input channel's plane is gathered once into scratch as int16 rows of a fixed stride (band by
- * band of output rows, strip by strip of output columns), padding holding the zero point; then
- * each of its depth-multiplier output channels slides its 3x3 window along the rows with the
- * nine weights in six registers, two outputs at a time:
+ * Channel-major: NHWC interleaves the channels, so one channel's taps are C bytes apart. Four
+ * input channels at a time are gathered into scratch as planes of int16 rows (band by band of
+ * output rows, strip by strip of output columns), padding holding the zero point: a word of
+ * four channels of two pixels becomes one word of each channel with SXTB16 and PKHBT/PKHTB,
+ * and the four planes' rows interleave so that those stores are immediate offsets. Then each
+ * output channel slides its 3x3 window along its plane's rows, four outputs a pass, the
+ * weights of a window row read as a pair (GCC pairs them into one LDRD):
  *
- *   stride 1, inputs c0 c1 c2 c3 of a row, weights w0 w1 w2 as pairs W01 = (w0, w1) and
+ *   stride 1, inputs c0..c5 of a row, weights w0 w1 w2 as pairs W01 = (w0, w1) and
  *   W12 = (w1, w2):   out[x]     += SMLAD(c0 c1, W01) + SMLABT(c2 c3, W12)   (c2 w2)
  *                     out[x + 1] += SMLAD(c2 c3, W12) + SMLATB(c0 c1, W01)   (c1 w0)
- *   stride 2, inputs c0..c5:       out[x] += SMLAD(c0 c1, W01) + SMLABT(c2 c3, W12)
- *                                  out[x + 1] += SMLAD(c2 c3, W01) + SMLABT(c4 c5, W12)
+ *                     out[x + 2], out[x + 3]: the same from c2 c3 and c4 c5
+ *   stride 2, inputs c0..c9:       out[x + i] += SMLAD(c2i c2i+1, W01) + SMLABT(c2i+2 c2i+3, W12)
  *
- * i.e. four multiply-accumulate instructions and two (or three) word loads per row for 18
- * multiply-accumulates. A row of sums goes to scratch; a second pass requantizes it into the
- * NHWC output.
+ * i.e. eight multiply-accumulate instructions and three (or five) word loads per row for 36
+ * multiply-accumulates; each sum is requantized and stored at once (a row's last one to three
+ * outputs take a pass of two).
  *
  * Exactness: the plane holds the inputs themselves (int8 in int16 lanes) and the padding the
  * zero point, so each sum is sum(x * w) = sum((x - zp) * w) + zp * sum(w): the accumulator
  * starts at bias - zp * sum(w) (modulo 2^32, like the SMLADs, so only the final sum must fit
  * int32, and it does: |bias| + 9 * 128 * 255 is checked against 2^30 by tp_dsp_prepare). Every
- * product of int16 lanes is exact.
+ * product of int16 lanes is exact. Where every output of a channel takes tp_dsp_output's fast
+ * form, the weights and the bias are doubled: the sum is then acc << 1, as that form wants.
  */
 #include "tinyprop.h"
 #include "tp_dsp.h"
 
-/* The plane's row stride (halfwords: 128 bytes, so the three rows of a window are immediate
- * offsets from one pointer), the output rows of a band and the columns of a strip: even, and
- * the strip's input columns, the last pair's included, within a row. */
+/* A plane row (halfwords: 128 bytes), the planes gathered at once (their rows interleave: a
+ * window's three rows are immediate offsets from one pointer, 512 bytes apart), the output rows
+ * of a band (6 at stride 2, whose band reads twice the rows: VWW's planes then stay within what
+ * its 101 KB budget leaves) and the columns of a strip: a multiple of 4, whose passes' inputs,
+ * the spare output's of an odd strip included, lie within a row. */
 #define TP_DW_ROW 64
-#define TP_DW_BAND 16
-#define TP_DW_STRIP(stride) ((stride) == 1 ? 62 : 30)
+#define TP_DW_PLANES 4
+#define TP_DW_BAND(stride) ((stride) == 1 ? 16 : 6)
+#define TP_DW_STRIP(stride) ((stride) == 1 ? 60 : 28)
 
 static int dw_covered(const tp_conv_params *p)
 {
@@ -40,11 +46,11 @@ static int dw_covered(const tp_conv_params *p)
            (p->stride[1] == 1u || p->stride[1] == 2u);
 }
 
-/* Output rows of a band and the plane rows they read. */
-static uint32_t band_rows(const tp_conv_params *p, const tp_shape *out_shape)
+/* Output rows of a band. */
+static uint32_t band_of(const tp_conv_params *p, const tp_shape *out_shape)
 {
-    uint32_t band = (uint32_t)out_shape->h < TP_DW_BAND ? (uint32_t)out_shape->h : TP_DW_BAND;
-    return (band - 1u) * p->stride[0] + 3u;
+    uint32_t band = TP_DW_BAND(p->stride[0]);
+    return (uint32_t)out_shape->h < band ? (uint32_t)out_shape->h : band;
 }
 
 uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
@@ -54,132 +60,203 @@ uint32_t tp_arm_depthwise_conv2d_s8_scratch_bytes(const tp_conv_params *p, const
     if (!dw_covered(p)) {
         return 0u;
     }
-    /* the plane, then one row of int32 sums */
-    return band_rows(p, out_shape) * TP_DW_ROW * 2u + 4u * TP_DW_STRIP(p->stride[1]);
+    /* the planes: a band's rows of each */
+    return ((band_of(p, out_shape) - 1u) * p->stride[0] + 3u) * TP_DW_PLANES * TP_DW_ROW * 2u;
 }
 
 #if TP_KERNELS_DSP
 
-/* A window's weights: (w0, w1) and (w1, w2) of each of its three rows. */
+/* A window's weights, row by row: (w0, w1) and (w1, w2), doubled in the fast form. */
 typedef struct {
-    uint32_t w01[3], w12[3];
+    uint32_t w[6];
 } dw_weights;
 
-/* One row of the window for two outputs: the words c0 c1, c2 c3 (and c4 c5) of a plane row,
- * four multiply-accumulates; s2 (a constant: the callers specialize) says the window moves two
+/* One window row for four outputs (x even): the plane row's words from x on, eight
+ * multiply-accumulates; s2 (a constant: the callers specialize) says the window moves two
  * columns an output instead of one. */
-TP_DSP_INLINE void window_row(const int16_t *row, uint32_t w01, uint32_t w12, int s2, int32_t *s0,
-                              int32_t *s1)
+TP_DSP_INLINE void window_row4(const uint32_t *c, uint32_t w01, uint32_t w12, int s2, int32_t *a)
 {
-    uint32_t x01, x23, x45;
-    __builtin_memcpy(&x01, row, 4);
-    __builtin_memcpy(&x23, row + 2, 4);
-    *s0 = tp_smlad(x01, w01, *s0);
-    *s0 = tp_smlabt(x23, w12, *s0); /* c2 w2 */
     if (s2) {
-        __builtin_memcpy(&x45, row + 4, 4);
-        *s1 = tp_smlad(x23, w01, *s1);
-        *s1 = tp_smlabt(x45, w12, *s1); /* c4 w2 */
+        uint32_t c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], c4 = c[4];
+        a[0] = tp_smlabt(c1, w12, tp_smlad(c0, w01, a[0])); /* c2 w2 */
+        a[1] = tp_smlabt(c2, w12, tp_smlad(c1, w01, a[1]));
+        a[2] = tp_smlabt(c3, w12, tp_smlad(c2, w01, a[2]));
+        a[3] = tp_smlabt(c4, w12, tp_smlad(c3, w01, a[3]));
     } else {
-        *s1 = tp_smlad(x23, w12, *s1);
-        *s1 = tp_smlatb(x01, w01, *s1); /* c1 w0 */
+        uint32_t c0 = c[0], c1 = c[1], c2 = c[2];
+        a[0] = tp_smlabt(c1, w12, tp_smlad(c0, w01, a[0])); /* c2 w2 */
+        a[1] = tp_smlatb(c0, w01, tp_smlad(c1, w12, a[1])); /* c1 w0 */
+        a[2] = tp_smlabt(c2, w12, tp_smlad(c1, w01, a[2]));
+        a[3] = tp_smlatb(c1, w01, tp_smlad(c2, w12, a[3]));
     }
 }
 
-/* One output row's sums, n2 (even) outputs from plane rows r, r + TP_DW_ROW, r + 2 TP_DW_ROW;
- * the six weight pairs stay in registers. */
-TP_DSP_INLINE void row_sums(const int16_t *r, const dw_weights *wt, int32_t bias, uint32_t n2,
-                            int32_t *acc, int s2)
+/* The same for two outputs. */
+TP_DSP_INLINE void window_row2(const uint32_t *c, uint32_t w01, uint32_t w12, int s2, int32_t *a)
 {
-    uint32_t a01 = wt->w01[0], a12 = wt->w12[0], b01 = wt->w01[1], b12 = wt->w12[1];
-    uint32_t c01 = wt->w01[2], c12 = wt->w12[2];
-    int32_t *end = acc + n2;
-    do {
-        int32_t s0 = bias, s1 = bias;
-        window_row(r, a01, a12, s2, &s0, &s1);
-        window_row(r + TP_DW_ROW, b01, b12, s2, &s0, &s1);
-        window_row(r + 2 * TP_DW_ROW, c01, c12, s2, &s0, &s1);
-        acc[0] = s0;
-        acc[1] = s1;
-        acc += 2;
-        r += s2 ? 4 : 2;
-    } while (acc != end);
+    uint32_t c0 = c[0], c1 = c[1];
+    a[0] = tp_smlabt(c1, w12, tp_smlad(c0, w01, a[0]));
+    if (s2) {
+        a[1] = tp_smlabt(c[2], w12, tp_smlad(c1, w01, a[1]));
+    } else {
+        a[1] = tp_smlatb(c0, w01, tp_smlad(c1, w12, a[1]));
+    }
 }
 
-/* One output channel over a band and strip of its plane: output rows of n2 sums (n kept), each
- * requantized into the NHWC output right away. */
+/* One window row of n (4 or 2: a constant) outputs with weights W01, W12. */
+TP_DSP_INLINE void window_row(const uint32_t *r, uint32_t w01, uint32_t w12, int n, int s2,
+                              int32_t *a)
+{
+    if (n == 4) {
+        window_row4(r, w01, w12, s2, a);
+    } else {
+        window_row2(r, w01, w12, s2, a);
+    }
+}
+
+/* The sums of n outputs from plane word r on (rows TP_DW_PLANES TP_DW_ROW / 2 words apart). */
+TP_DSP_INLINE void window(const uint32_t *r, const dw_weights *wt, int32_t bias, int n, int s2,
+                          int32_t *a)
+{
+    a[0] = a[1] = a[2] = a[3] = bias;
+    window_row(r, wt->w[0], wt->w[1], n, s2, a);
+    window_row(r + TP_DW_PLANES * TP_DW_ROW / 2, wt->w[2], wt->w[3], n, s2, a);
+    window_row(r + TP_DW_PLANES * TP_DW_ROW, wt->w[4], wt->w[5], n, s2, a);
+}
+
+/* An output: in the fast form the weights and bias are doubled, the sum is acc << 1. */
+TP_DSP_INLINE int8_t dw_output(int32_t acc, const tp_dsp_rq *rq, int fast, int32_t lo, int32_t hi)
+{
+    return fast ? tp_dsp_output2((uint32_t)acc, rq, 1, 1, lo, hi)
+                : tp_dsp_output(acc, rq, 0, 0, lo, hi);
+}
+
+/* One output channel over a band and strip of its plane: rows of n outputs, four a pass, then
+ * a pair, then a single one (its pair's spare not stored), each requantized at once. */
 typedef struct {
     const int16_t *plane;
-    int32_t *acc;
-    uint32_t n, n2, rows, row_step; /* row_step: plane halfwords between output rows */
-    int8_t *out;                    /* the band and strip's first output of the channel */
-    uint32_t out_row, cout;         /* bytes between output rows, and between outputs */
+    uint32_t n, rows, row_step; /* row_step: plane halfwords between output rows */
+    int8_t *out;                /* the band and strip's first output of the channel */
+    uint32_t out_row, cout;     /* bytes between output rows, and between outputs */
 } dw_band;
 
-TP_DSP_INLINE void band(const dw_band *b, const dw_weights *wt, int32_t bias, const tp_dsp_rq *rq,
-                        int s2, int fast, int full, int32_t lo, int32_t hi)
+TP_DSP_INLINE void band(const dw_band *b, const dw_weights *wt, const tp_dsp_rq *rq, int s2,
+                        int fast, int32_t lo, int32_t hi)
 {
     /* the fields in locals: the int8 output stores could alias them */
-    const int16_t *r = b->plane;
-    int8_t *o = b->out;
-    int32_t *sums = b->acc;
-    uint32_t y, n = b->n, n2 = b->n2, rows = b->rows, row_step = b->row_step;
-    uint32_t out_row = b->out_row, cout = b->cout;
+    const uint32_t *plane = (const uint32_t *)(const void *)b->plane;
+    int8_t *o_row = b->out;
+    uint32_t y, n = b->n, rows = b->rows, row_step = b->row_step / 2u;
+    uint32_t out_row = b->out_row, cout = b->cout, pass = s2 ? 4u : 2u; /* words a quad */
     tp_dsp_rq q = *rq;
-    for (y = 0; y < rows; y++) {
-        const int32_t *acc = sums, *end = sums + n;
-        int8_t *dst = o;
-        row_sums(r, wt, bias, n2, sums, s2);
-        do {
-            *dst = tp_dsp_output(*acc++, &q, fast, full, lo, hi);
-            dst += cout;
-        } while (acc != end);
-        r += row_step;
-        o += out_row;
+    for (y = 0; y < rows; y++, plane += row_step, o_row += out_row) {
+        const uint32_t *r = plane;
+        int8_t *o = o_row;
+        int32_t a[4];
+        uint32_t quads = n / 4u;
+        for (; quads != 0u; quads--, r += pass, o += 4u * cout) {
+            window(r, wt, q.bias, 4, s2, a);
+            o[0] = dw_output(a[0], &q, fast, lo, hi);
+            o[cout] = dw_output(a[1], &q, fast, lo, hi);
+            o[2u * cout] = dw_output(a[2], &q, fast, lo, hi);
+            o[3u * cout] = dw_output(a[3], &q, fast, lo, hi);
+        }
+        if (n & 2u) {
+            window(r, wt, q.bias, 2, s2, a);
+            o[0] = dw_output(a[0], &q, fast, lo, hi);
+            o[cout] = dw_output(a[1], &q, fast, lo, hi);
+            r += pass / 2u;
+            o += 2u * cout;
+        }
+        if (n & 1u) {
+            window(r, wt, q.bias, 2, s2, a);
+            o[0] = dw_output(a[0], &q, fast, lo, hi);
+        }
     }
 }
 
 /* band specialized: strides 1 and 2 along rows for VWW-like ops (tp_dsp_fast channels, int8
  * clamp), and any op. */
-static TP_DSP_NOINLINE void band_s1_fast(const dw_band *b, const dw_weights *wt, int32_t bias,
+static TP_DSP_NOINLINE void band_s1_fast(const dw_band *b, const dw_weights *wt,
                                          const tp_dsp_rq *rq)
 {
-    band(b, wt, bias, rq, 0, 1, 1, -128, 127);
+    band(b, wt, rq, 0, 1, -128, 127);
 }
 
-static TP_DSP_NOINLINE void band_s2_fast(const dw_band *b, const dw_weights *wt, int32_t bias,
+static TP_DSP_NOINLINE void band_s2_fast(const dw_band *b, const dw_weights *wt,
                                          const tp_dsp_rq *rq)
 {
-    band(b, wt, bias, rq, 1, 1, 1, -128, 127);
+    band(b, wt, rq, 1, 1, -128, 127);
 }
 
-static TP_DSP_NOINLINE void band_any(const dw_band *b, const dw_weights *wt, int32_t bias,
-                                     const tp_dsp_rq *rq, int s2, int32_t lo, int32_t hi)
+static TP_DSP_NOINLINE void band_any(const dw_band *b, const dw_weights *wt, const tp_dsp_rq *rq,
+                                     int s2, int32_t lo, int32_t hi)
 {
     if (s2) {
-        band(b, wt, bias, rq, 1, 0, 0, lo, hi);
+        band(b, wt, rq, 1, 0, lo, hi);
     } else {
-        band(b, wt, bias, rq, 0, 0, 0, lo, hi);
+        band(b, wt, rq, 0, 0, lo, hi);
     }
 }
 
-/* The inside of a plane: rows x cols inputs of one channel, src_row bytes between input rows
- * and cin between columns, into plane rows TP_DW_ROW halfwords apart. */
-static TP_DSP_NOINLINE void gather(const int8_t *src, uint32_t src_row, uint32_t cin, uint32_t rows,
-                                   uint32_t cols, int16_t *dst)
+static inline void wr32(int16_t *p, uint32_t v)
 {
-    uint32_t r, x;
-    for (r = 0; r < rows; r++, src += src_row, dst += TP_DW_ROW) {
+    __builtin_memcpy(p, &v, 4);
+}
+
+/* The inside of the planes: rows x cols inputs of `planes` channels (4: the word of four
+ * channels of a pixel at once; fewer: one by one), src_row bytes between input rows and cin
+ * between columns, into planes TP_DW_ROW halfwords apart whose rows are TP_DW_PLANES
+ * TP_DW_ROW apart. */
+static TP_DSP_NOINLINE void gather(const int8_t *src, uint32_t src_row, uint32_t cin, uint32_t rows,
+                                   uint32_t cols, uint32_t planes, int16_t *dst)
+{
+    uint32_t r, x, k;
+    for (r = 0; r < rows; r++, src += src_row, dst += TP_DW_PLANES * TP_DW_ROW) {
         const int8_t *p = src;
         int16_t *q = dst;
-        for (x = 1u; x < cols; x += 2u, p += 2u * cin, q += 2) {
-            q[0] = p[0];
-            q[1] = p[cin];
-        }
-        if (x == cols) {
-            q[0] = p[0];
+        if (planes == TP_DW_PLANES) {
+            for (x = 1u; x < cols; x += 2u, p += 2u * cin, q += 2) {
+                /* pixels a and b: (a0, a2), (a1, a3), (b0, b2), (b1, b3), then by channel */
+                uint32_t a = tp_dsp_rd32(p), b = tp_dsp_rd32(p + cin);
+                uint32_t ae = tp_sxtb16(a), ao = tp_sxtb16_odd(a);
+                uint32_t be = tp_sxtb16(b), bo = tp_sxtb16_odd(b);
+                wr32(q, tp_pkhbt16(ae, be));
+                wr32(q + TP_DW_ROW, tp_pkhbt16(ao, bo));
+                wr32(q + 2 * TP_DW_ROW, tp_pkhtb16(ae, be));
+                wr32(q + 3 * TP_DW_ROW, tp_pkhtb16(ao, bo));
+            }
+            if (x == cols) {
+                q[0] = p[0];
+                q[TP_DW_ROW] = p[1];
+                q[2 * TP_DW_ROW] = p[2];
+                q[3 * TP_DW_ROW] = p[3];
+            }
+        } else {
+            for (x = 0; x < cols; x++, p += cin, q++) {
+                for (k = 0; k < planes; k++) {
+                    q[k * TP_DW_ROW] = p[k];
+                }
+            }
         }
     }
+}
+
+/* Output channel co's window weights (its taps `step` apart from t; doubled when `twice`), and
+ * its accumulator's start in rq corrected for the plane's zero point. */
+static void channel_of(const tp_conv_params *p, const int8_t *t, uint32_t step, int twice,
+                       dw_weights *wt, tp_dsp_rq *rq)
+{
+    uint32_t sum = 0u, r, m = twice ? 2u : 1u;
+    for (r = 0; r < 3u; r++) {
+        int32_t w0 = t[(3u * r) * step], w1 = t[(3u * r + 1u) * step];
+        int32_t w2 = t[(3u * r + 2u) * step];
+        wt->w[2u * r] = tp_dsp_pack16(w0 * (int32_t)m, w1 * (int32_t)m);
+        wt->w[2u * r + 1u] = tp_dsp_pack16(w1 * (int32_t)m, w2 * (int32_t)m);
+        sum += (uint32_t)(w0 + w1 + w2);
+    }
+    /* the plane holds x, not x - zp: start at bias - zp * sum(w), mod 2^32 */
+    rq->bias = tp_dsp_i32(((uint32_t)rq->bias - (uint32_t)p->in_zp * sum) * m);
 }
 
 void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
@@ -189,81 +266,77 @@ void tp_arm_depthwise_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shap
     int32_t h = in_shape->h, wd = in_shape->w, oh = out_shape->h, ow = out_shape->w;
     uint32_t cin = (uint32_t)in_shape->c, cout = (uint32_t)out_shape->c;
     uint32_t mult = (uint32_t)p->depth_multiplier, sy = p->stride[0], sx = p->stride[1];
-    uint32_t strip = TP_DW_STRIP(sx), step, c, j, i;
-    int16_t *plane = (int16_t *)scratch;
-    int32_t *acc = (int32_t *)(void *)((uint8_t *)scratch +
-                                       band_rows(p, out_shape) * TP_DW_ROW * 2u);
-    int fast = p->act_min == -128 && p->act_max == 127;
+    uint32_t strip = TP_DW_STRIP(sx), band = band_of(p, out_shape), n_in = cout / mult;
+    uint32_t c0, k, j, i;
+    uint32_t *plane = (uint32_t *)scratch;
+    uint32_t zp2 = ((uint32_t)p->in_zp & 0xFFFFu) * 0x10001u;
+    int full = p->act_min == -128 && p->act_max == 127;
     int32_t oy0, ox0;
-    tp_dsp_rq rq;
     if (scratch == 0 || !dw_covered(p)) {
         tp_depthwise_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
         return;
     }
-    for (c = 0; c < cout; c++) { /* every channel must take the fast requantization */
-        const int8_t *row = tp_weights_row(w, c, &step);
-        if (!tp_dsp_prepare(p, q, c, row, step, 9u, &rq)) {
-            tp_depthwise_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
-            return;
-        }
-        fast = fast && tp_dsp_fast(&rq);
-    }
-    for (oy0 = 0; oy0 < oh; oy0 += TP_DW_BAND) {
+    for (oy0 = 0; oy0 < oh; oy0 += (int32_t)band) {
         dw_band b;
         int32_t iy0 = oy0 * (int32_t)sy - p->pad[0], y_lo, y_hi;
-        b.rows = (uint32_t)(oh - oy0 < TP_DW_BAND ? oh - oy0 : TP_DW_BAND);
-        {
-            uint32_t rows = (b.rows - 1u) * sy + 3u;
-            y_lo = iy0 < 0 ? -iy0 : 0; /* plane rows inside the input: [y_lo, y_hi) */
-            y_hi = h - iy0 < (int32_t)rows ? h - iy0 : (int32_t)rows;
-        }
+        uint32_t rows;
+        b.rows = (uint32_t)(oh - oy0) < band ? (uint32_t)(oh - oy0) : band;
+        rows = (b.rows - 1u) * sy + 3u;
+        y_lo = iy0 < 0 ? -iy0 : 0; /* plane rows inside the input: [y_lo, y_hi) */
+        y_hi = h - iy0 < (int32_t)rows ? h - iy0 : (int32_t)rows;
         for (ox0 = 0; ox0 < ow; ox0 += (int32_t)strip) {
             int32_t ix0 = ox0 * (int32_t)sx - p->pad[1], x_lo, x_hi;
-            uint32_t cols;
+            uint32_t cols, fill;
             b.n = (uint32_t)(ow - ox0) < strip ? (uint32_t)(ow - ox0) : strip;
-            b.n2 = (b.n + 1u) & ~1u; /* pairs: an odd strip computes one spare output */
-            cols = (b.n2 - 1u) * sx + 3u + (sx == 2u ? 1u : 0u);
+            cols = (b.n - 1u) * sx + 3u;
             x_lo = ix0 < 0 ? -ix0 : 0;
             x_hi = wd - ix0 < (int32_t)cols ? wd - ix0 : (int32_t)cols;
-            /* the zero point everywhere; each channel then overwrites the inside */
-            for (i = 0; i < ((b.rows - 1u) * sy + 3u) * TP_DW_ROW; i++) {
-                plane[i] = (int16_t)p->in_zp;
+            /* the zero point in every column the passes read (beyond the strip's inputs too:
+             * the spare output of a pair reads there, at most sx n + 6 halfwords in all); the
+             * channels then overwrite the inside */
+            fill = (sx * b.n + 7u) / 2u < TP_DW_ROW / 2u ? (sx * b.n + 7u) / 2u : TP_DW_ROW / 2u;
+            for (i = 0; i < rows * TP_DW_PLANES; i++) {
+                for (j = 0; j < fill; j++) {
+                    plane[i * (TP_DW_ROW / 2u) + j] = zp2;
+                }
             }
-            b.plane = plane;
-            b.acc = acc;
-            b.row_step = sy * TP_DW_ROW;
+            b.row_step = sy * TP_DW_PLANES * TP_DW_ROW;
             b.out_row = (uint32_t)ow * cout;
             b.cout = cout;
-            for (c = 0; c < cout / mult; c++) { /* cin: the input's pixel stride */
+            for (c0 = 0; c0 < n_in; c0 += TP_DW_PLANES) { /* cin: the input's pixel stride */
+                uint32_t planes = n_in - c0 < TP_DW_PLANES ? n_in - c0 : TP_DW_PLANES;
+                int16_t *p0 = (int16_t *)(void *)plane;
                 if (y_hi > y_lo && x_hi > x_lo) {
-                    gather(in + ((iy0 + y_lo) * wd + ix0 + x_lo) * (int32_t)cin + (int32_t)c,
+                    gather(in + ((iy0 + y_lo) * wd + ix0 + x_lo) * (int32_t)cin + (int32_t)c0,
                            (uint32_t)wd * cin, cin, (uint32_t)(y_hi - y_lo),
-                           (uint32_t)(x_hi - x_lo), plane + y_lo * TP_DW_ROW + x_lo);
+                           (uint32_t)(x_hi - x_lo), planes,
+                           p0 + y_lo * TP_DW_PLANES * TP_DW_ROW + x_lo);
                 }
-                for (j = 0; j < mult; j++) {
-                    uint32_t co = c * mult + j, sum = 0u, r;
-                    const int8_t *t = tp_weights_row(w, co, &step);
-                    dw_weights wt;
-                    int32_t bias;
-                    (void)tp_dsp_prepare(p, q, co, t, step, 9u, &rq);
-                    for (r = 0; r < 3u; r++) {
-                        int32_t w0 = t[(3u * r) * step], w1 = t[(3u * r + 1u) * step];
-                        int32_t w2 = t[(3u * r + 2u) * step];
-                        wt.w01[r] = tp_dsp_pack16(w0, w1);
-                        wt.w12[r] = tp_dsp_pack16(w1, w2);
-                        sum += (uint32_t)(w0 + w1 + w2);
-                    }
-                    /* the plane holds x, not x - zp: start at bias - zp * sum(w), mod 2^32 */
-                    bias = tp_dsp_i32((uint32_t)rq.bias - (uint32_t)p->in_zp * sum);
-                    b.out = out + ((uint32_t)oy0 * (uint32_t)ow + (uint32_t)ox0) * cout + co;
-                    if (fast) {
-                        if (sx == 1u) {
-                            band_s1_fast(&b, &wt, bias, &rq);
-                        } else {
-                            band_s2_fast(&b, &wt, bias, &rq);
+                for (k = 0; k < planes; k++) {
+                    b.plane = p0 + k * TP_DW_ROW;
+                    for (j = 0; j < mult; j++) {
+                        uint32_t co = (c0 + k) * mult + j, step;
+                        const int8_t *t = tp_weights_row(w, co, &step);
+                        dw_weights wt;
+                        tp_dsp_rq rq;
+                        int fast;
+                        if (!tp_dsp_prepare(p, q, co, t, step, 9u, &rq)) {
+                            /* the reference overwrites what this kernel has written */
+                            tp_depthwise_conv2d_s8(p, in_shape, in, w, q, out_shape, out, scratch);
+                            return;
                         }
-                    } else {
-                        band_any(&b, &wt, bias, &rq, sx == 2u, p->act_min, p->act_max);
+                        fast = full && tp_dsp_fast(&rq);
+                        channel_of(p, t, step, fast, &wt, &rq);
+                        b.out = out + ((uint32_t)oy0 * (uint32_t)ow + (uint32_t)ox0) * cout + co;
+                        if (fast) {
+                            if (sx == 1u) {
+                                band_s1_fast(&b, &wt, &rq);
+                            } else {
+                                band_s2_fast(&b, &wt, &rq);
+                            }
+                        } else {
+                            band_any(&b, &wt, &rq, sx == 2u, p->act_min, p->act_max);
+                        }
                     }
                 }
             }

@@ -13,6 +13,15 @@
 
 #include "../ref/tp_ref.h"
 
+/* CONV_2D with a 3x3 window over three input channels (tp_conv3x3_rgb_arm.c): the ops
+ * tp_arm_conv2d_s8 hands it, its scratch and the kernel. */
+int tp_arm_conv3x3_rgb_covers(const tp_conv_params *p, const tp_shape *in_shape);
+uint32_t tp_arm_conv3x3_rgb_scratch_bytes(const tp_conv_params *p, const tp_shape *in_shape,
+                                          const tp_shape *out_shape);
+void tp_arm_conv3x3_rgb_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
+                           const tp_weights *w, const tp_requant *q, const tp_shape *out_shape,
+                           int8_t *out, void *scratch);
+
 #if TP_KERNELS_DSP
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -61,12 +70,37 @@ static inline int32_t tp_smmulr(int32_t a, int32_t b)
     return r;
 }
 
+/* PKHBT b, LSL 16: (a's low halfword, b's low halfword); PKHTB a, ASR 16: (a's high halfword,
+ * b's high halfword). */
+static inline uint32_t tp_pkhbt16(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t tp_pkhtb16(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+}
+
 /* SMMLAR: the high word of (acc << 32) + a b + 2^31 */
 static inline int32_t tp_smmlar(int32_t a, int32_t b, int32_t acc)
 {
     int32_t r;
     __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
     return r;
+}
+
+/* The two words at *p (4-aligned), *p then two words on: one LDRD with writeback, which GCC
+ * and Clang seldom pair two LDRs into. */
+static inline void tp_ldrd_next(const uint32_t **p, uint32_t *a, uint32_t *b)
+{
+    __asm__("ldrd %0, %1, [%2], #8"
+            : "=r"(*a), "=r"(*b), "+r"(*p)
+            : "m"(*(const uint32_t(*)[2]) * p));
 }
 #else
 /* The ACLE intrinsics' definitions (Arm ACLE, section 9.5), in portable C. */
@@ -145,6 +179,23 @@ static inline uint32_t tp_usada8(uint32_t a, uint32_t b, uint32_t acc)
     }
     return acc;
 }
+
+static inline uint32_t tp_pkhbt16(uint32_t a, uint32_t b)
+{
+    return (a & 0xFFFFu) | b << 16;
+}
+
+static inline uint32_t tp_pkhtb16(uint32_t a, uint32_t b)
+{
+    return a >> 16 | (b & 0xFFFF0000u);
+}
+
+static inline void tp_ldrd_next(const uint32_t **p, uint32_t *a, uint32_t *b)
+{
+    *a = (*p)[0];
+    *b = (*p)[1];
+    *p += 2;
+}
 #endif
 
 /* A hot loop kept out of its caller, whose pointers and counters would be spilled around it;
@@ -175,7 +226,7 @@ static inline uint32_t tp_dsp_pack16(int32_t lo, int32_t hi)
 /* ---- requantization ----
  * TFLite's MultiplyByQuantizedMultiplier (quant.mbqm: a rounding doubling high multiply, then a
  * rounding right shift by e, both half away from zero), plus the output zero point, in one
- * 32 x 32 -> 64-bit multiply-accumulate. With a = acc << (1 + left):
+ * 32 x 32 -> 64-bit multiply-accumulate (SMMLAR). With a = acc << (1 + left):
  *
  *   hi = (a * mult + 2^31 + (hz - [a < 0 and e > 0]) * 2^32) >> 32,   out = hi >> e
  *
