@@ -25,9 +25,9 @@ def test_demo_on_the_host_board(vww_model_path, vww_data_dir, tmp_path, capsys):
     assert r["board"] == "host" and r["shift"] == "haze" and r["train_steps"] == 276
     assert r["accuracy_before"] == round(76 / 121, 4)  # the pretrained model on the hazy holdout
     assert r["accuracy_after"] > r["accuracy_before"]
-    # last:2 peaks at the first pointwise op, whose DSP kernel's scratch (928 B, the default
+    # last:2 peaks at the first pointwise op, whose DSP kernel's scratch (968 B, the default
     # target cortex-m4) adds to the activations' 55,296 B there
-    assert r["total_sram"] == r["arena_peak"] + r["trainable_bytes"] == 122_376 + 928
+    assert r["total_sram"] == r["arena_peak"] + r["trainable_bytes"] == 122_376 + 968
     assert f"{r['accuracy_after']:.1%}" in printed and "fine-tuned model" in printed
     assert (out / "vww_tuned.tflite").stat().st_size == vww_model_path.stat().st_size
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

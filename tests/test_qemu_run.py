@@ -34,6 +34,7 @@ def test_200_vww_steps_on_qemu_m4_export_the_reference_bytes(vww_model_path, vww
     assert events[0]["counter_unit"] == summary["counter_unit"] == "instructions"
     assert all(e["counter"] > 0 for e in steps)
     # a training step is a forward pass plus backward and update: dearer than an inference
-    assert summary["instructions_per_step"] > summary["instructions_per_inference"] > 10e6
+    # (8.3 M instructions with the DSP kernels: a whole VWW forward pass, not a stub)
+    assert summary["instructions_per_step"] > summary["instructions_per_inference"] > 5e6
     ref_summary = read_runlog(logs["reference"])[-1]
     assert "instructions_per_step" not in ref_summary  # the reference counts nothing
