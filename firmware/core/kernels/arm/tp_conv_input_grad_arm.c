@@ -62,7 +62,12 @@ static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, uint32_t oc, u
         if ((o & 31u) == 0u) {
             zero[o >> 5] = 0u;
         }
-        for (i = 0; i + 4u <= ic && any == 0u; i += 4u) {
+        /* four words a turn: a zero row is read whole */
+        for (i = 0; i + 16u <= ic && any == 0u; i += 16u) {
+            any = tp_dsp_rd32(row + i) | tp_dsp_rd32(row + i + 4u) | tp_dsp_rd32(row + i + 8u) |
+                  tp_dsp_rd32(row + i + 12u);
+        }
+        for (; i + 4u <= ic && any == 0u; i += 4u) {
             any = tp_dsp_rd32(row + i);
         }
         for (; i < ic && any == 0u; i++) {
@@ -156,7 +161,7 @@ static inline int32_t pw_round8(int32_t v, uint32_t s)
  * twice by QSUB16 from 0, which turns -2^15 into -(2^15 - 1) and leaves the rest. */
 static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
 {
-    uint32_t g = tp_dsp_pack16(__ssat(v0, 16), __ssat(v1, 16)), n, z = 0u;
+    uint32_t g = tp_pkhbt16((uint32_t)__ssat(v0, 16), (uint32_t)__ssat(v1, 16)), n, z = 0u;
     __asm__("qsub16 %0, %1, %2" : "=r"(n) : "r"(z), "r"(g));
     __asm__("qsub16 %0, %1, %2" : "=r"(g) : "r"(z), "r"(n));
     return g;
