@@ -225,6 +225,7 @@ TP_DSP_INLINE void pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, const
             qs1 = fp->m[j + 1u];
             b1 = (int32_t)fp->s[j + 1u];
         }
+#pragma GCC unroll 4
         for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
             t->g[p] = pw_pack_clamp15(tp_smmulr(*d0 * qs0, b0), tp_smmulr(*d1 * qs1, b1));
         }
