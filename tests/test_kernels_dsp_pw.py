@@ -9,7 +9,9 @@ rounding would hide a gradient one unit off.
 
 The cases reach every path of the kernels: trained rows held apart (a channel subset) and
 contiguous weights (the op trains its bias only), output channels in one block and in several
-with an odd last one (TP_PW_BLOCK is 32), an odd last pixel of a row, int8 maps (the SMMULR fold,
+with an odd last one (TP_PW_BLOCK is 32), output channels whose weight rows are all zero (left
+out of the input gradient's blocks: scattered, every one, trained rows that leave zero), an odd
+last pixel of a row, int8 maps (the SMMULR fold,
 its channels that can meet ties folded again in int32, and the int32 fold of dY' below 15 bits
 past 511 output channels) and int16 maps (tp_dsp_fold), the weight gradient over one block of
 positions and over many (TP_WG_BLOCK is 64), with int16 maps on a 48x48 map whose sum |dY|
@@ -44,11 +46,13 @@ def _coarse(b: _Builder, op: int) -> None:
 
 
 def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coarse=False,
-          per_channel=True):
+          per_channel=True, zero=()):
     """x (hwc) -> 1x1 conv to `mid` channels (RELU, bias trained) -> 1x1 conv to `cout` (the op
     under test: bias, and weight rows `rows` unless None) -> MEAN -> 1x1 head of 3 (bias
     trained): every position gets its share of the gradient. `coarse`: the op's weight scales
-    with few significant bits (_coarse); `per_channel` False: one weight scale."""
+    with few significant bits (_coarse); `per_channel` False: one weight scale; `zero`: the op's
+    output channels whose weight rows are all zero (VWW's pruned channels; a trained one leaves
+    zero after a step)."""
     r = np.random.default_rng(seed)
     b = _Builder(r)
     x = b.act("x", (1, *hwc))
@@ -56,6 +60,8 @@ def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coars
     y = b.conv(a, "CONV_2D", k=(1, 1), cout=cout, act="RELU", per_channel=per_channel)
     if coarse:
         _coarse(b, 1)
+    w1 = b.ops[1].inputs[1]
+    b.tensors[w1].data[list(zero)] = 0
     m = b.act("mean", (1, 1, 1, cout))
     b.op("MEAN", [y, b.const_int32("axes", [1, 2])], m, keep_dims=True)
     logits = b.conv(m, "CONV_2D", k=(1, 1), cout=3)
@@ -92,6 +98,13 @@ def cases():
         # over 511 output channels: dY' of fewer than 15 bits (int8: the int32 fold, not SMMULR;
         # one weight scale, so that every channel's shift is in its range)
         out.append(_case("wide", 8, (2, 3, 4), 4, 520, [0, 511], grad, per_channel=False))
+        # zero weight rows (left out of the blocks), scattered: live channels over two blocks,
+        # an odd last one; held zero rows that the first step makes live
+        zero = [0, 1, 5, 6, 7, 8, 20, 31, 33, 34, 40, 44, 45, 48, 49]
+        out.append(_case("zero-rows", 9, (3, 7, 12), 12, 50, [1, 6, 10, 44], grad, zero=zero))
+        # every row zero: dX zero; trained or not (the held rows are live from step 2 on)
+        out.append(_case("zero-all-held", 10, (4, 5, 8), 8, 6, [2, 5], grad, zero=range(6)))
+        out.append(_case("zero-all", 11, (4, 5, 8), 8, 6, None, grad, zero=range(6)))
     return out
 
 

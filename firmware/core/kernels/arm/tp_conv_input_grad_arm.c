@@ -4,14 +4,16 @@
  *
  * dX[p, i] = sum_o W[o, i] dY'[p, o]: every sum is exact in int32 (the fold's bits bound
  * W^T dY' below 2^31, tp_gm_fold_bits), so the order of the multiply-accumulates is free and
- * SMLAD takes two at a time. Output channels go in blocks of TP_PW_BLOCK, in pairs (o, o + 1):
- * each pair's weight rows (held apart or not) and the block's fold parameters (the weight
- * scale's parts, hoisted out of the pixel loop) in a table on the stack; per four pixels of a
- * row (then the last one to three), the block's dY' folded (int8 dY: one SMMULR a value where no
- * tie can happen, see pw_prepare; else in int32, see pw_round8) into the table as
- * (dY'[p, o], dY'[p, o + 1]) words, then per two inputs of the four pixels eight sums in
- * registers over the block: per pair, two halfwords of weights made (W[o, i], W[o + 1, i]) and
- * (W[o, i + 1], W[o + 1, i + 1]) by one ORR and two SXTB16, eight SMLADs (16 MACs) with the four
+ * SMLAD takes two at a time. An output channel whose weight row is all zero (VWW's pruned
+ * channels: about two in three of its pointwise ones) adds nothing and is left out, by its
+ * current row (a trained row may leave zero, or reach it). The others go in blocks of
+ * TP_PW_BLOCK, in pairs (o, o'): each pair's weight rows (held apart or not) and the block's fold
+ * parameters (the weight scale's parts, hoisted out of the pixel loop) in a table on the stack; per
+ * four pixels of a row (then the last one to three), the block's dY' folded (int8 dY: one SMMULR a
+ * value where no tie can happen, see pw_prepare; else in int32, see pw_round8) into the table as
+ * (dY'[p, o], dY'[p, o']) words, then per two inputs of the four pixels eight sums in
+ * registers over the block: per pair, two halfwords of weights made (W[o, i], W[o', i]) and
+ * (W[o, i + 1], W[o', i + 1]) by one ORR and two SXTB16, eight SMLADs (16 MACs) with the four
  * pixels' words.
  */
 #include "tinyprop.h"
@@ -22,8 +24,12 @@
 /* Output channels per block: a block's table (pw_pair) and fold parameters live on the stack. */
 #define TP_PW_BLOCK 32u
 
-/* Output channels o, o + 1 of a block: their weight rows and the folded dY' of up to four
- * pixels p, g[p] = (dY'[p, o] low, dY'[p, o + 1] high), read in pairs (LDRD) by the
+/* Output channels whose rows are checked for zeros (a bitmap on the stack); those past it are
+ * taken whatever their rows hold. */
+#define TP_PW_CHECKED 512u
+
+/* Output channels o, o' of a block: their weight rows and the folded dY' of up to four
+ * pixels p, g[p] = (dY'[p, o] low, dY'[p, o'] high), read in pairs (LDRD) by the
  * multiply-accumulate loops. A block's odd last channel is paired with itself, its high
  * halves 0. */
 typedef struct {
@@ -38,33 +44,76 @@ typedef struct {
 typedef struct {
     int32_t m[TP_PW_BLOCK];
     uint32_t s[TP_PW_BLOCK];
+    uint32_t ch[TP_PW_BLOCK]; /* the block's output channels */
     uint32_t ties; /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
 } pw_fold_params;
 
 /* The fold modes of a block (pw_prepare). */
 enum { PW_ANY, PW_ROUND8, PW_SMM };
 
-/* Block [o0, o0 + nb)'s rows (in pairs) and fold parameters; returns its mode: PW_ANY
- * (tp_dsp_fold); PW_ROUND8, the int8 fold pw_round8: int8 dY (|q| <= 127, m < 2^24: q m fits
- * int32 with room for the rounding constant while sh <= 25), every shift in [1, 25] or the
+/* Bit o of zero[o / 32] for each output channel o < TP_PW_CHECKED whose weight row (ic
+ * weights) is all zero; returns how many are not. */
+static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, uint32_t oc, uint32_t ic)
+{
+    uint32_t o, i, step, live = oc;
+    for (o = 0; o < oc && o < TP_PW_CHECKED; o++) {
+        const int8_t *row = tp_weights_row(w, o, &step);
+        uint32_t any = 0u;
+        if ((o & 31u) == 0u) {
+            zero[o >> 5] = 0u;
+        }
+        /* four words a turn: a zero row is read whole */
+        for (i = 0; i + 16u <= ic && any == 0u; i += 16u) {
+            any = tp_dsp_rd32(row + i) | tp_dsp_rd32(row + i + 4u) | tp_dsp_rd32(row + i + 8u) |
+                  tp_dsp_rd32(row + i + 12u);
+        }
+        for (; i + 4u <= ic && any == 0u; i += 4u) {
+            any = tp_dsp_rd32(row + i);
+        }
+        for (; i < ic && any == 0u; i++) {
+            any = (uint8_t)row[i];
+        }
+        if (any == 0u) {
+            zero[o >> 5] |= 1u << (o & 31u);
+            live--;
+        }
+    }
+    return live;
+}
+
+/* The nb channels of the next block: those from *o on whose rows are not zero; *o past them. */
+static void pw_gather(uint32_t *ch, const uint32_t *zero, uint32_t *o, uint32_t nb)
+{
+    uint32_t j, c = *o;
+    for (j = 0; j < nb; c++) {
+        if (c >= TP_PW_CHECKED || !(zero[c >> 5] >> (c & 31u) & 1u)) {
+            ch[j++] = c;
+        }
+    }
+    *o = c;
+}
+
+/* The rows (in pairs) and fold parameters of the block's channels fp->ch[0..nb); returns its
+ * mode: PW_ANY (tp_dsp_fold); PW_ROUND8, the int8 fold pw_round8: int8 dY (|q| <= 127, m < 2^24: q
+ * m fits int32 with room for the rounding constant while sh <= 25), every shift in [1, 25] or the
  * channel's dY' zero (sh >= 32 with |q m| < 2^31: below one half); PW_SMM, for int8 dY and 15
  * bits when every channel is zero (m 0 or sh >= 32) or has 1 <= sh <= 31 and meets no tie
  * (tp_dsp_fold_may_tie): tp_dsp_smm_factors in m[j], s[j] (both 0 for a zero channel); a
  * channel that may meet a tie and has sh <= 25 takes PW_ROUND8's parameters and its bit in
  * `ties`. */
 static int pw_prepare(pw_pair *t, pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f,
-                      uint32_t o0, uint32_t nb, int int8)
+                      uint32_t nb, int int8)
 {
     uint32_t j, m, step, ties = 0u;
     int32_t k, fast = int8, smm = int8 && f->bits == 15u;
     for (j = 0; j < nb; j++) {
         int32_t sh;
-        const int8_t *row = tp_weights_row(w, o0 + j, &step);
+        const int8_t *row = tp_weights_row(w, fp->ch[j], &step);
         if ((j & 1u) == 0u) {
             t[j >> 1].row0 = row;
         }
         t[j >> 1].row1 = row;
-        tp_gm_scale_parts(tp_weights_scale(w, o0 + j), &m, &k);
+        tp_gm_scale_parts(tp_weights_scale(w, fp->ch[j]), &m, &k);
         sh = f->top - k;
         fp->m[j] = (int32_t)m;
         fp->s[j] = (uint32_t)sh;
@@ -112,7 +161,7 @@ static inline int32_t pw_round8(int32_t v, uint32_t s)
  * twice by QSUB16 from 0, which turns -2^15 into -(2^15 - 1) and leaves the rest. */
 static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
 {
-    uint32_t g = tp_dsp_pack16(__ssat(v0, 16), __ssat(v1, 16)), n, z = 0u;
+    uint32_t g = tp_pkhbt16((uint32_t)__ssat(v0, 16), (uint32_t)__ssat(v1, 16)), n, z = 0u;
     __asm__("qsub16 %0, %1, %2" : "=r"(n) : "r"(z), "r"(g));
     __asm__("qsub16 %0, %1, %2" : "=r"(g) : "r"(z), "r"(n));
     return g;
@@ -145,8 +194,8 @@ TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *d
     }
 }
 
-/* The block's dY' of np (1..4) pixels, the first at dY offset `at`, the others oc apart, into
- * the table's pairs. */
+/* The block's dY' of np (1..4) pixels, the first's row at dY offset `at`, the others oc apart,
+ * into the table's pairs. */
 TP_DSP_INLINE void pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void *dq, uint32_t at,
                                 uint32_t oc, uint32_t np, uint32_t nb, int32_t lim, int mode,
                                 uint32_t bytes)
@@ -154,9 +203,10 @@ TP_DSP_INLINE void pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void
     uint32_t j, p;
     for (j = 0; j < nb; j += 2u, t++) {
         for (p = 0; p < np; p++) {
-            uint32_t a = at + p * oc + j;
-            int32_t v0 = pw_val(fp, j, dq, a, lim, mode, bytes);
-            int32_t v1 = j + 1u < nb ? pw_val(fp, j + 1u, dq, a + 1u, lim, mode, bytes) : 0;
+            uint32_t a = at + p * oc;
+            int32_t v0 = pw_val(fp, j, dq, a + fp->ch[j], lim, mode, bytes);
+            int32_t v1 = j + 1u < nb ? pw_val(fp, j + 1u, dq, a + fp->ch[j + 1u], lim, mode, bytes)
+                                     : 0;
             t->g[p] = mode == PW_SMM ? pw_pack_clamp15(v0, v1) : tp_dsp_pack16(v0, v1);
         }
     }
@@ -169,12 +219,13 @@ TP_DSP_INLINE void pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, const
 {
     uint32_t j, p;
     for (j = 0; j < nb; j += 2u, t++) {
-        const int8_t *d0 = dq + at + j, *d1 = j + 1u < nb ? d0 + 1 : d0;
+        const int8_t *d0 = dq + at + fp->ch[j], *d1 = j + 1u < nb ? dq + at + fp->ch[j + 1u] : d0;
         int32_t qs0 = fp->m[j], b0 = (int32_t)fp->s[j], qs1 = 0, b1 = 0;
         if (j + 1u < nb) {
             qs1 = fp->m[j + 1u];
             b1 = (int32_t)fp->s[j + 1u];
         }
+#pragma GCC unroll 4
         for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
             t->g[p] = pw_pack_clamp15(tp_smmulr(*d0 * qs0, b0), tp_smmulr(*d1 * qs1, b1));
         }
@@ -196,7 +247,7 @@ static TP_DSP_NOINLINE void pw_fold_smm(pw_pair *t, const pw_fold_params *fp, co
         sh = 16u * (j & 1u);
         ties &= ties - 1u;
         for (p = 0; p < np; p++) {
-            int32_t v = pw_val(fp, j, dq, at + p * oc + j, 32767, PW_ROUND8, 1u);
+            int32_t v = pw_val(fp, j, dq, at + p * oc + fp->ch[j], 32767, PW_ROUND8, 1u);
             uint32_t *g = &t[j >> 1].g[p];
             *g = (*g & ~(0xFFFFu << sh)) | ((uint32_t)v & 0xFFFFu) << sh;
         }
@@ -413,7 +464,7 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
 {
     uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1;
-    uint32_t y, x, o0, nb;
+    uint32_t y, x, done, nb, live, zero[TP_PW_CHECKED / 32u];
     int mode = PW_ANY;
     pw_pair t[TP_PW_BLOCK / 2u];
     pw_fold_params fp;
@@ -421,14 +472,20 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
         tp_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
     }
+    live = pw_zero_rows(zero, w, oc, ic);
+    if (live == 0u) { /* dX is zero */
+        __builtin_memset(acc, 0, iw * ic * sizeof *acc);
+    }
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
-        for (o0 = 0; o0 < oc; o0 += nb) {
-            uint32_t at = y * iw * oc + o0, np;
-            int add = o0 != 0u;
-            nb = oc - o0 < TP_PW_BLOCK ? oc - o0 : TP_PW_BLOCK;
+        uint32_t o = 0;
+        for (done = 0; done < live; done += nb) {
+            uint32_t at = y * iw * oc, np;
+            int add = done != 0u;
+            nb = live - done < TP_PW_BLOCK ? live - done : TP_PW_BLOCK;
             np = (nb + 1u) >> 1;
-            if (y == 0u || oc > TP_PW_BLOCK) { /* one block: prepared once */
-                mode = pw_prepare(t, &fp, w, f, o0, nb, dy->bytes == 1u);
+            if (y == 0u || live > TP_PW_BLOCK) { /* one block: prepared once */
+                pw_gather(fp.ch, zero, &o, nb);
+                mode = pw_prepare(t, &fp, w, f, nb, dy->bytes == 1u);
             }
             for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
                 pw_fold(t, &fp, mode, dy, at, oc, 4u, nb, lim);
