@@ -1,11 +1,8 @@
 """Shared fixtures. Every test session points $TINYPROP_ASSETS at the `shared` folder beside the
-repo (unless the caller set it), so no test ever downloads the model. Under xdist the test
-files go to the workers slowest first (tests/durations.json), so that no long file is left to
-run alone at the end."""
+repo (unless the caller set it), so no test ever downloads the model."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -14,29 +11,6 @@ from tinyprop.data import assets
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault(assets.ASSETS_ENV, str(REPO_ROOT.parent / "shared"))
-TESTS = Path(__file__).resolve().parent
-
-
-def pytest_configure(config):
-    # --dist loadfile hands out files in collection order, not re-sorted by test count
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
-def pytest_collection_modifyitems(config, items):
-    """The files slowest first by their recorded seconds (tests/durations.py), a file not
-    recorded yet as the median one; within a file, the order it was collected in."""
-    seconds = json.loads((TESTS / "durations.json").read_text())
-    typical = sorted(seconds.values())[len(seconds) // 2] if seconds else 0
-    first = {}
-    for i, item in enumerate(items):
-        first.setdefault(item.path, i)
-
-    def cost(item):
-        name = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
-        return -seconds.get(name, typical), first[item.path]
-
-    items.sort(key=cost)
 
 
 @pytest.fixture(scope="session")

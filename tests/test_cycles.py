@@ -5,10 +5,9 @@ equal to the board's -icount counter."""
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
+from test_kernels_dsp import needs_qemu
 from tinyprop.bench.cycles import (
     MICRO,
     TICK,
@@ -20,10 +19,6 @@ from tinyprop.bench.cycles import (
     validate,
 )
 from tinyprop.errors import TinypropError
-
-needs_qemu = pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
-    reason="needs qemu-system-arm and arm-none-eabi-gcc (scripts/setup.sh installs them)")
 
 T = Timing()
 

@@ -41,7 +41,7 @@ static int grads_overlap(const tp_blob_view *v, uint32_t a, uint32_t b)
 /* Every training-plan offset inside the training arena, gradient buffers 4-aligned (sums 8). */
 static tp_status check_train_tensors(const tp_blob_view *v, tp_fault *f)
 {
-    uint32_t i, format = tp_tran_grad_format(v);
+    uint32_t i;
     for (i = 0; i < v->n_tensors; i++) {
         tp_tensor t;
         uint32_t a = tp_tran_act_offset(v, i), g = tp_tran_grad_offset(v, i);
@@ -51,9 +51,7 @@ static tp_status check_train_tensors(const tp_blob_view *v, tp_fault *f)
                              TRAN_OFF_OFFSET);
         }
         if (g != TP_NONE32 &&
-            (t.size > 0x3FFFFFFFu ||
-             !within(g, is_sums(v, i) ? sums_bytes(&t) : tp_gm_buffer_bytes(format, t.size),
-                     v->req.arena_train))) {
+            (t.size > 0x3FFFFFFFu || !within(g, grad_bytes(v, i), v->req.arena_train))) {
             return TP_REFUSE(f, TP_ERR_BLOB_BOUNDS, TRAN_GRADIENT_BOUNDS, TRAN, TP_NO_RECORD,
                              TRAN_OFF_OFFSET);
         }
