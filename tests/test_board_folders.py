@@ -84,6 +84,14 @@ def test_a_copy_of_the_host_board_is_converted_for_built_and_trained_through(
     firmware = build_device_firmware(str(mine), blob)
     assert firmware.parent == board_build_root(load_profile(str(mine))) / "mine"
     assert firmware.is_relative_to(BUILD_ROOT / "boards")
+    # another blob's firmware compiles its application's object only: the library's and the
+    # board's objects are shared by every blob's build (app.mk)
+    shared = {p: p.stat().st_mtime_ns for p in (firmware.parent / "obj-lib-tinyprop").rglob("*.o")}
+    other = build_device_firmware(str(mine), (tmp_path / "x.tpb").read_bytes())
+    assert other != firmware and other.parent == firmware.parent
+    assert len(shared) > 20 and {p: p.stat().st_mtime_ns for p in shared} == shared
+    own = firmware.parent / f"obj-{other.name.removesuffix('-host')}"
+    assert [p.name for p in own.rglob("*.o")] == ["app.o"]
     assert main(["train", str(blob_path), "--data", str(vww_data_dir), "--board", str(mine),
                  "--steps", "2", "--plain"]) == 0
     assert "summary steps 2 " in capsys.readouterr().out

@@ -45,6 +45,6 @@ $(ELF): $(OBJS) $(LINK_LD) $(ROOT)/boards/common/baremetal.ld $(SOURCES_LIST)
 	$(SIZE) $@ | tee $(BUILD)/$(PROG).size
 
 clean:
-	rm -rf $(OBJ_DIR) $(ELF) $(BUILD)/$(PROG).map $(BUILD)/$(PROG).size
+	rm -rf $(OBJ_DIR) $(LIB_DIR) $(ELF) $(BUILD)/$(PROG).map $(BUILD)/$(PROG).size
 
 -include $(OBJS:.o=.d)

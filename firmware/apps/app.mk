@@ -25,9 +25,13 @@
 #                 -O2), firmware/core/kernels/arm/ compiled by KERNELS_CC (e.g. clang) if given;
 #                 the build is then PROG-VARIANT
 #
-# Output: $(TP_BUILD)/$(BOARD)/$(PROG)$(EXT), objects under $(TP_BUILD)/$(BOARD)/obj-$(PROG)/;
-# TP_BUILD defaults to the repository's build/ (an installed tinyprop passes its own, writable
-# one). `make path` prints the output path (tinyprop.device.firmware.build_firmware uses it).
+# Output: $(TP_BUILD)/$(BOARD)/$(PROG)$(EXT). The library's and the board's objects are shared
+# by every output of one application and variant, under $(TP_BUILD)/$(BOARD)/obj-lib-$(LIB)/
+# (`make lib` builds them): only the application includes the BLOB, SAMPLES and LEARN headers,
+# and only its object, obj-$(PROG)/app.o, is compiled with them, so a new blob compiles one
+# file. TP_BUILD defaults to the repository's build/ (an installed tinyprop passes its own,
+# writable one). `make path` prints the output path (tinyprop.device.firmware.build_firmware
+# uses it).
 
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
 APP ?= device
@@ -71,6 +75,9 @@ else
   endif
 endif
 
+# the objects' name: the application and variant (the headers below tag the output only)
+LIB := $(PROG)$(if $(VARIANT),-$(VARIANT))
+
 ifneq ($(BLOB),)
   BLOB_TAG ?= $(notdir $(patsubst %/,%,$(dir $(abspath $(BLOB)))))
   PROG := $(PROG)-$(BLOB_TAG)
@@ -98,32 +105,38 @@ OPT ?= -O2
 TP_BUILD ?= $(ROOT)/build
 BUILD := $(TP_BUILD)/$(BOARD)
 OBJ_DIR := $(BUILD)/obj-$(PROG)
+LIB_DIR := $(BUILD)/obj-lib-$(LIB)
 include $(ROOT)/firmware/sources.mk
 FIRMWARE_SRCS := $(TP_LIB_SRCS)
 INCLUDES := $(TP_INCLUDES) -I$(BOARD_DIR)
 # Same numerics on every board: no fused multiply-add, so floats match the host reference.
 COMMON_CFLAGS := -std=c99 $(OPT) -ffp-contract=off -Wall -Wextra -Werror -g \
                  -ffunction-sections -fdata-sections -MMD -MP -DAPP_ENTRY=$(APP_ENTRY) \
-                 $(BLOB_CFLAGS) $(APP_CFLAGS)
+                 $(APP_CFLAGS)
 
 .DEFAULT_GOAL := all
 
-# Objects mirror the repository's layout, the board folder's (which may live anywhere) under
-# board/; the application, which may live anywhere too, is app.o. The board Makefile sets CC and
-# CFLAGS (used when the recipes run).
-obj_of = $(patsubst $(ROOT)/%.c,$(OBJ_DIR)/%.o,$(patsubst $(BOARD_DIR)/%.c,$(OBJ_DIR)/board/%.o,$(1)))
+# The shared objects mirror the repository's layout, the board folder's (which may live anywhere)
+# under board/; the application, which may live anywhere too, is app.o. The board Makefile sets
+# CC, CFLAGS (used when the recipes run) and BOARD_SRCS (its own sources: `make lib` expands
+# them once the whole Makefile is read).
+obj_of = $(patsubst $(ROOT)/%.c,$(LIB_DIR)/%.o,$(patsubst $(BOARD_DIR)/%.c,$(LIB_DIR)/board/%.o,$(1)))
 APP_OBJ := $(if $(APP_SRC),$(OBJ_DIR)/app.o)
 
-$(OBJ_DIR)/board/%.o: $(BOARD_DIR)/%.c
+.PHONY: lib
+.SECONDEXPANSION:
+lib: $$(call obj_of,$$(BOARD_SRCS) $$(FIRMWARE_SRCS))
+
+$(LIB_DIR)/board/%.o: $(BOARD_DIR)/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(OBJ_DIR)/%.o: $(ROOT)/%.c
+$(LIB_DIR)/%.o: $(ROOT)/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 ifneq ($(KERNELS_CC),)
-$(OBJ_DIR)/firmware/core/kernels/arm/%.o: $(ROOT)/firmware/core/kernels/arm/%.c
+$(LIB_DIR)/firmware/core/kernels/arm/%.o: $(ROOT)/firmware/core/kernels/arm/%.c
 	@mkdir -p $(dir $@)
 	$(KERNELS_CC) $(CFLAGS) -c -o $@ $<
 endif
@@ -131,7 +144,7 @@ endif
 ifneq ($(APP_SRC),)
 $(APP_OBJ): $(APP_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(BLOB_CFLAGS) -c -o $@ $<
 endif
 
 # Relink when the set of sources changes (a library source added or removed), not only when a

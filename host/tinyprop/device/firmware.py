@@ -179,12 +179,13 @@ def build_firmware(
     make += [f"{name}={value}" for name, value in (variables or {}).items()]
     out = Path(_make([*make, "path"], build_root / profile.name,
                      f"the path of {profile.name}'s firmware").strip())
-    # Each output (an app, a blob, a samples header) has its own objects, obj-<name>/, and
-    # nothing else of the board's folder is written: a build holds its output's lock only, so
-    # two processes build two blobs' firmware at once, and one waiting for the same output
-    # finds it built.
-    _make(make, out.parent, f"{profile.name} firmware (APP={app or 'device'})",
-          output=out.name)
+    # The library's objects, shared by every output of the application (app.mk), are built
+    # first under the board's objects lock; then each output (an app, a blob, a samples
+    # header) compiles its own app.o and links under its own lock, so two processes build two
+    # blobs' firmware at once, and one waiting for the same output finds it built.
+    what = f"{profile.name} firmware (APP={app or 'device'})"
+    _make([*make, "lib"], out.parent, what, output="obj-lib")
+    _make(make, out.parent, what, output=out.name)
     return out
 
 
