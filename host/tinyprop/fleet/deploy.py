@@ -76,6 +76,10 @@ clientapp = "tinyprop.fleet.deploy:client_app"
 
 MARK = "TINYPROP_FLEET_RUN"  # in the environment of every process a LocalFederation starts
 START_TIMEOUT = 60.0  # s for the SuperLink to listen and the SuperNodes to come online
+# s for a restarted SuperNode to rejoin: the SuperLink holds its key online until two of its
+# 30 s heartbeat intervals pass without one (Flower's HEARTBEAT_PATIENCE x HEARTBEAT_DEFAULT_
+# INTERVAL), then it starts
+REJOIN_TIMEOUT = 2 * 30.0 + START_TIMEOUT
 RESTART_EVERY = 3.0  # s between a restarted SuperNode refused and its next start
 POLL = 1.0  # s between `flwr list` polls of a run's status once its report is written
 STATUS_EVERY = 15.0  # s between them before (a run that fails writes none)
@@ -302,7 +306,7 @@ class LocalFederation:
         RESTART_EVERY s until it says its SuperNode ID: it has rejoined."""
         node.process.kill()
         node.process.wait()
-        end = time.monotonic() + START_TIMEOUT
+        end = time.monotonic() + REJOIN_TIMEOUT
         for attempt in itertools.count(1):
             node.process, node.log = self._spawn(f"{node.log.stem.split('.')[0]}.{attempt}",
                                                  node.args)
@@ -314,7 +318,7 @@ class LocalFederation:
                     break
                 if time.monotonic() > end:
                     raise TinypropError(f"the SuperNode of {node.name} did not come back in "
-                                        f"{START_TIMEOUT:.0f} s: {tail(node.log)}")
+                                        f"{REJOIN_TIMEOUT:.0f} s: {tail(node.log)}")
                 time.sleep(0.2)
             node.process.kill()
             node.process.wait()
