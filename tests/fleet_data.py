@@ -1,6 +1,6 @@
 """What the fleet's tests share (test_fleet_apps.py, test_fleet_cli.py, test_fleet_deploy.py,
 test_fleet_restart.py): a small slice of vww-mini, the VWW blob training its last two layers,
-and a reading of the trained values a .tflite holds."""
+a reading of the trained values a .tflite holds, and each round of a report recomputed here."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 from tinyprop.cli import main
-from tinyprop.fleet.params import ParamsLayout
+from tinyprop.fleet.node import BoardNode, FleetConfig, holdout_accuracy
+from tinyprop.fleet.params import ParamsLayout, Update, aggregate
 from tinyprop.training.export import buffer_spans
 
 CLASSES = ("non_person", "person")
@@ -75,3 +77,37 @@ def killed_output(proc: subprocess.Popen) -> tuple[str, str]:
     bare communicate() would wait for all its rounds)."""
     proc.kill()
     return proc.communicate(timeout=30)
+
+
+def check_rounds(report: dict, fleet: FleetConfig, out: Path) -> None:
+    """Each round of a fleet's `report` is what `fleet`'s boards make of it, recomputed here by
+    training the same boards (node.BoardNode) from the previous round's global model: their
+    accuracies and steps, the aggregate (exported as out/round-R.tflite, byte for byte), each
+    board's score of it (their mean the global accuracy) and the server's. The report's boards
+    are fleet.clients, in order; a board that failed is the caller's to check."""
+    layout = fleet.layout()
+    nodes = [BoardNode(fleet, name, index=i) for i, name in enumerate(fleet.clients)]
+    global_arrays = layout.initial_arrays()
+    assert report["blob_id"] == f"{layout.blob_id:08x}"
+    assert report["server"] == {"holdout": fleet.server, "accuracy_before":
+                                holdout_accuracy(fleet, fleet.server, global_arrays)}
+    assert [r["round"] for r in report["rounds"]] == list(range(1, fleet.rounds + 1))
+    for r in report["rounds"]:
+        sent, accuracies = [], []
+        for node in nodes:
+            arrays, result = node.train(global_arrays, r["round"])
+            sent.append(Update(node.name, arrays, result.steps))
+            accuracies.append((result.accuracy, result.steps))
+        assert all(set(c) == {"name", "accuracy", "train_accuracy", "steps", "global_accuracy"}
+                   for c in r["clients"])
+        assert [(c["name"], c["accuracy"], c["steps"]) for c in r["clients"]] == \
+            [(n, a, steps) for n, (a, steps) in zip(fleet.clients, accuracies, strict=True)]
+        assert r["rejected"] == []
+        global_arrays = aggregate(layout, sent, fleet.aggregation, fleet.seed, r["round"])
+        exported = tflite_arrays(layout, out / f"round-{r['round']}.tflite")
+        assert {n: a.tobytes() for n, a in exported.items()} == \
+            {n: a.tobytes() for n, a in global_arrays.items()}, r["round"]
+        scores = [node.evaluate(global_arrays) for node in nodes]
+        assert [c["global_accuracy"] for c in r["clients"]] == scores
+        assert r["global_accuracy"] == pytest.approx(sum(scores) / len(scores))
+        assert r["server_accuracy"] == holdout_accuracy(fleet, fleet.server, global_arrays)

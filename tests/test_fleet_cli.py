@@ -20,7 +20,14 @@ import numpy as np
 import pytest
 
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
-from fleet_data import killed_output, label_flipped, tflite_arrays, vww_last2, vww_slice
+from fleet_data import (
+    check_rounds,
+    killed_output,
+    label_flipped,
+    tflite_arrays,
+    vww_last2,
+    vww_slice,
+)
 from PIL import Image
 
 pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
@@ -55,39 +62,19 @@ def test_fleet_runs_rounds_on_the_simulation_engine(vww_model_path, vww_data_dir
     check_fleet_log(out / "fleet.jsonl", report, capsys)
     assert [r["round"] for r in report["rounds"]] == [1, 2]
     assert report["boards"] == {"haze": "host", "night": "host", "sodium": GONE}
-    fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=5)  # its two live boards
+    # its two live boards, each round recomputed here; the gone one failed every round
+    fleet = FleetConfig(tpb, data, CLIENTS, rounds=2, seed=5, server="none")
     layout = fleet.layout()
-    assert report["blob_id"] == f"{layout.blob_id:08x}"
     assert report["bytes"]["trainable"] == layout.params_bytes == 67_080
     assert layout.params_bytes < report["bytes"]["message"] < layout.params_bytes + 1000
     assert report["bytes"]["model_parameters"] == layout.model_bytes
     assert report["exported"] == [str(out / "round-1.tflite"), str(out / "round-2.tflite")]
-    nodes = [BoardNode(fleet, name, index=i) for i, name in enumerate(CLIENTS)]
-    global_arrays = layout.initial_arrays()
-    assert report["server"] == {"holdout": "none", "accuracy_before":
-                                holdout_accuracy(fleet, "none", global_arrays)}
+    check_rounds(report, fleet, out)
     for r in report["rounds"]:
-        sent, accuracies = [], []
-        for node in nodes:
-            arrays, result = node.train(global_arrays, r["round"])
-            sent.append(Update(node.name, arrays, result.steps))
-            accuracies.append(result.accuracy)
-        assert r["clients"] == [
-            {"name": n, "accuracy": a, "train_accuracy": c["train_accuracy"], "steps": 8,
-             "global_accuracy": c["global_accuracy"]}
-            for n, a, c in zip(CLIENTS, accuracies, r["clients"], strict=True)]
-        assert r["rejected"] == []
+        assert all(c["steps"] == 8 for c in r["clients"])
         [failed] = r["failed"]  # sodium's board is gone
         assert failed["name"] == "sodium" and failed["reason"].startswith(f"link '{GONE}'")
-        global_arrays = aggregate(layout, sent, "fedavg", 5, r["round"])
-        exported = tflite_arrays(layout, out / f"round-{r['round']}.tflite")
-        assert {n: a.tobytes() for n, a in exported.items()} == \
-            {n: a.tobytes() for n, a in global_arrays.items()}, r["round"]
-        # every board scored the global model on its holdout; the global accuracy is their mean
-        scores = [node.evaluate(global_arrays) for node in nodes]
-        assert [c["global_accuracy"] for c in r["clients"]] == scores
-        assert r["global_accuracy"] == pytest.approx(sum(scores) / 2)
-        assert r["server_accuracy"] == holdout_accuracy(fleet, "none", global_arrays)
+    nodes = [BoardNode(fleet, name, index=i) for i, name in enumerate(CLIENTS)]
     # the baseline: each board alone for as many steps
     assert report["alone"][:2] == [{"name": node.name, "steps": 16,
                                     "accuracy": node.train_alone(2)[1].accuracy}
