@@ -1,6 +1,7 @@
 """What the fleet's tests share (test_fleet_apps.py, test_fleet_cli.py, test_fleet_deploy.py,
-test_fleet_restart.py; test_baseline.py takes the slice too): a small slice of vww-mini, the VWW blob training its last two layers,
-a reading of the trained values a .tflite holds, and each round of a report recomputed here."""
+test_fleet_restart.py; test_baseline.py takes the slice too): a small slice of vww-mini, the
+VWW blob training its last two layers, a reading of the trained values a .tflite holds, and
+each round of a report recomputed here."""
 
 from __future__ import annotations
 

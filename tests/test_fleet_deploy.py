@@ -1,8 +1,9 @@
 """The fleet on Flower's Deployment Engine: real processes on 127.0.0.1 (a SuperLink, one
 SuperNode a host board, the apps' processes Flower starts), TLS and SuperNode authentication.
 Each round of a deployed fleet is the fleet recomputed here, byte for byte, as on the
-Simulation Engine; SIGTERM ends a deployment and every process of it. (A refused SuperNode and a restarted one:
-test_fleet_restart.py, a file of its own so that the two workers share the slow tests.)"""
+Simulation Engine; SIGTERM ends a deployment and every process of it. (A refused SuperNode and
+a restarted one: test_fleet_restart.py, a file of its own so that the workers share the slow
+tests.)"""
 
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def test_a_deployed_run_is_the_fleet_recomputed_bit_for_bit(small_fleet, tmp_pat
                  tmp_path / "dep")
 
 
-@pytest.mark.slow  # the Deployment Engine's processes, then a round or two
+@pytest.mark.slow  # the Deployment Engine's processes
 def test_sigterm_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path):
     """SIGTERM during `tinyprop fleet --deploy`: exit 143 within seconds, and no SuperLink,
     SuperNode, SuperExec or app process is left. (Ctrl-C unwinds the same way, as a
@@ -135,8 +136,9 @@ def test_sigterm_ends_a_deployed_fleet_and_every_process(small_fleet, tmp_path):
          federation],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
-        deadline = time.monotonic() + 300  # Ray starts slowly on a loaded machine
-        while not (out / "round-1.tflite").exists():
+        # once round 1's training started: the ServerApp and the boards' apps are running
+        deadline, log = time.monotonic() + 300, out / "fleet.jsonl"
+        while not (log.exists() and '"phase":"train"' in log.read_text()):
             assert proc.poll() is None and time.monotonic() < deadline, killed_output(proc)
             time.sleep(0.2)
         # a SuperLink, its SuperNodes (this run's: another test's federation may be running)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # libFuzzer runs
 
 FUZZ_DIR = Path(__file__).resolve().parent
 TARGETS = sorted(p.stem.removeprefix("fuzz_") for p in FUZZ_DIR.glob("fuzz_*.c"))
-RUNS = 20000
+RUNS = 10000  # after the committed corpus and the regressions, which run first
 
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="clang with libFuzzer is not installed")
