@@ -17,6 +17,7 @@ import pytest
 from tinyprop.data.datasets import PIXEL_RANGES, quantize_pixels, read_rgb, to_model_input
 from tinyprop.data.image import (
     FRAME_FORMATS,
+    _weights,
     crop_window,
     decode_frame,
     encode_frame,
@@ -126,6 +127,21 @@ def test_it_is_the_exact_area_average():
     sums = grid.reshape(th, ch, tw, cw, 3).sum(axis=(1, 3))
     want = (sums + ch * cw // 2) // (ch * cw)
     np.testing.assert_array_equal(fit_image(img, (th, tw)), want)
+
+
+def test_a_large_frame_sums_in_integers():
+    """A 720p frame, all 255 (the largest sums) and random: fit_image's float64 sums are the
+    integer ones (int64 products here), so rounding sees the same integers."""
+    rng = np.random.default_rng(5)
+    for img in (np.full((720, 1280, 3), 255, np.uint8),
+                rng.integers(0, 256, (720, 1280, 3), dtype=np.uint8)):
+        for th, tw in ((96, 96), (144, 176), (49, 10)):
+            top, left, ch, cw = crop_window(720, 1280, (th, tw))
+            win = img[top : top + ch, left : left + cw].astype(np.int64)
+            rows = np.tensordot(_weights(th, ch), win, axes=(1, 0))
+            sums = np.tensordot(rows, _weights(tw, cw), axes=(1, 1)).transpose(0, 2, 1)
+            want = (sums + ch * cw // 2) // (ch * cw)
+            np.testing.assert_array_equal(fit_image(img, (th, tw)), want)
 
 
 def test_an_image_of_the_size_is_unchanged():
