@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 from ..errors import TinypropError
@@ -17,10 +18,21 @@ from .apps import FleetServer, client_app, to_record
 from .node import BoardNode, FleetConfig, client_data, holdout_accuracy
 
 # Each emulated board takes one CPU of Ray's and no GPU; Ray gets at most two (the boards
-# run side by side, the server thread waits), no dashboard and a small object store.
+# run side by side, the server thread waits), no dashboard and a small object store. Its
+# workers start with TensorFlow kept out (_without_tensorflow).
 CLIENT_RESOURCES = {"num_cpus": 1, "num_gpus": 0.0}
 STOP_WAIT = 10.0  # s for the server to end its rounds after Ctrl-C
 RAY_INIT = {"include_dashboard": False, "object_store_memory": 100 * 2**20}
+
+
+def _without_tensorflow() -> None:
+    """A Ray worker's setup: `import tensorflow` fails there as if it were not installed. Flower's
+    actor module imports flwr.simulation, which imports TensorFlow when it can (for GPU memory
+    growth, which a board's node never asks for): 6 s of CPU and 400 MB a worker. A board's
+    node trains and scores with the C core and never needs it."""
+    import sys
+
+    sys.modules.setdefault("tensorflow", None)
 
 
 def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool = False,
@@ -40,9 +52,8 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     check_fleet(fleet)
     logging.getLogger("flwr").setLevel(logging.DEBUG if verbose else logging.WARNING)
     server = FleetServer(fleet)
-    backend = {"client_resources": dict(CLIENT_RESOURCES),
-               "init_args": {**RAY_INIT, "num_cpus": min(2, len(fleet.clients)),
-                             "log_to_driver": verbose}}
+    start_ray(min(2, len(fleet.clients)), verbose)
+    backend = {"client_resources": dict(CLIENT_RESOURCES)}
     try:
         run_simulation(server_app=server.app, client_app=client_app(fleet),
                        num_supernodes=len(fleet.clients), backend_config=backend,
@@ -62,6 +73,21 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
     return report
+
+
+def start_ray(cpus: int, verbose: bool) -> None:
+    """Ray for the Simulation Engine, started here rather than by Flower's Ray backend (which
+    starts it only when it is not running, with the same workers' PYTHONPATH: this process's
+    sys.path), so that its workers also run _without_tensorflow first."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    path = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
+    ray.init(**RAY_INIT, num_cpus=cpus, log_to_driver=verbose,
+             runtime_env={"env_vars": {"PYTHONPATH": path},
+                          "worker_process_setup_hook":
+                          "tinyprop.fleet.simulation._without_tensorflow"})
 
 
 def check_fleet(fleet: FleetConfig) -> None:
