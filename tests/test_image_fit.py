@@ -144,6 +144,14 @@ def test_a_large_frame_sums_in_integers():
             np.testing.assert_array_equal(fit_image(img, (th, tw)), want)
 
 
+def test_the_numpy_twin_refuses_a_window_under_one_pixel():
+    """Where tp_image_fit answers TP_ERR_ARG (a window under one pixel, an empty output), the
+    twin raises instead of dividing by zero."""
+    for shape, size in (((1, 300, 1), (96, 10)), ((10, 10, 3), (0, 96))):
+        with pytest.raises(ValueError, match="has no window of aspect"):
+            fit_image(np.zeros(shape, np.uint8), size)
+
+
 def test_an_image_of_the_size_is_unchanged():
     img = np.random.default_rng(0).integers(0, 256, (96, 96, 3), dtype=np.uint8)
     np.testing.assert_array_equal(fit_image(img, (96, 96)), img)

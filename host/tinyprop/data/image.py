@@ -73,6 +73,9 @@ def fit_image(pixels: np.ndarray, size: Sequence[int], channels: int | None = No
     th, tw = int(size[0]), int(size[1])
     c_out = img.shape[2] if channels is None else int(channels)
     top, left, ch, cw = crop_window(img.shape[0], img.shape[1], (th, tw))
+    if min(th, tw, ch, cw) <= 0:  # tp_image_fit's TP_ERR_ARG
+        raise ValueError(f"fit_image: a {img.shape[0]} x {img.shape[1]} image has no window of "
+                         f"aspect {th} x {tw} a pixel or more wide; give a larger image")
     # The sums in float64, whose matrix products are BLAS's (NumPy's int64 ones are not, 40x
     # slower): every product and partial sum is an integer of at most 255 * ch * cw, far below
     # 2^53, so each is exact and the result the integers' own.
