@@ -21,9 +21,16 @@ def final_stat(log: str, name: str) -> int:
     return int(found[-1]) if found else 0
 
 
+def executions_of(log: str) -> int:
+    """The run's executions: its final stats', or in fork mode (FUZZ_JOBS), which prints none,
+    the total of its jobs ("INFO: fuzzed for N iterations")."""
+    forked = re.findall(r"^INFO: fuzzed for (\d+) iterations", log, re.MULTILINE)
+    return int(forked[-1]) if forked else final_stat(log, "number_of_executed_units")
+
+
 def main(figures: Path, target: str, log: Path, seconds: int, crashes: int, commit: str) -> None:
     text = log.read_text(errors="replace")
-    executions = final_stat(text, "number_of_executed_units")
+    executions = executions_of(text)
     table = json.loads(figures.read_text()) if figures.exists() else {}
     table[target] = {
         "executions": executions, "crashes": crashes, "seconds": seconds,

@@ -6,10 +6,12 @@ tests/fuzz/run.sh all (docs/fuzzing.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,25 @@ def test_short_fuzz_run(target: str, tmp_path: Path) -> None:
         assert f"{count} files found in {regressions}" in proc.stderr, proc.stderr[-2000:]
     if (FUZZ_DIR / f"seed_{target}.py").exists():  # started from real inputs, not from nothing
         assert re.search(rf"^seed_{target}.py: [1-9]\d* ", proc.stderr, re.MULTILINE)
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang with libFuzzer is not installed")
+def test_jobs_fuzz_in_processes_and_the_figures_count_them_all(tmp_path: Path) -> None:
+    """FUZZ_JOBS=2: libFuzzer's fork mode, two processes on one corpus, RUNS over all of them.
+    Its log has no final stats: figures.py takes the total the parent prints."""
+    proc = subprocess.run(
+        ["bash", str(FUZZ_DIR / "run.sh"), "proto", str(RUNS)],
+        env={**os.environ, "FUZZ_BUILD": str(tmp_path), "FUZZ_JOBS": "2"},
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "INFO: -fork=2: fuzzing in separate process(s)" in proc.stderr
+    total = int(re.findall(r"^INFO: fuzzed for (\d+) iterations", proc.stderr, re.MULTILINE)[-1])
+    assert total >= RUNS
+    figures = tmp_path / "figures.json"
+    subprocess.run([sys.executable, str(FUZZ_DIR / "figures.py"), str(figures), "proto",
+                    str(tmp_path / "proto.log"), "7", "0", "abc1234"], check=True)
+    assert json.loads(figures.read_text())["proto"]["executions"] == total
 
 
 def test_run_sh_lists_targets_for_an_unknown_one(tmp_path: Path) -> None:
