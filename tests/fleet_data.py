@@ -80,34 +80,46 @@ def killed_output(proc: subprocess.Popen) -> tuple[str, str]:
     return proc.communicate(timeout=30)
 
 
+def recomputed_rounds(fleet: FleetConfig, nodes: list[BoardNode]):
+    """Round by round, what `fleet`'s boards (`nodes`, one a client in order) make of the
+    previous round's global model: (round, the updates they sent, their results, the new global
+    arrays)."""
+    layout = fleet.layout()
+    global_arrays = layout.initial_arrays()
+    for round_ in range(1, fleet.rounds + 1):
+        trained = [node.train(global_arrays, round_) for node in nodes]
+        sent = [Update(node.name, arrays, result.steps)
+                for node, (arrays, result) in zip(nodes, trained, strict=True)]
+        global_arrays = aggregate(layout, sent, fleet.aggregation, fleet.seed, round_)
+        yield round_, sent, [result for _, result in trained], global_arrays
+
+
+def assert_exported(layout: ParamsLayout, tflite: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The .tflite holds `arrays`, byte for byte."""
+    exported = tflite_arrays(layout, tflite)
+    assert {n: a.tobytes() for n, a in exported.items()} == \
+        {n: a.tobytes() for n, a in arrays.items()}, tflite.name
+
+
 def check_rounds(report: dict, fleet: FleetConfig, out: Path) -> None:
-    """Each round of a fleet's `report` is what `fleet`'s boards make of it, recomputed here by
-    training the same boards (node.BoardNode) from the previous round's global model: their
-    accuracies and steps, the aggregate (exported as out/round-R.tflite, byte for byte), each
-    board's score of it (their mean the global accuracy) and the server's. The report's boards
-    are fleet.clients, in order; a board that failed is the caller's to check."""
+    """Each round of a fleet's `report` is what `fleet`'s boards make of it (recomputed_rounds):
+    their accuracies and steps, the aggregate (exported as out/round-R.tflite, byte for byte),
+    each board's score of it (their mean the global accuracy) and the server's. The report's
+    boards are fleet.clients, in order; a board that failed is the caller's to check."""
     layout = fleet.layout()
     nodes = [BoardNode(fleet, name, index=i) for i, name in enumerate(fleet.clients)]
-    global_arrays = layout.initial_arrays()
     assert report["blob_id"] == f"{layout.blob_id:08x}"
     assert report["server"] == {"holdout": fleet.server, "accuracy_before":
-                                holdout_accuracy(fleet, fleet.server, global_arrays)}
+                                holdout_accuracy(fleet, fleet.server, layout.initial_arrays())}
     assert [r["round"] for r in report["rounds"]] == list(range(1, fleet.rounds + 1))
-    for r in report["rounds"]:
-        sent, accuracies = [], []
-        for node in nodes:
-            arrays, result = node.train(global_arrays, r["round"])
-            sent.append(Update(node.name, arrays, result.steps))
-            accuracies.append((result.accuracy, result.steps))
+    for r, (_, _, results, global_arrays) in zip(report["rounds"],
+                                                 recomputed_rounds(fleet, nodes), strict=True):
         assert all(set(c) == {"name", "accuracy", "train_accuracy", "steps", "global_accuracy"}
                    for c in r["clients"])
         assert [(c["name"], c["accuracy"], c["steps"]) for c in r["clients"]] == \
-            [(n, a, steps) for n, (a, steps) in zip(fleet.clients, accuracies, strict=True)]
+            [(n, x.accuracy, x.steps) for n, x in zip(fleet.clients, results, strict=True)]
         assert r["rejected"] == []
-        global_arrays = aggregate(layout, sent, fleet.aggregation, fleet.seed, r["round"])
-        exported = tflite_arrays(layout, out / f"round-{r['round']}.tflite")
-        assert {n: a.tobytes() for n, a in exported.items()} == \
-            {n: a.tobytes() for n, a in global_arrays.items()}, r["round"]
+        assert_exported(layout, out / f"round-{r['round']}.tflite", global_arrays)
         scores = [node.evaluate(global_arrays) for node in nodes]
         assert [c["global_accuracy"] for c in r["clients"]] == scores
         assert r["global_accuracy"] == pytest.approx(sum(scores) / len(scores))

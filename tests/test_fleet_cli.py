@@ -21,10 +21,11 @@ import pytest
 
 # tinyprop.fleet (through fleet_data) before flwr: Flower's telemetry off
 from fleet_data import (
+    assert_exported,
     check_rounds,
     killed_output,
     label_flipped,
-    tflite_arrays,
+    recomputed_rounds,
     vww_last2,
     vww_slice,
 )
@@ -34,7 +35,6 @@ pytest.importorskip("flwr")  # tinyprop[fleet]: scripts/setup.sh installs it
 
 from tinyprop.cli import main  # noqa: E402
 from tinyprop.fleet.node import BoardNode, FleetConfig, holdout_accuracy  # noqa: E402
-from tinyprop.fleet.params import Update, aggregate  # noqa: E402
 
 CLIENTS = ("haze", "night")
 GONE = "/dev/ttyFLEETGONE"  # the third board's port: no such device
@@ -204,16 +204,12 @@ def test_fedmedian_outvotes_a_poisoned_board_and_ctrl_c_stops_the_run(vww_model_
     assert len(list(out.glob("round-*.tflite"))) < 1000
     events = [json.loads(line) for line in (out / "fleet.jsonl").read_text().splitlines()]
     assert events[-1]["type"] == "fleet_end" and events[-1]["status"] == "stopped"
-    fleet = FleetConfig(tpb, data, ("a", "b", "poisoned"), seed=2, aggregation="fedmedian")
+    fleet = FleetConfig(tpb, data, ("a", "b", "poisoned"), rounds=2, seed=2,
+                        aggregation="fedmedian")
     layout = fleet.layout()
-    global_arrays = layout.initial_arrays()
-    for round_ in (1, 2):
-        sent = [Update(n, *(lambda a, r: (a, r.steps))(*BoardNode(fleet, n, i).train(
-            global_arrays, round_))) for i, n in enumerate(fleet.clients)]
-        global_arrays = aggregate(layout, sent, "fedmedian", 2, round_)
-        exported = tflite_arrays(layout, out / f"round-{round_}.tflite")
-        assert {n: a.tobytes() for n, a in exported.items()} == \
-            {n: a.tobytes() for n, a in global_arrays.items()}, round_
+    nodes = [BoardNode(fleet, n, i) for i, n in enumerate(fleet.clients)]
+    for round_, sent, _, global_arrays in recomputed_rounds(fleet, nodes):
+        assert_exported(layout, out / f"round-{round_}.tflite", global_arrays)
         # the median lies between the honest boards wherever they agree on a side of it
         honest = np.stack([np.concatenate([u.arrays[k].ravel() for k in sorted(u.arrays)])
                            for u in sent[:2]])

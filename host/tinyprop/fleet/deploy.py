@@ -76,9 +76,9 @@ clientapp = "tinyprop.fleet.deploy:client_app"
 
 MARK = "TINYPROP_FLEET_RUN"  # in the environment of every process a LocalFederation starts
 START_TIMEOUT = 60.0  # s for the SuperLink to listen and the SuperNodes to come online
-# s for a restarted SuperNode to rejoin: the SuperLink holds its key online until two of its
-# 30 s heartbeat intervals pass without one (Flower's HEARTBEAT_PATIENCE x HEARTBEAT_DEFAULT_
-# INTERVAL), then it starts
+# s for a restarted SuperNode to rejoin: the SuperLink refuses its key while it holds the killed
+# node online, up to two of its 30 s heartbeat intervals (Flower's HEARTBEAT_PATIENCE x
+# HEARTBEAT_DEFAULT_INTERVAL), and then it has START_TIMEOUT to come online
 REJOIN_TIMEOUT = 2 * 30.0 + START_TIMEOUT
 RESTART_EVERY = 3.0  # s between a restarted SuperNode refused and its next start
 POLL = 1.0  # s between `flwr list` polls of a run's status once its report is written

@@ -30,8 +30,6 @@ def _without_tensorflow() -> None:
     actor module imports flwr.simulation, which imports TensorFlow when it can (for GPU memory
     growth, which a board's node never asks for): 6 s of CPU and 400 MB a worker. A board's
     node trains and scores with the C core and never needs it."""
-    import sys
-
     sys.modules.setdefault("tensorflow", None)
 
 
