@@ -305,13 +305,13 @@ def choose_layout(graph: Graph, build: Callable[[PatchStage | None, frozenset[in
     `input_rows` reads the input in row bands, which needs a stage. In-place ops are added one
     at a time, each where it lowers the arena (only ops live at the peak can), until the arena
     fits (auto) or stops shrinking (min)."""
-    options = [] if patch == "none" else [
-        o for o in stage_options(graph, input_rows)
-        if max_ops is None or o.stage.n_ops <= max_ops]
     base = None if input_rows else build(None, frozenset())
     if base is not None and (patch == "none" or (patch == "auto" and (
             limit is None or base.arena <= limit))):
-        return base
+        return base  # without the stage options (a second of CPU for VWW)
+    options = [] if patch == "none" else [
+        o for o in stage_options(graph, input_rows)
+        if max_ops is None or o.stage.n_ops <= max_ops]
     best = _smallest(build, options, base)
     if best is None:
         raise ValueError("no stage of this model can read its input in row bands")
