@@ -31,6 +31,8 @@ target=${1:-proto}
 runs=${2:-1000000}
 python=${FUZZ_PYTHON:-$root/.venv/bin/python}
 build=${FUZZ_BUILD:-$root/build/fuzz}
+# absolute: the harness includes the generated model header by this path
+mkdir -p "$build" && build=$(cd "$build" && pwd)
 if [[ $target == all ]]; then
     status=0
     for harness in "$root"/tests/fuzz/fuzz_*.c; do
