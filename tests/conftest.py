@@ -12,35 +12,6 @@ from tinyprop.data import assets
 REPO_ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault(assets.ASSETS_ENV, str(REPO_ROOT.parent / "shared"))
 
-# Longest first: the full suite runs a test file to a pytest-xdist worker (--dist loadfile), and
-# a long file handed out last is the run's tail (xdist's own order, most tests first, left the
-# one-test fleet restart file, 105 s, to the end). Seconds a file took in a fresh-clone .ci/run
-# (5c0d363, three workers); files not listed follow, most tests first, as xdist would order them.
-FILE_SECONDS = {
-    "test_kernels_dsp": 188, "test_fleet_cli": 137, "test_fuzz_short": 137,
-    "test_fleet_restart": 105, "test_mlperf_suite": 104, "test_training": 98, "test_tte": 94,
-    "test_wheel": 93, "test_resume_cli": 87, "test_fleet_deploy": 75, "test_learn_qemu": 75,
-    "test_firmware": 63, "test_board_folders": 60, "test_fleet_qemu": 58, "test_profiles": 57,
-    "test_baseline": 55, "test_eval": 48, "test_forward_reference": 44, "test_qemu_board": 40,
-    "test_momentum": 39, "test_store": 39, "test_learn": 37, "test_soak": 36, "test_protocol": 34,
-    "test_quantize": 33, "test_selftrain": 32, "test_planner": 32, "test_link_faults": 32,
-    "test_rv32": 30, "test_learns": 29, "test_cycles": 28, "test_autoencoder": 27,
-    "test_device_qemu": 27, "test_qemu_run": 27, "test_platformio": 25, "test_forward_c": 25,
-}
-
-
-def pytest_configure(config):
-    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below
-        config.option.loadscopereorder = False
-
-
-def pytest_collection_modifyitems(config, items):
-    counts: dict[Path, int] = {}
-    for item in items:
-        counts[item.path] = counts.get(item.path, 0) + 1
-    items.sort(key=lambda item: (-FILE_SECONDS.get(item.path.stem, 0), -counts[item.path],
-                                 str(item.path)))
-
 
 @pytest.fixture(scope="session")
 def vww_model_path() -> Path:
