@@ -113,6 +113,8 @@ def test_uart_echoes_every_byte_value(selftest_elf, tmp_path):
     data = bytes(range(256)) + random.Random(1).randbytes(20000)
     with start_qemu(selftest_elf, workdir=tmp_path) as run, run.connect() as link:
         board = Selftest.over_serial(link)
+        # 20 KB each way through the emulated UART: under 3 s alone, past 10 s on a loaded machine
+        board.timeout = 60.0
         board.send(b"e", len(data), data=data)
         assert board.read(len(data)) == data
         assert board.info()["tag"] == "info"  # still in step after the echo
