@@ -22,10 +22,10 @@ def final_stat(log: str, name: str) -> int:
 
 
 def executions_of(log: str) -> int:
-    """The run's executions: its final stats', or in fork mode (FUZZ_JOBS), which prints none,
-    the total of its jobs ("INFO: fuzzed for N iterations")."""
-    forked = re.findall(r"^INFO: fuzzed for (\d+) iterations", log, re.MULTILINE)
-    return int(forked[-1]) if forked else final_stat(log, "number_of_executed_units")
+    """The run's executions: the sum of its processes' final stats (FUZZ_JOBS runs several,
+    their logs one after another)."""
+    return sum(int(n) for n in re.findall(r"^stat::number_of_executed_units:\s+(\d+)", log,
+                                          re.MULTILINE))
 
 
 def main(figures: Path, target: str, log: Path, seconds: int, crashes: int, commit: str) -> None:

@@ -14,8 +14,11 @@
 # a "// FUZZ_MODEL: MODEL SCHEME" line: model_header.py writes its header, TP_MODEL_HEADER.
 # Builds and the growing corpus go to $FUZZ_BUILD (default build/fuzz); a target's
 # seed_TARGET.py, if any, seeds that corpus first (with $FUZZ_PYTHON, default the repo's .venv).
-# FUZZ_JOBS=N (default 1) fuzzes in N processes at once (libFuzzer's -fork=N: one corpus, RUNS
-# counted over all of them, the last job finishing past it), for a slow target on N cores.
+# FUZZ_JOBS=N (default 1) fuzzes in N processes at once, for a slow target on N cores: each its
+# share of RUNS with a seed of its own, all growing one corpus folder (libFuzzer reloads it, so
+# each takes up what the others find); the figures count every process's runs. (libFuzzer's
+# -fork=N ran label at a third of one process's rate on two cores: its jobs replay corpus
+# subsets.)
 # FUZZ_SEED fixes the run (default 1); extra libFuzzer flags go in $FUZZ_FLAGS (e.g.
 # -max_total_time=600 to stop a slow target in time), extra compiler flags (e.g.
 # -fno-sanitize=alignment, to look past a known finding) in $FUZZ_CFLAGS. Exits non-zero on a
@@ -102,14 +105,22 @@ rm -f "$build/$target"-{crash,leak,timeout,oom}-*
 start=$(date +%s)
 commit=$(git -C "$root" rev-parse --short HEAD) # the tree the target was built from
 status=0
-jobs=()
-if (( ${FUZZ_JOBS:-1} > 1 )); then
-    jobs=("-fork=$FUZZ_JOBS")
-fi
-# shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
-"$build/fuzz_$target" "${jobs[@]}" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=8192 \
-    -artifact_prefix="$build/$target-" -print_final_stats=1 ${FUZZ_FLAGS:-} "${corpora[@]}" \
-    2>"$log" || status=$?
+jobs=${FUZZ_JOBS:-1}
+pids=()
+for (( job = 0; job < jobs; job++ )); do
+    # shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
+    "$build/fuzz_$target" -runs=$(( (runs + jobs - 1) / jobs )) -seed=$(( ${FUZZ_SEED:-1} + job )) \
+        -max_len=8192 -artifact_prefix="$build/$target-" -print_final_stats=1 ${FUZZ_FLAGS:-} \
+        "${corpora[@]}" 2>"$log.$job" &
+    pids+=($!)
+done
+for pid in "${pids[@]}"; do
+    wait "$pid" || status=$?
+done
+for (( job = 0; job < jobs; job++ )); do
+    cat "$log.$job"
+    rm -f "$log.$job"
+done >"$log"
 seconds=$(( $(date +%s) - start ))
 cat "$log" >&2
 if [[ -n ${FUZZ_FIGURES:-} ]]; then
