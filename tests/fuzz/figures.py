@@ -15,17 +15,21 @@ import sys
 from pathlib import Path
 
 
+def stats(log: str, name: str) -> list[int]:
+    """A -print_final_stats=1 figure (stat::NAME) of each process whose log is in `log`."""
+    return [int(n) for n in re.findall(rf"^stat::{name}:\s+(\d+)", log, re.MULTILINE)]
+
+
 def final_stat(log: str, name: str) -> int:
-    """A -print_final_stats=1 figure (stat::NAME), 0 when the run printed none."""
-    found = re.findall(rf"^stat::{name}:\s+(\d+)", log, re.MULTILINE)
-    return int(found[-1]) if found else 0
+    """The last process's stat::NAME, 0 when the run printed none."""
+    found = stats(log, name)
+    return found[-1] if found else 0
 
 
 def executions_of(log: str) -> int:
-    """The run's executions: the sum of its processes' final stats (FUZZ_JOBS runs several,
-    their logs one after another)."""
-    return sum(int(n) for n in re.findall(r"^stat::number_of_executed_units:\s+(\d+)", log,
-                                          re.MULTILINE))
+    """The run's executions: the sum of its processes' (FUZZ_JOBS runs several, their logs one
+    after another)."""
+    return sum(stats(log, "number_of_executed_units"))
 
 
 def main(figures: Path, target: str, log: Path, seconds: int, crashes: int, commit: str) -> None:

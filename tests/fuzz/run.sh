@@ -107,6 +107,9 @@ commit=$(git -C "$root" rev-parse --short HEAD) # the tree the target was built 
 status=0
 jobs=${FUZZ_JOBS:-1}
 pids=()
+# the fuzzers run in the background, where a script's children ignore SIGINT: Ctrl-C (or a
+# SIGTERM) stops them here, each printing its final stats, so the figures count what ran
+trap 'kill -TERM "${pids[@]}" 2>/dev/null' INT TERM
 for (( job = 0; job < jobs; job++ )); do
     # shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
     "$build/fuzz_$target" -runs=$(( (runs + jobs - 1) / jobs )) -seed=$(( ${FUZZ_SEED:-1} + job )) \
