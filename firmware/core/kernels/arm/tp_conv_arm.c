@@ -251,7 +251,33 @@ typedef struct {
 void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
                           const int32_t bias[4]);
 
+/* A run of tiles over four consecutive channels whose outputs all take tp_dsp_output's fast
+ * form with the int8 clamp (VWW's pointwise convolutions): per pixel pair the tile, then its
+ * eight outputs requantized and stored, four bytes at o (pixel a) and four at o + db (pixel b);
+ * then o += da. The fields' offsets are the assembly's: it advances cols, o and pairs as it
+ * goes. */
+typedef struct {
+    const uint32_t *cols; /* 0: the pair's columns (the next pair's follow them) */
+    const uint32_t *wq;   /* 4: the group's weight quads, ended by TP_CONV_W_END */
+    const tp_dsp_rq *rq;  /* 8: the four channels' requantization, rq[0..3] */
+    int8_t *o;            /* 12 */
+    uint32_t db, da;      /* 16, 20 */
+    uint32_t pairs;       /* 24: at least 1 */
+    int32_t bias[4];      /* 28: rq[0..3].bias */
+    uint32_t k4;          /* 44: words between pairs' columns (the C definition's) */
+} conv_block;
+
+void tp_arm_conv_block_4x2(conv_block *b);
+
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+/* the assembly's offsets */
+typedef char tp_conv_block_offsets_check[offsetof(conv_block, bias) == 28u &&
+                                                 offsetof(tp_dsp_rq, mult) == 4u &&
+                                                 offsetof(tp_dsp_rq, hz) == 8u &&
+                                                 offsetof(tp_dsp_rq, e) == 20u
+                                             ? 1
+                                             : -1];
+
 /* the instruction set the compiler's own code continues in (.thumb stays set otherwise) */
 #ifdef __thumb__
 #define TP_CONV_ISA ".thumb\n"
@@ -302,6 +328,117 @@ __asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
         "    stm r0, {r4-r11}\n"
         "    pop {r4-r11, pc}\n"
         ".size tp_arm_conv_tile_4x2, .-tp_arm_conv_tile_4x2\n"
+        "\n"
+        ".p2align 2\n"
+        ".global tp_arm_conv_block_4x2\n"
+        ".hidden tp_arm_conv_block_4x2\n"
+        ".type tp_arm_conv_block_4x2, %function\n"
+        ".thumb_func\n"
+        "tp_arm_conv_block_4x2:\n"
+        "    push {r0, r4-r11, lr}\n" /* [sp]: the block */
+        "    ldr r1, [r0]\n"          /* x = cols */
+        "2:  ldr r0, [sp]\n"
+        "    add r3, r0, #28\n"
+        "    ldm r3, {r4-r7}\n"  /* a0..a3 = bias */
+        "    ldr r2, [r0, #4]\n" /* w = wq */
+        "    mov r8, r4\n"       /* b0..b3 = bias */
+        "    mov r9, r5\n"
+        "    mov r10, r6\n"
+        "    mov r11, r7\n"
+        "    ldrd r12, lr, [r2], #8\n" /* w0, w1 even */
+        "3:  ldrd r0, r3, [r1], #8\n"  /* xa, xb even */
+        "    smlad r4, r0, r12, r4\n"
+        "    smlad r8, r3, r12, r8\n"
+        "    smlad r5, r0, lr, r5\n"
+        "    smlad r9, r3, lr, r9\n"
+        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */
+        "    smlad r6, r0, r12, r6\n"
+        "    smlad r10, r3, r12, r10\n"
+        "    smlad r7, r0, lr, r7\n"
+        "    smlad r11, r3, lr, r11\n"
+        "    ldrd r0, r3, [r1], #8\n"  /* xa, xb odd */
+        "    ldrd r12, lr, [r2], #8\n" /* w0, w1 odd */
+        "    smlad r4, r0, r12, r4\n"
+        "    smlad r8, r3, r12, r8\n"
+        "    smlad r5, r0, lr, r5\n"
+        "    smlad r9, r3, lr, r9\n"
+        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */
+        "    smlad r6, r0, r12, r6\n"
+        "    smlad r10, r3, r12, r10\n"
+        "    smlad r7, r0, lr, r7\n"
+        "    smlad r11, r3, lr, r11\n"
+        "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */
+        "    cmp r12, #0x80008000\n"
+        "    bne 3b\n"
+        "    ldr r0, [sp]\n"
+        "    str r1, [r0]\n"      /* cols: the next pair's columns */
+        "    ldr r1, [r0, #8]\n"  /* rq */
+        "    ldr r2, [r0, #12]\n" /* o */
+        "    ldr r3, [r1, #4]\n"  /* channel 0: mult */
+        "    ldr r12, [r1, #8]\n" /* hz */
+        "    ldr lr, [r1, #20]\n" /* e */
+        "    add r0, r12, r4, asr #31\n"
+        "    smmlar r4, r4, r3, r0\n"
+        "    asr r4, r4, lr\n"
+        "    ssat r4, #8, r4\n"
+        "    strb r4, [r2, #0]\n"
+        "    add r0, r12, r8, asr #31\n"
+        "    smmlar r8, r8, r3, r0\n"
+        "    asr r8, r8, lr\n"
+        "    ssat r8, #8, r8\n"
+        "    ldr r3, [r1, #28]\n"  /* channel 1: mult */
+        "    ldr r12, [r1, #32]\n" /* hz */
+        "    ldr lr, [r1, #44]\n"  /* e */
+        "    add r0, r12, r5, asr #31\n"
+        "    smmlar r5, r5, r3, r0\n"
+        "    asr r5, r5, lr\n"
+        "    ssat r5, #8, r5\n"
+        "    strb r5, [r2, #1]\n"
+        "    add r0, r12, r9, asr #31\n"
+        "    smmlar r9, r9, r3, r0\n"
+        "    asr r9, r9, lr\n"
+        "    ssat r9, #8, r9\n"
+        "    ldr r3, [r1, #52]\n"  /* channel 2: mult */
+        "    ldr r12, [r1, #56]\n" /* hz */
+        "    ldr lr, [r1, #68]\n"  /* e */
+        "    add r0, r12, r6, asr #31\n"
+        "    smmlar r6, r6, r3, r0\n"
+        "    asr r6, r6, lr\n"
+        "    ssat r6, #8, r6\n"
+        "    strb r6, [r2, #2]\n"
+        "    add r0, r12, r10, asr #31\n"
+        "    smmlar r10, r10, r3, r0\n"
+        "    asr r10, r10, lr\n"
+        "    ssat r10, #8, r10\n"
+        "    ldr r3, [r1, #76]\n"  /* channel 3: mult */
+        "    ldr r12, [r1, #80]\n" /* hz */
+        "    ldr lr, [r1, #92]\n"  /* e */
+        "    add r0, r12, r7, asr #31\n"
+        "    smmlar r7, r7, r3, r0\n"
+        "    asr r7, r7, lr\n"
+        "    ssat r7, #8, r7\n"
+        "    strb r7, [r2, #3]\n"
+        "    add r0, r12, r11, asr #31\n"
+        "    smmlar r11, r11, r3, r0\n"
+        "    asr r11, r11, lr\n"
+        "    ssat r11, #8, r11\n"
+        "    ldr r0, [sp]\n"
+        "    ldr r3, [r0, #16]\n" /* pixel b's outputs at o + db */
+        "    add r3, r2, r3\n"
+        "    strb r8, [r3, #0]\n"
+        "    strb r9, [r3, #1]\n"
+        "    strb r10, [r3, #2]\n"
+        "    strb r11, [r3, #3]\n"
+        "    ldr r3, [r0, #20]\n" /* o += da */
+        "    add r2, r2, r3\n"
+        "    str r2, [r0, #12]\n"
+        "    ldr r1, [r0]\n"
+        "    ldr r3, [r0, #24]\n"
+        "    subs r3, r3, #1\n"
+        "    str r3, [r0, #24]\n"
+        "    bne 2b\n"
+        "    pop {r0, r4-r11, pc}\n"
+        ".size tp_arm_conv_block_4x2, .-tp_arm_conv_block_4x2\n"
         ".popsection\n" TP_CONV_ISA);
 #else
 void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
@@ -330,6 +467,24 @@ TP_DSP_INLINE void output_pair(int8_t *oa, int8_t *ob, int32_t a, int32_t b, con
     *oa = va;
     *ob = vb;
 }
+
+#if !defined(__ARM_FEATURE_DSP) || defined(TP_KERNELS_DSP_EMULATION)
+/* With the intrinsics emulated, the definition of the assembly above. */
+void tp_arm_conv_block_4x2(conv_block *b)
+{
+    do {
+        int32_t acc[8];
+        uint32_t i;
+        tp_arm_conv_tile_4x2(acc, b->cols, b->wq, b->bias);
+        for (i = 0; i < 4u; i++) {
+            output_pair(b->o + i, b->o + b->db + i, acc[i], acc[i + 4u], &b->rq[i], 1, 1, -128,
+                        127);
+        }
+        b->cols += b->k4;
+        b->o += b->da;
+    } while (--b->pairs != 0u);
+}
+#endif
 
 /* The job's outputs for `pairs` pixel pairs of the block: pixel pair j's columns at
  * cols + j k4 words, its outputs at o + j da (pixel a) and + db (pixel b: db = 0 repeats pixel
@@ -366,7 +521,21 @@ TP_DSP_INLINE void group_block(const group_job *job, const uint32_t *cols, uint3
 static TP_DSP_NOINLINE void group_block_fast_next(const group_job *job, const uint32_t *cols,
                                                   uint32_t pairs, int8_t *o, uint32_t db)
 {
-    group_block(job, cols, pairs, o, db, 1, 1, 1);
+    const tp_dsp_rq *rq = job->rq;
+    conv_block b;
+    b.cols = cols;
+    b.wq = job->wq;
+    b.rq = rq;
+    b.o = o;
+    b.db = db;
+    b.da = job->da;
+    b.pairs = pairs;
+    b.k4 = job->k4;
+    b.bias[0] = rq[0].bias;
+    b.bias[1] = rq[1].bias;
+    b.bias[2] = rq[2].bias;
+    b.bias[3] = rq[3].bias;
+    tp_arm_conv_block_4x2(&b);
 }
 
 static TP_DSP_NOINLINE void group_block_fast(const group_job *job, const uint32_t *cols,
