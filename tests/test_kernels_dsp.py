@@ -7,7 +7,8 @@
   1x1 with stride 2, the 3x3 convolution over three channels (the first conv's kernel) with
   windows across every border, odd pixel and channel counts, every remainder of the 1x1
   kernel's tiles, channels whose weights are all zero (VWW's pruned channels: constant outputs,
-  among live ones or all of them), accumulators too wide for the fast requantization, left
+  among live ones or all of them), input channels no live row uses (VWW's later pointwise
+  convolutions: the 1x1 tiles then run over the used ones alone), accumulators too wide for the fast requantization, left
   shifts), each run in one harness process with the reference and the DSP kernels and both
   outputs compared with the NumPy reference. The same cases on this machine with the
   intrinsics emulated in C, under ASan and UBSan, with every arena exactly the size the blob
@@ -148,6 +149,21 @@ def _pruned(live):
     return tweak
 
 
+def _unused_inputs(live, used):
+    """_pruned(live), and every input channel but `used` zero in every row: the pruned
+    channels of the layer before, as VWW's later pointwise convolutions have them. When `used`
+    is at most half the input channels the DSP kernel runs its tiles over those alone."""
+    prune = _pruned(live)
+
+    def tweak(g: Graph) -> None:
+        prune(g)
+        w = g.tensors[g.ops[-1].inputs[1]].data
+        for c in range(w.shape[-1]):
+            if c not in used:
+                w[..., c] = 0
+    return tweak
+
+
 def corner_cases() -> list[tuple[str, Graph]]:
     c = []
     c.append(_conv_case("pw-s2", (20, 20, 12), "CONV_2D", 1, k=(1, 1), stride=(2, 2),
@@ -177,6 +193,19 @@ def corner_cases() -> list[tuple[str, Graph]]:
                         k=(1, 1), cout=13, act="RELU6"))
     c.append(_conv_case("pw-pruned-all", (4, 5, 8), "CONV_2D", 17, _pruned([]), k=(1, 1),
                         cout=5))
+    # input channels no live row uses: 13 of 40 (a last quad of one), live channels consecutive
+    # and scattered; exactly half (16 of 32) and one more (17: the full K); clamped
+    c.append(_conv_case("pw-unused", (5, 7, 40), "CONV_2D", 24,
+                        _unused_inputs([0, 1, 2, 3, 5, 8, 9, 10, 11, 14],
+                                       [1, 2, 3, 7, 9, 15, 16, 22, 30, 31, 33, 38, 39]),
+                        k=(1, 1), cout=16))
+    c.append(_conv_case("pw-unused-half", (4, 5, 32), "CONV_2D", 25,
+                        _unused_inputs(range(8), range(0, 32, 2)), k=(1, 1), cout=8))
+    c.append(_conv_case("pw-unused-17", (4, 5, 32), "CONV_2D", 26,
+                        _unused_inputs(range(8), [*range(0, 32, 2), 5]), k=(1, 1), cout=8))
+    c.append(_conv_case("pw-unused-relu6", (3, 3, 24), "CONV_2D", 27,
+                        _unused_inputs([0, 2, 4, 6, 7], [0, 4, 5, 11, 12, 13, 20, 21, 23]),
+                        k=(1, 1), cout=9, act="RELU6"))
     # depthwise rows of 4k + 1, 2, 3 outputs (a pass of four, then two, then a spare), both
     # strides, channel counts beyond and below the four planes gathered at once
     c.append(_conv_case("dw-rem1", (9, 9, 8), "DEPTHWISE_CONV_2D", 17))

@@ -568,6 +568,99 @@ static uint32_t next_live(const tp_dsp_rq *rq, uint32_t c, uint32_t cout)
     return c;
 }
 
+/* v's values at idx[i..i+3] (pad past n), as one little-endian word. */
+static uint32_t gather_word(const int8_t *v, const uint16_t *idx, uint32_t i, uint32_t n,
+                            int32_t pad)
+{
+    uint32_t word = 0u, j;
+    for (j = 0; j < 4u; j++) {
+        word |= (i + j < n ? (uint32_t)(uint8_t)v[idx[i + j]] : (uint32_t)pad & 0xFFu) << (8u * j);
+    }
+    return word;
+}
+
+/* columns_to_quads of the n input channels idx[0..n) of pixels a and b. */
+static TP_DSP_NOINLINE void columns_to_quads_at(const int8_t *a, const int8_t *b,
+                                                const uint16_t *idx, uint32_t n, uint32_t off,
+                                                int32_t pad, uint32_t *quad)
+{
+    uint32_t i;
+    for (i = 0; i < n; i += 4u, quad += 4) {
+        column_quad(gather_word(a, idx, i, n, pad), gather_word(b, idx, i, n, pad), off, quad);
+    }
+}
+
+/* rows_to_quads of the rows' weights at idx[0..n). */
+static TP_DSP_NOINLINE void rows_to_quads_at(const int8_t *const r[4], const uint16_t *idx,
+                                             uint32_t n, uint32_t *quad)
+{
+    uint32_t i;
+    for (i = 0; i < n; i += 4u, quad += 8) {
+        weight_quad(gather_word(r[0], idx, i, n, 0), gather_word(r[1], idx, i, n, 0),
+                    gather_word(r[2], idx, i, n, 0), gather_word(r[3], idx, i, n, 0), quad);
+    }
+    quad[0] = TP_CONV_W_END;
+}
+
+/* The nonzero bytes of words m[0..n). */
+static uint32_t nonzero_bytes(const uint32_t *m, uint32_t n)
+{
+    uint32_t i, count = 0u;
+    for (i = 0; i < n; i++) {
+        /* 1 in each byte that is not zero (its top bit, or a carry out of its low seven) */
+        uint32_t f = ((m[i] | ((m[i] & 0x7F7F7F7Fu) + 0x7F7F7F7Fu)) >> 7) & 0x01010101u;
+        count += (f * 0x01010101u) >> 24;
+    }
+    return count;
+}
+
+/* The input channels a 1x1 convolution's live channels (not constant) use, when they are at
+ * most half of its k: VWW's pruned channels leave zero columns in the next pointwise
+ * convolution's weights (the input channels that were pruned), and a zero weight adds exactly
+ * 0, so the tiles can run over the others alone. Their indices go to idx (which has room for
+ * k4 / 2 of them); returns how many, or 0 when it would not pay. `mask` is scratch of k4 bytes:
+ * the rows' union (bitwise OR), checked against half of k4 after the first row and every
+ * eighth, so a dense model stops early. */
+static uint32_t used_inputs(const tp_weights *w, const tp_dsp_rq *rq, uint32_t cout, uint32_t k,
+                            uint32_t *mask, uint16_t *idx)
+{
+    uint32_t c, i, n = 0u, step, words = align4(k) / 4u, rows = 0u;
+    uint8_t *m = (uint8_t *)mask;
+    for (i = 0; i < words; i++) {
+        mask[i] = 0u;
+    }
+    for (c = next_live(rq, 0u, cout); c < cout; c = next_live(rq, c + 1u, cout)) {
+        const int8_t *row = tp_weights_row(w, c, &step);
+        for (i = 0; i + 16u <= k; i += 16u) { /* four words a turn */
+            uint32_t *q = mask + i / 4u;
+            uint32_t w0 = tp_dsp_rd32(row + i), w1 = tp_dsp_rd32(row + i + 4u);
+            uint32_t w2 = tp_dsp_rd32(row + i + 8u), w3 = tp_dsp_rd32(row + i + 12u);
+            q[0] |= w0;
+            q[1] |= w1;
+            q[2] |= w2;
+            q[3] |= w3;
+        }
+        for (; i + 4u <= k; i += 4u) {
+            mask[i / 4u] |= tp_dsp_rd32(row + i);
+        }
+        for (; i < k; i++) {
+            m[i] |= (uint8_t)row[i];
+        }
+        if ((rows++ & 7u) == 0u && 2u * align4(nonzero_bytes(mask, words)) > 4u * words) {
+            return 0u;
+        }
+    }
+    if (rows == 0u || 2u * align4(nonzero_bytes(mask, words)) > 4u * words) {
+        return 0u;
+    }
+    for (i = 0; i < k; i++) {
+        if (m[i] != 0u) {
+            idx[n++] = (uint16_t)i;
+        }
+    }
+    return n;
+}
+
 /* A constant channel's outputs for n pixels, `cout` bytes apart: with multiplier 0 the
  * requantization gives one value for every accumulator. */
 static TP_DSP_NOINLINE void constant_outputs(const tp_dsp_rq *rq, int32_t lo, int32_t hi,
@@ -592,7 +685,8 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
     uint32_t c, pix, step, off = ((uint32_t)(-2 * p->in_zp) & 0xFFFFu) * 0x10001u;
     int fast = p->act_min == -128 && p->act_max == 127, pointwise = is_pointwise(p);
     int consecutive = pointwise && p->stride[0] == 1u && p->stride[1] == 1u;
-    uint32_t k4;
+    uint32_t k4, used = 0u;
+    uint16_t *idx = 0;
     int32_t oy = 0, ox = 0;
     group_job job;
     const int8_t *rows[4];
@@ -621,14 +715,27 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
          * constant channel (mult 0) ignores its accumulator */
         rq[c].bias = tp_dsp_i32((uint32_t)rq[c].bias << 1);
     }
+    if (consecutive) {
+        /* the index list after the (at most half as long) compacted columns */
+        idx = (uint16_t *)(void *)(s + l.cols + l.pixels * l.k4);
+        used = used_inputs(w, rq, cout, l.k, wq, idx);
+        if (used != 0u) {
+            k4 = align4(used);
+            job.k4 = k4;
+        }
+    }
     for (pix = 0; pix < n_pix; pix += l.pixels) {
         uint32_t n = n_pix - pix < l.pixels ? n_pix - pix : l.pixels, j;
         uint32_t even = n / 2u, odd = n & 1u;
         /* the block's columns, pixel pairs interleaved quad by quad; an odd block's last pixel
          * is paired with itself */
         for (j = 0; j < n && consecutive; j += 2u) { /* the block's inputs, one after another */
-            const int8_t *a = in + (pix + j) * l.k;
-            columns_to_quads(a, j + 1u < n ? a + l.k : a, l.k, off, p->in_zp, cols + (j / 2u) * k4);
+            const int8_t *a = in + (pix + j) * l.k, *b = j + 1u < n ? a + l.k : a;
+            if (used != 0u) {
+                columns_to_quads_at(a, b, idx, used, off, p->in_zp, cols + (j / 2u) * k4);
+            } else {
+                columns_to_quads(a, b, l.k, off, p->in_zp, cols + (j / 2u) * k4);
+            }
         }
         for (j = 0; j < n && !consecutive; j += 2u) {
             const int8_t *a, *b;
@@ -682,7 +789,11 @@ void tp_arm_conv2d_s8(const tp_conv_params *p, const tp_shape *in_shape, const i
             } else {
                 run = group_block_fast;
             }
-            rows_to_quads(rows, l.k, wq);
+            if (used != 0u) {
+                rows_to_quads_at(rows, idx, used, wq);
+            } else {
+                rows_to_quads(rows, l.k, wq);
+            }
             if (even != 0u) {
                 run(&job, cols, even, o, cout);
             }
