@@ -22,6 +22,25 @@ static int fits(tp_dsp_rq *rq, int64_t bound, uint32_t left, int32_t out_zp)
     return 1;
 }
 
+/* Whether n weights from row (contiguous) are all zero: four words a turn, stopping at the
+ * first that is not. */
+static int all_zero(const int8_t *row, uint32_t n)
+{
+    uint32_t i = 0;
+    for (; i + 16u <= n; i += 16u) {
+        if ((tp_dsp_rd32(row + i) | tp_dsp_rd32(row + i + 4u) | tp_dsp_rd32(row + i + 8u) |
+             tp_dsp_rd32(row + i + 12u)) != 0u) {
+            return 0;
+        }
+    }
+    for (; i < n; i++) {
+        if (row[i] != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, const int8_t *row,
                    uint32_t step, uint32_t n, tp_dsp_rq *rq)
 {
@@ -40,6 +59,9 @@ int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, con
         return 1;
     }
     i = 0;
+    if (step == 1u && all_zero(row, n)) {
+        i = n; /* a pruned channel's row (VWW has hundreds): sum 0 */
+    }
     if (step == 1u) {
         /* |w| = |(w + 128) - 128| on unsigned bytes: USADA8 sums four at a time, in runs of
          * 2^16 weights (at most 2^23 in 32 bits) */
