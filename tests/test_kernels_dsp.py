@@ -2,17 +2,17 @@
 
 - Op level, on qemu-m4: opgen's random CONV_2D, DEPTHWISE_CONV_2D and AVERAGE_POOL_2D cases
   (shapes, strides, paddings, zero points, depth multipliers, activations, per-channel shifts of
-  both signs) and corner cases (maps wider and taller than a depthwise strip and band,
-  depthwise rows of every length modulo 4 and channel counts beyond and below its four planes,
-  1x1 with stride 2, the 3x3 convolution over three channels (the first conv's kernel) with
-  windows across every border, odd pixel and channel counts, every remainder of the 1x1
-  kernel's tiles, channels whose weights are all zero (VWW's pruned channels: constant outputs,
-  among live ones or all of them), input channels no live row uses (VWW's later pointwise
-  convolutions: the 1x1 tiles then run over the used ones alone), accumulators too wide for the fast requantization, left
-  shifts), each run in one harness process with the reference and the DSP kernels and both
-  outputs compared with the NumPy reference. The same cases on this machine with the
-  intrinsics emulated in C, under ASan and UBSan, with every arena exactly the size the blob
-  asks (a kernel stepping outside its planned scratch is caught).
+  both signs) and corner cases (maps wider and taller than a depthwise strip and band, depthwise
+  rows of every length modulo 4 and channel counts beyond and below its four planes, 1x1 with
+  stride 2, the 3x3 convolution over three channels (the first conv's kernel) with windows across
+  every border, odd pixel and channel counts, every remainder of the 1x1 kernel's tiles, channels
+  whose weights are all zero (VWW's pruned channels: constant outputs, among live ones or all of
+  them), input channels no live row uses (VWW's later pointwise convolutions: the 1x1 tiles then
+  run over the used ones alone), accumulators too wide for the fast requantization, left shifts),
+  each run in one harness process with the reference and the DSP kernels and both outputs compared
+  with the NumPy reference. The same cases on this machine with the intrinsics emulated in C, under
+  ASan and UBSan, with every arena exactly the size the blob asks (a kernel stepping outside its
+  planned scratch is caught).
 - Whole models, on qemu-m4: the 26 generated models, and VWW over all 397 vww-mini images.
 - Gradients, op level: small graphs around a 3x3 DEPTHWISE_CONV_2D (every stride pair, SAME and
   VALID padding, maps wider than the DSP kernel's planes or than its weight-gradient planes,

@@ -43,6 +43,7 @@ NONE32 = 0xFFFFFFFF
 CONV_PIXEL_BLOCK = 32
 CONV_RQ_BYTES = 24
 RGB_WORDS = 14
+RGB_PAIRS = 8  # pixel pairs whose windows tp_arm_conv3x3_rgb_s8 converts at once
 DW_ROW = 64
 DW_PLANES = 4
 
@@ -68,9 +69,11 @@ def conv_scratch_bytes(k: tuple[int, int], pad: tuple[int, int], cin: int, out_h
     """tp_arm_conv2d_s8_scratch_bytes: the requantization table, the block's int16 columns,
     a group of four channels' int16 weights, and im2col's two int8 columns for a window beyond
     1x1; for a 3x3 window over three channels (tp_arm_conv3x3_rgb_scratch_bytes), the table,
-    every channel pair's int16 weights, two pixels' int16 windows and one int8 window."""
+    every group of four channels' int16 weights (and two end words), RGB_PAIRS pixel pairs' int16
+    windows and one int8 window."""
     if conv3x3_rgb(k, cin):
-        return CONV_RQ_BYTES * cout + 8 * RGB_WORDS * ((cout + 1) // 2) + 8 * RGB_WORDS + 28
+        return (CONV_RQ_BYTES * cout + 4 * (4 * RGB_WORDS + 2) * ((cout + 3) // 4)
+                + 8 * RGB_WORDS * RGB_PAIRS + 28)
     k4 = _align4(k[0] * k[1] * cin)
     n_pix = out_hw[0] * out_hw[1]
     pixels = n_pix + (n_pix & 1) if n_pix < CONV_PIXEL_BLOCK else CONV_PIXEL_BLOCK

@@ -11,9 +11,11 @@
  *
  * (the last word one byte early: t23 is read again, and meets a zero weight), and each word
  * becomes two words of int16 lanes with SXTB16: its bytes 0 and 2, and 1 and 3. The weights of
- * every output channel are laid out the same way once a call. Two output pixels' 14 words,
- * interleaved, then meet each channel pair's 14 interleaved weight words: per word two LDRDs and
- * four SMLADs, 2 x 2 outputs, requantized at once.
+ * every output channel are laid out the same way once a call, four channels' words interleaved
+ * (a group short of four repeats its last channel), ended by TP_CONV_W_END. Two output pixels'
+ * 14 words, interleaved, then meet each group's as the 1x1 kernel's 4 x 2 tile (tp_dsp.h: seven
+ * quads of sixteen SMLADs); a group of four channels in the fast form is tiled, requantized and
+ * stored by tp_arm_conv_block_4x2.
  *
  * Exactness: the words hold the inputs themselves and padding the zero point, so each sum is
  * sum(x * w) = sum((x - zp) * w) + zp * sum(w): the accumulator starts at bias - zp * sum(w)
@@ -28,15 +30,20 @@
 #define RGB_WORDS 14u
 /* Bytes of a channel's requantization parameters (tp_dsp_rq) in the scratch table. */
 #define RGB_RQ_BYTES 24u
+/* Pixel pairs whose windows are converted at once (each channel group then runs over them all
+ * in one call). */
+#define RGB_PAIRS 8u
+/* Bytes of a group of four channels' weight words, their end word and a spare. */
+#define RGB_GROUP_BYTES (4u * (4u * RGB_WORDS + 2u))
 
 int tp_arm_conv3x3_rgb_covers(const tp_conv_params *p, const tp_shape *in_shape)
 {
     return p->k[0] == 3u && p->k[1] == 3u && in_shape->c == 3;
 }
 
-/* The scratch layout (all 4-aligned): the requantization table, the channel pairs' weight
- * words, two pixels' window words, and one window copied with its padding (27 bytes and a
- * spare). */
+/* The scratch layout (all 4-aligned): the requantization table, the channel groups' weight
+ * words (each group's 4 x 14 and two end words: the tile reads words in pairs), RGB_PAIRS pixel
+ * pairs' window words, and one window copied with its padding (27 bytes and a spare). */
 typedef struct {
     uint32_t rq, weights, cols, window, total;
 } rgb_layout;
@@ -46,8 +53,8 @@ static void rgb_layout_of(const tp_shape *out_shape, rgb_layout *l)
     uint32_t cout = (uint32_t)out_shape->c;
     l->rq = 0u;
     l->weights = l->rq + RGB_RQ_BYTES * cout;
-    l->cols = l->weights + 2u * 4u * RGB_WORDS * ((cout + 1u) / 2u);
-    l->window = l->cols + 2u * 4u * RGB_WORDS;
+    l->cols = l->weights + RGB_GROUP_BYTES * ((cout + 3u) / 4u);
+    l->window = l->cols + 2u * 4u * RGB_WORDS * RGB_PAIRS;
     l->total = l->window + 28u;
 }
 
@@ -150,38 +157,24 @@ static inline void next_words(const tp_conv_params *p, const tp_shape *in_shape,
     }
 }
 
-/* A channel's weights as window words (every other word of wq: the pair's other channel's are
- * between), the taps `step` apart, doubled when `twice`; returns their sum. */
+/* A channel's weights as window words, every fourth word of wq (the group's other channels'
+ * are between), the taps `step` apart, doubled when `twice`; returns their sum. */
 static uint32_t weight_words(const int8_t *t, uint32_t step, uint32_t *wq, int twice)
 {
-    uint32_t i, sum = 0u;
+    uint32_t i, sum = 0u, words[4u * 7u];
     int8_t b[28]; /* the taps in the windows' byte order: the last word starts with a zero */
     for (i = 0; i < RGB_TAPS; i++) {
         b[i < 24u ? i : i + 1u] = t[i * step];
         sum += (uint32_t)(int32_t)t[i * step];
     }
     b[24] = 0;
-    for (i = 0; i < 7u; i++) {
-        split_word(tp_dsp_rd32(b + 4u * i), i, wq);
+    for (i = 0; i < 7u; i++) { /* word k of the 14 at words[2 k] */
+        split_word(tp_dsp_rd32(b + 4u * i), i, words);
     }
-    for (i = 0; twice && i < 4u * 7u; i += 2u) { /* both lanes times 2: no carry across */
-        wq[i] = (wq[i] << 1) & 0xFFFEFFFFu;
+    for (i = 0; i < RGB_WORDS; i++) { /* both lanes times 2: no carry across */
+        wq[4u * i] = twice ? (words[2u * i] << 1) & 0xFFFEFFFFu : words[2u * i];
     }
     return sum;
-}
-
-/* One word of two pixels' windows (x) times one of a channel pair's weights (w), each pair
- * interleaved: two LDRDs and four SMLADs. */
-TP_DSP_INLINE void word_2x2(const uint32_t **x, const uint32_t **w, int32_t *a00, int32_t *a01,
-                            int32_t *a10, int32_t *a11)
-{
-    uint32_t xa, xb, w0, w1;
-    tp_ldrd_next(x, &xa, &xb);
-    tp_ldrd_next(w, &w0, &w1);
-    *a00 = tp_smlad(xa, w0, *a00);
-    *a01 = tp_smlad(xa, w1, *a01);
-    *a10 = tp_smlad(xb, w0, *a10);
-    *a11 = tp_smlad(xb, w1, *a11);
 }
 
 /* An output: in the fast form the weights and bias are doubled, the sum is acc << 1. */
@@ -191,42 +184,81 @@ TP_DSP_INLINE int8_t rgb_output(int32_t acc, const tp_dsp_rq *rq, int fast, int3
                 : tp_dsp_output(acc, rq, 0, 0, lo, hi);
 }
 
-/* A pixel pair's outputs for every channel pair: pixel a's at o, pixel b's at o + db (db = 0
- * repeats pixel a); d1 = 0 in the last pair when cout is odd. */
-TP_DSP_INLINE void pixel_pair(const uint32_t *x, const uint32_t *wq, const tp_dsp_rq *rq,
-                              uint32_t cout, int8_t *o, uint32_t db, int fast, int32_t lo,
-                              int32_t hi)
+/* The outputs of `pairs` pixel pairs (their window words one pair after another from x) for
+ * every channel group: pair j's pixel a's at o + j da, pixel b's db after (db = 0 repeats pixel
+ * a). A group of four in the fast form goes to tp_arm_conv_block_4x2 for all pairs at once; a
+ * short group of three, or any other op, takes the tile pair by pair and stores the outputs of
+ * its channels; one or two channels are summed one by one. */
+TP_DSP_INLINE void pixel_pairs(const uint32_t *x, uint32_t pairs, const uint32_t *wq,
+                               const tp_dsp_rq *rq, uint32_t cout, int8_t *o, uint32_t db, int fast,
+                               int32_t lo, int32_t hi)
 {
-    uint32_t c;
-    for (c = 0; c < cout; c += 2u, o += 2) {
-        uint32_t d1 = c + 1u < cout ? 1u : 0u;
-        const tp_dsp_rq *q0 = &rq[c], *q1 = &rq[c + d1];
-        const uint32_t *xk = x, *end = x + 2u * RGB_WORDS;
-        int32_t a00 = q0->bias, a01 = q1->bias, a10 = a00, a11 = a01;
-        do { /* two words a turn */
-            word_2x2(&xk, &wq, &a00, &a01, &a10, &a11);
-            word_2x2(&xk, &wq, &a00, &a01, &a10, &a11);
-        } while (xk != end);
-        o[0] = rgb_output(a00, q0, fast, lo, hi);
-        o[db] = rgb_output(a10, q0, fast, lo, hi);
-        o[d1] = rgb_output(a01, q1, fast, lo, hi);
-        o[db + d1] = rgb_output(a11, q1, fast, lo, hi);
+    uint32_t c, i, j, da = 2u * cout;
+    for (c = 0; c < cout; c += 4u, wq += RGB_GROUP_BYTES / 4u) {
+        uint32_t n = cout - c < 4u ? cout - c : 4u;
+        if (fast && n == 4u) {
+            tp_conv_block b;
+            b.cols = x;
+            b.wq = wq;
+            b.rq = &rq[c];
+            b.o = o + c;
+            b.db = db;
+            b.da = da;
+            b.pairs = pairs;
+            b.k4 = 2u * RGB_WORDS;
+            for (i = 0; i < 4u; i++) {
+                b.bias[i] = rq[c + i].bias;
+            }
+            tp_arm_conv_block_4x2(&b);
+            continue;
+        }
+        for (j = 0; j < pairs; j++) {
+            const uint32_t *xj = x + j * 2u * RGB_WORDS;
+            int8_t *oj = o + j * da + c;
+            if (n <= 2u) { /* one or two channels: each alone, not repeated to four */
+                for (i = 0; i < n; i++) {
+                    int32_t a = rq[c + i].bias, bb = a;
+                    uint32_t k;
+                    int8_t va, vb;
+                    for (k = 0; k < RGB_WORDS; k++) {
+                        a = tp_smlad(xj[2u * k], wq[4u * k + i], a);
+                        bb = tp_smlad(xj[2u * k + 1u], wq[4u * k + i], bb);
+                    }
+                    va = rgb_output(a, &rq[c + i], fast, lo, hi);
+                    vb = rgb_output(bb, &rq[c + i], fast, lo, hi);
+                    oj[i] = va;
+                    oj[db + i] = vb;
+                }
+            } else {
+                int32_t acc[8], bias[4];
+                for (i = 0; i < 4u; i++) {
+                    bias[i] = rq[c + (i < n ? i : n - 1u)].bias;
+                }
+                tp_arm_conv_tile_4x2(acc, xj, wq, bias);
+                for (i = 0; i < n; i++) {
+                    int8_t va = rgb_output(acc[i], &rq[c + i], fast, lo, hi);
+                    int8_t vb = rgb_output(acc[i + 4u], &rq[c + i], fast, lo, hi);
+                    oj[i] = va;
+                    oj[db + i] = vb;
+                }
+            }
+        }
     }
 }
 
-/* pixel_pair for VWW-like ops (tp_dsp_fast channels, int8 clamp), and for all others. */
-static TP_DSP_NOINLINE void pixel_pair_fast(const uint32_t *x, const uint32_t *wq,
-                                            const tp_dsp_rq *rq, uint32_t cout, int8_t *o,
-                                            uint32_t db)
+/* pixel_pairs for VWW-like ops (tp_dsp_fast channels, int8 clamp), and for all others. */
+static TP_DSP_NOINLINE void pixel_pairs_fast(const uint32_t *x, uint32_t pairs, const uint32_t *wq,
+                                             const tp_dsp_rq *rq, uint32_t cout, int8_t *o,
+                                             uint32_t db)
 {
-    pixel_pair(x, wq, rq, cout, o, db, 1, -128, 127);
+    pixel_pairs(x, pairs, wq, rq, cout, o, db, 1, -128, 127);
 }
 
-static TP_DSP_NOINLINE void pixel_pair_any(const uint32_t *x, const uint32_t *wq,
-                                           const tp_dsp_rq *rq, uint32_t cout, int8_t *o,
-                                           uint32_t db, int32_t lo, int32_t hi)
+static TP_DSP_NOINLINE void pixel_pairs_any(const uint32_t *x, uint32_t pairs, const uint32_t *wq,
+                                            const tp_dsp_rq *rq, uint32_t cout, int8_t *o,
+                                            uint32_t db, int32_t lo, int32_t hi)
 {
-    pixel_pair(x, wq, rq, cout, o, db, 0, lo, hi);
+    pixel_pairs(x, pairs, wq, rq, cout, o, db, 0, lo, hi);
 }
 
 void tp_arm_conv3x3_rgb_s8(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *in,
@@ -256,10 +288,13 @@ void tp_arm_conv3x3_rgb_s8(const tp_conv_params *p, const tp_shape *in_shape, co
     }
     for (c = 0; c < cout; c++) {
         const int8_t *row = tp_weights_row(w, c, &step);
-        uint32_t *pair = wq + (c / 2u) * 2u * RGB_WORDS;
-        uint32_t sum = weight_words(row, step, pair + (c & 1u), fast);
-        if (c + 1u == cout && (c & 1u) == 0u) { /* an odd last channel is paired with itself */
-            (void)weight_words(row, step, pair + 1, fast);
+        uint32_t *group = wq + (c / 4u) * (RGB_GROUP_BYTES / 4u), j;
+        uint32_t sum = weight_words(row, step, group + (c & 3u), fast);
+        for (j = (c & 3u) + 1u; c + 1u == cout && j < 4u; j++) {
+            (void)weight_words(row, step, group + j, fast); /* a short group repeats its last */
+        }
+        if ((c & 3u) == 3u || c + 1u == cout) {
+            group[4u * RGB_WORDS] = TP_CONV_W_END;
         }
         /* the words hold x, not x - zp: start at bias - zp * sum(w), mod 2^32 (doubled in the
          * fast form, like the weights) */
@@ -271,23 +306,31 @@ void tp_arm_conv3x3_rgb_s8(const tp_conv_params *p, const tp_shape *in_shape, co
     cur.oy = 0;
     cur.ox = 0;
     cur.at = -(p->pad[0] * in_shape->w + p->pad[1]) * 3;
-    for (pix = 0; pix < n_pix; pix += 2u) {
-        uint32_t db = pix + 1u < n_pix ? cout : 0u; /* an odd last pixel is paired with itself */
+    for (pix = 0; pix < n_pix;) {
+        /* a batch of whole pairs, or the odd last pixel paired with itself (db = 0) */
+        uint32_t pairs = (n_pix - pix) / 2u, db = cout, j;
         int8_t *o = out + pix * cout;
-        next_words(p, in_shape, in, out_shape->w, &cur, window, cols);
-        if (db != 0u) {
-            next_words(p, in_shape, in, out_shape->w, &cur, window, cols + 1);
-        } else {
-            uint32_t i;
-            for (i = 0; i < 2u * RGB_WORDS; i += 2u) {
-                cols[i + 1u] = cols[i];
+        if (pairs > RGB_PAIRS) {
+            pairs = RGB_PAIRS;
+        }
+        for (j = 0; j < pairs; j++) {
+            next_words(p, in_shape, in, out_shape->w, &cur, window, cols + j * 2u * RGB_WORDS);
+            next_words(p, in_shape, in, out_shape->w, &cur, window, cols + j * 2u * RGB_WORDS + 1);
+        }
+        if (pairs == 0u) {
+            next_words(p, in_shape, in, out_shape->w, &cur, window, cols);
+            for (j = 0; j < 2u * RGB_WORDS; j += 2u) {
+                cols[j + 1u] = cols[j];
             }
+            pairs = 1u;
+            db = 0u;
         }
         if (fast) {
-            pixel_pair_fast(cols, wq, rq, cout, o, db);
+            pixel_pairs_fast(cols, pairs, wq, rq, cout, o, db);
         } else {
-            pixel_pair_any(cols, wq, rq, cout, o, db, p->act_min, p->act_max);
+            pixel_pairs_any(cols, pairs, wq, rq, cout, o, db, p->act_min, p->act_max);
         }
+        pix += db != 0u ? 2u * pairs : 1u;
     }
 }
 

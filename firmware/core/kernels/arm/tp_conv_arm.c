@@ -29,8 +29,6 @@
 /* Output pixels per block (even): the columns of a block are converted once for every channel
  * group, each group's weight rows once per block. */
 #define TP_CONV_PIXEL_BLOCK 32u
-/* The word after a channel group's last weight quad: a pair of int16 no int8 weight gives. */
-#define TP_CONV_W_END 0x80008000u
 /* Bytes of a channel's requantization parameters (tp_dsp_rq) in the scratch table. */
 #define TP_CONV_RQ_BYTES 24u
 
@@ -238,40 +236,9 @@ typedef struct {
     int32_t lo, hi;
 } group_job;
 
-/* The K loop of a tile of 4 output channels x 2 pixels: out[0..3] (pixel a) and out[4..7]
- * (pixel b) = bias[0..3] + the sums over the quads of a pixel pair's columns x (four words a
- * quad: a's and b's even lanes, then their odd lanes) times the group's weights w (eight words
- * a quad: the four channels' even lanes, then their odd lanes), up to the word after the last
- * weight quad, which holds TP_CONV_W_END (a pair of int16 no int8 weight gives). Per quad:
- * two LDRD of x, four of weights, sixteen SMLADs (32 multiply-accumulates) and the end test.
- * On Arm it is the Thumb-2 assembly below: the loop needs all fourteen registers (eight sums,
- * two column words, two weight words, two pointers), more than the compilers allocate from
- * C without spilling; at file scope and without operands, it assembles with every compiler
- * and level. With the intrinsics emulated, the C below is its definition. */
-void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
-                          const int32_t bias[4]);
-
-/* A run of tiles over four consecutive channels whose outputs all take tp_dsp_output's fast
- * form with the int8 clamp (VWW's pointwise convolutions): per pixel pair the tile, then its
- * eight outputs requantized and stored, four bytes at o (pixel a) and four at o + db (pixel b);
- * then o += da. The fields' offsets are the assembly's: it advances cols, o and pairs as it
- * goes. */
-typedef struct {
-    const uint32_t *cols; /* 0: the pair's columns (the next pair's follow them) */
-    const uint32_t *wq;   /* 4: the group's weight quads, ended by TP_CONV_W_END */
-    const tp_dsp_rq *rq;  /* 8: the four channels' requantization, rq[0..3] */
-    int8_t *o;            /* 12 */
-    uint32_t db, da;      /* 16, 20 */
-    uint32_t pairs;       /* 24: at least 1 */
-    int32_t bias[4];      /* 28: rq[0..3].bias */
-    uint32_t k4;          /* 44: words between pairs' columns (the C definition's) */
-} conv_block;
-
-void tp_arm_conv_block_4x2(conv_block *b);
-
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
 /* the assembly's offsets */
-typedef char tp_conv_block_offsets_check[offsetof(conv_block, bias) == 28u &&
+typedef char tp_conv_block_offsets_check[offsetof(tp_conv_block, bias) == 28u &&
                                                  offsetof(tp_dsp_rq, mult) == 4u &&
                                                  offsetof(tp_dsp_rq, hz) == 8u &&
                                                  offsetof(tp_dsp_rq, e) == 20u
@@ -530,7 +497,7 @@ TP_DSP_INLINE void output_pair(int8_t *oa, int8_t *ob, int32_t a, int32_t b, con
 
 #if !defined(__ARM_FEATURE_DSP) || defined(TP_KERNELS_DSP_EMULATION)
 /* With the intrinsics emulated, the definition of the assembly above. */
-void tp_arm_conv_block_4x2(conv_block *b)
+void tp_arm_conv_block_4x2(tp_conv_block *b)
 {
     do {
         int32_t acc[8];
@@ -582,7 +549,7 @@ static TP_DSP_NOINLINE void group_block_fast_next(const group_job *job, const ui
                                                   uint32_t pairs, int8_t *o, uint32_t db)
 {
     const tp_dsp_rq *rq = job->rq;
-    conv_block b;
+    tp_conv_block b;
     b.cols = cols;
     b.wq = job->wq;
     b.rq = rq;
@@ -727,6 +694,13 @@ static TP_DSP_NOINLINE void constant_outputs(const tp_dsp_rq *rq, int32_t lo, in
                                              uint32_t n, uint32_t cout, int8_t *o)
 {
     int8_t v = tp_dsp_output2(0u, rq, 0, 0, lo, hi);
+    int8_t *o2 = o + 2u * cout;
+    for (; n >= 4u; n -= 4u, o += 4u * cout, o2 += 4u * cout) { /* four a turn */
+        o[0] = v;
+        o[cout] = v;
+        o2[0] = v;
+        o2[cout] = v;
+    }
     for (; n != 0u; n--, o += cout) {
         *o = v;
     }

@@ -288,6 +288,42 @@ static inline int tp_dsp_fast(const tp_dsp_rq *rq)
     return rq->nm != 0 && rq->s1 == 1u;
 }
 
+/* ---- the 4 x 2 tile (tp_conv_arm.c; tp_conv3x3_rgb_arm.c uses it too) ---- */
+
+/* The word after a channel group's last weight quad: a pair of int16 no int8 weight gives. */
+#define TP_CONV_W_END 0x80008000u
+
+/* The K loop of a tile of 4 output channels x 2 pixels: out[0..3] (pixel a) and out[4..7]
+ * (pixel b) = bias[0..3] + the sums over the quads of a pixel pair's columns x (four words a
+ * quad: a's and b's even lanes, then their odd lanes) times the group's weights w (eight words
+ * a quad: the four channels' even lanes, then their odd lanes), up to the word after the last
+ * weight quad, which holds TP_CONV_W_END (a pair of int16 no int8 weight gives). Per quad:
+ * two LDRD of x, four of weights, sixteen SMLADs (32 multiply-accumulates) and the end test.
+ * On Arm it is Thumb-2 assembly (tp_conv_arm.c): the loop needs all fourteen registers (eight sums,
+ * two column words, two weight words, two pointers), more than the compilers allocate from
+ * C without spilling; at file scope and without operands, it assembles with every compiler
+ * and level. With the intrinsics emulated, the C below is its definition. */
+void tp_arm_conv_tile_4x2(int32_t out[8], const uint32_t *x, const uint32_t *w,
+                          const int32_t bias[4]);
+
+/* A run of tiles over four consecutive channels whose outputs all take tp_dsp_output's fast
+ * form with the int8 clamp (VWW's pointwise convolutions): per pixel pair the tile, then its
+ * eight outputs requantized and stored, four bytes at o (pixel a) and four at o + db (pixel b);
+ * then o += da. The fields' offsets are the assembly's: it advances cols, o and pairs as it
+ * goes. */
+typedef struct {
+    const uint32_t *cols; /* 0: the pair's columns (the next pair's follow them) */
+    const uint32_t *wq;   /* 4: the group's weight quads, ended by TP_CONV_W_END */
+    const tp_dsp_rq *rq;  /* 8: the four channels' requantization, rq[0..3] */
+    int8_t *o;            /* 12 */
+    uint32_t db, da;      /* 16, 20 */
+    uint32_t pairs;       /* 24: at least 1 */
+    int32_t bias[4];      /* 28: rq[0..3].bias */
+    uint32_t k4;          /* 44: words between pairs' columns (the C definition's) */
+} tp_conv_block;
+
+void tp_arm_conv_block_4x2(tp_conv_block *b);
+
 /* ---- gradients (tp_*_grad_arm.c) ---- */
 
 /* Whether the 1x1 CONV_2D gradient kernels take an op: 1x1, stride 1, no padding, input
