@@ -245,6 +245,35 @@ typedef char tp_conv_block_offsets_check[offsetof(tp_conv_block, bias) == 28u &&
                                              ? 1
                                              : -1];
 
+/* One quad of K of the 4 x 2 tile (see tp_arm_conv_tile_4x2), its end test last: the next quad's
+ * w0, w1 even are loaded, or the end word. */
+#define TP_CONV_QUAD                                                             \
+    "    ldrd r0, r3, [r1], #8\n" /* xa, xb even */                              \
+    "    smlad r4, r0, r12, r4\n"                                                \
+    "    smlad r8, r3, r12, r8\n"                                                \
+    "    smlad r5, r0, lr, r5\n"                                                 \
+    "    smlad r9, r3, lr, r9\n"                                                 \
+    "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */                             \
+    "    smlad r6, r0, r12, r6\n"                                                \
+    "    smlad r10, r3, r12, r10\n"                                              \
+    "    smlad r7, r0, lr, r7\n"                                                 \
+    "    smlad r11, r3, lr, r11\n"                                               \
+    "    ldr r0, [r1], #4\n" /* xa, xb, w0, w1 odd: single loads pipeline */     \
+    "    ldr r3, [r1], #4\n"                                                     \
+    "    ldr r12, [r2], #4\n"                                                    \
+    "    ldr lr, [r2], #4\n"                                                     \
+    "    smlad r4, r0, r12, r4\n"                                                \
+    "    smlad r8, r3, r12, r8\n"                                                \
+    "    smlad r5, r0, lr, r5\n"                                                 \
+    "    smlad r9, r3, lr, r9\n"                                                 \
+    "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */                              \
+    "    smlad r6, r0, r12, r6\n"                                                \
+    "    smlad r10, r3, r12, r10\n"                                              \
+    "    smlad r7, r0, lr, r7\n"                                                 \
+    "    smlad r11, r3, lr, r11\n"                                               \
+    "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */ \
+    "    cmp r12, #0x80008000\n"
+
 /* the instruction set the compiler's own code continues in (.thumb stays set otherwise) */
 #ifdef __thumb__
 #define TP_CONV_ISA ".thumb\n"
@@ -268,58 +297,7 @@ __asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
         "    mov r11, r7\n"
         "    ldrd r12, lr, [r2], #8\n" /* w0, w1 even */
         "1:\n" /* two quads a turn: the first half's end test falls through */
-        "    ldrd r0, r3, [r1], #8\n" /* xa, xb even */
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldr r0, [r1], #4\n" /* xa, xb, w0, w1 odd: single loads pipeline */
-        "    ldr r3, [r1], #4\n"
-        "    ldr r12, [r2], #4\n"
-        "    ldr lr, [r2], #4\n"
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */
-        "    cmp r12, #0x80008000\n"
-        "    beq 4f\n"
-        "    ldrd r0, r3, [r1], #8\n" /* xa, xb even */
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldr r0, [r1], #4\n" /* xa, xb, w0, w1 odd: single loads pipeline */
-        "    ldr r3, [r1], #4\n"
-        "    ldr r12, [r2], #4\n"
-        "    ldr lr, [r2], #4\n"
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */
-        "    cmp r12, #0x80008000\n"
-        "    bne 1b\n"
+        TP_CONV_QUAD "    beq 4f\n" TP_CONV_QUAD "    bne 1b\n"
         "4:\n"
         "    pop {r0}\n"
         "    stm r0, {r4-r11}\n"
@@ -344,58 +322,7 @@ __asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
         "    mov r11, r7\n"
         "    ldrd r12, lr, [r2], #8\n" /* w0, w1 even */
         "3:\n" /* two quads a turn: the first half's end test falls through */
-        "    ldrd r0, r3, [r1], #8\n" /* xa, xb even */
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldr r0, [r1], #4\n" /* xa, xb, w0, w1 odd: single loads pipeline */
-        "    ldr r3, [r1], #4\n"
-        "    ldr r12, [r2], #4\n"
-        "    ldr lr, [r2], #4\n"
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */
-        "    cmp r12, #0x80008000\n"
-        "    beq 5f\n"
-        "    ldrd r0, r3, [r1], #8\n" /* xa, xb even */
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 even */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldr r0, [r1], #4\n" /* xa, xb, w0, w1 odd: single loads pipeline */
-        "    ldr r3, [r1], #4\n"
-        "    ldr r12, [r2], #4\n"
-        "    ldr lr, [r2], #4\n"
-        "    smlad r4, r0, r12, r4\n"
-        "    smlad r8, r3, r12, r8\n"
-        "    smlad r5, r0, lr, r5\n"
-        "    smlad r9, r3, lr, r9\n"
-        "    ldrd r12, lr, [r2], #8\n" /* w2, w3 odd */
-        "    smlad r6, r0, r12, r6\n"
-        "    smlad r10, r3, r12, r10\n"
-        "    smlad r7, r0, lr, r7\n"
-        "    smlad r11, r3, lr, r11\n"
-        "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */
-        "    cmp r12, #0x80008000\n"
-        "    bne 3b\n"
+        TP_CONV_QUAD "    beq 5f\n" TP_CONV_QUAD "    bne 3b\n"
         "5:\n"
         "    ldr r0, [sp]\n"
         "    str r1, [r0]\n"      /* cols: the next pair's columns */
