@@ -226,6 +226,11 @@ def corner_cases() -> list[tuple[str, Graph]]:
     c.append(_conv_case("rgb-s12", (16, 41, 3), "CONV_2D", 15, stride=(1, 2), cout=1,
                         act="RELU"))
     c.append(_conv_case("rgb-flat", (2, 9, 3), "CONV_2D", 16, cout=8))
+    # the fast form with a group of four and one of two (an odd pixel count over several
+    # batches of eight pairs), and with one of three
+    c.append(_conv_case("rgb-fast-6", (19, 13, 3), "CONV_2D", 17, _right_shifts, cout=6))
+    c.append(_conv_case("rgb-fast-7", (11, 9, 3), "CONV_2D", 18, _right_shifts, stride=(2, 2),
+                        cout=7))
     for kind, shape in (("CONV_2D", (6, 6, 16)), ("DEPTHWISE_CONV_2D", (6, 6, 16)),
                         ("CONV_2D", (7, 5, 3))):
         tag = "dw" if kind == "DEPTHWISE_CONV_2D" else "pw" if shape[2] == 16 else "rgb"
