@@ -77,8 +77,10 @@ def tcp_device() -> Iterator[str]:
 def test_request_skips_garbage_and_counts_it(tcp_device: str) -> None:
     with open_link(tcp_device) as link:
         # a patient link: the scripted device is a thread of this process, which a loaded machine
-        # can hold past the first wait (0.25 s); a HELLO sent again gets its line noise again
-        link.retry = Retry(first=30.0)
+        # can hold past the first wait (0.25 s), or between its line noise and READY past the
+        # 5 ms after which a garbled frame sends the request again (`soon`); a HELLO sent again
+        # gets its line noise again, counted during the next request
+        link.retry = Retry(first=30.0, soon=30.0)
         assert link.request(p.Hello(), expect=p.Ready, timeout=5) == READY
         assert link.stats.faults[Status.TP_ERR_BAD_COBS] == 1
         assert link.stats.garbage_bytes == len(b"\x13\x37 line noise \xff\0")
