@@ -274,6 +274,23 @@ typedef char tp_conv_block_offsets_check[offsetof(tp_conv_block, bias) == 28u &&
     "    ldrd r12, lr, [r2], #8\n" /* the next quad's w0, w1 even, or the end */ \
     "    cmp r12, #0x80008000\n"
 
+/* Channel i's two outputs (sums a: pixel a, b: pixel b) requantized in the fast form from its
+ * tp_dsp_rq at r1 + 24 i (mult, hz and e at 4, 8 and 20); a's output stored at o + i (r2), b's
+ * left in its register. */
+#define TP_CONV_CHANNEL(i, a, b)            \
+    "    ldr r3, [r1, #24 * " #i " + 4]\n"  \
+    "    ldr r12, [r1, #24 * " #i " + 8]\n" \
+    "    ldr lr, [r1, #24 * " #i " + 20]\n" \
+    "    add r0, r12, " #a ", asr #31\n"    \
+    "    smmlar " #a ", " #a ", r3, r0\n"   \
+    "    asr " #a ", " #a ", lr\n"          \
+    "    ssat " #a ", #8, " #a "\n"         \
+    "    strb " #a ", [r2, #" #i "]\n"      \
+    "    add r0, r12, " #b ", asr #31\n"    \
+    "    smmlar " #b ", " #b ", r3, r0\n"   \
+    "    asr " #b ", " #b ", lr\n"          \
+    "    ssat " #b ", #8, " #b "\n"
+
 /* the instruction set the compiler's own code continues in (.thumb stays set otherwise) */
 #ifdef __thumb__
 #define TP_CONV_ISA ".thumb\n"
@@ -325,57 +342,13 @@ __asm__(".pushsection .text.tp_arm_conv_tile_4x2,\"ax\",%progbits\n"
         TP_CONV_QUAD "    beq 5f\n" TP_CONV_QUAD "    bne 3b\n"
         "5:\n"
         "    ldr r0, [sp]\n"
-        "    str r1, [r0]\n"      /* cols: the next pair's columns */
-        "    ldr r1, [r0, #8]\n"  /* rq */
-        "    ldr r2, [r0, #12]\n" /* o */
-        "    ldr r3, [r1, #4]\n"  /* channel 0: mult */
-        "    ldr r12, [r1, #8]\n" /* hz */
-        "    ldr lr, [r1, #20]\n" /* e */
-        "    add r0, r12, r4, asr #31\n"
-        "    smmlar r4, r4, r3, r0\n"
-        "    asr r4, r4, lr\n"
-        "    ssat r4, #8, r4\n"
-        "    strb r4, [r2, #0]\n"
-        "    add r0, r12, r8, asr #31\n"
-        "    smmlar r8, r8, r3, r0\n"
-        "    asr r8, r8, lr\n"
-        "    ssat r8, #8, r8\n"
-        "    ldr r3, [r1, #28]\n"  /* channel 1: mult */
-        "    ldr r12, [r1, #32]\n" /* hz */
-        "    ldr lr, [r1, #44]\n"  /* e */
-        "    add r0, r12, r5, asr #31\n"
-        "    smmlar r5, r5, r3, r0\n"
-        "    asr r5, r5, lr\n"
-        "    ssat r5, #8, r5\n"
-        "    strb r5, [r2, #1]\n"
-        "    add r0, r12, r9, asr #31\n"
-        "    smmlar r9, r9, r3, r0\n"
-        "    asr r9, r9, lr\n"
-        "    ssat r9, #8, r9\n"
-        "    ldr r3, [r1, #52]\n"  /* channel 2: mult */
-        "    ldr r12, [r1, #56]\n" /* hz */
-        "    ldr lr, [r1, #68]\n"  /* e */
-        "    add r0, r12, r6, asr #31\n"
-        "    smmlar r6, r6, r3, r0\n"
-        "    asr r6, r6, lr\n"
-        "    ssat r6, #8, r6\n"
-        "    strb r6, [r2, #2]\n"
-        "    add r0, r12, r10, asr #31\n"
-        "    smmlar r10, r10, r3, r0\n"
-        "    asr r10, r10, lr\n"
-        "    ssat r10, #8, r10\n"
-        "    ldr r3, [r1, #76]\n"  /* channel 3: mult */
-        "    ldr r12, [r1, #80]\n" /* hz */
-        "    ldr lr, [r1, #92]\n"  /* e */
-        "    add r0, r12, r7, asr #31\n"
-        "    smmlar r7, r7, r3, r0\n"
-        "    asr r7, r7, lr\n"
-        "    ssat r7, #8, r7\n"
-        "    strb r7, [r2, #3]\n"
-        "    add r0, r12, r11, asr #31\n"
-        "    smmlar r11, r11, r3, r0\n"
-        "    asr r11, r11, lr\n"
-        "    ssat r11, #8, r11\n"
+        "    str r1, [r0]\n"        /* cols: the next pair's columns */
+        "    ldr r1, [r0, #8]\n"    /* rq */
+        "    ldr r2, [r0, #12]\n"   /* o */
+        TP_CONV_CHANNEL(0, r4, r8)  /* channel 0: sums a0, b0 */
+        TP_CONV_CHANNEL(1, r5, r9)  /* channel 1: a1, b1 */
+        TP_CONV_CHANNEL(2, r6, r10) /* channel 2 */
+        TP_CONV_CHANNEL(3, r7, r11) /* channel 3 */
         "    ldr r0, [sp]\n"
         "    ldr r3, [r0, #16]\n" /* pixel b's outputs at o + db */
         "    add r3, r2, r3\n"
