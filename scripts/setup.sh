@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(make gcc g++ libc6-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm qemu-system-misc
+APT_PKGS=(make gcc g++ libc6-dev gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
+          qemu-system-arm qemu-system-misc
           gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf clang libclang-rt-14-dev clang-format
           python3-venv)
 missing=()
