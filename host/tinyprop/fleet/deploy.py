@@ -34,6 +34,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from ..errors import TinypropError
+from ..extras import quiet_tensorflow
 from .apps import FleetServer
 from .apps import client_app as fleet_client_app
 from .node import FleetConfig
@@ -201,9 +202,8 @@ class LocalFederation:
         self.nodes: list[SuperNode] = []
         self._started: list[subprocess.Popen] = []
         self.bin = Path(sys.executable).parent  # Flower's CLI tools, beside this Python
-        self.env = {**os.environ, MARK: str(workdir),
-                    "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
-                    "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        self.env = quiet_tensorflow({**os.environ, MARK: str(workdir),
+                                     "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"})
 
     def __enter__(self) -> LocalFederation:
         try:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ..errors import TinypropError
+from ..extras import quiet_tensorflow
 from .apps import FleetServer, client_app, to_record
 from .node import BoardNode, FleetConfig, client_data, holdout_accuracy
 
@@ -40,9 +41,9 @@ def run_fleet(fleet: FleetConfig, json_path: Path | None = None, verbose: bool =
     then, here, one after the other: `alone`, each board trained alone for as many steps
     (report["alone"]); `centralized`, one board trained on every board's data for as many
     steps as the whole fleet (report["centralized"])."""
-    # flwr.simulation imports TensorFlow when it is installed (for GPU memory growth): its C++
-    # start-up lines say nothing to a user, here or in the Ray workers, which inherit this
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # flwr.simulation imports TensorFlow when it is installed (for GPU memory growth): quiet
+    # here and in the Ray workers, which inherit this
+    quiet_tensorflow()
     # Ray's notice that it will stop hiding GPUs from workers asking for none: none is asked
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     from flwr.simulation import run_simulation
