@@ -217,6 +217,15 @@ def corner_cases() -> list[tuple[str, Graph]]:
     c.append(_conv_case("dw-s2-valid", (12, 14, 4), "DEPTHWISE_CONV_2D", 22, stride=(2, 2),
                         padding="VALID"))
     c.append(_conv_case("dw-narrow", (33, 3, 2), "DEPTHWISE_CONV_2D", 23, stride=(2, 2)))
+    # the same remainders with every channel in the fast form (the band routines in assembly):
+    # passes of four, two and a spare at both strides, several rows and bands, a multiplier
+    c.append(_conv_case("dw-fast-s1", (21, 11, 6), "DEPTHWISE_CONV_2D", 28, _right_shifts,
+                        mult=2))
+    c.append(_conv_case("dw-fast-s2", (15, 13, 5), "DEPTHWISE_CONV_2D", 29, _right_shifts,
+                        stride=(2, 2)))
+    c.append(_conv_case("dw-fast-rem2", (9, 6, 8), "DEPTHWISE_CONV_2D", 30, _right_shifts))
+    c.append(_conv_case("dw-fast-s2-rem1", (10, 9, 4), "DEPTHWISE_CONV_2D", 31, _right_shifts,
+                        stride=(2, 2)))
     # the 3x3 convolution over three channels (tp_conv3x3_rgb_arm.c): VWW's first conv, odd
     # pixel and channel counts, both paddings and strides, windows across every border
     c.append(_conv_case("rgb-vww", (24, 20, 3), "CONV_2D", 12, stride=(2, 2), cout=8))

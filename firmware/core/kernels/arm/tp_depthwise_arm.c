@@ -175,8 +175,195 @@ TP_DSP_INLINE void band(const dw_band *b, const dw_weights *wt, const tp_dsp_rq 
     }
 }
 
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+/* band in the fast form (tp_dsp_fast channels, int8 clamp) as Thumb-2 routines, one a stride
+ * along rows: tp_arm_dw_band_s1(b, wt, rq), tp_arm_dw_band_s2. Their frame holds the band's
+ * row loop and copies of the weights and the requantization, so that a pass reaches them at
+ * sp offsets:
+ *   [sp, #0] the plane row, #4 the output row, #8 rows left, #12 plane bytes between output
+ *   rows, #16 output bytes between rows, #20 n, #24..#44 w[0..5], #48 bias, #52 mult, #56 hz,
+ *   #60 e.
+ * A pass: r0 its plane words, r1 its first output, r2 the passes left, r3 cout; r4..r7 the
+ * four sums, r8..r10 plane words, r11 and r12 a window row's weights (W01, W12). The first
+ * window row of a pass accumulates onto the bias (in r7 for four outputs, r5 for two), the
+ * others onto the sums. Then each sum is requantized as tp_dsp_output2's fast form
+ * (mult r8, hz r9, e r10) and stored. */
+typedef char dw_band_offsets_check
+    [offsetof(dw_band, plane) == 0u && offsetof(dw_band, n) == 4u &&
+             offsetof(dw_band, rows) == 8u && offsetof(dw_band, row_step) == 12u &&
+             offsetof(dw_band, out) == 16u && offsetof(dw_band, out_row) == 20u &&
+             offsetof(dw_band, cout) == 24u && offsetof(tp_dsp_rq, mult) == 4u &&
+             offsetof(tp_dsp_rq, hz) == 8u && offsetof(tp_dsp_rq, e) == 20u
+         ? 1
+         : -1];
+
+void tp_arm_dw_band_s1(const dw_band *b, const dw_weights *wt, const tp_dsp_rq *rq);
+void tp_arm_dw_band_s2(const dw_band *b, const dw_weights *wt, const tp_dsp_rq *rq);
+
+/* the instruction set the compiler's own code continues in (.thumb stays set otherwise) */
+#ifdef __thumb__
+#define TP_DW_ISA ".thumb\n"
+#else
+#define TP_DW_ISA ".arm\n"
+#endif
+/* GNU as macros (clang's assembler takes them too). tp_dw_row4 st, o, w, s0..s3: one window
+ * row (plane bytes o from r0, weights at sp + w) of four outputs at stride st, sums r4..r7 from
+ * s0..s3 (the sums themselves, or the bias). At stride 1 the row's inputs c0..c5 are in r8..r10
+ * as pairs and output x reads c(x) w0 + c(x+1) w1 + c(x+2) w2:
+ *   r4: SMLAD(c0 c1, W01) + SMLABT(c2 c3, W12)   r5: SMLAD(c2 c3, W12) + SMLATB(c0 c1, W01)
+ *   r6, r7: the same from c2 c3 and c4 c5;
+ * at stride 2 output i reads words i and i + 1: SMLAD(word i, W01) + SMLABT(word i + 1, W12).
+ * tp_dw_row2 the same for two outputs (r4, r5), tp_dw_out a sum requantized in place by
+ * tp_dsp_output2's fast form (mult r8, hz r9, e r10; r11 spent), and tp_dw_band the routine. */
+__asm__(".pushsection .text.tp_arm_dw_band,\"ax\",%progbits\n"
+        ".syntax unified\n"
+        ".thumb\n"
+        ".macro tp_dw_row4 st, o, w, s0, s1, s2, s3\n"
+        "    ldrd r11, r12, [sp, #\\w]\n"
+        "    ldr r8, [r0, #\\o]\n"
+        "    ldr r9, [r0, #\\o + 4]\n"
+        "    ldr r10, [r0, #\\o + 8]\n"
+        ".if \\st == 1\n"
+        "    smlad r4, r8, r11, \\s0\n"
+        "    smlabt r4, r9, r12, r4\n"
+        "    smlad r5, r9, r12, \\s1\n"
+        "    smlatb r5, r8, r11, r5\n"
+        "    smlad r6, r9, r11, \\s2\n"
+        "    smlabt r6, r10, r12, r6\n"
+        "    smlad r7, r10, r12, \\s3\n"
+        "    smlatb r7, r9, r11, r7\n"
+        ".else\n"
+        "    smlad r4, r8, r11, \\s0\n"
+        "    smlabt r4, r9, r12, r4\n"
+        "    smlad r5, r9, r11, \\s1\n"
+        "    smlabt r5, r10, r12, r5\n"
+        "    ldr r8, [r0, #\\o + 12]\n"
+        "    ldr r9, [r0, #\\o + 16]\n"
+        "    smlad r6, r10, r11, \\s2\n"
+        "    smlabt r6, r8, r12, r6\n"
+        "    smlad r7, r8, r11, \\s3\n"
+        "    smlabt r7, r9, r12, r7\n"
+        ".endif\n"
+        ".endm\n"
+        ".macro tp_dw_row2 st, o, w, s0, s1\n"
+        "    ldrd r11, r12, [sp, #\\w]\n"
+        "    ldr r8, [r0, #\\o]\n"
+        "    ldr r9, [r0, #\\o + 4]\n"
+        ".if \\st == 1\n"
+        "    smlad r4, r8, r11, \\s0\n"
+        "    smlabt r4, r9, r12, r4\n"
+        "    smlad r5, r9, r12, \\s1\n"
+        "    smlatb r5, r8, r11, r5\n"
+        ".else\n"
+        "    ldr r10, [r0, #\\o + 8]\n"
+        "    smlad r4, r8, r11, \\s0\n"
+        "    smlabt r4, r9, r12, r4\n"
+        "    smlad r5, r9, r11, \\s1\n"
+        "    smlabt r5, r10, r12, r5\n"
+        ".endif\n"
+        ".endm\n"
+        ".macro tp_dw_rq\n"
+        "    ldr r8, [sp, #52]\n"
+        "    ldr r9, [sp, #56]\n"
+        "    ldr r10, [sp, #60]\n"
+        ".endm\n"
+        ".macro tp_dw_out a\n"
+        "    add r11, r9, \\a, asr #31\n"
+        "    smmlar \\a, \\a, r8, r11\n"
+        "    asr \\a, \\a, r10\n"
+        "    ssat \\a, #8, \\a\n"
+        ".endm\n"
+        /* the routine at stride st: a pass of four moves 8 st plane bytes, a pass of two 4 st */
+        ".macro tp_dw_band name, st\n"
+        ".p2align 2\n"
+        ".global \\name\n"
+        ".hidden \\name\n"
+        ".type \\name, %function\n"
+        ".thumb_func\n"
+        "\\name:\n"
+        "    push {r4-r11, lr}\n"
+        "    sub sp, sp, #64\n"
+        "    ldm r1, {r4-r9}\n" /* the weights */
+        "    add r10, sp, #24\n"
+        "    stm r10, {r4-r9}\n"
+        "    ldrd r4, r5, [r2]\n" /* bias, mult */
+        "    ldr r6, [r2, #8]\n"  /* hz */
+        "    ldr r7, [r2, #20]\n" /* e */
+        "    add r10, sp, #48\n"
+        "    stm r10, {r4-r7}\n"
+        "    ldm r0, {r4-r10}\n" /* plane, n, rows, row_step, out, out_row, cout */
+        "    lsl r7, r7, #1\n"   /* halfwords to bytes */
+        "    str r4, [sp, #0]\n"
+        "    str r8, [sp, #4]\n"
+        "    str r6, [sp, #8]\n"
+        "    str r7, [sp, #12]\n"
+        "    str r9, [sp, #16]\n"
+        "    str r5, [sp, #20]\n"
+        "    mov r3, r10\n"
+        "1:  ldr r0, [sp, #0]\n" /* a row */
+        "    ldr r1, [sp, #4]\n"
+        "    ldr r2, [sp, #20]\n"
+        "    lsrs r2, r2, #2\n"
+        "    beq 3f\n"
+        "2:  ldr r7, [sp, #48]\n" /* a pass of four */
+        "    tp_dw_row4 \\st, 0, 24, r7, r7, r7, r7\n"
+        "    tp_dw_row4 \\st, 512, 32, r4, r5, r6, r7\n"
+        "    tp_dw_row4 \\st, 1024, 40, r4, r5, r6, r7\n"
+        "    tp_dw_rq\n"
+        "    tp_dw_out r4\n"
+        "    tp_dw_out r5\n"
+        "    tp_dw_out r6\n"
+        "    tp_dw_out r7\n"
+        "    strb r4, [r1]\n"
+        "    strb r5, [r1, r3]\n"
+        "    add r1, r1, r3, lsl #1\n"
+        "    strb r6, [r1]\n"
+        "    strb r7, [r1, r3]\n"
+        "    add r1, r1, r3, lsl #1\n"
+        "    add r0, r0, #8 * \\st\n"
+        "    subs r2, r2, #1\n"
+        "    bne 2b\n"
+        /* the row's last one to three: passes of two, the spare of an odd one not stored */
+        "3:  ldr r2, [sp, #20]\n"
+        "    ands r2, r2, #3\n"
+        "    beq 5f\n"
+        "4:  ldr r5, [sp, #48]\n"
+        "    tp_dw_row2 \\st, 0, 24, r5, r5\n"
+        "    tp_dw_row2 \\st, 512, 32, r4, r5\n"
+        "    tp_dw_row2 \\st, 1024, 40, r4, r5\n"
+        "    tp_dw_rq\n"
+        "    tp_dw_out r4\n"
+        "    tp_dw_out r5\n"
+        "    strb r4, [r1]\n"
+        "    cmp r2, #2\n"
+        "    it ge\n"
+        "    strbge r5, [r1, r3]\n"
+        "    add r1, r1, r3, lsl #1\n"
+        "    add r0, r0, #4 * \\st\n"
+        "    subs r2, r2, #2\n"
+        "    bgt 4b\n"
+        "5:  ldrd r0, r1, [sp, #0]\n" /* the next row */
+        "    ldrd r2, r12, [sp, #8]\n"
+        "    ldr lr, [sp, #16]\n"
+        "    add r0, r0, r12\n"
+        "    add r1, r1, lr\n"
+        "    strd r0, r1, [sp, #0]\n"
+        "    subs r2, r2, #1\n"
+        "    str r2, [sp, #8]\n"
+        "    bne 1b\n"
+        "    add sp, sp, #64\n"
+        "    pop {r4-r11, pc}\n"
+        ".size \\name, .-\\name\n"
+        ".endm\n"
+        "    tp_dw_band tp_arm_dw_band_s1, 1\n"
+        "    tp_dw_band tp_arm_dw_band_s2, 2\n"
+        ".popsection\n" TP_DW_ISA);
+
+#define band_s1_fast tp_arm_dw_band_s1
+#define band_s2_fast tp_arm_dw_band_s2
+#else
 /* band specialized: strides 1 and 2 along rows for VWW-like ops (tp_dsp_fast channels, int8
- * clamp), and any op. */
+ * clamp), and any op; with the intrinsics emulated, the definitions of the assembly above. */
 static TP_DSP_NOINLINE void band_s1_fast(const dw_band *b, const dw_weights *wt,
                                          const tp_dsp_rq *rq)
 {
@@ -188,6 +375,7 @@ static TP_DSP_NOINLINE void band_s2_fast(const dw_band *b, const dw_weights *wt,
 {
     band(b, wt, rq, 1, 1, -128, 127);
 }
+#endif
 
 static TP_DSP_NOINLINE void band_any(const dw_band *b, const dw_weights *wt, const tp_dsp_rq *rq,
                                      int s2, int32_t lo, int32_t hi)
