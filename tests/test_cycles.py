@@ -100,3 +100,25 @@ def test_trace_counts_the_harness_instructions(vww_model_path):
     assert len(w.instructions) == 1
     assert abs(int(w.instructions[0]) - r.cost_opt) < TICK
     assert w.instructions[0] < w.cycles[0] < 3 * w.instructions[0]
+
+
+@needs_qemu
+def test_a_model_without_some_layer_types(vww_model_path):
+    """vww_cycles on a model lacking a layer type (VWW's last depthwise and pointwise convs and
+    the tail: no first conv; ResNet-8 has no depthwise): its row is empty, not a division by
+    zero, and the others are measured."""
+    from tinyprop.bench.cycles import vww_cycles
+    from tinyprop.bench.kernels import subgraph
+    from tinyprop.frontend.tflite_reader import read_tflite
+
+    g = read_tflite(vww_model_path)
+    tail = subgraph(g, len(g.ops) - 6, len(g.ops) - 1)
+    assert [op.kind for op in tail.ops][:3] == ["DEPTHWISE_CONV_2D", "CONV_2D", "AVERAGE_POOL_2D"]
+    x = np.random.default_rng(0).integers(-128, 128, tail.input.size).astype(np.int8)
+    out = vww_cycles(tail, x)
+    types, whole = out["types"], out["whole"]
+    assert types["first conv"]["instructions"] == 0
+    assert types["first conv"]["cycles_per_instruction"] is None
+    assert types["pointwise"]["instructions"] > 10_000
+    assert types["depthwise"]["instructions"] > 1_000
+    assert whole["instructions"] < whole["cycles"] < 3 * whole["instructions"]

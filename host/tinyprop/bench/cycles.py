@@ -703,7 +703,9 @@ def vww_cycles(graph, x: np.ndarray, target: str = "cortex-m4", board: str = "qe
         row["cycles"] += int(cyc[1 + 2 * k] - cyc[2 + 2 * k])
         row["macs"] += sum(op_macs(graph, o) for o in graph.ops[first : last + 1])
     for row in (*out["types"].values(), out["whole"]):
-        row["cycles_per_instruction"] = round(row["cycles"] / row["instructions"], 3)
+        # a layer type the model lacks (ResNet-8: no depthwise) has no instructions
+        row["cycles_per_instruction"] = (round(row["cycles"] / row["instructions"], 3)
+                                         if row["instructions"] else None)
         row["instructions_per_mac"] = _per_mac(row["instructions"], row["macs"])
         row["cycles_per_mac"] = _per_mac(row["cycles"], row["macs"])
         row["cmsis_nn_cycles_per_mac"] = _per_mac(row["cmsis_nn_cycles"], row["macs"])
@@ -772,7 +774,7 @@ def report(fig: dict) -> list[str]:
                  f"{'cyc/MAC':>8}")
     for name, row in (*inf["types"].items(), ("whole", inf["whole"])):
         lines.append(f"  {name:<20} {row['macs']:>10,} {row['instructions']:>13,} "
-                     f"{row['cycles']:>12,} {row['cycles_per_instruction']:6.3f} "
+                     f"{row['cycles']:>12,} {row['cycles_per_instruction'] or 0:6.3f} "
                      f"{row['instructions_per_mac'] or 0:9.2f} {row['cycles_per_mac'] or 0:8.2f} "
                      f"{row['cmsis_nn_cycles']:>16,} {row['cmsis_nn_cycles_per_mac'] or 0:8.2f}")
     w = inf["whole"]
