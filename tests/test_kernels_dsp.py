@@ -399,6 +399,12 @@ def _dead_output(g: Graph) -> None:
     g.tensors[g.ops[1].inputs[2]].data[:] = -(1 << 30)
 
 
+def _dead_channels_dw(g: Graph) -> None:
+    """Depthwise channels 0, 3 and 5 below their RELU (VWW's pruned channels sit at theirs):
+    their output gradient is all zero, the other channels' is not."""
+    g.tensors[g.ops[1].inputs[2]].data[[0, 3, 5]] = -(1 << 30)
+
+
 def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
     """x -> 1x1 conv (trained) -> 3x3 depthwise (bias and some rows trained) -> 1x1 head."""
     spec = [("s1", (6, 6, 16), {}, None), ("s2-odd-pad", (7, 9, 5), {"stride": (2, 2)}, None),
@@ -416,6 +422,9 @@ def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
             ("tiny", (3, 3, 32), {}, None), ("odd-width", (5, 1, 3), {}, None),
             ("mult2", (6, 6, 3), {"mult": 2}, None),
             ("dead", (6, 6, 8), {"act": "RELU"}, _dead_output),
+            ("dead-channels", (7, 9, 8), {"act": "RELU"}, _dead_channels_dw),
+            ("dead-channels-s2", (9, 9, 8), {"stride": (2, 2), "act": "RELU"},
+             _dead_channels_dw),
             ("exact-ties", (6, 6, 16), {}, _exact_ties),
             ("exact-ties-s2", (9, 8, 16), {"stride": (2, 2)}, _exact_ties)]
     out = []

@@ -253,6 +253,24 @@ static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch,
     }
 }
 
+/* Whether channel ch of the n dY rows src[] (ow values each, c apart, bytes wide) is all zero:
+ * then so is its dX row (every fold of 0 is 0). A channel the RELU mask zeroed is (VWW's pruned
+ * channels sit at their activation bound); a live one stops at its first nonzero value. */
+static int dw_rows_zero(const uint8_t *const *src, uint32_t n, uint32_t ch, uint32_t c, uint32_t ow,
+                        uint32_t bytes)
+{
+    uint32_t r, j, step = c * bytes;
+    for (r = 0; r < n; r++) {
+        const uint8_t *q = src[r] + ch * bytes;
+        for (j = 0; j < ow; j++, q += step) {
+            if (q[0] != 0u || (bytes == 2u && q[1] != 0u)) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* Per dX row: the dY rows it meets (through kernel rows kh[0..n)); per channel, its dY' of
  * each of those rows folded once into a zero-padded plane (compact: stride-2 columns take one
  * dY' a plane per two outputs), then its dX values. */
@@ -292,7 +310,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             int smm;
             tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
-            if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40) {
+            if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
+                dw_rows_zero(src, n, ch, c, ow, bytes)) {
                 for (x = 0; x < iw; x++) { /* every dY' is zero (dw_fold_of) */
                     acc[x * c + ch] = 0;
                 }
