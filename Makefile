@@ -6,7 +6,7 @@ setup:
 demo: setup
 	$(if $(wildcard ../shared),TINYPROP_ASSETS=$(abspath ../shared)) .venv/bin/tinyprop demo
 test: setup
-	.venv/bin/python -m pytest -q -n 3 --dist loadfile tests
+	.venv/bin/python -m pytest -q -n 4 --dist loadfile tests
 test-fast: setup
 	.venv/bin/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 lint: setup

@@ -71,3 +71,23 @@ def learn_frames(vww_data_dir, tmp_path_factory):
                                if i % 4 != 3]
     (out / "labels.csv").write_text("\n".join(lines) + "\n")
     return out
+
+
+# The files that take longest (seconds on two cores, from `--durations`), run first: the workers
+# of `-n 4 --dist loadfile` take files in collection order, and a long one taken last leaves
+# the other workers idle while it ends.
+LONGEST_FIRST = ("test_fleet_cli.py", "test_fleet_restart.py", "fuzz/test_fuzz_short.py",
+                 "test_kernels_dsp.py", "test_fleet_deploy.py", "test_learn_qemu.py",
+                 "test_tte.py", "test_resume_cli.py", "test_wheel.py", "test_firmware.py",
+                 "test_mlperf_suite.py", "test_training.py", "test_board_folders.py",
+                 "test_baseline.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(item):
+        rel = Path(str(item.fspath)).relative_to(REPO_ROOT / "tests").as_posix()
+        return rank.get(rel, len(rank))
+
+    items.sort(key=key)  # stable: the rest keep their order, and every worker collects alike
