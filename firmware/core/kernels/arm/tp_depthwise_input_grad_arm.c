@@ -256,8 +256,8 @@ static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch,
 /* Whether channel ch of the n dY rows src[] (ow values each, c apart, bytes wide) is all zero:
  * then so is its dX row (every fold of 0 is 0). A channel the RELU mask zeroed is (VWW's pruned
  * channels sit at their activation bound); a live one stops at its first nonzero value. */
-static int dw_rows_zero(const uint8_t *const *src, uint32_t n, uint32_t ch, uint32_t c, uint32_t ow,
-                        uint32_t bytes)
+static TP_DSP_NOINLINE int dw_rows_zero(const uint8_t *const *src, uint32_t n, uint32_t ch,
+                                        uint32_t c, uint32_t ow, uint32_t bytes)
 {
     uint32_t r, j, step = c * bytes;
     for (r = 0; r < n; r++) {
