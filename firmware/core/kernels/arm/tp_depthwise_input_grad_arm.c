@@ -271,9 +271,29 @@ static TP_DSP_NOINLINE int dw_rows_zero(const uint8_t *const *src, uint32_t n, u
     return 1;
 }
 
-/* Per dX row: the dY rows it meets (through kernel rows kh[0..n)); per channel, its dY' of
- * each of those rows folded once into a zero-padded plane (compact: stride-2 columns take one
- * dY' a plane per two outputs), then its dX values. */
+/* For an int8 map with c a multiple of 4: the OR of the words at channels ch..ch+3 (ch a
+ * multiple of 4) over the n dY rows src[] (ow pixels, c bytes apart); byte k is zero when
+ * channel ch + k is all zero there. One load a pixel for four channels; done at the end of
+ * the first row where all four are live. */
+static TP_DSP_NOINLINE uint32_t dw_rows_or4(const uint8_t *const *src, uint32_t n, uint32_t ch,
+                                            uint32_t c_ow)
+{
+    uint32_t r, j, c = c_ow & 0xFFFFu, ow = c_ow >> 16, acc = 0u;
+    for (r = 0; r < n; r++) {
+        const int8_t *q = (const int8_t *)src[r] + ch;
+        for (j = 0; j < ow; j++, q += c) {
+            acc |= tp_dsp_rd32(q);
+        }
+        if (((acc - 0x01010101u) & ~acc & 0x80808080u) == 0u) {
+            break; /* no byte is zero (the test is exact for "any"): all four live */
+        }
+    }
+    return acc;
+}
+
+/* Per dX row: the dY rows it meets (through kernel rows kh[0..n), two bits each in kh); per
+ * channel, its dY' of each of those rows folded once into a zero-padded plane (compact: stride-2
+ * columns take one dY' a plane per two outputs), then its dX values. */
 void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                           const tp_shape *out_shape, const tp_weights *w,
                                           const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
@@ -281,7 +301,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
-    uint32_t off = s1 == 1u ? 2u : 1u, kh[3];
+    uint32_t off = s1 == 1u ? 2u : 1u, kh = 0u, live4 = 0u;
+    int by4 = bytes == 1u && (c & 3u) == 0u && c <= 0xFFFFu; /* dw_rows_or4 */
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
     const uint8_t *src[3];
     int16_t plane[3][TP_GRAD_DW_PLANE];
@@ -295,10 +316,11 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
         }
     }
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
-        for (n = 0, r = 0; r < 3u; r++) { /* the dY rows this dX row meets, kernel row r's */
+        for (n = 0, r = 0, kh = 0u; r < 3u;
+             r++) { /* the dY rows this dX row meets, kernel row r's */
             int32_t num = (int32_t)y + (int32_t)p->pad[0] - (int32_t)r;
             if (num >= 0 && num % (int32_t)s0 == 0 && (uint32_t)num / s0 < (uint32_t)out_shape->h) {
-                kh[n] = r;
+                kh |= r << (2u * n);
                 src[n++] = (const uint8_t *)dy->q + (uint32_t)num / s0 * ow * c * bytes;
             }
         }
@@ -310,8 +332,12 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             int smm;
             tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
+            if (by4 && (ch & 3u) == 0u && n != 0u) {
+                live4 = dw_rows_or4(src, n, ch, c | ow << 16);
+            }
             if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
-                dw_rows_zero(src, n, ch, c, ow, bytes)) {
+                (by4 ? ((live4 >> (8u * (ch & 3u))) & 0xFFu) == 0u
+                     : dw_rows_zero(src, n, ch, c, ow, bytes))) {
                 for (x = 0; x < iw; x++) { /* every dY' is zero (dw_fold_of) */
                     acc[x * c + ch] = 0;
                 }
@@ -344,7 +370,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 }
             }
             for (r = 0; r < n; r++) {
-                const int8_t *t = wo + 3u * kh[r] * step;
+                const int8_t *t = wo + 3u * ((kh >> (2u * r)) & 3u) * step;
                 int32_t w0 = t[0], w1 = t[step], w2 = t[2u * step];
                 wa[r] = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
                 wb[r] = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
