@@ -226,6 +226,12 @@ def corner_cases() -> list[tuple[str, Graph]]:
     c.append(_conv_case("dw-fast-rem2", (9, 6, 8), "DEPTHWISE_CONV_2D", 30, _right_shifts))
     c.append(_conv_case("dw-fast-s2-rem1", (10, 9, 4), "DEPTHWISE_CONV_2D", 31, _right_shifts,
                         stride=(2, 2)))
+    # rows of 4k + 2 at stride 1 end in a pass of six (10: a four first; 2: a pair alone), at
+    # stride 2 in a pair (6)
+    c.append(_conv_case("dw-fast-ten", (5, 10, 4), "DEPTHWISE_CONV_2D", 32, _right_shifts))
+    c.append(_conv_case("dw-fast-two", (4, 2, 4), "DEPTHWISE_CONV_2D", 33, _right_shifts))
+    c.append(_conv_case("dw-fast-s2-six", (11, 12, 4), "DEPTHWISE_CONV_2D", 34, _right_shifts,
+                        stride=(2, 2)))
     # the 3x3 convolution over three channels (tp_conv3x3_rgb_arm.c): VWW's first conv, odd
     # pixel and channel counts, both paddings and strides, windows across every border
     c.append(_conv_case("rgb-vww", (24, 20, 3), "CONV_2D", 12, stride=(2, 2), cout=8))
