@@ -87,6 +87,7 @@ BUILDS = ["gcc -O2", pytest.param("gcc -O0", marks=pytest.mark.slow),
 RANDOM = 60  # opgen cases per kind (each a few milliseconds on the board)
 DRIVER = REPO / "tests" / "c" / "test_kernels_dsp.c"
 FOLD_DRIVER = REPO / "tests" / "c" / "test_fold_dsp.c"
+MBQM_DRIVER = REPO / "tests" / "c" / "test_mbqm_dsp.c"
 
 
 def _conv_case(name: str, shape, kind: str, seed: int, tweak=None, **conv) -> tuple[str, Graph]:
@@ -112,6 +113,30 @@ def _dead_channels(g: Graph) -> None:
     for c, sign in ((0, 1), (2, -1)):
         _rows(g, c)[...] = 0
         bias[c] = sign * (1 << 30)
+
+
+def _zero_rows_any_bias(g: Graph) -> None:
+    """Half the channels with all-zero weights and biases of 2^30 and beyond (int32's extremes
+    included), each one's weight scale set so that its bias requantizes into int8's range, some
+    exactly half way: each output a constant, computed by tp_dsp_prepare's 32-bit form (with
+    _left_shift after it, the reference's for the channel it shifts left)."""
+    op = g.ops[-1]
+    bias = g.tensors[op.inputs[2]].data
+    w = g.tensors[op.inputs[1]]
+    s_in = float(g.tensors[op.inputs[0]].scale[0])
+    s_out = float(g.tensors[op.outputs[0]].scale[0])
+    w.scale = w.scale.copy()
+    biases = [-(1 << 31), (1 << 31) - 1, -(1 << 30), 1 << 30]
+    reals = [-100.5, 90.5, -0.5, 3.25, -57.75, 126.5, -2.5, 64.0]
+    rng = np.random.default_rng(len(bias))
+    for c in range(0, len(bias), 2):
+        _rows(g, c)[...] = 0
+        k = c // 2
+        b = biases[k] if k < len(biases) else int(rng.integers(1 << 30, 1 << 31))
+        v = reals[k % len(reals)]
+        b = abs(b) if v > 0 else -abs(b) if b != -(1 << 31) else b
+        bias[c] = max(b, -(1 << 31)) if b < 0 else min(b, (1 << 31) - 1)
+        w.scale[c] = np.float32(v * s_out / (int(bias[c]) * s_in))
 
 
 def _wide_bias(g: Graph) -> None:
@@ -253,6 +278,10 @@ def corner_cases() -> list[tuple[str, Graph]]:
         c.append(_conv_case(f"{tag}-dead", shape, kind, 9, _dead_channels, k=k, cout=16))
         c.append(_conv_case(f"{tag}-wide", shape, kind, 10, _wide_bias, k=k, cout=16))
         c.append(_conv_case(f"{tag}-shifts", shape, kind, 11, _left_shift, k=k, cout=16))
+        c.append(_conv_case(f"{tag}-zero-rows", shape, kind, 35, _zero_rows_any_bias, k=k,
+                            cout=16))
+        c.append(_conv_case(f"{tag}-zero-rows-left", shape, kind, 36,
+                            lambda g: (_zero_rows_any_bias(g), _left_shift(g)), k=k, cout=16))
     return c
 
 
@@ -347,6 +376,16 @@ def test_dsp_folds_equal_the_definition_value_by_value():
     proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert proc.stdout.strip() == "fold cases 1656, values 6782976, mismatches 0"
+
+
+def test_dsp_constant_channel_requantization_equals_the_reference():
+    """tp_dsp_prepare's 32-bit requantization of a pruned channel's bias (tp_dsp_mbqm32)
+    equals tp_mbqm on int32's extremes, every right shift and multipliers whose products land
+    exactly halfway (tests/c/test_mbqm_dsp.c, under ASan and UBSan)."""
+    exe = build_program(MBQM_DRIVER, sanitize=True, dsp_emulation=True)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.strip() == "mbqm cases 409600, mismatches 0"
 
 
 @needs_qemu

@@ -41,6 +41,21 @@ static int all_zero(const int8_t *row, uint32_t n)
     return 1;
 }
 
+/* tp_mbqm(x, m, -e) for an int32 x, m in [0, 2^31) and 0 <= e <= 31, in 32-bit halves: the
+ * doubling high multiply (its 64-bit product by SMULL, rounded half away from zero, truncated),
+ * then the rounding right shift. A pruned channel's constant output (VWW has hundreds). */
+int32_t tp_dsp_mbqm32(int32_t x, int32_t m, uint32_t e)
+{
+    int64_t ab = (int64_t)x * m;
+    uint64_t v = (uint64_t)ab + (ab >= 0 ? (uint64_t)1 << 30 : 1u - ((uint64_t)1 << 30));
+    uint32_t neg = (uint32_t)(v >> 63);
+    uint32_t mag = (uint32_t)((neg ? 0u - v : v) >> 31); /* below 2^31 */
+    int32_t r = neg ? -(int32_t)mag : (int32_t)mag;
+    uint32_t mask = (1u << e) - 1u;
+    uint32_t threshold = (mask >> 1) + (r < 0 ? 1u : 0u);
+    return (r >> e) + (((uint32_t)r & mask) > threshold ? 1 : 0);
+}
+
 int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, const int8_t *row,
                    uint32_t step, uint32_t n, tp_dsp_rq *rq)
 {
@@ -87,8 +102,9 @@ int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, con
         /* no weights: every output is the bias requantized, v. With mult 0, e 1 and hz 2 v + 1
          * the formula gives (2 v + 1 - [acc < 0]) >> 1 = v for either sign, so the channel
          * rounds like the others (nm = -1) */
-        int32_t v = tp_clamp_act(tp_mbqm(bias, rq->mult, shift) + p->out_zp, p->act_min,
-                                 p->act_max);
+        int64_t c = shift <= 0 && shift >= -31 ? tp_dsp_mbqm32(bias, rq->mult, rq->e)
+                                               : tp_mbqm(bias, rq->mult, shift);
+        int32_t v = tp_clamp_act(c + p->out_zp, p->act_min, p->act_max);
         rq->hz = 2 * v + 1;
         rq->mult = 0;
         rq->nm = -1;

@@ -254,6 +254,10 @@ typedef struct {
 int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, const int8_t *row,
                    uint32_t step, uint32_t n, tp_dsp_rq *rq);
 
+/* tp_mbqm(x, m, -e) for an int32 x, m in [0, 2^31) and e <= 31, in 32-bit halves (tp_dsp.c;
+ * tests/c/test_mbqm_dsp.c checks it against tp_mbqm). */
+int32_t tp_dsp_mbqm32(int32_t x, int32_t m, uint32_t e);
+
 /* Clamp to the activation range [lo, hi] when it is narrower than int8. */
 static inline int8_t tp_dsp_clamp(int32_t v, int32_t lo, int32_t hi)
 {
