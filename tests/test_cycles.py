@@ -106,7 +106,7 @@ def test_trace_counts_the_harness_instructions(vww_model_path):
 def test_a_model_without_some_layer_types(vww_model_path):
     """vww_cycles on a model lacking a layer type (VWW's last depthwise and pointwise convs and
     the tail: no first conv; ResNet-8 has no depthwise): its row is empty, not a division by
-    zero, and the others are measured."""
+    zero, and the others are measured; its functions' cycles are listed costliest first."""
     from tinyprop.bench.cycles import vww_cycles
     from tinyprop.bench.kernels import subgraph
     from tinyprop.frontend.tflite_reader import read_tflite
@@ -122,3 +122,11 @@ def test_a_model_without_some_layer_types(vww_model_path):
     assert types["pointwise"]["instructions"] > 10_000
     assert types["depthwise"]["instructions"] > 1_000
     assert whole["instructions"] < whole["cycles"] < 3 * whole["instructions"]
+    # where the cycles go: the costliest functions first, the kernels' among them, within the
+    # whole's
+    fns = out["functions"]
+    assert [f["cycles"] for f in fns] == sorted((f["cycles"] for f in fns), reverse=True)
+    assert sum(f["cycles"] for f in fns) <= whole["cycles"]
+    assert sum(f["instructions"] for f in fns) <= whole["instructions"]
+    names = {f["function"] for f in fns}
+    assert {"tp_arm_dw_band_s1", "tp_arm_conv_block_4x2"} & names, names

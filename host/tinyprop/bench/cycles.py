@@ -403,10 +403,21 @@ class Windows:
     starts: np.ndarray  # each window's first instruction's index in the whole run
 
 
-def model(tr: Trace, t: Timing = Timing(),
-          leave_out: Callable[[str], bool] | None = None) -> Windows:
-    """Modelled cycles of each window of `tr`; the blocks of a function `leave_out` names
-    (by symbol) count neither instructions nor cycles."""
+@dataclass
+class Costs:
+    """Per position of a trace's seq: modelled cycles, pipeline refills, cycles per instruction
+    class and instructions (zero for a left-out function's blocks)."""
+
+    cycles: np.ndarray
+    refills: np.ndarray
+    classes: np.ndarray
+    instructions: np.ndarray
+
+
+def costs(tr: Trace, t: Timing = Timing(),
+          leave_out: Callable[[str], bool] | None = None) -> Costs:
+    """The model applied to every executed block of `tr` from its first counter read on (a
+    taken branch is charged to the block it ends, by the block that ran next)."""
     seq = np.frombuffer(tr.seq, np.int32).astype(np.int64)
     if len(tr.marks) < 2:
         raise TinypropError("cycle trace: fewer than two counter reads")
@@ -464,19 +475,44 @@ def model(tr: Trace, t: Timing = Timing(),
     per_class[:-1, CLASSES.index("branch")] += branch
     np.add.at(per_class, (np.arange(len(cur)), adj_class[inv]), edge_adj)
     n_ins = count[seq].astype(np.float64)
-    starts = np.concatenate([[0], np.cumsum(n_ins)])[tr.marks]
     drop = out[seq]
     cost[drop] = 0
     refills[drop] = 0
     per_class[drop] = 0
     n_ins[drop] = 0
+    return Costs(cost, refills, per_class, n_ins)
+
+
+def model(tr: Trace, t: Timing = Timing(),
+          leave_out: Callable[[str], bool] | None = None, c: Costs | None = None) -> Windows:
+    """Modelled cycles of each window of `tr`; the blocks of a function `leave_out` names
+    (by symbol) count neither instructions nor cycles. `c`: costs(tr, t, leave_out) already
+    computed."""
+    c = costs(tr, t, leave_out) if c is None else c
+    n_ins = c.instructions
+    starts = np.concatenate([[0], np.cumsum(n_ins)])[tr.marks]
     bounds = np.asarray(tr.marks)
     ins_w = np.add.reduceat(n_ins, bounds)[:-1]
-    cyc_w = np.add.reduceat(cost, bounds)[:-1]
-    ref_w = np.add.reduceat(refills, bounds)[:-1]
-    cls_w = np.add.reduceat(per_class, bounds, axis=0)[:-1]
+    cyc_w = np.add.reduceat(c.cycles, bounds)[:-1]
+    ref_w = np.add.reduceat(c.refills, bounds)[:-1]
+    cls_w = np.add.reduceat(c.classes, bounds, axis=0)[:-1]
     return Windows(ins_w.astype(np.int64), cyc_w, ref_w.astype(np.int64), cls_w,
                    tr.callers[:-1], starts[:-1])
+
+
+def functions(tr: Trace, c: Costs, first: int, last: int, top: int = 20) -> list[dict]:
+    """Instructions and modelled cycles per function (the symbol of each executed block) over
+    windows first..last-1 of `tr`, the `top` costliest first: where a window's cycles go."""
+    seq = np.frombuffer(tr.seq, np.int32).astype(np.int64)
+    lo, hi = tr.marks[first], tr.marks[last]
+    names = sorted({b.symbol for b in tr.blocks})
+    index = {n: i for i, n in enumerate(names)}
+    sym = np.array([index[b.symbol] for b in tr.blocks], np.int64)[seq[lo:hi]]
+    cyc = np.bincount(sym, c.cycles[lo:hi], len(names))
+    ins = np.bincount(sym, c.instructions[lo:hi], len(names))
+    order = [i for i in np.argsort(-cyc, kind="stable") if ins[i] > 0][:top]
+    return [{"function": names[i], "instructions": int(ins[i]), "cycles": int(cyc[i])}
+            for i in order]
 
 
 def icount_consistent(windows: Windows, board: Sequence[int], which: Sequence[int]) -> bool:
@@ -676,7 +712,9 @@ def vww_cycles(graph, x: np.ndarray, target: str = "cortex-m4", board: str = "qe
     elf = _harness_elf(board, whole)
     with traced(elf) as (args, finish):
         run = run_cases(cases, board, builtin=whole, qemu_args=args)
-    w = model(finish(), t)
+    tr = finish()
+    pc = costs(tr, t)
+    w = model(tr, t, c=pc)
     results = sorted(run.results, key=lambda r: r.case)
     if any(r.status for r in results) or len(w.cycles) != 2 * len(results) - 1:
         raise TinypropError(f"cycle trace: {len(results)} inferences, {len(w.cycles)} counter "
@@ -696,6 +734,7 @@ def vww_cycles(graph, x: np.ndarray, target: str = "cortex-m4", board: str = "qe
                                   "cmsis_nn_cycles": CMSIS_NN_CYCLES[name]}
                            for name in LAYER_TYPES},
                  "classes": dict(zip(CLASSES, (int(c) for c in w.classes[0]), strict=True)),
+                 "functions": functions(tr, pc, 0, 1),
                  "trace_vs_board_max_difference": gap, "counter_tick": TICK}
     for k, (first, last) in enumerate(groups):
         row = out["types"][_layer_type(graph, graph.ops[first])]
@@ -735,7 +774,9 @@ def step_cycles(blob: bytes, xs: np.ndarray, ys: np.ndarray, board: str = "qemu-
     if any(r.status for r in run.results):
         raise TinypropError(f"cycle trace: a training step failed: "
                             f"{[r.status for r in run.results]}")
-    w = model(finish(), t, leave_out=lambda symbol: symbol in HOOKS)
+    tr = finish()
+    pc = costs(tr, t, leave_out=lambda symbol: symbol in HOOKS)
+    w = model(tr, t, c=pc)
     # the harness's own reads: per step t0, t1 (around the step), then two around 64 hook calls
     own = [k for k, c in enumerate(w.callers) if c != "on_part"]
     if len(own) < 4 * len(run.results) - 1:
@@ -751,7 +792,7 @@ def step_cycles(blob: bytes, xs: np.ndarray, ys: np.ndarray, board: str = "qemu-
             "classes": dict(zip(CLASSES, (int(c) for c in w.classes[a:b].sum(axis=0)),
                                 strict=True)),
             "board_instructions": int(p.cost - p.hook_calls * p.hook_cost),
-            "hook_calls": p.hook_calls}
+            "hook_calls": p.hook_calls, "functions": functions(tr, pc, a, b)}
 
 
 def report(fig: dict) -> list[str]:
@@ -786,6 +827,10 @@ def report(fig: dict) -> list[str]:
                  f"{step['cycles'] / w['cycles']:.2f} inferences; board counter "
                  f"{step['board_instructions']:,} instructions less {step['hook_calls']:,} "
                  "profile hook calls")
+    for what, part in (("inference", inf), ("step", step)):
+        lines.append(f"  where the {what}'s cycles go (function: M cycles, M instructions):")
+        lines += [f"    {f['function']:<44} {f['cycles'] / 1e6:6.2f} {f['instructions'] / 1e6:6.2f}"
+                  for f in part.get("functions", [])[:12]]
     lines.append(f"CMSIS-NN through the same model: {w['cmsis_nn_cycles'] / 1e6:.2f} M cycles; "
                  f"ours {w['cycles'] / w['cmsis_nn_cycles']:.2f}x")
     lines.append("MLPerf Tiny VWW on the STM32L4R5 (Cortex-M4, 120 MHz), cycles:")
