@@ -27,7 +27,7 @@ def quiet_tensorflow(env: dict | None = None) -> dict:
 def require(module: str, what: str, extra: str = "tf") -> ModuleType:
     """`import module` for `what` (e.g. "eval of a .tflite"), or a TinypropError saying which
     extra to install."""
-    if module.split(".")[0] == "tensorflow":
+    if module.split(".")[0] in ("tensorflow", "keras", "tflite_micro"):  # each imports TensorFlow
         quiet_tensorflow()
     try:
         return importlib.import_module(module)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..extras import require
 from ..paths import BUILD_ROOT, made_once
 
 SIZE = 128
@@ -71,7 +72,7 @@ def inverted_residual_net(blocks: list[tuple[int, int, int, int]], seed: int = 0
     """Stem 3x3/2 to STEM channels, then MBConv blocks (1x1 expansion, k x k depthwise, 1x1
     linear projection; a residual ADD where stride 1, expansion > 1 and widths match, as
     TTE's networks), global average pooling, the classifier. TFLite's SAME padding."""
-    import keras
+    keras = require("keras", "the TTE models")
 
     L = keras.layers
     keras.utils.set_random_seed(seed)
@@ -97,7 +98,7 @@ def inverted_residual_net(blocks: list[tuple[int, int, int, int]], seed: int = 0
 
 def keras_mbv2():
     """Keras' MobileNetV2(alpha=0.35), its 1280-channel head included, random weights."""
-    import keras
+    keras = require("keras", "Keras' MobileNetV2")
 
     keras.utils.set_random_seed(0)
     return keras.applications.MobileNetV2(input_shape=(SIZE, SIZE, 3), alpha=0.35,
@@ -114,7 +115,7 @@ def keras_model(name: str):
 
 def convert(model) -> bytes:
     """Full-integer post-training quantization: int8 weights, activations, input and output."""
-    import tensorflow as tf
+    tf = require("tensorflow", "converting the TTE models")
 
     from ..frontend.quantize import full_int8
 
@@ -128,7 +129,7 @@ def convert(model) -> bytes:
 
 
 def cache_dir() -> Path:
-    import tensorflow as tf
+    tf = require("tensorflow", "the TTE models' cache")
 
     h = hashlib.sha256(Path(__file__).read_bytes() + tf.__version__.encode()).hexdigest()
     return BUILD_ROOT / "tte" / h[:16]
