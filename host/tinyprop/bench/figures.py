@@ -48,9 +48,12 @@ Sections (`tinyprop bench --only` picks some):
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,10 +92,31 @@ class BenchConfig:
     out: Path = Path("out/bench")
 
 
+@contextmanager
+def _tflm_quiet():
+    """File descriptor 2 on /dev/null meanwhile: TFLite Micro's C++ prints "Failed to resize
+    buffer" there for every arena the bisection tries too small, which is how it finds the
+    smallest (the failure itself reaches Python as an exception)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def tflm_arena(model: Path) -> int:
     """Smallest arena (bytes) in which TFLite Micro's Python interpreter allocates and runs the
     model: a bisection over arena_size (allocation fails below it)."""
     runtime = require("tflite_micro.python.tflite_micro.runtime", "the TFLite Micro arena")
+    with _tflm_quiet():
+        return _bisect_arena(runtime, model)
+
+
+def _bisect_arena(runtime, model: Path) -> int:
 
     x = None
 
