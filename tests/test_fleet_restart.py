@@ -73,9 +73,12 @@ def test_a_deployed_fleet_refuses_an_unknown_node_and_takes_back_a_restarted_one
         assert federation.online() == len(CLIENTS)
         ports = [federation.port] + [n.port for n in federation.nodes]
     report = ran["report"]
-    assert [[c["name"] for c in r["clients"]] for r in report["rounds"]] == \
-        [["haze"], ["haze"] if report["rounds"][1]["failed"] else ["haze", "night"],
-         ["haze", "night"]]
+    names = [[c["name"] for c in r["clients"]] for r in report["rounds"]]
+    # round 2: night took part, or failed, or was not back online yet when the round sampled
+    # its nodes (a loaded machine: its restart had not yet re-registered with the SuperLink)
+    assert names[0] == ["haze"] and names[2] == ["haze", "night"], names
+    assert names[1] in (["haze"], ["haze", "night"]), names
+    assert not report["rounds"][1]["failed"] or names[1] == ["haze"], report["rounds"][1]
     [failed] = report["rounds"][0]["failed"]
     assert failed["name"] == "night", failed  # named once it replied, in a later round
     assert report["rounds"][2]["failed"] == []
