@@ -117,8 +117,8 @@ def _dead_channels(g: Graph) -> None:
 
 def _zero_rows_any_bias(g: Graph) -> None:
     """Half the channels with all-zero weights and biases of 2^30 and beyond (int32's extremes
-    included), each one's weight scale set so that its bias requantizes into int8's range, some
-    exactly half way: each output a constant, computed by tp_dsp_prepare's 32-bit form (with
+    included), each one's weight scale set so that its bias requantizes into int8's range (some
+    at a nominal half): each output a constant, computed by tp_dsp_prepare's 32-bit form (with
     _left_shift after it, the reference's for the channel it shifts left)."""
     op = g.ops[-1]
     bias = g.tensors[op.inputs[2]].data
@@ -134,8 +134,7 @@ def _zero_rows_any_bias(g: Graph) -> None:
         k = c // 2
         b = biases[k] if k < len(biases) else int(rng.integers(1 << 30, 1 << 31))
         v = reals[k % len(reals)]
-        b = abs(b) if v > 0 else -abs(b) if b != -(1 << 31) else b
-        bias[c] = max(b, -(1 << 31)) if b < 0 else min(b, (1 << 31) - 1)
+        bias[c] = -abs(b) if v < 0 else min(abs(b), (1 << 31) - 1)  # the sign of v
         w.scale[c] = np.float32(v * s_out / (int(bias[c]) * s_in))
 
 

@@ -117,7 +117,6 @@ def tflm_arena(model: Path) -> int:
 
 
 def _bisect_arena(runtime, model: Path) -> int:
-
     x = None
 
     def runs(size: int) -> bool:

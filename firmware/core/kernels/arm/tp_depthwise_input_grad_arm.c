@@ -301,7 +301,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
-    uint32_t off = s1 == 1u ? 2u : 1u, kh = 0u, live4 = 0u;
+    uint32_t off = s1 == 1u ? 2u : 1u, kh, live4 = 0u;
     int by4 = bytes == 1u && (c & 3u) == 0u && c <= 0xFFFFu; /* dw_rows_or4 */
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
     const uint8_t *src[3];
@@ -316,8 +316,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
         }
     }
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
-        for (n = 0, r = 0, kh = 0u; r < 3u;
-             r++) { /* the dY rows this dX row meets, kernel row r's */
+        /* the dY rows this dX row meets, kernel row r's */
+        for (n = 0, r = 0, kh = 0u; r < 3u; r++) {
             int32_t num = (int32_t)y + (int32_t)p->pad[0] - (int32_t)r;
             if (num >= 0 && num % (int32_t)s0 == 0 && (uint32_t)num / s0 < (uint32_t)out_shape->h) {
                 kh |= r << (2u * n);
