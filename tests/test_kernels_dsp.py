@@ -88,6 +88,8 @@ RANDOM = 60  # opgen cases per kind (each a few milliseconds on the board)
 DRIVER = REPO / "tests" / "c" / "test_kernels_dsp.c"
 FOLD_DRIVER = REPO / "tests" / "c" / "test_fold_dsp.c"
 MBQM_DRIVER = REPO / "tests" / "c" / "test_mbqm_dsp.c"
+BIAS_DRIVER = REPO / "tests" / "c" / "test_bias_sums_dsp.c"
+BIAS_SUMMARY = "bias sums 15405, mismatches 0"
 
 
 def _conv_case(name: str, shape, kind: str, seed: int, tweak=None, **conv) -> tuple[str, Graph]:
@@ -387,21 +389,46 @@ def test_dsp_constant_channel_requantization_equals_the_reference():
     assert proc.stdout.strip() == "mbqm cases 409600, mismatches 0"
 
 
+def test_dsp_bias_sums_equal_the_reference():
+    """The bias gradients' sums four int8 channels a word in halfword lanes
+    (tp_arm_bias_sums_q) equal the reference's and the definition's: the lanes' extremes over
+    runs of 256 positions and past them, channel counts and first channels that are not
+    multiples of 4, an int16 map (tests/c/test_bias_sums_dsp.c, under ASan and UBSan)."""
+    exe = build_program(BIAS_DRIVER, sanitize=True, dsp_emulation=True)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.strip() == BIAS_SUMMARY
+
+
+def _board_summary(driver: Path, entry: str, last: bytes, tmp_path: Path) -> tuple[list, int]:
+    """A test driver's lines as a qemu-m4 application, up to its summary line, and its exit
+    status."""
+    from tinyprop.device.firmware import build_firmware
+    from tinyprop.device.runners import start_qemu
+
+    elf = build_firmware("qemu-m4", str(driver), {"APP_ENTRY": entry})
+    with start_qemu(elf, workdir=tmp_path, timeout=300) as run, run.connect(240) as link:
+        lines = []  # line by line: a read past the last byte would meet the closed link
+        while not lines or not lines[-1].startswith(last):
+            line = link.read_until(b"\n")
+            assert line.endswith(b"\n"), f"qemu-m4 stopped after {lines[-3:]}: {run.log()[-500:]}"
+            lines.append(line)
+        return lines, run.wait(60)
+
+
+@needs_qemu
+def test_dsp_bias_sums_on_qemu_m4_equal_the_reference(tmp_path):
+    """The same driver with the Cortex-M4's own SXTAB16."""
+    lines, status = _board_summary(BIAS_DRIVER, "bias_test_main", b"bias sums", tmp_path)
+    assert lines[-1] == BIAS_SUMMARY.encode() + b"\n", lines[-9:]
+    assert status == 0
+
+
 @needs_qemu
 def test_dsp_folds_on_qemu_m4_equal_the_definition_value_by_value(tmp_path):
     """The same driver as a qemu-m4 application: the folds with the Cortex-M4's own SMMULR,
     SMLAD, SSAT and QSUB16, not their C emulation."""
-    from tinyprop.device.firmware import build_firmware
-    from tinyprop.device.runners import start_qemu
-
-    elf = build_firmware("qemu-m4", str(FOLD_DRIVER), {"APP_ENTRY": "fold_test_main"})
-    with start_qemu(elf, workdir=tmp_path, timeout=300) as run, run.connect(240) as link:
-        lines = []  # line by line: a read past the last byte would meet the closed link
-        while not lines or not lines[-1].startswith(b"fold cases"):
-            line = link.read_until(b"\n")
-            assert line.endswith(b"\n"), f"qemu-m4 stopped after {lines[-3:]}: {run.log()[-500:]}"
-            lines.append(line)
-        status = run.wait(60)
+    lines, status = _board_summary(FOLD_DRIVER, "fold_test_main", b"fold cases", tmp_path)
     assert lines[-1] == b"fold cases 1656, values 6782976, mismatches 0\n", lines[-9:]
     assert status == 0
 

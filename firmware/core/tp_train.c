@@ -317,6 +317,32 @@ static void input_grads(const backward_ctx *c)
     }
 }
 
+/* Bias sums of integer maps a block of channels at a time (the DSP kernel reads four channels a
+ * word). */
+#define TP_BIAS_BLOCK 16u
+
+/* The op's biases updated from the exact sums of dY: a sink's (those its writer made), or the
+ * map's. Out of line: the sums' block stays off the backward pass's deepest frames. */
+static TP_NOINLINE void update_biases(const backward_ctx *c, const tp_update *u, uint32_t positions)
+{
+    uint32_t n_out = c->w.n_out, o, j, nc;
+    int64_t sums[TP_BIAS_BLOCK];
+    for (o = 0; o < n_out; o += nc) {
+        nc = n_out - o < TP_BIAS_BLOCK ? n_out - o : TP_BIAS_BLOCK;
+        part(c->s, TP_PART_GRAD, c->op.index);
+        if (c->sums != NULL) {
+            memcpy(sums, c->sums + TP_GM_HEADER + 8u * o, 8u * nc);
+        } else {
+            c->k->bias_sums_q(&c->dyq, positions, n_out, o, nc, sums);
+        }
+        part(c->s, TP_PART_UPDATE, c->op.index);
+        for (j = 0; j < nc; j++) {
+            tp_optim_update_bias(u, c->t.bias_params, o + j, tp_gm_to_f32(sums[j], c->dyq.e, 1.0f),
+                                 tp_weights_scale(&c->w, o + j));
+        }
+    }
+}
+
 /* The op's bias and held weight rows, updated from dY. *v_end: velocities not yet handed out,
  * counted from the region's end (ops run descending, velocities are laid out ascending). */
 static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
@@ -339,22 +365,16 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
                   ((c->t.flags & TP_TRAN_WEIGHT) ? c->t.n_sel * row_len : 0u);
         u.velocity = s->params + tp_param_bytes(&s->b) + 4u * *v_end;
     }
-    if (c->t.flags & TP_TRAN_BIAS) {
+    if ((c->t.flags & TP_TRAN_BIAS) && c->format == TP_GRAD_FLOAT32 && c->sums == NULL) {
         for (o = 0; o < n_out; o++) {
             float db;
             part(s, TP_PART_GRAD, c->op.index);
-            if (c->sums != NULL) { /* a sink: the sums its writer made */
-                int64_t sum;
-                memcpy(&sum, c->sums + TP_GM_HEADER + 8u * o, 8u);
-                db = tp_gm_to_f32(sum, c->dyq.e, 1.0f);
-            } else if (c->format == TP_GRAD_FLOAT32) {
-                db = c->k->bias(c->dy, positions, n_out, o);
-            } else {
-                db = c->k->bias_q(&c->dyq, positions, n_out, o);
-            }
+            db = c->k->bias(c->dy, positions, n_out, o);
             part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_bias(&u, c->t.bias_params, o, db, tp_weights_scale(&c->w, o));
         }
+    } else if (c->t.flags & TP_TRAN_BIAS) {
+        update_biases(c, &u, positions);
     }
     if (c->t.flags & TP_TRAN_WEIGHT) {
         float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * row_len);

@@ -238,7 +238,10 @@ void tp_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *
                                        float *row);
 void tp_fully_connected_weight_grad_q(uint32_t n_in, const int8_t *x, int32_t x_zp, float x_scale,
                                       const tp_gmap *dy, uint32_t o, float *row);
-float tp_bias_grad_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o);
+/* The bias gradients' exact sums: sums[j] = sum over the positions of dY[p, o0 + j], j < nc (the
+ * gradient is tp_gm_to_f32(sums[j], dy->e, 1)). */
+void tp_bias_sums_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o0, uint32_t nc,
+                    int64_t *sums);
 void tp_avg_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape,
                                 const tp_shape *out_shape, const tp_gmap *dy, tp_gm_writer *dx);
 void tp_max_pool2d_input_grad_q(const tp_pool_params *p, const tp_shape *in_shape, const int8_t *x,
@@ -250,8 +253,8 @@ void tp_add_input_grad_q(const tp_gmap *dy, tp_gm_writer *dx);
 
 /* The Cortex-M DSP versions (kernels/arm/tp_*_grad_arm.c, TP_KERNELS_DSP builds): the input
  * gradients of 1x1 CONV_2D and 3x3 DEPTHWISE_CONV_2D, the weight gradients of 1x1 CONV_2D and
- * of DEPTHWISE_CONV_2D, in the reference kernels' scratch (the depthwise ones use the stack); they
- * run the reference kernel for what they do not cover. */
+ * of DEPTHWISE_CONV_2D and the bias sums, in the reference kernels' scratch (the depthwise ones
+ * use the stack); they run the reference kernel for what they do not cover. */
 void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                 const tp_shape *out_shape, const tp_weights *w, const tp_gm_fold *f,
                                 const tp_gmap *dy, tp_gm_writer *dx, void *scratch);
@@ -266,6 +269,8 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
                                            const int8_t *x, int32_t x_zp, float x_scale,
                                            const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
                                            float *row);
+void tp_arm_bias_sums_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o0,
+                        uint32_t nc, int64_t *sums);
 
 /* ---- kernel tables ---- */
 
@@ -332,7 +337,7 @@ typedef struct {
                                       float *);
     void (*fully_connected_weight_q)(uint32_t, const int8_t *, int32_t, float, const tp_gmap *,
                                      uint32_t, float *);
-    float (*bias_q)(const tp_gmap *, uint32_t, uint32_t, uint32_t);
+    void (*bias_sums_q)(const tp_gmap *, uint32_t, uint32_t, uint32_t, uint32_t, int64_t *);
 } tp_gradient_kernels;
 
 /* The reference kernels, and the build's: optimized where the target has them (forward and

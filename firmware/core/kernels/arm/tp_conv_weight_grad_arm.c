@@ -1,6 +1,6 @@
-/* tp_conv_weight_grad_arm.c - the weight gradient of 1x1 CONV_2D with integer maps for Cortex-M
- * with the DSP extension, bit for bit the reference kernel (kernels/ref/tp_weighted_gradq.c);
- * other shapes run the reference kernel.
+/* tp_conv_weight_grad_arm.c - the weight gradient of 1x1 CONV_2D and the bias sums with integer
+ * maps for Cortex-M with the DSP extension, bit for bit the reference kernels
+ * (kernels/ref/tp_weighted_gradq.c); other shapes run the reference kernel.
  *
  * dW[o, i] = sum_p dY[p, o] x[p, i] - zp sum_p dY[p, o]: dY's column gathered in blocks as
  * (dY[p], dY[p + 1]) pairs on the stack; per four inputs, two positions' words of x unpacked by
@@ -131,6 +131,61 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
         int32_t a;
         __builtin_memcpy(&a, acc + i, 4);
         row[i] = (float)(a + off) * c;
+    }
+}
+
+/* Positions per run of the bias sums' halfword lanes: 256 values of at most 128 in magnitude sum
+ * within [-32768, 32512], exact in an int16 lane. */
+#define TP_BIAS_RUN 256u
+
+/* A halfword lane as int32. */
+static inline int32_t bias_lane(uint32_t x, uint32_t hi)
+{
+    return tp_dsp_i32(hi ? x : x << 16) >> 16;
+}
+
+/* The bias sums of an int8 map four channels a word: per position, SXTAB16 adds channels 0 and
+ * 2 of the word to one pair of halfword lanes and (rotated by 8) channels 1 and 3 to another;
+ * the lanes are added to int64 sums every TP_BIAS_RUN positions. Other maps, channel counts and
+ * an odd last one to three channels: the reference. */
+void tp_arm_bias_sums_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o0,
+                        uint32_t nc, int64_t *sums)
+{
+    uint32_t j = 0u;
+    if (dy->bytes == 1u && n_out % 4u == 0u && o0 % 4u == 0u) {
+        for (; j + 4u <= nc; j += 4u) {
+            const int8_t *q = (const int8_t *)dy->q + o0 + j;
+            int64_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+            uint32_t i, k, n;
+            for (i = 0; i < positions; i += n) {
+                uint32_t ev = 0u, od = 0u; /* lanes (channel 0, 2) and (1, 3) */
+                n = positions - i > TP_BIAS_RUN ? TP_BIAS_RUN : positions - i;
+                for (k = 0; k + 4u <= n; k += 4u, q += 4u * n_out) {
+                    uint32_t w0 = tp_dsp_rd32(q), w1 = tp_dsp_rd32(q + n_out);
+                    uint32_t w2 = tp_dsp_rd32(q + 2u * n_out), w3 = tp_dsp_rd32(q + 3u * n_out);
+                    ev = tp_sxtab16(tp_sxtab16(tp_sxtab16(tp_sxtab16(ev, w0), w1), w2), w3);
+                    od = tp_sxtab16_odd(tp_sxtab16_odd(tp_sxtab16_odd(tp_sxtab16_odd(od, w0), w1),
+                                                       w2),
+                                        w3);
+                }
+                for (; k < n; k++, q += n_out) {
+                    uint32_t w0 = tp_dsp_rd32(q);
+                    ev = tp_sxtab16(ev, w0);
+                    od = tp_sxtab16_odd(od, w0);
+                }
+                t0 += bias_lane(ev, 0u);
+                t2 += bias_lane(ev, 1u);
+                t1 += bias_lane(od, 0u);
+                t3 += bias_lane(od, 1u);
+            }
+            sums[j] = t0;
+            sums[j + 1u] = t1;
+            sums[j + 2u] = t2;
+            sums[j + 3u] = t3;
+        }
+    }
+    if (j < nc) {
+        tp_bias_sums_q(dy, positions, n_out, o0 + j, nc - j, sums + j);
     }
 }
 

@@ -346,16 +346,19 @@ static int32_t strided_sum8(const int8_t *q, uint32_t n, uint32_t stride)
     return t;
 }
 
-float tp_bias_grad_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o)
+void tp_bias_sums_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, uint32_t o0, uint32_t nc,
+                    int64_t *sums)
 {
-    int64_t s = 0; /* the int32 sums of 2^15 positions at a time */
-    uint32_t i, n;
-    for (i = 0; i < positions; i += n) {
-        size_t at;
-        n = positions - i > 32768u ? 32768u : positions - i;
-        at = (size_t)i * n_out + o;
-        s += dy->bytes == 2u ? strided_sum16((const int16_t *)dy->q + at, n, n_out)
-                             : strided_sum8((const int8_t *)dy->q + at, n, n_out);
+    uint32_t i, j, n;
+    for (j = 0; j < nc; j++) {
+        int64_t s = 0; /* the int32 sums of 2^15 positions at a time */
+        for (i = 0; i < positions; i += n) {
+            size_t at;
+            n = positions - i > 32768u ? 32768u : positions - i;
+            at = (size_t)i * n_out + o0 + j;
+            s += dy->bytes == 2u ? strided_sum16((const int16_t *)dy->q + at, n, n_out)
+                                 : strided_sum8((const int8_t *)dy->q + at, n, n_out);
+        }
+        sums[j] = s;
     }
-    return tp_gm_to_f32(s, dy->e, 1.0f);
 }
