@@ -90,6 +90,8 @@ FOLD_DRIVER = REPO / "tests" / "c" / "test_fold_dsp.c"
 MBQM_DRIVER = REPO / "tests" / "c" / "test_mbqm_dsp.c"
 BIAS_DRIVER = REPO / "tests" / "c" / "test_bias_sums_dsp.c"
 BIAS_SUMMARY = "bias sums 15405, mismatches 0"
+ROWS_DRIVER = REPO / "tests" / "c" / "test_gm_rows.c"
+ROWS_SUMMARY = "map rows, values 400000, mismatches 0"
 
 
 def _conv_case(name: str, shape, kind: str, seed: int, tweak=None, **conv) -> tuple[str, Graph]:
@@ -421,6 +423,25 @@ def test_dsp_bias_sums_on_qemu_m4_equal_the_reference(tmp_path):
     """The same driver with the Cortex-M4's own SXTAB16."""
     lines, status = _board_summary(BIAS_DRIVER, "bias_test_main", b"bias sums", tmp_path)
     assert lines[-1] == BIAS_SUMMARY.encode() + b"\n", lines[-9:]
+    assert status == 0
+
+
+def test_map_rows_equal_the_definition():
+    """The map writer's int32 rows (tp_gm_row_i32, tp_gm_end) equal gradmap.produce's
+    definition, value by value: rows whose largest magnitude is -2^B (one bit longer than the
+    OR of x ^ (x >> 31) says), values rounding up to +-2^bits, exact ties, int32's extremes,
+    int8 and int16 maps (tests/c/test_gm_rows.c: the C passes, under ASan and UBSan)."""
+    exe = build_program(ROWS_DRIVER, sanitize=True)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.strip() == ROWS_SUMMARY
+
+
+@needs_qemu
+def test_map_rows_on_qemu_m4_equal_the_definition(tmp_path):
+    """The same driver on qemu-m4: the int8 rows' Thumb-2 assembly passes."""
+    lines, status = _board_summary(ROWS_DRIVER, "gm_rows_main", b"map rows", tmp_path)
+    assert lines[-1] == ROWS_SUMMARY.encode() + b"\n", lines[-9:]
     assert status == 0
 
 

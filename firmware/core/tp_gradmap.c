@@ -190,17 +190,153 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
     return (int32_t)(((u + half_m1 + ((u >> s) & 1u)) >> s) - bias);
 }
 
+/* The int8 rows' two passes in Thumb-2 assembly (Cortex-M3, M4, M7, M33), unless
+ * TP_KERNELS_REF_ONLY: the C below is their definition (and what other targets run). */
+#if defined(__thumb2__) && !defined(TP_KERNELS_REF_ONLY)
+#define TP_GM_ASM 1
+#else
+#define TP_GM_ASM 0
+#endif
+
+#if TP_GM_ASM
+/* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM.
+ * tp_gm_round_i8(q, v, n4, s): round_i8's loop over 4 n4 values (n4 >= 1, 1 <= s <= 23): per
+ * value LSLS by 32 - s puts bit s (the parity) in the carry, ADC adds it and 2^31 + 2^(s-1) - 1,
+ * LSR by s; BFI packs the word; returns the OR of the words' 0x80-byte tests. */
+uint32_t tp_gm_or_mag(const int32_t *v, uint32_t n8);
+uint32_t tp_gm_round_i8(uint8_t *q, const int32_t *v, uint32_t n4, uint32_t s);
+#ifdef __thumb__
+#define TP_GM_ISA ".thumb\n"
+#else
+#define TP_GM_ISA ".arm\n"
+#endif
+__asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
+        ".syntax unified\n"
+        ".thumb\n"
+        ".macro tp_gm_mag r\n"
+        "    eor \\r, \\r, \\r, asr #31\n"
+        "    orr r2, r2, \\r\n"
+        ".endm\n"
+        ".macro tp_gm_rnd r\n"
+        "    lsls r8, \\r, r12\n"
+        "    adc \\r, \\r, r11\n"
+        "    lsr \\r, \\r, r3\n"
+        ".endm\n"
+        ".p2align 2\n"
+        ".global tp_gm_or_mag\n"
+        ".hidden tp_gm_or_mag\n"
+        ".type tp_gm_or_mag, %function\n"
+        ".thumb_func\n"
+        "tp_gm_or_mag:\n"
+        "    push {r4-r10}\n"
+        "    movs r2, #0\n"
+        "1:\n"
+        "    ldm r0!, {r3-r10}\n"
+        "    tp_gm_mag r3\n"
+        "    tp_gm_mag r4\n"
+        "    tp_gm_mag r5\n"
+        "    tp_gm_mag r6\n"
+        "    tp_gm_mag r7\n"
+        "    tp_gm_mag r8\n"
+        "    tp_gm_mag r9\n"
+        "    tp_gm_mag r10\n"
+        "    subs r1, r1, #1\n"
+        "    bne 1b\n"
+        "    mov r0, r2\n"
+        "    pop {r4-r10}\n"
+        "    bx lr\n"
+        ".size tp_gm_or_mag, .-tp_gm_or_mag\n"
+        ".p2align 2\n"
+        ".global tp_gm_round_i8\n"
+        ".hidden tp_gm_round_i8\n"
+        ".type tp_gm_round_i8, %function\n"
+        ".thumb_func\n"
+        "tp_gm_round_i8:\n"
+        "    push {r4-r11}\n"
+        "    rsb r12, r3, #32\n"
+        "    movs r11, #1\n"
+        "    lsl r11, r11, r3\n"
+        "    lsr r11, r11, #1\n"
+        "    sub r11, r11, #1\n"
+        "    add r11, r11, #0x80000000\n"
+        "    movs r10, #0\n"
+        "1:\n"
+        "    ldm r1!, {r4-r7}\n"
+        "    tp_gm_rnd r4\n"
+        "    tp_gm_rnd r5\n"
+        "    bfi r4, r5, #8, #8\n"
+        "    tp_gm_rnd r6\n"
+        "    bfi r4, r6, #16, #8\n"
+        "    tp_gm_rnd r7\n"
+        "    bfi r4, r7, #24, #8\n"
+        "    str r4, [r0], #4\n"
+        "    eor r8, r4, #0x80808080\n"
+        "    sub r9, r8, #0x01010101\n"
+        "    bic r9, r9, r8\n"
+        "    orr r10, r10, r9\n"
+        "    subs r2, r2, #1\n"
+        "    bne 1b\n"
+        "    mov r0, r10\n"
+        "    pop {r4-r11}\n"
+        "    bx lr\n"
+        ".size tp_gm_round_i8, .-tp_gm_round_i8\n"
+        ".purgem tp_gm_mag\n"
+        ".purgem tp_gm_rnd\n"
+        ".popsection\n" TP_GM_ISA);
+#endif
+
+/* The OR of x ^ (x >> 31) over a row: |x| for x >= 0, |x| - 1 below, so its bit length B is the
+ * largest magnitude's, or one less when a value is -2^B (which the callers tell apart). */
+static uint32_t or_mag(const int32_t *v, uint32_t cnt)
+{
+    uint32_t j = 0, bits = 0u;
+#if TP_GM_ASM
+    if (cnt >= 8u) {
+        bits = tp_gm_or_mag(v, cnt >> 3);
+        j = cnt & ~7u;
+    }
+#endif
+    for (; j < cnt; j++) {
+        uint32_t u = (uint32_t)v[j];
+        bits |= u ^ (0u - (u >> 31));
+    }
+    return bits;
+}
+
+/* The OR of the row's magnitudes (its bit length is the largest one's). */
+static uint32_t or_abs(const int32_t *v, uint32_t cnt)
+{
+    uint32_t j, bits = 0u;
+    for (j = 0; j + 4u <= cnt; j += 4u) { /* |x| = (x ^ m) - m, m all ones where x < 0 */
+        uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
+        uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u];
+        uint32_t ma = 0u - (a >> 31), mb = 0u - (b >> 31);
+        uint32_t md = 0u - (d >> 31), me = 0u - (e >> 31);
+        bits |= ((a ^ ma) - ma) | ((b ^ mb) - mb) | ((d ^ md) - md) | ((e ^ me) - me);
+    }
+    for (; j < cnt; j++) {
+        bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
+    }
+    return bits;
+}
+
 /* An int8 row rounded by s (1 <= s <= 23: its largest magnitude below 2^(s+7) <= 2^30), four
  * values a step: t = (v + 2^31 + 2^(s-1) - 1 + parity) >> s, the parity that of bit s of v
  * (rshift32_fast), is the rounded value plus 2^(31-s), whose low byte is 0: t's low byte is the
  * value's. The rounded values lie in [-128, 128]; +-128 come out as the byte 0x80, looked for
- * in the words (a zero byte of x ^ 0x80808080) as they are made and saturated after, in the
- * rare rows that have one. Words stored whole on little-endian targets, bytes otherwise. */
-static void store_row_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+ * in the words (a zero byte of x ^ 0x80808080) as they are made: returns whether there is one.
+ * Words stored whole on little-endian targets, bytes otherwise. */
+static int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
 {
-    uint32_t j, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u;
+    uint32_t j = 0, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u;
     int little = tp_little_endian();
-    for (j = 0; j + 4u <= cnt; j += 4u) {
+#if TP_GM_ASM
+    if (little && cnt >= 4u) {
+        hit = tp_gm_round_i8(q, v, cnt >> 2, s);
+        j = cnt & ~3u;
+    }
+#endif
+    for (; j + 4u <= cnt; j += 4u) {
         uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
         uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u], x;
         a = (a + c + ((a >> s) & 1u)) >> s;
@@ -224,13 +360,24 @@ static void store_row_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
         q[j] = (uint8_t)((a + c + ((a >> s) & 1u)) >> s);
         hit |= q[j] == 0x80u ? 0x80u : 0u;
     }
-    if ((hit & 0x80808080u) == 0u) {
-        return;
-    }
+    return (hit & 0x80808080u) != 0u;
+}
+
+/* The bytes 0x80 (+-128) of a rounded int8 row saturated to +-127. */
+static void saturate_i8(uint8_t *q, const int32_t *v, uint32_t cnt)
+{
+    uint32_t j;
     for (j = 0; j < cnt; j++) {
         if (q[j] == 0x80u) {
             q[j] = v[j] < 0 ? 0x81u : 0x7Fu; /* -127, 127 */
         }
+    }
+}
+
+static void store_row_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+{
+    if (round_i8(q, v, cnt, s)) {
+        saturate_i8(q, v, cnt);
     }
 }
 
@@ -336,18 +483,28 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
         sink_row(w, base, v);
         return;
     }
+    if (!w->accumulate && w->map.bytes == 1u) {
+        /* int8, the row's bit length B from or_mag: a value -2^B, if any, rounds to the byte
+         * 0x80 (-2^bits) when bits < B <= 30, so a row without one has the length B; a row with
+         * one is measured exactly, and rounded again if its length is B + 1 */
+        uint32_t bits = or_mag(v, cnt), n = tp_gm_bitlen32(bits);
+        if (n > w->bits && n <= 30u) {
+            uint8_t *q = (uint8_t *)w->map.q + base;
+            tp_gm_row_begin(w, r, bits);
+            if (round_i8(q, v, cnt, w->shift)) {
+                uint32_t exact = or_abs(v, cnt);
+                if (tp_gm_bitlen32(exact) == n) {
+                    saturate_i8(q, v, cnt);
+                } else {
+                    tp_gm_row_begin(w, r, exact);
+                    store_row(w, base, v, w->shift, tp_gm_bitlen32(exact));
+                }
+            }
+            return;
+        }
+    }
     if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
-        uint32_t bits = 0u;
-        for (j = 0; j + 4u <= cnt; j += 4u) { /* |x| = (x ^ m) - m, m all ones where x < 0 */
-            uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
-            uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u];
-            uint32_t ma = 0u - (a >> 31), mb = 0u - (b >> 31);
-            uint32_t md = 0u - (d >> 31), me = 0u - (e >> 31);
-            bits |= ((a ^ ma) - ma) | ((b ^ mb) - mb) | ((d ^ md) - md) | ((e ^ me) - me);
-        }
-        for (; j < cnt; j++) {
-            bits |= v[j] < 0 ? 0u - (uint32_t)v[j] : (uint32_t)v[j];
-        }
+        uint32_t bits = or_abs(v, cnt);
         tp_gm_row_begin(w, r, bits);
         store_row(w, base, v, w->shift, tp_gm_bitlen32(bits));
         return;

@@ -1,0 +1,215 @@
+/* test_gm_rows.c - the map writer's rows of int32 values (tp_gm_row_i32, then tp_gm_end;
+ * core/tp_gradmap.c) against the definition (gradmap.produce: each row rounded half to even by
+ * its own shift, the bit length of its largest magnitude less the map's bits, saturated to
+ * +-(2^bits - 1), then rounded again to the map's largest shift), for tests/test_gradmap.py:
+ *
+ *   test_gm_rows      (this machine: the C passes, under ASan and UBSan)
+ *   make -C boards/qemu-m4 APP=$PWD/tests/c/test_gm_rows.c APP_ENTRY=gm_rows_main
+ *                     (the Thumb-2 assembly passes of a Cortex-M build)
+ *
+ * Writes one summary line (on a board, on its link; here on stdout), the first mismatches
+ * before it, and exits 1 when there are any.
+ *
+ * The cases, int8 and int16 maps, rows of 64 values (the assembly's whole passes) and of 61 (a
+ * tail): pseudo-random values of every bit length 0 to 31 in a row; a row whose largest
+ * magnitude is -2^B with every other below 2^B (its length is B + 1, not B), with and without
+ * a value that rounds to +-2^bits; values just below 2^B that round up to 2^bits (saturated);
+ * exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes.
+ */
+#include <string.h>
+
+#include "tp_gradmap.h"
+
+#ifdef APP_ENTRY /* a board application (boards/<board>/Makefile APP=) */
+#include "tp_board.h"
+#define put_text(s) (void)tp_board_write((const uint8_t *)(s), strlen(s))
+#else
+#include <stdio.h>
+#define put_text(s) (void)fputs((s), stdout)
+#endif
+
+#define ROWS 8u
+#define MAX_ELEMS 64u
+
+static uint8_t map_buf[TP_GM_HEADER + 2u * ROWS * MAX_ELEMS];
+static int32_t vals[ROWS][MAX_ELEMS];
+static uint32_t rng = 88172645u;
+
+static uint32_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+
+static void put_int(int32_t v)
+{
+    char digits[12];
+    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+    int n = 11;
+    digits[n] = '\0';
+    do {
+        digits[--n] = (char)('0' + u % 10u);
+        u /= 10u;
+    } while (u != 0u);
+    if (v < 0) {
+        digits[--n] = '-';
+    }
+    put_text(digits + n);
+}
+
+/* x / 2^s rounded half to even (s >= 0), in int64. */
+static int64_t rne(int64_t x, uint32_t s)
+{
+    int64_t q, r, half;
+    if (s == 0u) {
+        return x;
+    }
+    if (s > 40u) {
+        return 0;
+    }
+    q = x >= 0 ? x >> s : -((-x) >> s) - (((-x) & (((int64_t)1 << s) - 1)) != 0);
+    r = x - q * ((int64_t)1 << s); /* 0 <= r < 2^s */
+    half = (int64_t)1 << (s - 1u);
+    return q + ((r > half || (r == half && (q & 1))) ? 1 : 0);
+}
+
+static uint32_t bitlen(uint64_t m)
+{
+    uint32_t n = 0;
+    while (m != 0u) {
+        n++;
+        m >>= 1;
+    }
+    return n;
+}
+
+/* A random value of bit length at most n (n <= 31), either sign. */
+static int32_t random_len(uint32_t n)
+{
+    uint32_t m = n == 0u ? 0u : (n >= 32u ? 0xFFFFFFFFu : (1u << n) - 1u);
+    int64_t v = (int64_t)(next() & m);
+    return (int32_t)((next() & 1u) ? -v : v);
+}
+
+/* Row r's values for case k (elems values). */
+static void fill(uint32_t k, uint32_t r, uint32_t elems)
+{
+    uint32_t j, B = 8u + (k * 7u + r * 3u) % 23u, s = B > 7u ? B - 7u : 1u;
+    int32_t *v = vals[r];
+    for (j = 0; j < elems; j++) {
+        v[j] = random_len(k % 4u == 0u ? (j * 5u + r) % 32u : B - 1u - (j % 3u));
+    }
+    switch ((k + r) % 8u) {
+    case 1: /* -2^B, the others below 2^B */
+        v[(k + r) % elems] = -(int32_t)(1u << B);
+        break;
+    case 2: /* -2^B, and a value that rounds up to 2^bits at shift B - 7 */
+        v[(k + r) % elems] = -(int32_t)(1u << B);
+        v[(k + r + 7u) % elems] = (int32_t)((1u << B) - 1u);
+        break;
+    case 3: /* values rounding up to +-2^bits (saturated) */
+        v[r % elems] = (int32_t)((1u << B) - 1u);
+        v[(r + 3u) % elems] = -(int32_t)((1u << B) - 1u);
+        break;
+    case 4: /* exact ties at the row's shift */
+        for (j = 0; j < elems; j += 2u) {
+            int32_t t = (int32_t)((2u * (next() % 100u) + 1u) << (s - 1u));
+            v[j] = (j & 2u) ? -t : t;
+        }
+        break;
+    case 5: /* int32's extremes */
+        v[r % elems] = r & 1u ? (int32_t)0x80000000u : 0x7FFFFFFF;
+        break;
+    case 6: /* small rows: every length up to 8 */
+        for (j = 0; j < elems; j++) {
+            v[j] = random_len(r);
+        }
+        if (r == 7u) {
+            v[elems - 1u] = -128;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+int gm_rows_main(void);
+
+int gm_rows_main(void)
+{
+    uint32_t k, r, j, fmt, cases = 0, bad = 0;
+    uint8_t shifts[ROWS];
+#ifdef APP_ENTRY
+    (void)tp_board_init();
+#endif
+    for (fmt = 0; fmt < 2u; fmt++) {
+        uint32_t format = fmt == 0u ? TP_GRAD_INT8 : TP_GRAD_INT16, bits = tp_gm_bits(format);
+        int32_t lim = ((int32_t)1 << bits) - 1;
+        for (k = 0; k < 400u; k++) {
+            uint32_t elems = k & 1u ? 61u : 64u, top = 0, rs[ROWS];
+            int32_t e_v = (int32_t)(k % 7u) - 3;
+            tp_gm_writer w;
+            tp_gmap map;
+            int32_t e;
+            tp_gm_begin(&w, map_buf, format, ROWS, elems, 0u, shifts, e_v);
+            for (r = 0; r < ROWS; r++) {
+                uint64_t m = 0;
+                fill(k, r, elems);
+                tp_gm_row_i32(&w, r, vals[r]);
+                for (j = 0; j < elems; j++) {
+                    int64_t a = vals[r][j] < 0 ? -(int64_t)vals[r][j] : vals[r][j];
+                    m = (uint64_t)a > m ? (uint64_t)a : m;
+                }
+                rs[r] = bitlen(m) > bits ? bitlen(m) - bits : 0u;
+                top = rs[r] > top ? rs[r] : top;
+            }
+            tp_gm_end(&w);
+            map = tp_gm_at(map_buf, format);
+            memcpy(&e, map_buf, 4u);
+            for (r = 0; r < ROWS; r++) {
+                for (j = 0; j < elems; j++) {
+                    int64_t q = rne(vals[r][j], rs[r]);
+                    q = q > lim ? lim : q < -lim ? -lim : q;
+                    q = rne(q, top - rs[r]);
+                    cases++;
+                    if (tp_gm_get(&map, r * elems + j) != q || e != e_v + (int32_t)top) {
+                        if (bad++ < 8u) {
+                            put_text("case ");
+                            put_int((int32_t)k);
+                            put_text(" bits ");
+                            put_int((int32_t)bits);
+                            put_text(" row ");
+                            put_int((int32_t)r);
+                            put_text(" value ");
+                            put_int(vals[r][j]);
+                            put_text(": ");
+                            put_int(tp_gm_get(&map, r * elems + j));
+                            put_text(" exponent ");
+                            put_int(e);
+                            put_text(", definition ");
+                            put_int((int32_t)q);
+                            put_text(" exponent ");
+                            put_int(e_v + (int32_t)top);
+                            put_text("\n");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    put_text("map rows, values ");
+    put_int((int32_t)cases);
+    put_text(", mismatches ");
+    put_int((int32_t)bad);
+    put_text("\n");
+    return bad != 0u;
+}
+
+#ifndef APP_ENTRY
+int main(void)
+{
+    return gm_rows_main();
+}
+#endif
