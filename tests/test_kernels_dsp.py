@@ -92,6 +92,8 @@ BIAS_DRIVER = REPO / "tests" / "c" / "test_bias_sums_dsp.c"
 BIAS_SUMMARY = "bias sums 15405, mismatches 0"
 ROWS_DRIVER = REPO / "tests" / "c" / "test_gm_rows.c"
 ROWS_SUMMARY = "map rows, values 400000, mismatches 0"
+UPDATE_DRIVER = REPO / "tests" / "c" / "test_update_rows.c"
+UPDATE_SUMMARY = "update rows, weights 576000, mismatches 0"
 
 
 def _conv_case(name: str, shape, kind: str, seed: int, tweak=None, **conv) -> tuple[str, Graph]:
@@ -442,6 +444,26 @@ def test_map_rows_on_qemu_m4_equal_the_definition(tmp_path):
     """The same driver on qemu-m4: the int8 rows' Thumb-2 assembly passes."""
     lines, status = _board_summary(ROWS_DRIVER, "gm_rows_main", b"map rows", tmp_path)
     assert lines[-1] == ROWS_SUMMARY.encode() + b"\n", lines[-9:]
+    assert status == 0
+
+
+def test_update_rows_equal_the_definition():
+    """The weight rows' update, QAS's delta settled from the reciprocal of the scale where that
+    cannot change the update (tp_optim.c), equals the definition's division and stochastic
+    rounding: gradients aimed at the update's thresholds (delta = n + r + j 2^-24), zeros,
+    infinities, NaN, momentum and plain SGD (tests/c/test_update_rows.c, under ASan and
+    UBSan)."""
+    exe = build_program(UPDATE_DRIVER, sanitize=True)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.strip() == UPDATE_SUMMARY
+
+
+@needs_qemu
+def test_update_rows_on_qemu_m4_equal_the_definition(tmp_path):
+    """The same driver on qemu-m4: the Cortex-M4 FPU's fixed-point VCVT (saturating, NaN to 0)."""
+    lines, status = _board_summary(UPDATE_DRIVER, "update_rows_main", b"update rows", tmp_path)
+    assert lines[-1] == UPDATE_SUMMARY.encode() + b"\n", lines[-9:]
     assert status == 0
 
 

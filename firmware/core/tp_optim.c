@@ -7,6 +7,13 @@
 
 #include "tp_le.h"
 
+/* update_row's four loops each specialized by its constant flags, whatever its size. */
+#if defined(__GNUC__)
+#define TP_OPTIM_INLINE static inline __attribute__((always_inline))
+#else
+#define TP_OPTIM_INLINE static inline
+#endif
+
 static float floor_f32(float x)
 {
     float t = (float)(int32_t)x;
@@ -88,6 +95,63 @@ static inline float unit24(uint32_t k)
 #endif
 }
 
+/* trunc(q 2^24) as int32: one fixed-point VCVT where the FPU has it, which saturates (|q| >= 128
+ * gives +-(2^31 - 1) or -2^31) and takes NaN to 0; else q is checked first, |q| < 64. Returns 0
+ * when q is out of range. */
+#if defined(__ARM_FP) && (__ARM_FP & 4) && defined(__thumb2__)
+static inline int fix24(float q, int32_t *d)
+{
+    __asm__("vcvt.s32.f32 %0, %0, #24" : "+t"(q));
+    memcpy(d, &q, 4u);
+    return 1;
+}
+#else
+static inline int fix24(float q, int32_t *d)
+{
+    uint32_t qb;
+    memcpy(&qb, &q, 4u);
+    if ((qb & 0x7FFFFFFFu) >= 0x42800000u) { /* |q| >= 64, infinite or NaN */
+        return 0;
+    }
+    *d = (int32_t)(q * 16777216.0f);
+    return 1;
+}
+#endif
+
+/* QAS's delta = RN(step / neg) settled without the division where it can be: q = RN(step inv),
+ * inv = RN(1 / neg), is within 3.0002 |delta| 2^-24 of delta when |q| < 64 (two roundings of
+ * relative error 2^-24 each, and delta's own; tiny and zero values lose only below 2^-126). The
+ * update is floor(delta) + [r < frac] with r = k 2^-24: floor((delta 2^24 - k) / 2^24) + 1,
+ * except where delta 2^24 - k is within half a unit of a multiple of 2^24 (the negative deltas'
+ * fraction (delta - t) + 1 is rounded to float32, by at most 2^-25). With d = trunc(q 2^24)
+ * (delta 2^24 within d - 3.0002 |q| - 1 .. d + 3.0002 |q| + 1) and a margin m >= 8 |q| + 3
+ * (12 while |d| <= 2^24, else |d| / 2^21 + 4), every value in d - k +- m with the same
+ * floor(/ 2^24) gives that update: it is taken (*st) and 1 returned; else 0 (row_step divides:
+ * about one weight in 2^20 when |delta| < 1). A NaN q (d 0 from the VCVT) is a NaN delta, which
+ * stochastic_round takes as 0: the update of delta 0. Offset binary: x = d - k + 2^31 lies in
+ * (2^30 - 2^24, 3 2^30). */
+static inline int qas_quick(float q, uint32_t k, int32_t *st)
+{
+    uint32_t m, x;
+    int32_t d;
+    if (!fix24(q, &d)) {
+        return 0;
+    }
+    if ((uint32_t)d + 0x01000000u <= 0x02000000u) { /* |d| <= 2^24 */
+        m = 12u;
+    } else if ((uint32_t)d + 0x40000000u < 0x80000000u) { /* |d| < 2^30 */
+        m = ((d < 0 ? 0u - (uint32_t)d : (uint32_t)d) >> 21) + 4u;
+    } else {
+        return 0;
+    }
+    x = (uint32_t)d - k + 0x80000000u;
+    if ((x - m) >> 24 != (x + m) >> 24) {
+        return 0;
+    }
+    *st = (int32_t)((x - m) >> 24) - 127;
+    return 1;
+}
+
 /* One weight's update (tp_optim_update_row), the flags constant in each caller below so each
  * loop is straight code: QAS or not, with momentum (velocity vel) or not. neg is -seff (QAS)
  * or -sw: -(a / b) = a / -b and -(a * b) = a * -b exactly. h is the weight's hash input
@@ -95,12 +159,12 @@ static inline float unit24(uint32_t k)
  * t = trunc(delta), delta - t exact (the fraction's bits of delta), negative when floor(delta)
  * = t - 1, whose fraction delta - (t - 1) is then (delta - t) + 1 rounded as float32 (the same
  * real value); else stochastic_round's clamp. */
-static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, float neg, uint32_t h,
-                               int qas, int mom)
+static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, float neg, float inv,
+                               uint32_t h, int qas, int mom)
 {
     float v = g, step, delta, r, t, frac;
     int32_t fl;
-    uint32_t bits;
+    uint32_t bits, k = fmix32(h) >> 8;
     if (mom) {
         float mv;
         memcpy(&v, vel, 4u);
@@ -109,8 +173,11 @@ static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, flo
         memcpy(vel, &v, 4u);
     }
     step = lr * v;
+    if (qas && qas_quick(step * inv, k, &fl)) {
+        return fl;
+    }
     delta = qas ? step / neg : step * neg;
-    r = unit24(fmix32(h) >> 8);
+    r = unit24(k);
     memcpy(&bits, &delta, 4u);
     if (bits << 1 >= 0x43800000u << 1) {
         return stochastic_round(delta, r, 256.0f);
@@ -124,16 +191,16 @@ static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, flo
     return fl + (r < frac ? 1 : 0);
 }
 
-static inline void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
-                              const float *grad, uint32_t n, float neg, int qas, int mom)
+TP_OPTIM_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
+                                const float *grad, uint32_t n, float neg, int qas, int mom)
 {
     uint32_t k, h = row_params * 0x9E3779B1u + u->key;
     int8_t *w = (int8_t *)(u->params + row_params);
     uint8_t *vel = mom ? u->velocity + 4u * v0 : NULL;
-    float lr = u->lr, mom_f = u->momentum;
+    float lr = u->lr, mom_f = u->momentum, inv = qas ? 1.0f / neg : 0.0f;
     for (k = 0; k < n; k++, h += 0x9E3779B1u) {
         int32_t nv = (int32_t)w[k] +
-                     row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, h, qas, mom);
+                     row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, inv, h, qas, mom);
         w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
     }
 }
