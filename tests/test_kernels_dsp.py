@@ -539,6 +539,7 @@ def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
             ("dead-channels", (7, 9, 8), {"act": "RELU"}, _dead_channels_dw),
             ("dead-channels-s2", (9, 9, 8), {"stride": (2, 2), "act": "RELU"},
              _dead_channels_dw),
+            ("dead-channels-many", (4, 5, 260), {"act": "RELU"}, _dead_channels_dw),
             ("exact-ties", (6, 6, 16), {}, _exact_ties),
             ("exact-ties-s2", (9, 8, 16), {"stride": (2, 2)}, _exact_ties)]
     out = []

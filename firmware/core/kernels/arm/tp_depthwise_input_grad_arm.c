@@ -15,7 +15,7 @@
 #if TP_KERNELS_DSP
 
 /* The widest dX row the stack planes take (wider maps: the reference). */
-#define TP_GRAD_DW_MAX_W 128u
+#define TP_GRAD_DW_MAX_W 124u
 #define TP_GRAD_DW_PLANE (TP_GRAD_DW_MAX_W + 6u)
 
 static int dw_covered(const tp_conv_params *p, const tp_shape *in_shape, const tp_shape *out_shape)
@@ -271,24 +271,35 @@ static TP_DSP_NOINLINE int dw_rows_zero(const uint8_t *const *src, uint32_t n, u
     return 1;
 }
 
-/* For an int8 map with c a multiple of 4: the OR of the words at channels ch..ch+3 (ch a
- * multiple of 4) over the n dY rows src[] (ow pixels, c bytes apart); byte k is zero when
- * channel ch + k is all zero there. One load a pixel for four channels; done at the end of
- * the first row where all four are live. */
-static TP_DSP_NOINLINE uint32_t dw_rows_or4(const uint8_t *const *src, uint32_t n, uint32_t ch,
-                                            uint32_t c_ow)
+/* The channels (TP_GRAD_DW_DEAD_C at most) an int8 map of c channels (a multiple of 4) holds no
+ * nonzero value in: bit ch of dead[ch / 32]. Four channels a word, the map's rows (ow pixels,
+ * c bytes apart) of oh; a quad stops at the end of the first row where all four are live. A
+ * dead channel's dX is zero in every row (every fold of 0 is 0): VWW's pruned channels, which
+ * the RELU mask zeroes (they sit at their activation bound). */
+#define TP_GRAD_DW_DEAD_C 256u
+static TP_DSP_NOINLINE void dw_dead_channels(uint32_t *dead, const int8_t *q, uint32_t c,
+                                             uint32_t ow, uint32_t oh)
 {
-    uint32_t r, j, c = c_ow & 0xFFFFu, ow = c_ow >> 16, acc = 0u;
-    for (r = 0; r < n; r++) {
-        const int8_t *q = (const int8_t *)src[r] + ch;
-        for (j = 0; j < ow; j++, q += c) {
-            acc |= tp_dsp_rd32(q);
+    uint32_t ch, j, y;
+    for (ch = 0; ch < c; ch += 4u) {
+        const int8_t *p = q + ch;
+        uint32_t acc = 0u, nz;
+        for (y = 0; y < oh; y++) {
+            for (j = 0; j < ow; j++, p += c) {
+                acc |= tp_dsp_rd32(p);
+            }
+            if (((acc - 0x01010101u) & ~acc & 0x80808080u) == 0u) {
+                break; /* no byte is zero (the test is exact for "any"): all four live */
+            }
         }
-        if (((acc - 0x01010101u) & ~acc & 0x80808080u) == 0u) {
-            break; /* no byte is zero (the test is exact for "any"): all four live */
+        /* bit k of nz: byte k of acc is not zero */
+        nz = ((acc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | acc;
+        nz = (nz >> 7 & 1u) | (nz >> 14 & 2u) | (nz >> 21 & 4u) | (nz >> 28 & 8u);
+        if ((ch & 31u) == 0u) {
+            dead[ch >> 5] = 0u;
         }
+        dead[ch >> 5] |= (~nz & 15u) << (ch & 31u);
     }
-    return acc;
 }
 
 /* Per dX row: the dY rows it meets (through kernel rows kh[0..n), two bits each in kh); per
@@ -301,14 +312,17 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
-    uint32_t off = s1 == 1u ? 2u : 1u, kh, live4 = 0u;
-    int by4 = bytes == 1u && (c & 3u) == 0u && c <= 0xFFFFu; /* dw_rows_or4 */
+    uint32_t off = s1 == 1u ? 2u : 1u, kh, dead[TP_GRAD_DW_DEAD_C / 32u];
+    int by_map = bytes == 1u && (c & 3u) == 0u && c <= TP_GRAD_DW_DEAD_C; /* dw_dead_channels */
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
     const uint8_t *src[3];
     int16_t plane[3][TP_GRAD_DW_PLANE];
     if (!dw_covered(p, in_shape, out_shape) || !f->live) {
         tp_depthwise_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
+    }
+    if (by_map) {
+        dw_dead_channels(dead, (const int8_t *)dy->q, c, ow, (uint32_t)out_shape->h);
     }
     for (r = 0; r < 3u; r++) {
         for (x = 0; x < iw + 6u; x++) {
@@ -332,12 +346,9 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             int smm;
             tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
-            if (by4 && (ch & 3u) == 0u && n != 0u) {
-                live4 = dw_rows_or4(src, n, ch, c | ow << 16);
-            }
             if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
-                (by4 ? ((live4 >> (8u * (ch & 3u))) & 0xFFu) == 0u
-                     : dw_rows_zero(src, n, ch, c, ow, bytes))) {
+                (by_map ? (dead[ch >> 5] >> (ch & 31u) & 1u) != 0u
+                        : dw_rows_zero(src, n, ch, c, ow, bytes))) {
                 for (x = 0; x < iw; x++) { /* every dY' is zero (dw_fold_of) */
                     acc[x * c + ch] = 0;
                 }
