@@ -15,7 +15,7 @@
 #if TP_KERNELS_DSP
 
 /* The widest dX row the stack planes take (wider maps: the reference). */
-#define TP_GRAD_DW_MAX_W 124u
+#define TP_GRAD_DW_MAX_W 120u
 #define TP_GRAD_DW_PLANE (TP_GRAD_DW_MAX_W + 6u)
 
 static int dw_covered(const tp_conv_params *p, const tp_shape *in_shape, const tp_shape *out_shape)
@@ -312,7 +312,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
-    uint32_t off = s1 == 1u ? 2u : 1u, kh, dead[TP_GRAD_DW_DEAD_C / 32u];
+    uint32_t off = s1 == 1u ? 2u : 1u, kh, dead[TP_GRAD_DW_DEAD_C / 32u], any_dead = 0u;
     int by_map = bytes == 1u && (c & 3u) == 0u && c <= TP_GRAD_DW_DEAD_C; /* dw_dead_channels */
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
     const uint8_t *src[3];
@@ -323,6 +323,9 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
     }
     if (by_map) {
         dw_dead_channels(dead, (const int8_t *)dy->q, c, ow, (uint32_t)out_shape->h);
+        for (ch = 0; ch < c; ch += 32u) {
+            any_dead |= dead[ch >> 5];
+        }
     }
     for (r = 0; r < 3u; r++) {
         for (x = 0; x < iw + 6u; x++) {
@@ -338,17 +341,23 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 src[n++] = (const uint8_t *)dy->q + (uint32_t)num / s0 * ow * c * bytes;
             }
         }
-        for (ch = 0; ch < c; ch++) {
-            const int8_t *wo = tp_weights_row(w, ch, &step);
+        if (n == 0u || any_dead) { /* dead channels' dX (or all of it) zero at once */
+            __builtin_memset(acc, 0, iw * c * sizeof *acc);
+        }
+        for (ch = 0; ch < c && n != 0u; ch++) {
+            const int8_t *wo;
             uint32_t wa[3], wb[3];
             int32_t qs = 0, b = 0, sh;
             uint32_t s2;
             int smm;
+            if (any_dead && (dead[ch >> 5] >> (ch & 31u) & 1u) != 0u) {
+                continue;
+            }
+            wo = tp_weights_row(w, ch, &step);
             tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
-            if (n == 0u || m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
-                (by_map ? (dead[ch >> 5] >> (ch & 31u) & 1u) != 0u
-                        : dw_rows_zero(src, n, ch, c, ow, bytes))) {
+            if (m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
+                (!by_map && dw_rows_zero(src, n, ch, c, ow, bytes))) {
                 for (x = 0; x < iw; x++) { /* every dY' is zero (dw_fold_of) */
                     acc[x * c + ch] = 0;
                 }
