@@ -46,13 +46,14 @@ def _coarse(b: _Builder, op: int) -> None:
 
 
 def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coarse=False,
-          per_channel=True, zero=()):
+          per_channel=True, zero=(), dead=()):
     """x (hwc) -> 1x1 conv to `mid` channels (RELU, bias trained) -> 1x1 conv to `cout` (the op
     under test: bias, and weight rows `rows` unless None) -> MEAN -> 1x1 head of 3 (bias
     trained): every position gets its share of the gradient. `coarse`: the op's weight scales
     with few significant bits (_coarse); `per_channel` False: one weight scale; `zero`: the op's
     output channels whose weight rows are all zero (VWW's pruned channels; a trained one leaves
-    zero after a step)."""
+    zero after a step); `dead`: output channels held below their RELU by their bias (dY zero
+    everywhere: the weight gradient adds nothing, the update leaves the row)."""
     r = np.random.default_rng(seed)
     b = _Builder(r)
     x = b.act("x", (1, *hwc))
@@ -62,6 +63,7 @@ def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coars
         _coarse(b, 1)
     w1 = b.ops[1].inputs[1]
     b.tensors[w1].data[list(zero)] = 0
+    b.tensors[b.ops[1].inputs[2]].data[list(dead)] = -(1 << 30)
     m = b.act("mean", (1, 1, 1, cout))
     b.op("MEAN", [y, b.const_int32("axes", [1, 2])], m, keep_dims=True)
     logits = b.conv(m, "CONV_2D", k=(1, 1), cout=3)
@@ -105,6 +107,10 @@ def cases():
         # every row zero: dX zero; trained or not (the held rows are live from step 2 on)
         out.append(_case("zero-all-held", 10, (4, 5, 8), 8, 6, [2, 5], grad, zero=range(6)))
         out.append(_case("zero-all", 11, (4, 5, 8), 8, 6, None, grad, zero=range(6)))
+        # held rows of dead channels (VWW's pruned ones): one block of positions, and many
+        out.append(_case("dead-held", 12, (4, 5, 16), 16, 20, [0, 1, 2, 3, 7], grad,
+                         dead=[1, 3, 7, 9]))
+        out.append(_case("dead-positions", 13, (48, 48, 4), 4, 5, [0, 1, 2], grad, dead=[1]))
     return out
 
 

@@ -106,6 +106,7 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
 {
     uint32_t ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c, n, q, i, np, bound = 0u;
     int32_t *acc = (int32_t *)(void *)row, g_sum = 0, off;
+    int summed = 0;
     uint32_t gp[TP_WG_BLOCK / 2u];
     float c;
     n = (uint32_t)in_shape->h * (uint32_t)in_shape->w;
@@ -116,6 +117,7 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
     /* the bound is checked before a block's sums can pass it: |dY| < 2^15, a block's sum of
      * |dY| below 2^21, so `bound` (uint32) cannot wrap before the check */
     for (q = 0; q < n; q += np) {
+        uint32_t before = bound;
         np = n - q < TP_WG_BLOCK ? n - q : TP_WG_BLOCK;
         g_sum += dy->bytes == 2u ? wg_gather16(dy->q, q * oc + o, oc, np, gp, &bound)
                                  : wg_gather8(dy->q, q * oc + o, oc, np, gp, &bound);
@@ -123,7 +125,13 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
             tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
             return;
         }
-        wg_block(acc, x + q * ic, ic, gp, np, q != 0u);
+        if (bound != before) { /* a block of zero dY adds nothing (a dead channel: all) */
+            wg_block(acc, x + q * ic, ic, gp, np, summed);
+            summed = 1;
+        }
+    }
+    if (!summed) {
+        __builtin_memset(acc, 0, ic * sizeof *acc);
     }
     c = x_scale * tp_gm_pow2(dy->e);
     off = -x_zp * g_sum;

@@ -61,6 +61,13 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
         tp_depthwise_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
         return;
     }
+    if (bound == 0u) { /* a dead channel (all of its dY zero): every sum 0 */
+        cf = x_scale * tp_gm_pow2(dy->e);
+        for (kh = 0; kh < k0 * k1; kh++) {
+            row[kh] = (float)0 * cf;
+        }
+        return;
+    }
     for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
         /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
         uint32_t j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
