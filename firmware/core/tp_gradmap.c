@@ -198,6 +198,15 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
 #define TP_GM_ASM 0
 #endif
 
+/* The int8 rows' path inlined whole; the rest kept out of it. */
+#if defined(__GNUC__)
+#define TP_GM_INLINE static inline __attribute__((always_inline))
+#define TP_GM_NOINLINE __attribute__((noinline))
+#else
+#define TP_GM_INLINE static inline
+#define TP_GM_NOINLINE
+#endif
+
 #if TP_GM_ASM
 /* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM.
  * tp_gm_round_i8(q, v, n4, s): round_i8's loop over 4 n4 values (n4 >= 1, 1 <= s <= 23): per
@@ -287,7 +296,7 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
 
 /* The OR of x ^ (x >> 31) over a row: |x| for x >= 0, |x| - 1 below, so its bit length B is the
  * largest magnitude's, or one less when a value is -2^B (which the callers tell apart). */
-static uint32_t or_mag(const int32_t *v, uint32_t cnt)
+TP_GM_INLINE uint32_t or_mag(const int32_t *v, uint32_t cnt)
 {
     uint32_t j = 0, bits = 0u;
 #if TP_GM_ASM
@@ -326,7 +335,7 @@ static uint32_t or_abs(const int32_t *v, uint32_t cnt)
  * value's. The rounded values lie in [-128, 128]; +-128 come out as the byte 0x80, looked for
  * in the words (a zero byte of x ^ 0x80808080) as they are made: returns whether there is one.
  * Words stored whole on little-endian targets, bytes otherwise. */
-static int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+TP_GM_INLINE int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
 {
     uint32_t j = 0, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u;
     int little = tp_little_endian();
@@ -475,7 +484,10 @@ static void sink_row(const tp_gm_writer *w, uint32_t base, const int32_t *v)
     }
 }
 
-void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
+/* The rest of tp_gm_row_i32: a sink's sums, other maps, the rows the int8 path does not take
+ * (their largest magnitude's bit length from the OR of them all), accumulating writers. Out of
+ * line, so that the int8 rows' path keeps a small frame (the stack's deepest calls pass it). */
+static TP_GM_NOINLINE void row_general(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
     uint32_t j, cnt = w->row_elems, base = r * cnt;
     uint64_t top = 0;
@@ -483,27 +495,7 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
         sink_row(w, base, v);
         return;
     }
-    if (!w->accumulate && w->map.bytes == 1u) {
-        /* int8, the row's bit length B from or_mag: a value -2^B, if any, rounds to the byte
-         * 0x80 (-2^bits) when bits < B <= 30, so a row without one has the length B; a row with
-         * one is measured exactly, and rounded again if its length is B + 1 */
-        uint32_t bits = or_mag(v, cnt), n = tp_gm_bitlen32(bits);
-        if (n > w->bits && n <= 30u) {
-            uint8_t *q = (uint8_t *)w->map.q + base;
-            tp_gm_row_begin(w, r, bits);
-            if (round_i8(q, v, cnt, w->shift)) {
-                uint32_t exact = or_abs(v, cnt);
-                if (tp_gm_bitlen32(exact) == n) {
-                    saturate_i8(q, v, cnt);
-                } else {
-                    tp_gm_row_begin(w, r, exact);
-                    store_row(w, base, v, w->shift, tp_gm_bitlen32(exact));
-                }
-            }
-            return;
-        }
-    }
-    if (!w->accumulate) { /* the largest magnitude's bit length is the OR of all magnitudes' */
+    if (!w->accumulate) {
         uint32_t bits = or_abs(v, cnt);
         tp_gm_row_begin(w, r, bits);
         store_row(w, base, v, w->shift, tp_gm_bitlen32(bits));
@@ -518,6 +510,74 @@ void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
     for (j = 0; j < cnt; j++) {
         tp_gm_put(w, base + j, tp_gm_value(w, base + j, v[j]));
     }
+}
+
+/* An int8 row of bit length n (by or_mag) whose rounding met a byte 0x80: measured exactly;
+ * the same length: saturated; one more (a value -2^n): begun and rounded again. */
+static TP_GM_NOINLINE void row_i8_hit(tp_gm_writer *w, uint32_t r, const int32_t *v, uint32_t n)
+{
+    uint32_t cnt = w->row_elems, exact = or_abs(v, cnt), n2 = tp_gm_bitlen32(exact);
+    uint8_t *q = (uint8_t *)w->map.q + r * cnt;
+    if (n2 != n) {
+        tp_gm_row_begin(w, r, exact);
+        if (n2 > 30u) {
+            store_row(w, r * cnt, v, w->shift, n2);
+            return;
+        }
+        if (!round_i8(q, v, cnt, w->shift)) {
+            return;
+        }
+    }
+    saturate_i8(q, v, cnt);
+}
+
+/* An int8 row of bit length n (by or_mag, bits < n <= 30): begun, rounded, and a byte 0x80
+ * resolved. Inlined where the assembly takes the row (whole words), out of line otherwise. */
+TP_GM_INLINE void row_i8(tp_gm_writer *w, uint32_t r, const int32_t *v, uint32_t bits, uint32_t n)
+{
+    tp_gm_row_begin(w, r, bits);
+    if (round_i8((uint8_t *)w->map.q + r * w->row_elems, v, w->row_elems, w->shift)) {
+        row_i8_hit(w, r, v, n);
+    }
+}
+
+static TP_GM_NOINLINE void row_i8_c(tp_gm_writer *w, uint32_t r, const int32_t *v)
+{
+    uint32_t bits = or_mag(v, w->row_elems), n = tp_gm_bitlen32(bits);
+    if (n > w->bits && n <= 30u) {
+        row_i8(w, r, v, bits, n);
+    } else {
+        row_general(w, r, v);
+    }
+}
+
+void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
+{
+    /* int8, the row's bit length B from or_mag: a value -2^B, if any, rounds to the byte 0x80
+     * (-2^bits) when bits < B <= 30, so a row without one has the length B; a row with one is
+     * measured exactly, and rounded again if its length is B + 1 (row_i8_hit). The assembly
+     * takes rows of whole eight values here, with this function's frame its only one. */
+    if (w->sums != 0 || w->accumulate || w->map.bytes != 1u) {
+        row_general(w, r, v);
+        return;
+    }
+#if TP_GM_ASM
+    if (w->row_elems % 8u == 0u && w->row_elems != 0u && tp_little_endian()) {
+        uint32_t bits = tp_gm_or_mag(v, w->row_elems >> 3), n = tp_gm_bitlen32(bits);
+        if (n > w->bits && n <= 30u) {
+            tp_gm_row_begin(w, r, bits);
+            if (tp_gm_round_i8((uint8_t *)w->map.q + r * w->row_elems, v, w->row_elems >> 2,
+                               w->shift) &
+                0x80808080u) {
+                row_i8_hit(w, r, v, n);
+            }
+        } else {
+            row_general(w, r, v);
+        }
+        return;
+    }
+#endif
+    row_i8_c(w, r, v);
 }
 
 /* rshift32_fast of the 4 int8 values of a word, 1 <= s <= 7, each in its own byte (either byte
