@@ -81,6 +81,26 @@ static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, uint32_t oc, u
     return live;
 }
 
+/* Output channels whose dY is zero everywhere (an int8 map, oc a multiple of 4, at most
+ * TP_DSP_DEAD_C): left out as zero rows are (they add nothing: every fold of 0 is 0); returns
+ * how many that were not zero rows already. Out of line: its bitmap stays off the kernel's
+ * frame. */
+static TP_DSP_NOINLINE uint32_t pw_dead_rows(uint32_t *zero, const int8_t *dq, uint32_t oc,
+                                             uint32_t ow, uint32_t oh)
+{
+    uint32_t dead[TP_DSP_DEAD_C / 32u], k, n = 0u;
+    tp_dsp_dead_channels(dead, dq, oc, ow, oh);
+    for (k = 0; k < (oc + 31u) / 32u; k++) {
+        uint32_t add = dead[k] & ~zero[k];
+        if (32u * k + 32u > oc) { /* the last word's bits past oc are not channels */
+            add &= (1u << (oc & 31u)) - 1u;
+        }
+        zero[k] |= add;
+        n += (uint32_t)__builtin_popcount(add);
+    }
+    return n;
+}
+
 /* The nb channels of the next block: those from *o on whose rows are not zero; *o past them. */
 static void pw_gather(uint32_t *ch, const uint32_t *zero, uint32_t *o, uint32_t nb)
 {
@@ -473,6 +493,10 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
         return;
     }
     live = pw_zero_rows(zero, w, oc, ic);
+    if (dy->bytes == 1u && (oc & 3u) == 0u && oc <= TP_DSP_DEAD_C) {
+        live -= pw_dead_rows(zero, (const int8_t *)dy->q, oc, (uint32_t)out_shape->w,
+                             (uint32_t)out_shape->h);
+    }
     if (live == 0u) { /* dX is zero */
         __builtin_memset(acc, 0, iw * ic * sizeof *acc);
     }

@@ -271,37 +271,6 @@ static TP_DSP_NOINLINE int dw_rows_zero(const uint8_t *const *src, uint32_t n, u
     return 1;
 }
 
-/* The channels (TP_GRAD_DW_DEAD_C at most) an int8 map of c channels (a multiple of 4) holds no
- * nonzero value in: bit ch of dead[ch / 32]. Four channels a word, the map's rows (ow pixels,
- * c bytes apart) of oh; a quad stops at the end of the first row where all four are live. A
- * dead channel's dX is zero in every row (every fold of 0 is 0): VWW's pruned channels, which
- * the RELU mask zeroes (they sit at their activation bound). */
-#define TP_GRAD_DW_DEAD_C 256u
-static TP_DSP_NOINLINE void dw_dead_channels(uint32_t *dead, const int8_t *q, uint32_t c,
-                                             uint32_t ow, uint32_t oh)
-{
-    uint32_t ch, j, y;
-    for (ch = 0; ch < c; ch += 4u) {
-        const int8_t *p = q + ch;
-        uint32_t acc = 0u, nz;
-        for (y = 0; y < oh; y++) {
-            for (j = 0; j < ow; j++, p += c) {
-                acc |= tp_dsp_rd32(p);
-            }
-            if (((acc - 0x01010101u) & ~acc & 0x80808080u) == 0u) {
-                break; /* no byte is zero (the test is exact for "any"): all four live */
-            }
-        }
-        /* bit k of nz: byte k of acc is not zero */
-        nz = ((acc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | acc;
-        nz = (nz >> 7 & 1u) | (nz >> 14 & 2u) | (nz >> 21 & 4u) | (nz >> 28 & 8u);
-        if ((ch & 31u) == 0u) {
-            dead[ch >> 5] = 0u;
-        }
-        dead[ch >> 5] |= (~nz & 15u) << (ch & 31u);
-    }
-}
-
 /* Per dX row: the dY rows it meets (through kernel rows kh[0..n), two bits each in kh); per
  * channel, its dY' of each of those rows folded once into a zero-padded plane (compact: stride-2
  * columns take one dY' a plane per two outputs), then its dX values. */
@@ -312,8 +281,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
-    uint32_t off = s1 == 1u ? 2u : 1u, kh, dead[TP_GRAD_DW_DEAD_C / 32u], any_dead = 0u;
-    int by_map = bytes == 1u && (c & 3u) == 0u && c <= TP_GRAD_DW_DEAD_C; /* dw_dead_channels */
+    uint32_t off = s1 == 1u ? 2u : 1u, kh, dead[TP_DSP_DEAD_C / 32u], any_dead = 0u;
+    int by_map = bytes == 1u && (c & 3u) == 0u && c <= TP_DSP_DEAD_C; /* tp_dsp_dead_channels */
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
     const uint8_t *src[3];
     int16_t plane[3][TP_GRAD_DW_PLANE];
@@ -322,7 +291,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
         return;
     }
     if (by_map) {
-        dw_dead_channels(dead, (const int8_t *)dy->q, c, ow, (uint32_t)out_shape->h);
+        tp_dsp_dead_channels(dead, (const int8_t *)dy->q, c, ow, (uint32_t)out_shape->h);
         for (ch = 0; ch < c; ch += 32u) {
             any_dead |= dead[ch >> 5];
         }
