@@ -81,6 +81,32 @@ static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, uint32_t oc, u
     return live;
 }
 
+/* tp_dsp_dead_channels (tp_dsp.h; the depthwise input gradient's too): four channels a word; a quad
+ * stops at the end of the first row where all four are live. */
+void tp_dsp_dead_channels(uint32_t *dead, const int8_t *q, uint32_t c, uint32_t ow, uint32_t oh)
+{
+    uint32_t ch, j, y;
+    for (ch = 0; ch < c; ch += 4u) {
+        const int8_t *p = q + ch;
+        uint32_t acc = 0u, nz;
+        for (y = 0; y < oh; y++) {
+            for (j = 0; j < ow; j++, p += c) {
+                acc |= tp_dsp_rd32(p);
+            }
+            if (((acc - 0x01010101u) & ~acc & 0x80808080u) == 0u) {
+                break; /* no byte is zero (the test is exact for "any"): all four live */
+            }
+        }
+        /* bit k of nz: byte k of acc is not zero */
+        nz = ((acc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | acc;
+        nz = (nz >> 7 & 1u) | (nz >> 14 & 2u) | (nz >> 21 & 4u) | (nz >> 28 & 8u);
+        if ((ch & 31u) == 0u) {
+            dead[ch >> 5] = 0u;
+        }
+        dead[ch >> 5] |= (~nz & 15u) << (ch & 31u);
+    }
+}
+
 /* Output channels whose dY is zero everywhere (an int8 map, oc a multiple of 4, at most
  * TP_DSP_DEAD_C): left out as zero rows are (they add nothing: every fold of 0 is 0); returns
  * how many that were not zero rows already. Out of line: its bitmap stays off the kernel's

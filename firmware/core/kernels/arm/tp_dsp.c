@@ -121,31 +121,6 @@ int32_t(tp_dsp_fold)(int32_t q, uint32_t m, int32_t sh, int32_t lim)
     return tp_dsp_fold_inline(q, m, sh, lim);
 }
 
-/* Four channels a word; a quad stops at the end of the first row where all four are live. */
-void tp_dsp_dead_channels(uint32_t *dead, const int8_t *q, uint32_t c, uint32_t ow, uint32_t oh)
-{
-    uint32_t ch, j, y;
-    for (ch = 0; ch < c; ch += 4u) {
-        const int8_t *p = q + ch;
-        uint32_t acc = 0u, nz;
-        for (y = 0; y < oh; y++) {
-            for (j = 0; j < ow; j++, p += c) {
-                acc |= tp_dsp_rd32(p);
-            }
-            if (((acc - 0x01010101u) & ~acc & 0x80808080u) == 0u) {
-                break; /* no byte is zero (the test is exact for "any"): all four live */
-            }
-        }
-        /* bit k of nz: byte k of acc is not zero */
-        nz = ((acc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | acc;
-        nz = (nz >> 7 & 1u) | (nz >> 14 & 2u) | (nz >> 21 & 4u) | (nz >> 28 & 8u);
-        if ((ch & 31u) == 0u) {
-            dead[ch >> 5] = 0u;
-        }
-        dead[ch >> 5] |= (~nz & 15u) << (ch & 31u);
-    }
-}
-
 #else
 typedef int tp_dsp_unused; /* ISO C wants a declaration in every translation unit */
 #endif
