@@ -88,6 +88,7 @@ RANDOM = 60  # opgen cases per kind (each a few milliseconds on the board)
 DRIVER = REPO / "tests" / "c" / "test_kernels_dsp.c"
 FOLD_DRIVER = REPO / "tests" / "c" / "test_fold_dsp.c"
 MBQM_DRIVER = REPO / "tests" / "c" / "test_mbqm_dsp.c"
+FOLD_SUMMARY = "fold cases 1656, values 6782976, mismatches 0"
 BIAS_DRIVER = REPO / "tests" / "c" / "test_bias_sums_dsp.c"
 BIAS_SUMMARY = "bias sums 15405, mismatches 0"
 ROWS_DRIVER = REPO / "tests" / "c" / "test_gm_rows.c"
@@ -372,36 +373,19 @@ def test_dsp_kernels_emulated_under_sanitizers_equal_reference(tmp_path):
     check_run(cases, run_sanitized(cases, tmp_path), expect)
 
 
-def test_dsp_folds_equal_the_definition_value_by_value():
-    """Every dY' the DSP input-gradient kernels fold (1x1 and 3x3 depthwise, both strides, int8
-    and int16 dY, every path of the folds) equals the reference kernels' and round half to
-    even of q m / 2^sh, seen through dX = dY' in an int16 map (tests/c/test_fold_dsp.c): a tie
-    rounded the other way is one unit off, which a training step's int8 map may round away."""
-    exe = build_program(FOLD_DRIVER, sanitize=True, dsp_emulation=True)
+def _host_summary(driver: Path, summary: str, dsp_emulation: bool = False) -> None:
+    """A test driver built here under ASan and UBSan exits 0 with `summary` its only line."""
+    exe = build_program(driver, sanitize=True, dsp_emulation=dsp_emulation)
     proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert proc.stdout.strip() == "fold cases 1656, values 6782976, mismatches 0"
+    assert proc.stdout.strip() == summary
 
 
-def test_dsp_constant_channel_requantization_equals_the_reference():
-    """tp_dsp_prepare's 32-bit requantization of a pruned channel's bias (tp_dsp_mbqm32)
-    equals tp_mbqm on int32's extremes, every right shift and multipliers whose products land
-    exactly halfway (tests/c/test_mbqm_dsp.c, under ASan and UBSan)."""
-    exe = build_program(MBQM_DRIVER, sanitize=True, dsp_emulation=True)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert proc.stdout.strip() == "mbqm cases 409600, mismatches 0"
-
-
-def test_dsp_bias_sums_equal_the_reference():
-    """The bias gradients' sums four int8 channels a word in halfword lanes
-    (tp_arm_bias_sums_q) equal the reference's and the definition's: the lanes' extremes over
-    runs of 256 positions and past them, channel counts and first channels that are not
-    multiples of 4, an int16 map (tests/c/test_bias_sums_dsp.c, under ASan and UBSan)."""
-    exe = build_program(BIAS_DRIVER, sanitize=True, dsp_emulation=True)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert proc.stdout.strip() == BIAS_SUMMARY
+def _board_check(driver: Path, entry: str, summary: str, tmp_path: Path) -> None:
+    """The same driver as a qemu-m4 application ends in `summary` and exits 0."""
+    lines, status = _board_summary(driver, entry, summary.split(",")[0].encode(), tmp_path)
+    assert lines[-1] == summary.encode() + b"\n", lines[-9:]
+    assert status == 0
 
 
 def _board_summary(driver: Path, entry: str, last: bytes, tmp_path: Path) -> tuple[list, int]:
@@ -420,12 +404,33 @@ def _board_summary(driver: Path, entry: str, last: bytes, tmp_path: Path) -> tup
         return lines, run.wait(60)
 
 
+def test_dsp_folds_equal_the_definition_value_by_value():
+    """Every dY' the DSP input-gradient kernels fold (1x1 and 3x3 depthwise, both strides, int8
+    and int16 dY, every path of the folds) equals the reference kernels' and round half to
+    even of q m / 2^sh, seen through dX = dY' in an int16 map (tests/c/test_fold_dsp.c): a tie
+    rounded the other way is one unit off, which a training step's int8 map may round away."""
+    _host_summary(FOLD_DRIVER, FOLD_SUMMARY, dsp_emulation=True)
+
+
+def test_dsp_constant_channel_requantization_equals_the_reference():
+    """tp_dsp_prepare's 32-bit requantization of a pruned channel's bias (tp_dsp_mbqm32)
+    equals tp_mbqm on int32's extremes, every right shift and multipliers whose products land
+    exactly halfway (tests/c/test_mbqm_dsp.c, under ASan and UBSan)."""
+    _host_summary(MBQM_DRIVER, "mbqm cases 409600, mismatches 0", dsp_emulation=True)
+
+
+def test_dsp_bias_sums_equal_the_reference():
+    """The bias gradients' sums four int8 channels a word in halfword lanes
+    (tp_arm_bias_sums_q) equal the reference's and the definition's: the lanes' extremes over
+    runs of 256 positions and past them, channel counts and first channels that are not
+    multiples of 4, an int16 map (tests/c/test_bias_sums_dsp.c, under ASan and UBSan)."""
+    _host_summary(BIAS_DRIVER, BIAS_SUMMARY, dsp_emulation=True)
+
+
 @needs_qemu
 def test_dsp_bias_sums_on_qemu_m4_equal_the_reference(tmp_path):
     """The same driver with the Cortex-M4's own SXTAB16."""
-    lines, status = _board_summary(BIAS_DRIVER, "bias_test_main", b"bias sums", tmp_path)
-    assert lines[-1] == BIAS_SUMMARY.encode() + b"\n", lines[-9:]
-    assert status == 0
+    _board_check(BIAS_DRIVER, "bias_test_main", BIAS_SUMMARY, tmp_path)
 
 
 def test_map_rows_equal_the_definition():
@@ -433,18 +438,13 @@ def test_map_rows_equal_the_definition():
     definition, value by value: rows whose largest magnitude is -2^B (one bit longer than the
     OR of x ^ (x >> 31) says), values rounding up to +-2^bits, exact ties, int32's extremes,
     int8 and int16 maps (tests/c/test_gm_rows.c: the C passes, under ASan and UBSan)."""
-    exe = build_program(ROWS_DRIVER, sanitize=True)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert proc.stdout.strip() == ROWS_SUMMARY
+    _host_summary(ROWS_DRIVER, ROWS_SUMMARY)
 
 
 @needs_qemu
 def test_map_rows_on_qemu_m4_equal_the_definition(tmp_path):
     """The same driver on qemu-m4: the int8 rows' Thumb-2 assembly passes."""
-    lines, status = _board_summary(ROWS_DRIVER, "gm_rows_main", b"map rows", tmp_path)
-    assert lines[-1] == ROWS_SUMMARY.encode() + b"\n", lines[-9:]
-    assert status == 0
+    _board_check(ROWS_DRIVER, "gm_rows_main", ROWS_SUMMARY, tmp_path)
 
 
 def test_update_rows_equal_the_definition():
@@ -453,27 +453,20 @@ def test_update_rows_equal_the_definition():
     rounding: gradients aimed at the update's thresholds (delta = n + r + j 2^-24), zeros,
     infinities, NaN, momentum and plain SGD (tests/c/test_update_rows.c, under ASan and
     UBSan)."""
-    exe = build_program(UPDATE_DRIVER, sanitize=True)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert proc.stdout.strip() == UPDATE_SUMMARY
+    _host_summary(UPDATE_DRIVER, UPDATE_SUMMARY)
 
 
 @needs_qemu
 def test_update_rows_on_qemu_m4_equal_the_definition(tmp_path):
     """The same driver on qemu-m4: the Cortex-M4 FPU's fixed-point VCVT (saturating, NaN to 0)."""
-    lines, status = _board_summary(UPDATE_DRIVER, "update_rows_main", b"update rows", tmp_path)
-    assert lines[-1] == UPDATE_SUMMARY.encode() + b"\n", lines[-9:]
-    assert status == 0
+    _board_check(UPDATE_DRIVER, "update_rows_main", UPDATE_SUMMARY, tmp_path)
 
 
 @needs_qemu
 def test_dsp_folds_on_qemu_m4_equal_the_definition_value_by_value(tmp_path):
     """The same driver as a qemu-m4 application: the folds with the Cortex-M4's own SMMULR,
     SMLAD, SSAT and QSUB16, not their C emulation."""
-    lines, status = _board_summary(FOLD_DRIVER, "fold_test_main", b"fold cases", tmp_path)
-    assert lines[-1] == b"fold cases 1656, values 6782976, mismatches 0\n", lines[-9:]
-    assert status == 0
+    _board_check(FOLD_DRIVER, "fold_test_main", FOLD_SUMMARY, tmp_path)
 
 
 def _tie_scales(g: Graph) -> None:

@@ -21,13 +21,7 @@
 #include "kernels/tp_kernels.h"
 #include "tp_gradmap.h"
 
-#ifdef APP_ENTRY /* a board application (boards/<board>/Makefile APP=) */
-#include "tp_board.h"
-#define put_text(s) (void)tp_board_write((const uint8_t *)(s), strlen(s))
-#else
-#include <stdio.h>
-#define put_text(s) (void)fputs((s), stdout)
-#endif
+#include "tp_test_out.h"
 
 #define MAP_BYTES 65536u
 
@@ -36,26 +30,7 @@ static uint32_t rng = 2463534242u;
 
 static uint32_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-
-static void put_int(int32_t v)
-{
-    char digits[12];
-    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
-    int n = 11;
-    digits[n] = '\0';
-    do {
-        digits[--n] = (char)('0' + u % 10u);
-        u /= 10u;
-    } while (u != 0u);
-    if (v < 0) {
-        digits[--n] = '-';
-    }
-    put_text(digits + n);
+    return tp_test_next(&rng);
 }
 
 /* The value of pattern `kind` at element i (int8 maps: -128..127; int16: any). */
@@ -137,12 +112,7 @@ int bias_test_main(void)
             }
         }
     }
-    put_text("bias sums ");
-    put_int((int32_t)cases);
-    put_text(", mismatches ");
-    put_int((int32_t)bad);
-    put_text("\n");
-    return bad != 0u;
+    return put_summary("bias sums ", cases, bad);
 }
 
 #ifndef APP_ENTRY

@@ -27,13 +27,7 @@
 #include "tp_gradmap.h"
 #include "tp_le.h"
 
-#ifdef APP_ENTRY /* a board application (boards/<board>/Makefile APP=) */
-#include "tp_board.h"
-#define put_text(s) (void)tp_board_write((const uint8_t *)(s), strlen(s))
-#else
-#include <stdio.h>
-#define put_text(s) (void)fputs((s), stdout)
-#endif
+#include "tp_test_out.h"
 
 #define H 16
 #define W 16
@@ -44,22 +38,6 @@ static uint8_t dy_buf[TP_GM_HEADER + 2 * N], dx_ref[TP_GM_HEADER + 2 * N],
     dx_dsp[TP_GM_HEADER + 2 * N];
 static int32_t scratch[H * W * C];
 static uint8_t shifts[H];
-
-static void put_int(int32_t v)
-{
-    char digits[12];
-    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
-    int n = 11;
-    digits[n] = '\0';
-    do {
-        digits[--n] = (char)('0' + u % 10u);
-        u /= 10u;
-    } while (u != 0u);
-    if (v < 0) {
-        digits[--n] = '-';
-    }
-    put_text(digits + n);
-}
 
 /* round(q m / 2^sh) half to even, clamped to +-(2^bits - 1), from the definition. */
 static int32_t fold_def(int32_t q, uint32_t m, int32_t sh, uint32_t bits)
@@ -222,12 +200,7 @@ int fold_test_main(void)
     }
     put_text("fold cases ");
     put_int((int32_t)cases);
-    put_text(", values ");
-    put_int((int32_t)(cases * N));
-    put_text(", mismatches ");
-    put_int((int32_t)bad);
-    put_text("\n");
-    return bad != 0u;
+    return put_summary(", values ", cases * N, bad);
 }
 
 #ifndef APP_ENTRY

@@ -20,13 +20,7 @@
 
 #include "tp_gradmap.h"
 
-#ifdef APP_ENTRY /* a board application (boards/<board>/Makefile APP=) */
-#include "tp_board.h"
-#define put_text(s) (void)tp_board_write((const uint8_t *)(s), strlen(s))
-#else
-#include <stdio.h>
-#define put_text(s) (void)fputs((s), stdout)
-#endif
+#include "tp_test_out.h"
 
 #define ROWS 8u
 #define MAX_ELEMS 64u
@@ -37,26 +31,7 @@ static uint32_t rng = 88172645u;
 
 static uint32_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-
-static void put_int(int32_t v)
-{
-    char digits[12];
-    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
-    int n = 11;
-    digits[n] = '\0';
-    do {
-        digits[--n] = (char)('0' + u % 10u);
-        u /= 10u;
-    } while (u != 0u);
-    if (v < 0) {
-        digits[--n] = '-';
-    }
-    put_text(digits + n);
+    return tp_test_next(&rng);
 }
 
 /* x / 2^s rounded half to even (s >= 0), in int64. */
@@ -199,12 +174,7 @@ int gm_rows_main(void)
             }
         }
     }
-    put_text("map rows, values ");
-    put_int((int32_t)cases);
-    put_text(", mismatches ");
-    put_int((int32_t)bad);
-    put_text("\n");
-    return bad != 0u;
+    return put_summary("map rows, values ", cases, bad);
 }
 
 #ifndef APP_ENTRY
