@@ -131,7 +131,7 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
         }
     }
     if (!summed) {
-        __builtin_memset(acc, 0, ic * sizeof *acc);
+        tp_dsp_zero32(acc, ic);
     }
     c = x_scale * tp_gm_pow2(dy->e);
     off = -x_zp * g_sum;

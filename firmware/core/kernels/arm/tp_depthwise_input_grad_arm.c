@@ -311,7 +311,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             }
         }
         if (n == 0u || any_dead) { /* dead channels' dX (or all of it) zero at once */
-            __builtin_memset(acc, 0, iw * c * sizeof *acc);
+            tp_dsp_zero32(acc, iw * c);
         }
         for (ch = 0; ch < c && n != 0u; ch++) {
             const int8_t *wo;

@@ -217,6 +217,28 @@ static inline uint32_t tp_dsp_rd32(const int8_t *p)
     return v;
 }
 
+/* n int32 zeros from a, eight a turn: stores in the kernel rather than a call of the C
+ * library's memset, whose speed differs by port (MicroPython's qemu port has a word a turn). */
+static inline void tp_dsp_zero32(int32_t *a, uint32_t n)
+{
+    uint32_t i;
+    for (i = 0; i + 8u <= n; i += 8u) {
+        a[i] = 0;
+        a[i + 1u] = 0;
+        a[i + 2u] = 0;
+        a[i + 3u] = 0;
+        a[i + 4u] = 0;
+        a[i + 5u] = 0;
+        a[i + 6u] = 0;
+        a[i + 7u] = 0;
+        __asm__("" : "+r"(i)); /* a loop of stores, not a memset call */
+    }
+    for (; i < n; i++) {
+        a[i] = 0;
+        __asm__("" : "+r"(i));
+    }
+}
+
 /* Two int16 lanes (lo, hi) in a word. */
 static inline uint32_t tp_dsp_pack16(int32_t lo, int32_t hi)
 {
