@@ -1,7 +1,7 @@
 /* tp_test_out.h - what the C test drivers that run both here and on a board share: a line of
  * text out (on a board application, APP_ENTRY, its link; here stdout), a decimal int32, the
- * summary line, and a xorshift32 generator (each driver seeds its own `rng`). Header-only: the drivers are single
- * files (build_program, boards/<board>/Makefile APP=). */
+ * summary line, and a xorshift32 generator (each driver seeds its own `rng`). Header-only: the
+ * drivers are single files (build_program, boards/<board>/Makefile APP=). */
 #ifndef TP_TEST_OUT_H
 #define TP_TEST_OUT_H
 
