@@ -19,7 +19,7 @@ CFLAGS_USERMOD += $(TP_INCLUDES) -I$(TINYPROP_MOD_DIR)
 # multiply-add, and double constants stay double (the qemu, stm32, nrf and samd ports compile
 # everything with -fsingle-precision-constant, which also trips -Werror=double-promotion in
 # tp_quant.c). And its loops are compiled for speed: most ports use -Os, which makes a VWW
-# training step on a Cortex-M4 10 % slower with the DSP kernels and 67 % with the reference
+# training step on a Cortex-M4 6 % slower with the DSP kernels and 69 % with the reference
 # ones (docs/micropython.md); TINYPROP_COPT=-Os trades that for flash. Per object, so
 # MicroPython's code (modtinyprop.c included: it does no float arithmetic, and MicroPython's
 # headers expect the port's flags) keeps its flags. The object paths are the ones py/py.mk
