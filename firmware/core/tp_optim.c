@@ -127,9 +127,9 @@ static inline int fix24(float q, int32_t *d)
  * (delta 2^24 within d - 3.0002 |q| - 1 .. d + 3.0002 |q| + 1) and a margin m >= 8 |q| + 3
  * (12 while |d| <= 2^24, else |d| / 2^21 + 4), every value in d - k +- m with the same
  * floor(/ 2^24) gives that update: it is taken (*st) and 1 returned; else 0 (row_step divides:
- * about one weight in 2^20 when |delta| < 1). A NaN q (d 0 from the VCVT) is a NaN delta, which
- * stochastic_round takes as 0: the update of delta 0. Offset binary: x = d - k + 2^31 lies in
- * (2^30 - 2^24, 3 2^30). */
+ * about one weight in 2^19.4 when |delta| < 1: 24 units of 2^24). A NaN q (d 0 from the VCVT) is a
+ * NaN delta, which stochastic_round takes as 0: the update of delta 0. Offset binary: x = d - k +
+ * 2^31 lies in (2^30 - 2^24, 3 2^30). */
 static inline int qas_quick(float q, uint32_t k, int32_t *st)
 {
     uint32_t m, x;
