@@ -205,10 +205,25 @@ TP_OPTIM_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32_
     }
 }
 
+/* Whether a row's gradient is all +-0 (a dead channel's: its dY is zero everywhere). */
+static int row_is_zero(const float *grad, uint32_t n)
+{
+    uint32_t i, bits = 0u;
+    for (i = 0; i < n && bits == 0u; i++) {
+        uint32_t v;
+        memcpy(&v, grad + i, 4u);
+        bits = v << 1;
+    }
+    return bits == 0u;
+}
+
 void tp_optim_update_row(const tp_update *u, uint32_t row_params, uint32_t v0, const float *grad,
                          uint32_t n, float sw)
 {
     float seff = sw > u->scale_floor ? sw : u->scale_floor;
+    if (u->velocity == NULL && row_is_zero(grad, n)) {
+        return; /* every delta +-0 (or NaN, taken as 0): every update 0 */
+    }
     if (u->qas && u->velocity != NULL) {
         update_row(u, row_params, v0, grad, n, -seff, 1, 1);
     } else if (u->qas) {

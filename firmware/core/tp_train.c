@@ -317,18 +317,6 @@ static void input_grads(const backward_ctx *c)
     }
 }
 
-/* Whether a weight row's gradient is all +-0 (a dead channel's: its dY is zero everywhere). */
-static int row_is_zero(const float *row, uint32_t n)
-{
-    uint32_t i, bits = 0u;
-    for (i = 0; i < n && bits == 0u; i++) {
-        uint32_t v;
-        memcpy(&v, row + i, 4u);
-        bits = v << 1;
-    }
-    return bits == 0u;
-}
-
 /* Bias sums of integer maps a block of channels at a time (the DSP kernel reads four channels a
  * word). */
 #define TP_BIAS_BLOCK 16u
@@ -400,9 +388,6 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
             part(s, TP_PART_GRAD, c->op.index);
             (c->format == TP_GRAD_FLOAT32 ? g->weight : g->weight_q)(c, x, o, row);
             part(s, TP_PART_UPDATE, c->op.index);
-            if (u.velocity == NULL && row_is_zero(row, row_len)) {
-                continue; /* every delta +-0 (or NaN): every update 0 */
-            }
             tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row, row_len,
                                 tp_weights_scale(&c->w, o));
         }
