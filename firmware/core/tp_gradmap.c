@@ -295,21 +295,27 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
 #endif
 
 /* The OR of x ^ (x >> 31) over a row: |x| for x >= 0, |x| - 1 below, so its bit length B is the
- * largest magnitude's, or one less when a value is -2^B (which the callers tell apart). */
-TP_GM_INLINE uint32_t or_mag(const int32_t *v, uint32_t cnt)
+ * largest magnitude's, or one less when a value is -2^B (which the callers tell apart). The C
+ * loop out of line (the assembly takes rows of whole eights): the inlined path keeps a small
+ * frame. */
+static TP_GM_NOINLINE uint32_t or_mag_c(const int32_t *v, uint32_t cnt)
 {
-    uint32_t j = 0, bits = 0u;
-#if TP_GM_ASM
-    if (cnt >= 8u) {
-        bits = tp_gm_or_mag(v, cnt >> 3);
-        j = cnt & ~7u;
-    }
-#endif
-    for (; j < cnt; j++) {
+    uint32_t j, bits = 0u;
+    for (j = 0; j < cnt; j++) {
         uint32_t u = (uint32_t)v[j];
         bits |= u ^ (0u - (u >> 31));
     }
     return bits;
+}
+
+TP_GM_INLINE uint32_t or_mag(const int32_t *v, uint32_t cnt)
+{
+#if TP_GM_ASM
+    if (cnt % 8u == 0u && cnt != 0u) {
+        return tp_gm_or_mag(v, cnt >> 3);
+    }
+#endif
+    return or_mag_c(v, cnt);
 }
 
 /* The OR of the row's magnitudes (its bit length is the largest one's). */
@@ -334,18 +340,12 @@ static uint32_t or_abs(const int32_t *v, uint32_t cnt)
  * (rshift32_fast), is the rounded value plus 2^(31-s), whose low byte is 0: t's low byte is the
  * value's. The rounded values lie in [-128, 128]; +-128 come out as the byte 0x80, looked for
  * in the words (a zero byte of x ^ 0x80808080) as they are made: returns whether there is one.
- * Words stored whole on little-endian targets, bytes otherwise. */
-TP_GM_INLINE int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+ * Words stored whole on little-endian targets, bytes otherwise. Out of line, as or_mag_c. */
+static TP_GM_NOINLINE int round_i8_c(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
 {
-    uint32_t j = 0, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u;
+    uint32_t j, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u;
     int little = tp_little_endian();
-#if TP_GM_ASM
-    if (little && cnt >= 4u) {
-        hit = tp_gm_round_i8(q, v, cnt >> 2, s);
-        j = cnt & ~3u;
-    }
-#endif
-    for (; j + 4u <= cnt; j += 4u) {
+    for (j = 0; j + 4u <= cnt; j += 4u) {
         uint32_t a = (uint32_t)v[j], b = (uint32_t)v[j + 1u];
         uint32_t d = (uint32_t)v[j + 2u], e = (uint32_t)v[j + 3u], x;
         a = (a + c + ((a >> s) & 1u)) >> s;
@@ -370,6 +370,17 @@ TP_GM_INLINE int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s
         hit |= q[j] == 0x80u ? 0x80u : 0u;
     }
     return (hit & 0x80808080u) != 0u;
+}
+
+/* round_i8_c's rounding; a little-endian row of whole words by the assembly. */
+TP_GM_INLINE int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+{
+#if TP_GM_ASM
+    if (cnt % 4u == 0u && cnt != 0u && tp_little_endian()) {
+        return (tp_gm_round_i8(q, v, cnt >> 2, s) & 0x80808080u) != 0u;
+    }
+#endif
+    return round_i8_c(q, v, cnt, s);
 }
 
 /* The bytes 0x80 (+-128) of a rounded int8 row saturated to +-127. */
@@ -531,53 +542,27 @@ static TP_GM_NOINLINE void row_i8_hit(tp_gm_writer *w, uint32_t r, const int32_t
     saturate_i8(q, v, cnt);
 }
 
-/* An int8 row of bit length n (by or_mag, bits < n <= 30): begun, rounded, and a byte 0x80
- * resolved. Inlined where the assembly takes the row (whole words), out of line otherwise. */
-TP_GM_INLINE void row_i8(tp_gm_writer *w, uint32_t r, const int32_t *v, uint32_t bits, uint32_t n)
-{
-    tp_gm_row_begin(w, r, bits);
-    if (round_i8((uint8_t *)w->map.q + r * w->row_elems, v, w->row_elems, w->shift)) {
-        row_i8_hit(w, r, v, n);
-    }
-}
-
-static TP_GM_NOINLINE void row_i8_c(tp_gm_writer *w, uint32_t r, const int32_t *v)
-{
-    uint32_t bits = or_mag(v, w->row_elems), n = tp_gm_bitlen32(bits);
-    if (n > w->bits && n <= 30u) {
-        row_i8(w, r, v, bits, n);
-    } else {
-        row_general(w, r, v);
-    }
-}
-
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
     /* int8, the row's bit length B from or_mag: a value -2^B, if any, rounds to the byte 0x80
      * (-2^bits) when bits < B <= 30, so a row without one has the length B; a row with one is
-     * measured exactly, and rounded again if its length is B + 1 (row_i8_hit). The assembly
-     * takes rows of whole eight values here, with this function's frame its only one. */
+     * measured exactly, and rounded again if its length is B + 1 (row_i8_hit). Everything else
+     * out of line (row_general), tail-called: the int8 path's frame stays small. */
+    uint32_t cnt = w->row_elems, bits, n;
     if (w->sums != 0 || w->accumulate || w->map.bytes != 1u) {
         row_general(w, r, v);
         return;
     }
-#if TP_GM_ASM
-    if (w->row_elems % 8u == 0u && w->row_elems != 0u && tp_little_endian()) {
-        uint32_t bits = tp_gm_or_mag(v, w->row_elems >> 3), n = tp_gm_bitlen32(bits);
-        if (n > w->bits && n <= 30u) {
-            tp_gm_row_begin(w, r, bits);
-            if (tp_gm_round_i8((uint8_t *)w->map.q + r * w->row_elems, v, w->row_elems >> 2,
-                               w->shift) &
-                0x80808080u) {
-                row_i8_hit(w, r, v, n);
-            }
-        } else {
-            row_general(w, r, v);
-        }
+    bits = or_mag(v, cnt);
+    n = tp_gm_bitlen32(bits);
+    if (n <= w->bits || n > 30u) {
+        row_general(w, r, v);
         return;
     }
-#endif
-    row_i8_c(w, r, v);
+    tp_gm_row_begin(w, r, bits);
+    if (round_i8((uint8_t *)w->map.q + r * cnt, v, cnt, w->shift)) {
+        row_i8_hit(w, r, v, n);
+    }
 }
 
 /* rshift32_fast of the 4 int8 values of a word, 1 <= s <= 7, each in its own byte (either byte
