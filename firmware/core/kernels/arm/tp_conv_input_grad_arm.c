@@ -524,7 +524,7 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
                              (uint32_t)out_shape->h);
     }
     if (live == 0u) { /* dX is zero */
-        __builtin_memset(acc, 0, iw * ic * sizeof *acc);
+        tp_dsp_zero32(acc, iw * ic);
     }
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
         uint32_t o = 0;

@@ -146,12 +146,6 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
  * within [-32768, 32512], exact in an int16 lane. */
 #define TP_BIAS_RUN 256u
 
-/* A halfword lane as int32. */
-static inline int32_t bias_lane(uint32_t x, uint32_t hi)
-{
-    return tp_dsp_i32(hi ? x : x << 16) >> 16;
-}
-
 /* The bias sums of an int8 map four channels a word: per position, SXTAB16 adds channels 0 and
  * 2 of the word to one pair of halfword lanes and (rotated by 8) channels 1 and 3 to another;
  * the lanes are added to int64 sums every TP_BIAS_RUN positions. Other maps, channel counts and
@@ -181,10 +175,10 @@ void tp_arm_bias_sums_q(const tp_gmap *dy, uint32_t positions, uint32_t n_out, u
                     ev = tp_sxtab16(ev, w0);
                     od = tp_sxtab16_odd(od, w0);
                 }
-                t0 += bias_lane(ev, 0u);
-                t2 += bias_lane(ev, 1u);
-                t1 += bias_lane(od, 0u);
-                t3 += bias_lane(od, 1u);
+                t0 += tp_lane_lo(ev);
+                t2 += tp_lane_hi(ev);
+                t1 += tp_lane_lo(od);
+                t3 += tp_lane_hi(od);
             }
             sums[j] = t0;
             sums[j + 1u] = t1;

@@ -34,6 +34,17 @@ static inline int32_t tp_dsp_i32(uint32_t u)
     return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(~u) - 1;
 }
 
+/* A word's low and high halfword lanes as int32. */
+static inline int32_t tp_lane_lo(uint32_t x)
+{
+    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
+}
+
+static inline int32_t tp_lane_hi(uint32_t x)
+{
+    return tp_lane_lo(x >> 16);
+}
+
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
 #include <arm_acle.h>
 /* ACLE types its halfword pairs int16x2_t (int32_t); the kernels keep them as uint32_t */
@@ -104,16 +115,6 @@ static inline void tp_ldrd_next(const uint32_t **p, uint32_t *a, uint32_t *b)
 }
 #else
 /* The ACLE intrinsics' definitions (Arm ACLE, section 9.5), in portable C. */
-static inline int32_t tp_lane_lo(uint32_t x)
-{
-    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
-}
-
-static inline int32_t tp_lane_hi(uint32_t x)
-{
-    return tp_lane_lo(x >> 16);
-}
-
 static inline int32_t tp_smlad(uint32_t a, uint32_t b, int32_t acc)
 {
     uint32_t s = (uint32_t)acc + (uint32_t)(tp_lane_lo(a) * tp_lane_lo(b)) +
