@@ -11,10 +11,10 @@
  * parameters (the weight scale's parts, hoisted out of the pixel loop) in a table on the stack; per
  * four pixels of a row (then the last one to three), the block's dY' folded (int8 dY: one SMMULR a
  * value where no tie can happen, see pw_prepare; else in int32, see pw_round8) into the table as
- * (dY'[p, o], dY'[p, o']) words, then per two inputs of the four pixels eight sums in
- * registers over the block: per pair, two halfwords of weights made (W[o, i], W[o', i]) and
- * (W[o, i + 1], W[o', i + 1]) by one ORR and two SXTB16, eight SMLADs (16 MACs) with the four
- * pixels' words.
+ * (dY'[p, o], dY'[p, o']) words, a pair whose words are all zero left out (pw_next), then per
+ * two inputs of the four pixels eight sums in registers over the block: per pair, two halfwords
+ * of weights made (W[o, i], W[o', i]) and (W[o, i + 1], W[o', i + 1]) by one ORR and two
+ * SXTB16, eight SMLADs (16 MACs) with the four pixels' words.
  */
 #include "tinyprop.h"
 #include "tp_dsp.h"
@@ -31,7 +31,7 @@
 /* Output channels o, o' of a block: their weight rows and the folded dY' of up to four
  * pixels p, g[p] = (dY'[p, o] low, dY'[p, o'] high), read in pairs (LDRD) by the
  * multiply-accumulate loops. A block's odd last channel is paired with itself, its high
- * halves 0. */
+ * halves 0. The fold writes each pair's rows with its g (pw_next). */
 typedef struct {
     const int8_t *row0, *row1;
     uint32_t g[4];
@@ -44,7 +44,8 @@ typedef struct {
 typedef struct {
     int32_t m[TP_PW_BLOCK];
     uint32_t s[TP_PW_BLOCK];
-    uint32_t ch[TP_PW_BLOCK]; /* the block's output channels */
+    const int8_t *rows[TP_PW_BLOCK]; /* the channels' weight rows (an odd last one's twice) */
+    uint16_t ch[TP_PW_BLOCK];        /* the block's output channels */
     uint32_t ties; /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
 } pw_fold_params;
 
@@ -128,18 +129,18 @@ static TP_DSP_NOINLINE uint32_t pw_dead_rows(uint32_t *zero, const int8_t *dq, u
 }
 
 /* The nb channels of the next block: those from *o on whose rows are not zero; *o past them. */
-static void pw_gather(uint32_t *ch, const uint32_t *zero, uint32_t *o, uint32_t nb)
+static void pw_gather(uint16_t *ch, const uint32_t *zero, uint32_t *o, uint32_t nb)
 {
     uint32_t j, c = *o;
     for (j = 0; j < nb; c++) {
         if (c >= TP_PW_CHECKED || !(zero[c >> 5] >> (c & 31u) & 1u)) {
-            ch[j++] = c;
+            ch[j++] = (uint16_t)c;
         }
     }
     *o = c;
 }
 
-/* The rows (in pairs) and fold parameters of the block's channels fp->ch[0..nb); returns its
+/* The rows and fold parameters of the block's channels fp->ch[0..nb); returns its
  * mode: PW_ANY (tp_dsp_fold); PW_ROUND8, the int8 fold pw_round8: int8 dY (|q| <= 127, m < 2^24: q
  * m fits int32 with room for the rounding constant while sh <= 25), every shift in [1, 25] or the
  * channel's dY' zero (sh >= 32 with |q m| < 2^31: below one half); PW_SMM, for int8 dY and 15
@@ -147,18 +148,14 @@ static void pw_gather(uint32_t *ch, const uint32_t *zero, uint32_t *o, uint32_t 
  * (tp_dsp_fold_may_tie): tp_dsp_smm_factors in m[j], s[j] (both 0 for a zero channel); a
  * channel that may meet a tie and has sh <= 25 takes PW_ROUND8's parameters and its bit in
  * `ties`. */
-static int pw_prepare(pw_pair *t, pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f,
-                      uint32_t nb, int int8)
+static int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f, uint32_t nb,
+                      int int8)
 {
     uint32_t j, m, step, ties = 0u;
     int32_t k, fast = int8, smm = int8 && f->bits == 15u;
     for (j = 0; j < nb; j++) {
         int32_t sh;
-        const int8_t *row = tp_weights_row(w, fp->ch[j], &step);
-        if ((j & 1u) == 0u) {
-            t[j >> 1].row0 = row;
-        }
-        t[j >> 1].row1 = row;
+        fp->rows[j] = tp_weights_row(w, fp->ch[j], &step);
         tp_gm_scale_parts(tp_weights_scale(w, fp->ch[j]), &m, &k);
         sh = f->top - k;
         fp->m[j] = (int32_t)m;
@@ -176,6 +173,11 @@ static int pw_prepare(pw_pair *t, pw_fold_params *fp, const tp_weights *w, const
                 ties |= 1u << j;
             }
         }
+    }
+    if (nb & 1u) { /* the last one's partner: itself, times 0 */
+        fp->rows[nb] = fp->rows[nb - 1u];
+        fp->m[nb] = 0;
+        fp->s[nb] = 0u;
     }
     fp->ties = smm ? ties : 0u;
     if (fast || smm) {
@@ -225,120 +227,10 @@ static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
 }
 #endif
 
-/* Channel j's dY' at dY offset a (a block of `mode`; dY `bytes` wide); PW_SMM: not clamped
- * (pw_pack_clamp15 does). */
-TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *dq, uint32_t a,
-                             int32_t lim, int mode, uint32_t bytes)
-{
-    if (mode == PW_SMM) {
-        return tp_smmulr(((const int8_t *)dq)[a] * fp->m[j], (int32_t)fp->s[j]);
-    } else if (mode == PW_ROUND8) {
-        return tp_dsp_sat(pw_round8(((const int8_t *)dq)[a] * fp->m[j], fp->s[j]), lim);
-    } else {
-        int32_t q = bytes == 2u ? ((const int16_t *)dq)[a] : ((const int8_t *)dq)[a];
-        return tp_dsp_fold(q, (uint32_t)fp->m[j], (int32_t)fp->s[j], lim);
-    }
-}
-
-/* The block's dY' of np (1..4) pixels, the first's row at dY offset `at`, the others oc apart,
- * into the table's pairs. */
-TP_DSP_INLINE void pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void *dq, uint32_t at,
-                                uint32_t oc, uint32_t np, uint32_t nb, int32_t lim, int mode,
-                                uint32_t bytes)
-{
-    uint32_t j, p;
-    for (j = 0; j < nb; j += 2u, t++) {
-        for (p = 0; p < np; p++) {
-            uint32_t a = at + p * oc;
-            int32_t v0 = pw_val(fp, j, dq, a + fp->ch[j], lim, mode, bytes);
-            int32_t v1 = j + 1u < nb ? pw_val(fp, j + 1u, dq, a + fp->ch[j + 1u], lim, mode, bytes)
-                                     : 0;
-            t->g[p] = mode == PW_SMM ? pw_pack_clamp15(v0, v1) : tp_dsp_pack16(v0, v1);
-        }
-    }
-}
-
-/* pw_fold_smm's pairs, the parameters in registers over the pixels (an odd last channel's
- * partner reads the channel again, times 0). */
-TP_DSP_INLINE void pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
-                                     uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
-{
-    uint32_t j, p;
-    for (j = 0; j < nb; j += 2u, t++) {
-        const int8_t *d0 = dq + at + fp->ch[j], *d1 = j + 1u < nb ? dq + at + fp->ch[j + 1u] : d0;
-        int32_t qs0 = fp->m[j], b0 = (int32_t)fp->s[j], qs1 = 0, b1 = 0;
-        if (j + 1u < nb) {
-            qs1 = fp->m[j + 1u];
-            b1 = (int32_t)fp->s[j + 1u];
-        }
-#pragma GCC unroll 4
-        for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
-            t->g[p] = pw_pack_clamp15(tp_smmulr(*d0 * qs0, b0), tp_smmulr(*d1 * qs1, b1));
-        }
-    }
-}
-
-static TP_DSP_NOINLINE void pw_fold_smm(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
-                                        uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
-{
-    uint32_t j, p, ties = fp->ties;
-    if (np == 4u) {
-        pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb);
-    } else {
-        pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb);
-    }
-    while (ties != 0u) { /* the channels that may meet a tie, again */
-        uint32_t sh;
-        j = (uint32_t)__builtin_ctz(ties);
-        sh = 16u * (j & 1u);
-        ties &= ties - 1u;
-        for (p = 0; p < np; p++) {
-            int32_t v = pw_val(fp, j, dq, at + p * oc + fp->ch[j], 32767, PW_ROUND8, 1u);
-            uint32_t *g = &t[j >> 1].g[p];
-            *g = (*g & ~(0xFFFFu << sh)) | ((uint32_t)v & 0xFFFFu) << sh;
-        }
-    }
-}
-
-static TP_DSP_NOINLINE void pw_fold_r8(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
-                                       uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
-                                       int32_t lim)
-{
-    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ROUND8, 1u);
-}
-
-static TP_DSP_NOINLINE void pw_fold16(pw_pair *t, const pw_fold_params *fp, const void *dq,
-                                      uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
-                                      int32_t lim)
-{
-    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 2u);
-}
-
-static TP_DSP_NOINLINE void pw_fold8_any(pw_pair *t, const pw_fold_params *fp, const void *dq,
-                                         uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
-                                         int32_t lim)
-{
-    pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 1u);
-}
-
-static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy, uint32_t at,
-                    uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
-{
-    if (mode == PW_SMM) {
-        pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
-    } else if (mode == PW_ROUND8) {
-        pw_fold_r8(t, fp, (const int8_t *)dy->q, at, oc, np, nb, lim);
-    } else if (dy->bytes == 2u) {
-        pw_fold16(t, fp, dy->q, at, oc, np, nb, lim);
-    } else {
-        pw_fold8_any(t, fp, dy->q, at, oc, np, nb, lim);
-    }
-}
-
 /* The pairs' asm below takes, at four pixels, 14 core registers: every one a Thumb function has
- * without a frame pointer. Only an optimizing GCC allocates them (PW_REGS on its callers); GCC
- * at -O0 and clang cannot (they fail, or GCC at -O0 never ends), and take the C loop instead,
- * the same SMLADs in the same order. */
+ * without a frame pointer (pw_fold4's takes 11). Only an optimizing GCC allocates them (PW_REGS on
+ * their callers); GCC at -O0 and clang cannot (they fail, or GCC at -O0 never ends), and take the
+ * C loops instead, the same operations in the same order. */
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION) && defined(__OPTIMIZE__) && \
     !defined(__clang__)
 #define PW_ASM 1
@@ -353,6 +245,209 @@ static void pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gma
 #define PW_ASM 0
 #define PW_REGS
 #endif
+
+/* Channel j's dY' at dY offset a (a PW_ROUND8 or PW_ANY block, or a PW_SMM block's channel
+ * that may meet a tie, folded as in PW_ROUND8; dY `bytes` wide). */
+TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *dq, uint32_t a,
+                             int32_t lim, int mode, uint32_t bytes)
+{
+    if (mode == PW_ROUND8) {
+        return tp_dsp_sat(pw_round8(((const int8_t *)dq)[a] * fp->m[j], fp->s[j]), lim);
+    } else {
+        int32_t q = bytes == 2u ? ((const int16_t *)dq)[a] : ((const int8_t *)dq)[a];
+        return tp_dsp_fold(q, (uint32_t)fp->m[j], (int32_t)fp->s[j], lim);
+    }
+}
+
+/* Pair e's rows (the block's channels j and j + 1), and e past it unless its words g are all
+ * zero (any): such a pair adds only products of 0 (mostly VWW's channels whose dY is zero at
+ * these pixels, about one (pair, four pixels) in eight of the demo's), and the next pair takes
+ * its place. */
+TP_DSP_INLINE pw_pair *pw_next(pw_pair *e, const pw_fold_params *fp, uint32_t j, uint32_t any)
+{
+    e->row0 = fp->rows[j];
+    e->row1 = fp->rows[j + 1u];
+    return any != 0u ? e + 1 : e;
+}
+
+/* The block's dY' of np (1..4) pixels, the first's row at dY offset `at`, the others oc apart,
+ * into the table's pairs, those with a nonzero g in order from t; returns how many. */
+TP_DSP_INLINE uint32_t pw_fold_body(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                    uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim,
+                                    int mode, uint32_t bytes)
+{
+    uint32_t j, p;
+    pw_pair *e = t;
+    for (j = 0; j < nb; j += 2u) {
+        uint32_t any = 0u;
+        for (p = 0; p < np; p++) {
+            uint32_t a = at + p * oc;
+            int32_t v0 = pw_val(fp, j, dq, a + fp->ch[j], lim, mode, bytes);
+            int32_t v1 = j + 1u < nb ? pw_val(fp, j + 1u, dq, a + fp->ch[j + 1u], lim, mode, bytes)
+                                     : 0;
+            e->g[p] = tp_dsp_pack16(v0, v1);
+            any |= e->g[p];
+        }
+        e = pw_next(e, fp, j, any);
+    }
+    return (uint32_t)(e - t);
+}
+
+/* The g of a pair of pw_fold_smm's with a channel that may meet a tie (bit 0 of tie: channel j,
+ * bit 1: j + 1), which is folded as PW_ROUND8 does (its value within +-32767 already, which
+ * pw_pack_clamp15 keeps); returns the OR of its words. */
+static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_params *fp,
+                                                 const int8_t *d0, const int8_t *d1, uint32_t oc,
+                                                 uint32_t np, uint32_t j, uint32_t tie)
+{
+    uint32_t p, any = 0u;
+    for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
+        int32_t v0 = tie & 1u ? pw_val(fp, j, d0, 0u, 32767, PW_ROUND8, 1u)
+                              : tp_smmulr(*d0 * fp->m[j], (int32_t)fp->s[j]);
+        int32_t v1 = tie & 2u ? pw_val(fp, j + 1u, d1, 0u, 32767, PW_ROUND8, 1u)
+                              : tp_smmulr(*d1 * fp->m[j + 1u], (int32_t)fp->s[j + 1u]);
+        g[p] = pw_pack_clamp15(v0, v1);
+        any |= g[p];
+    }
+    return any;
+}
+
+#if PW_ASM
+/* One pixel of pw_fold4: channel j's value at [d] and j + 1's at [d, dd] folded by SMMULR,
+ * clamped to +-32767 as pw_pack_clamp15 does, stored at g[p] (pw_pair's g lies at offset 8),
+ * ORed into any; d one pixel on. */
+/* clang-format off */
+#define PW_FOLD1(off)                                                                          \
+    "ldrsb %[a], [%[d]]\n\t"                                                                   \
+    "ldrsb %[b], [%[d], %[dd]]\n\t"                                                            \
+    "mul %[a], %[a], %[q0]\n\t"                                                                \
+    "mul %[b], %[b], %[q1]\n\t"                                                                \
+    "smmulr %[a], %[a], %[s0]\n\t"                                                             \
+    "smmulr %[b], %[b], %[s1]\n\t"                                                             \
+    "ssat %[a], #16, %[a]\n\t"                                                                 \
+    "ssat %[b], #16, %[b]\n\t"                                                                 \
+    "pkhbt %[a], %[a], %[b], lsl #16\n\t"                                                      \
+    "movs %[b], #0\n\t"                                                                        \
+    "qsub16 %[a], %[b], %[a]\n\t"                                                              \
+    "qsub16 %[a], %[b], %[a]\n\t"                                                              \
+    "str %[a], [%[e], #" off "]\n\t"                                                           \
+    "add %[d], %[d], %[oc]\n\t"                                                                \
+    "orr %[any], %[any], %[a]\n\t"
+#define PW_FOLD4(one)                                                                          \
+    __asm__(one("8") one("12") one("16") one("20")                                             \
+            : [any] "+r"(any), [d] "+r"(d0), [a] "=&r"(a), [b] "=&r"(b)                        \
+            : [dd] "r"(dd), [oc] "r"(oc), [q0] "r"(qs0), [s0] "r"(b0), [q1] "r"(qs1),          \
+              [s1] "r"(b1), [e] "r"(e)                                                         \
+            : "cc", "memory")
+/* clang-format on */
+
+/* pw_fold_smm_pairs' four pixels of pair e (channels at d0 and d0 + dd, factors qs0, b0 and
+ * qs1, b1) in 60 instructions; returns the OR of its g. */
+TP_DSP_INLINE uint32_t pw_fold4(pw_pair *e, const int8_t *d0, int32_t dd, uint32_t oc, int32_t qs0,
+                                int32_t b0, int32_t qs1, int32_t b1)
+{
+    uint32_t any = 0u, a, b;
+    PW_FOLD4(PW_FOLD1);
+    return any;
+}
+#endif
+
+/* pw_fold_smm's pairs, the parameters in registers over the pixels (an odd last channel's
+ * partner reads the channel again, times 0: its m and s past nb are 0). */
+TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                         uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
+{
+    uint32_t j, p;
+    pw_pair *e = t;
+    for (j = 0; j < nb; j += 2u) {
+        const int8_t *d0 = dq + at + fp->ch[j], *d1 = j + 1u < nb ? dq + at + fp->ch[j + 1u] : d0;
+        uint32_t any = 0u, tie = fp->ties >> j & 3u;
+        if (tie == 0u) {
+            int32_t qs0 = fp->m[j], b0 = (int32_t)fp->s[j], qs1 = fp->m[j + 1u];
+            int32_t b1 = (int32_t)fp->s[j + 1u];
+#pragma GCC unroll 4
+            for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
+                uint32_t g = pw_pack_clamp15(tp_smmulr(*d0 * qs0, b0), tp_smmulr(*d1 * qs1, b1));
+                e->g[p] = g;
+                any |= g;
+            }
+        } else {
+            any = pw_fold_tie_pair(e->g, fp, d0, d1, oc, np, j, tie);
+        }
+        e = pw_next(e, fp, j, any);
+    }
+    return (uint32_t)(e - t);
+}
+
+#if PW_ASM
+/* pw_fold_smm_pairs for four pixels, pw_fold4 for its pairs without a tie. */
+static TP_DSP_NOINLINE PW_REGS uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
+                                                     const int8_t *dq, uint32_t oc, uint32_t nb)
+{
+    uint32_t j, any;
+    pw_pair *e = t;
+    for (j = 0; j < nb; j += 2u) {
+        const int8_t *d0 = dq + fp->ch[j], *d1 = j + 1u < nb ? dq + fp->ch[j + 1u] : d0;
+        uint32_t tie = fp->ties >> j & 3u;
+        if (tie == 0u) {
+            any = pw_fold4(e, d0, d1 - d0, oc, fp->m[j], (int32_t)fp->s[j], fp->m[j + 1u],
+                           (int32_t)fp->s[j + 1u]);
+        } else {
+            any = pw_fold_tie_pair(e->g, fp, d0, d1, oc, 4u, j, tie);
+        }
+        e = pw_next(e, fp, j, any);
+    }
+    return (uint32_t)(e - t);
+}
+#endif
+
+static TP_DSP_NOINLINE uint32_t pw_fold_smm(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                            uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
+{
+    if (np == 4u) {
+#if PW_ASM
+        return pw_fold_smm4(t, fp, dq + at, oc, nb);
+#else
+        return pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb);
+#endif
+    }
+    return pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb);
+}
+
+static TP_DSP_NOINLINE uint32_t pw_fold_r8(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
+                                           uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                           int32_t lim)
+{
+    return pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ROUND8, 1u);
+}
+
+static TP_DSP_NOINLINE uint32_t pw_fold16(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                          uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                          int32_t lim)
+{
+    return pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 2u);
+}
+
+static TP_DSP_NOINLINE uint32_t pw_fold8_any(pw_pair *t, const pw_fold_params *fp, const void *dq,
+                                             uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                             int32_t lim)
+{
+    return pw_fold_body(t, fp, dq, at, oc, np, nb, lim, PW_ANY, 1u);
+}
+
+/* The block's pairs for np pixels at dY offset `at` (pw_fold_body); returns how many. */
+static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy,
+                        uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
+{
+    if (mode == PW_SMM) {
+        return pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
+    } else if (mode == PW_ROUND8) {
+        return pw_fold_r8(t, fp, (const int8_t *)dy->q, at, oc, np, nb, lim);
+    } else if (dy->bytes == 2u) {
+        return pw_fold16(t, fp, dy->q, at, oc, np, nb, lim);
+    }
+    return pw_fold8_any(t, fp, dy->q, at, oc, np, nb, lim);
+}
 
 #if PW_ASM
 /* One pair (e, post-incremented by the first LDRD, so g[] lies at -16..-4) for np pixels: its
@@ -510,7 +605,7 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
 {
     uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1;
-    uint32_t y, x, done, nb, live, zero[TP_PW_CHECKED / 32u];
+    uint32_t y, x, done, nb, n, live, zero[TP_PW_CHECKED / 32u];
     int mode = PW_ANY;
     pw_pair t[TP_PW_BLOCK / 2u];
     pw_fold_params fp;
@@ -529,21 +624,24 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
         uint32_t o = 0;
         for (done = 0; done < live; done += nb) {
-            uint32_t at = y * iw * oc, np;
+            uint32_t at = y * iw * oc;
             int add = done != 0u;
             nb = live - done < TP_PW_BLOCK ? live - done : TP_PW_BLOCK;
-            np = (nb + 1u) >> 1;
             if (y == 0u || live > TP_PW_BLOCK) { /* one block: prepared once */
                 pw_gather(fp.ch, zero, &o, nb);
-                mode = pw_prepare(t, &fp, w, f, nb, dy->bytes == 1u);
+                mode = pw_prepare(&fp, w, f, nb, dy->bytes == 1u);
             }
             for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
-                pw_fold(t, &fp, mode, dy, at, oc, 4u, nb, lim);
-                pw_mac4(acc + x * ic, t, np, ic, add);
+                n = pw_fold(t, &fp, mode, dy, at, oc, 4u, nb, lim);
+                if (n != 0u || !add) {
+                    pw_mac4(acc + x * ic, t, n, ic, add);
+                }
             }
             if (x < iw) { /* the last one to three pixels */
-                pw_fold(t, &fp, mode, dy, at, oc, iw - x, nb, lim);
-                pw_mac_last(acc + x * ic, t, np, ic, add, iw - x);
+                n = pw_fold(t, &fp, mode, dy, at, oc, iw - x, nb, lim);
+                if (n != 0u || !add) {
+                    pw_mac_last(acc + x * ic, t, n, ic, add, iw - x);
+                }
             }
         }
         tp_gm_row_i32(dx, y, acc);
