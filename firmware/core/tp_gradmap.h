@@ -210,10 +210,15 @@ void tp_gm_end(tp_gm_writer *w);
 /* ---- dY' = dY * s_w[o] (gradmap.fold) ----
  * One exponent for the op: dY'[p, o] = sat(rshift(q * m_o, top - k_o)) with s_w[o] = m_o 2^k_o
  * and top = C - bits, C the largest bitlen(max_p |q[p, o]| m_o) + k_o; bits such that
- * n_terms products with int8 weights stay below 2^31. live 0: dY' is all zero. */
+ * n_terms products with int8 weights stay below 2^31. live 0: dY' is all zero. dead: bit o of
+ * dead[o / 32] for each channel o < TP_GM_DEAD_C whose dY is zero everywhere (a RELU that
+ * clamped all of it: VWW's pruned channels), found by tp_gm_fold_of's scan; a clear bit says
+ * nothing (the kernels skip the set ones: their dX terms are 0). */
+#define TP_GM_DEAD_C 256u
 typedef struct {
     int32_t top, e;
     uint32_t bits, live;
+    uint32_t dead[TP_GM_DEAD_C / 32u];
 } tp_gm_fold;
 
 /* bits of dY' for n_terms products (gradmap.fold_bits). */

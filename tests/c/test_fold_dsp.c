@@ -160,6 +160,7 @@ int fold_test_main(void)
                 }
                 for (sh = -3; sh <= 42; sh++) {
                     tp_gm_fold f;
+                    memset(&f, 0, sizeof f); /* no channel marked dead */
                     f.top = 0;
                     f.e = 0;
                     f.bits = bits;

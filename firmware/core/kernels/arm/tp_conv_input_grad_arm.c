@@ -82,46 +82,14 @@ static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, uint32_t oc, u
     return live;
 }
 
-/* tp_dsp_dead_channels (tp_dsp.h; the depthwise input gradient's too): four channels a word; a quad
- * stops at the end of the first row where all four are live. */
-void tp_dsp_dead_channels(uint32_t *dead, const int8_t *q, uint32_t c, uint32_t ow, uint32_t oh)
+/* Output channels whose dY is zero everywhere (f->dead: oc at most TP_GM_DEAD_C): left out as
+ * zero rows are (they add nothing: every fold of 0 is 0); returns how many that were not zero
+ * rows already. */
+static uint32_t pw_dead_rows(uint32_t *zero, const tp_gm_fold *f, uint32_t oc)
 {
-    uint32_t ch, j, y;
-    for (ch = 0; ch < c; ch += 4u) {
-        const int8_t *p = q + ch;
-        uint32_t acc = 0u, nz;
-        for (y = 0; y < oh; y++) {
-            for (j = 0; j < ow; j++, p += c) {
-                acc |= tp_dsp_rd32(p);
-            }
-            if (((acc - 0x01010101u) & ~acc & 0x80808080u) == 0u) {
-                break; /* no byte is zero (the test is exact for "any"): all four live */
-            }
-        }
-        /* bit k of nz: byte k of acc is not zero */
-        nz = ((acc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | acc;
-        nz = (nz >> 7 & 1u) | (nz >> 14 & 2u) | (nz >> 21 & 4u) | (nz >> 28 & 8u);
-        if ((ch & 31u) == 0u) {
-            dead[ch >> 5] = 0u;
-        }
-        dead[ch >> 5] |= (~nz & 15u) << (ch & 31u);
-    }
-}
-
-/* Output channels whose dY is zero everywhere (an int8 map, oc a multiple of 4, at most
- * TP_DSP_DEAD_C): left out as zero rows are (they add nothing: every fold of 0 is 0); returns
- * how many that were not zero rows already. Out of line: its bitmap stays off the kernel's
- * frame. */
-static TP_DSP_NOINLINE uint32_t pw_dead_rows(uint32_t *zero, const int8_t *dq, uint32_t oc,
-                                             uint32_t ow, uint32_t oh)
-{
-    uint32_t dead[TP_DSP_DEAD_C / 32u], k, n = 0u;
-    tp_dsp_dead_channels(dead, dq, oc, ow, oh);
+    uint32_t k, n = 0u;
     for (k = 0; k < (oc + 31u) / 32u; k++) {
-        uint32_t add = dead[k] & ~zero[k];
-        if (32u * k + 32u > oc) { /* the last word's bits past oc are not channels */
-            add &= (1u << (oc & 31u)) - 1u;
-        }
+        uint32_t add = f->dead[k] & ~zero[k];
         zero[k] |= add;
         n += (uint32_t)__builtin_popcount(add);
     }
@@ -614,9 +582,8 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
         return;
     }
     live = pw_zero_rows(zero, w, oc, ic);
-    if (dy->bytes == 1u && (oc & 3u) == 0u && oc <= TP_DSP_DEAD_C) {
-        live -= pw_dead_rows(zero, (const int8_t *)dy->q, oc, (uint32_t)out_shape->w,
-                             (uint32_t)out_shape->h);
+    if (oc <= TP_GM_DEAD_C) {
+        live -= pw_dead_rows(zero, f, oc);
     }
     if (live == 0u) { /* dX is zero */
         tp_dsp_zero32(acc, iw * ic);

@@ -281,8 +281,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
-    uint32_t off = s1 == 1u ? 2u : 1u, kh, dead[TP_DSP_DEAD_C / 32u], any_dead = 0u;
-    int by_map = bytes == 1u && (c & 3u) == 0u && c <= TP_DSP_DEAD_C; /* tp_dsp_dead_channels */
+    uint32_t off = s1 == 1u ? 2u : 1u, kh, any_dead = 0u;
+    int by_map = c <= TP_GM_DEAD_C; /* f->dead holds every channel's */
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
     const uint8_t *src[3];
     int16_t plane[3][TP_GRAD_DW_PLANE];
@@ -291,9 +291,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
         return;
     }
     if (by_map) {
-        tp_dsp_dead_channels(dead, (const int8_t *)dy->q, c, ow, (uint32_t)out_shape->h);
         for (ch = 0; ch < c; ch += 32u) {
-            any_dead |= dead[ch >> 5];
+            any_dead |= f->dead[ch >> 5];
         }
     }
     for (r = 0; r < 3u; r++) {
@@ -319,7 +318,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             int32_t qs = 0, b = 0, sh;
             uint32_t s2;
             int smm;
-            if (any_dead && (dead[ch >> 5] >> (ch & 31u) & 1u) != 0u) {
+            if (any_dead && (f->dead[ch >> 5] >> (ch & 31u) & 1u) != 0u) {
                 continue;
             }
             wo = tp_weights_row(w, ch, &step);

@@ -281,13 +281,6 @@ int tp_dsp_prepare(const tp_conv_params *p, const tp_requant *q, uint32_t o, con
  * tests/c/test_mbqm_dsp.c checks it against tp_mbqm). */
 int32_t tp_dsp_mbqm32(int32_t x, int32_t m, uint32_t e);
 
-/* The channels (TP_DSP_DEAD_C at most) an int8 map of c channels (a multiple of 4) holds no
- * nonzero value in: bit ch of dead[ch / 32] (tp_conv_input_grad_arm.c). The map: oh rows of ow
- * pixels, c bytes apart. A dead channel adds nothing to an input gradient (every fold of 0 is 0):
- * VWW's pruned channels, which the RELU mask zeroes (they sit at their activation bound). */
-#define TP_DSP_DEAD_C 256u
-void tp_dsp_dead_channels(uint32_t *dead, const int8_t *q, uint32_t c, uint32_t ow, uint32_t oh);
-
 /* Clamp to the activation range [lo, hi] when it is narrower than int8. */
 static inline int8_t tp_dsp_clamp(int32_t v, int32_t lo, int32_t hi)
 {

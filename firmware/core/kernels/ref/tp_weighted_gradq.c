@@ -72,13 +72,17 @@ static uint32_t channel_max(const tp_gmap *dy, uint32_t o, uint32_t positions, u
  * b + n + k_o (hi) or one less. c is at least the largest lower bound or exact class seen (cur);
  * a channel whose hi exceeds cur waits (up to FOLD_PENDING of them, else its maximum is taken
  * at once); at the end the waiting ones with hi = cur + 1 take their exact maxima, until one
- * reaches it. Other maps, and channels past the last 8, take their maxima one by one. */
+ * reaches it. Other maps, and channels past the last 8, take their maxima one by one. A channel
+ * whose maximum or OR is 0 is marked in f->dead. */
 void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
                    uint32_t n_terms)
 {
     uint32_t o, m, live = 0, tops[8], eight = 0, n_wait = 0, i;
     uint16_t wait[FOLD_PENDING];
     int32_t k, cur = 0, hi_wait[FOLD_PENDING];
+    for (i = 0; i < TP_GM_DEAD_C / 32u; i++) {
+        f->dead[i] = 0u;
+    }
     for (o = 0; o < w->n_out; o++) {
         uint32_t top;
         int32_t lo, hi;
@@ -89,8 +93,14 @@ void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const t
             }
         }
         top = eight ? tops[o & 7u] : channel_max(dy, o, positions, w->n_out);
+        if (top == 0u) {
+            if (o < TP_GM_DEAD_C) {
+                f->dead[o >> 5] |= 1u << (o & 31u);
+            }
+            continue;
+        }
         channel_scale(w, o, &m, &k);
-        if (top == 0u || m == 0u) {
+        if (m == 0u) {
             continue;
         }
         if (eight) {
