@@ -95,6 +95,8 @@ ROWS_DRIVER = REPO / "tests" / "c" / "test_gm_rows.c"
 ROWS_SUMMARY = "map rows, values 400000, mismatches 0"
 UPDATE_DRIVER = REPO / "tests" / "c" / "test_update_rows.c"
 UPDATE_SUMMARY = "update rows, weights 576000, mismatches 0"
+MASK_DRIVER = REPO / "tests" / "c" / "test_relu_mask.c"
+MASK_SUMMARY = "relu masks, values 17573660, mismatches 0"
 
 
 def _conv_case(name: str, shape, kind: str, seed: int, tweak=None, **conv) -> tuple[str, Graph]:
@@ -460,6 +462,19 @@ def test_update_rows_equal_the_definition():
 def test_update_rows_on_qemu_m4_equal_the_definition(tmp_path):
     """The same driver on qemu-m4: the Cortex-M4 FPU's fixed-point VCVT (saturating, NaN to 0)."""
     _board_check(UPDATE_DRIVER, "update_rows_main", UPDATE_SUMMARY, tmp_path)
+
+
+def test_relu_masks_equal_the_definition():
+    """The RELU mask (tp_gm_relu_mask) sets exactly the bits of the values the RELU passed,
+    lo <= y < hi, for every window a RELU or RELU6 can leave and every int8 value, from an aligned
+    buffer and an unaligned one (tests/c/test_relu_mask.c: the SWAR C, under ASan and UBSan)."""
+    _host_summary(MASK_DRIVER, MASK_SUMMARY)
+
+
+@needs_qemu
+def test_relu_masks_on_qemu_m4_equal_the_definition(tmp_path):
+    """The same driver on qemu-m4: the Cortex-M4's USUB8 and SEL, spans of 128 included."""
+    _board_check(MASK_DRIVER, "relu_mask_main", MASK_SUMMARY, tmp_path)
 
 
 @needs_qemu

@@ -643,6 +643,114 @@ void tp_gm_end(tp_gm_writer *w)
     w->map.e = e;
 }
 
+/* ---- the RELU mask ---- */
+
+/* The 8 bits of a mask byte from two words' flags (value j's at bit 8j + 7 on a little-endian
+ * target): shifted to bits 8j and 8j + 4, gathered to bits 21 + j by one product with
+ * 2^0 + 2^7 + 2^14 + 2^21 (the partial products' bits never meet). */
+static inline uint32_t gather8(uint32_t k0, uint32_t k1)
+{
+    return (((k0 >> 7) | (k1 >> 3)) * 0x00204081u) >> 21 & 0xFFu;
+}
+
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY)
+/* 0x80 in the bytes of y (4 int8 values) where (y - lo) mod 256 >= span, for any span up to 128
+ * (lo4, span4: lo's and span's byte in every byte), in three instructions (Cortex-M4, M7, M33):
+ * USUB8 makes d = (y - lo) mod 256 bytewise, a second USUB8 sets a byte's GE flag where
+ * d >= span (no borrow), SEL takes 0x80 there. */
+#define TP_MASK_DSP 1
+static inline uint32_t at_least4(uint32_t y, uint32_t lo4, uint32_t span4)
+{
+    uint32_t d, r, h = 0x80808080u, z = 0u;
+    __asm__("usub8 %0, %2, %3\n\t"
+            "usub8 %0, %0, %4\n\t"
+            "sel %1, %5, %6"
+            : "=&r"(d), "=r"(r)
+            : "r"(y), "r"(lo4), "r"(span4), "r"(h), "r"(z));
+    return r;
+}
+#else
+/* The same in SWAR C, for span below 128: d, the bytewise difference, borrows nothing across
+ * bytes (each byte's low 7 bits come off 0x80 + its own, the high bit fixed after: lo's low 7
+ * bits, then ~lo's high bit, in every byte); d >= span likewise, d's high bit or the low 7 bits'
+ * compare. */
+#define TP_MASK_DSP 0
+static inline uint32_t at_least4(uint32_t y, uint32_t lo4, uint32_t span4)
+{
+    uint32_t d = ((y | 0x80808080u) - (lo4 & 0x7F7F7F7Fu)) ^ ((y ^ ~lo4) & 0x80808080u);
+    return (d | ((d | 0x80808080u) - span4)) & 0x80808080u;
+}
+
+/* 0x80 in the bytes of x that are not 0: the low 7 bits plus 0x7F carry into the high bit
+ * (never out of the byte), or the high bit is set already. */
+static inline uint32_t nonzero4(uint32_t x)
+{
+    return (((x & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | x) & 0x80808080u;
+}
+
+/* Mask bytes of `groups` groups of 8 values, SWAR (little-endian targets): bit set where the
+ * byte is not c (a RELU whose act_min is -128: only y = -128 is clamped). */
+static void mask_bytes_ne(const int8_t *y, uint8_t *mask, uint32_t groups, uint32_t c)
+{
+    uint32_t g, c4 = (c & 0xFFu) * 0x01010101u;
+    for (g = 0; g < groups; g++, y += 8) {
+        uint32_t w0, w1;
+        memcpy(&w0, y, 4u);
+        memcpy(&w1, y + 4, 4u);
+        mask[g] = (uint8_t)gather8(nonzero4(w0 ^ c4), nonzero4(w1 ^ c4));
+    }
+}
+#endif
+
+/* Mask bytes of `groups` groups of 8 values (little-endian targets): bit set where
+ * (y - lo) mod 256 >= span, xor flip. */
+static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, uint32_t span,
+                       uint32_t flip)
+{
+    uint32_t g, lo4 = ((uint32_t)lo & 0xFFu) * 0x01010101u, span4 = span * 0x01010101u;
+    for (g = 0; g < groups; g++, y += 8) {
+        uint32_t w0, w1;
+        memcpy(&w0, y, 4u);
+        memcpy(&w1, y + 4, 4u);
+        mask[g] = (uint8_t)(gather8(at_least4(w0, lo4, span4), at_least4(w1, lo4, span4)) ^ flip);
+    }
+}
+
+/* The mask bytes of `groups` groups of 8 values (little-endian targets; span 128 only with
+ * TP_MASK_DSP). Kept: (y - lo) mod 256 < span; for span >= 128, not (y - hi) mod 256 <
+ * 256 - span. */
+static void mask_groups(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, int32_t hi,
+                        uint32_t span)
+{
+#if !TP_MASK_DSP
+    if (span == 255u) { /* kept: y != lo - 1 */
+        mask_bytes_ne(y, mask, groups, (uint32_t)(lo - 1));
+        return;
+    }
+#endif
+    if (span < 128u) {
+        mask_bytes(y, mask, groups, lo, span, 0xFFu);
+    } else {
+        mask_bytes(y, mask, groups, hi, 256u - span, 0u);
+    }
+}
+
+void tp_gm_relu_mask(const int8_t *y, uint8_t *mask, uint32_t n, int32_t lo, int32_t hi)
+{
+    uint32_t i = 0, span = hi > lo ? (uint32_t)(hi - lo) : 0u; /* at most 256 */
+    if (TP_MASK_DSP || (tp_little_endian() && span != 128u)) {
+        i = n & ~7u;
+        mask_groups(y, mask, n / 8u, lo, hi, span);
+    }
+    for (; i < n; i += 8u) { /* byte by byte: the rest, other targets */
+        uint32_t b = 0, j;
+        for (j = 0; j < 8u && i + j < n; j++) {
+            b |= ((uint32_t)((int32_t)y[i + j] - lo) < span ? 1u : 0u) << j;
+        }
+        mask[i >> 3] = (uint8_t)b;
+    }
+}
+
 /* ---- the fold ---- */
 
 uint32_t tp_gm_fold_bits(uint32_t n_terms)

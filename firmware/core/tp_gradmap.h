@@ -207,6 +207,11 @@ static inline void tp_gm_put_i32(const tp_gm_writer *w, uint32_t i, int32_t v)
 void tp_gm_row_i32(tp_gm_writer *w, uint32_t r, const int32_t *v);
 void tp_gm_end(tp_gm_writer *w);
 
+/* ---- the RELU mask ----
+ * Bit j % 8 of mask[j / 8] for each of the n int8 values y[j]: 1 where lo <= y[j] < hi (the RELU
+ * passed it through, and so passes its gradient), 0 where it clamped (-128 <= lo, hi <= 128). */
+void tp_gm_relu_mask(const int8_t *y, uint8_t *mask, uint32_t n, int32_t lo, int32_t hi);
+
 /* ---- dY' = dY * s_w[o] (gradmap.fold) ----
  * One exponent for the op: dY'[p, o] = sat(rshift(q * m_o, top - k_o)) with s_w[o] = m_o 2^k_o
  * and top = C - bits, C the largest bitlen(max_p |q[p, o]| m_o) + k_o; bits such that

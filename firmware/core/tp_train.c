@@ -504,60 +504,6 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
     }
 }
 
-/* SWAR over the 4 int8 values of a word: 0x80 in the bytes where (y - lo) mod 256 >= span, lo
- * and span < 128 constants: c1 = lo's low 7 bits, c2 = ~lo's high bit, s1 = span, in every byte.
- * d, the bytewise difference, borrows nothing across bytes (each byte's low 7 bits come off
- * 0x80 + its own, the high bit fixed after); d >= span likewise, d's high bit or the low 7 bits'
- * compare. */
-static inline uint32_t at_least4(uint32_t y, uint32_t c1, uint32_t c2, uint32_t s1)
-{
-    uint32_t d = ((y | 0x80808080u) - c1) ^ ((y & 0x80808080u) ^ c2);
-    return (d | ((d | 0x80808080u) - s1)) & 0x80808080u;
-}
-
-/* The 8 bits of a mask byte from two words' flags (value j's at bit 8j + 7 on a little-endian
- * target): shifted to bits 8j and 8j + 4, gathered to bits 21 + j by one product with
- * 2^0 + 2^7 + 2^14 + 2^21 (the partial products' bits never meet). */
-static inline uint32_t gather8(uint32_t k0, uint32_t k1)
-{
-    return (((k0 >> 7) | (k1 >> 3)) * 0x00204081u) >> 21 & 0xFFu;
-}
-
-/* Mask bytes of `groups` groups of 8 values, SWAR (little-endian targets): bit set where
- * (y - lo) mod 256 >= span, xor flip. */
-static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, uint32_t span,
-                       uint32_t flip)
-{
-    uint32_t g, lob = (uint32_t)lo & 0xFFu, c1 = (lob & 0x7Fu) * 0x01010101u;
-    uint32_t c2 = (~lob & 0x80u) * 0x01010101u, s1 = span * 0x01010101u;
-    for (g = 0; g < groups; g++, y += 8) {
-        uint32_t w0, w1;
-        memcpy(&w0, y, 4u);
-        memcpy(&w1, y + 4, 4u);
-        mask[g] = (uint8_t)(gather8(at_least4(w0, c1, c2, s1), at_least4(w1, c1, c2, s1)) ^ flip);
-    }
-}
-
-/* 0x80 in the bytes of x that are not 0: the low 7 bits plus 0x7F carry into the high bit
- * (never out of the byte), or the high bit is set already. */
-static inline uint32_t nonzero4(uint32_t x)
-{
-    return (((x & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | x) & 0x80808080u;
-}
-
-/* Mask bytes of `groups` groups of 8 values, SWAR (little-endian targets): bit set where the
- * byte is not c (a RELU whose act_min is -128: only y = -128 is clamped). */
-static void mask_bytes_ne(const int8_t *y, uint8_t *mask, uint32_t groups, uint32_t c)
-{
-    uint32_t g, c4 = (c & 0xFFu) * 0x01010101u;
-    for (g = 0; g < groups; g++, y += 8) {
-        uint32_t w0, w1;
-        memcpy(&w0, y, 4u);
-        memcpy(&w1, y + 4, 4u);
-        mask[g] = (uint8_t)gather8(nonzero4(w0 ^ c4), nonzero4(w1 ^ c4));
-    }
-}
-
 /* 1-bit mask of the outputs a RELU/RELU6 passed through (1) or clamped (0): kept when
  * act_min < y (and, RELU6, y < act_max), i.e. y - (act_min + 1) in [0, span) unsigned. */
 static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
@@ -565,7 +511,7 @@ static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
     tp_train_op t;
     tp_op op;
     tp_tensor to;
-    uint32_t i = 0, n, span;
+    uint32_t n;
     int32_t lo, hi;
     uint8_t *mask;
     tp_decode_train_op(rec, &t);
@@ -576,26 +522,7 @@ static void save_mask(tp_session *s, const uint8_t *rec, const int8_t *y)
     lo = (int32_t)op.act_min + 1;
     lo = lo < -128 ? -128 : lo;
     hi = op.activation == 2u ? (int32_t)op.act_max : 128; /* int8 y: always below 128 */
-    hi = hi > 128 ? 128 : hi;
-    span = hi > lo ? (uint32_t)(hi - lo) : 0u; /* at most 256 */
-    if (tp_little_endian() && span != 128u) {
-        /* kept: (y - lo) mod 256 < span; for span > 128, not (y - hi) mod 256 < 256 - span */
-        i = n & ~7u;
-        if (span == 255u) { /* kept: y != lo - 1 */
-            mask_bytes_ne(y, mask, n / 8u, (uint32_t)(lo - 1));
-        } else if (span < 128u) {
-            mask_bytes(y, mask, n / 8u, lo, span, 0xFFu);
-        } else {
-            mask_bytes(y, mask, n / 8u, hi, 256u - span, 0u);
-        }
-    }
-    for (; i < n; i += 8u) { /* byte by byte: the rest, other targets */
-        uint32_t b = 0, j;
-        for (j = 0; j < 8u && i + j < n; j++) {
-            b |= ((uint32_t)((int32_t)y[i + j] - lo) < span ? 1u : 0u) << j;
-        }
-        mask[i >> 3] = (uint8_t)b;
-    }
+    tp_gm_relu_mask(y, mask, n, lo, hi > 128 ? 128 : hi);
 }
 
 /* The step's loss (TRAN's) of the logits; their gradient goes to the logits' gradient buffer.
