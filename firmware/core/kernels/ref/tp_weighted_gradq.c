@@ -16,11 +16,23 @@ static void channel_scale(const tp_weights *w, uint32_t o, uint32_t *m, int32_t 
 }
 
 /* SWAR on the 4 int8 values of a word: their magnitudes, bytewise (no carries: a byte's
- * magnitude is at most 128, the high bit set only for -128's). */
+ * magnitude is at most 128, the high bit set only for -128's). With the DSP extension (not in a
+ * TP_KERNELS_REF_ONLY build) in three instructions: USUB8 makes -v mod 256 bytewise (128 for
+ * -128), SSUB8 sets the GE flags of the bytes >= 0, SEL keeps v there. */
 static inline uint32_t abs4(uint32_t v)
 {
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY)
+    uint32_t n, r, z = 0u;
+    __asm__("usub8 %0, %2, %3\n\t"
+            "ssub8 %1, %3, %2\n\t"
+            "sel %1, %3, %0"
+            : "=&r"(n), "=&r"(r)
+            : "r"(z), "r"(v));
+    return r;
+#else
     uint32_t s = (v >> 7) & 0x01010101u; /* 1 in each negative byte */
     return (v ^ ((s << 8) - s)) + s;     /* ~v + 1 there */
+#endif
 }
 
 /* The OR of the magnitudes |dY| of the 8 int8 channels at q (o .. o + 7) over the positions,
