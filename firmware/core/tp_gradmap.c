@@ -198,6 +198,14 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
 #define TP_GM_ASM 0
 #endif
 
+/* The DSP extension's SIMD (Cortex-M4, M7, M33) for tp_gm_end's rows and the RELU mask, unless
+ * TP_KERNELS_REF_ONLY: the SWAR C is their definition (and what other targets run). */
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY)
+#define TP_GM_DSP 1
+#else
+#define TP_GM_DSP 0
+#endif
+
 /* The int8 rows' path inlined whole; the rest kept out of it. */
 #if defined(__GNUC__)
 #define TP_GM_INLINE static inline __attribute__((always_inline))
@@ -580,6 +588,63 @@ static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t mh, uint32_t 
     return (h + up + b4) ^ 0x80808080u;
 }
 
+#if TP_GM_DSP
+/* rshift4_i8 for 1 <= s <= 6 (a constant in each loop of end_words) with the DSP extension, in
+ * s + 6 instructions: h = floor(q / 2^s) bytewise by s SHADD8s with 0; rounded up (half to even)
+ * where the low s bits of q plus h's parity reach 2^(s-1) + 1 (no carry out of a byte: at most
+ * 2^s), which USUB8 flags (GE: no borrow) for SEL to take 1 there, and SADD8 adds it. */
+TP_GM_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t s)
+{
+    uint32_t h, t, k, z = 0u, one = 0x01010101u, thr = ((1u << (s - 1u)) + 1u) * one;
+    __asm__("shadd8 %0, %1, %2" : "=r"(h) : "r"(q), "r"(z));
+    for (k = 1u; k < s; k++) {
+        __asm__("shadd8 %0, %0, %1" : "+r"(h) : "r"(z));
+    }
+    t = (q & (((1u << s) - 1u) * one)) + (h & one);
+    __asm__("usub8 %0, %0, %1\n\t"
+            "sel %0, %2, %3"
+            : "+r"(t)
+            : "r"(thr), "r"(one), "r"(z));
+    __asm__("sadd8 %0, %0, %1" : "+r"(h) : "r"(t));
+    return h;
+}
+
+TP_GM_INLINE void end_words_s(int8_t *q, uint32_t n, uint32_t s)
+{
+    uint32_t j, v;
+    for (j = 0; j < n; j++, q += 4) {
+        memcpy(&v, q, 4u);
+        v = rshift4_dsp(v, s);
+        memcpy(q, &v, 4u);
+    }
+}
+
+/* The first n words of an int8 row shifted by s (1 to 6) as rshift4_i8 does. */
+static TP_GM_NOINLINE void end_words(int8_t *q, uint32_t n, uint32_t s)
+{
+    switch (s) {
+    case 1u:
+        end_words_s(q, n, 1u);
+        break;
+    case 2u:
+        end_words_s(q, n, 2u);
+        break;
+    case 3u:
+        end_words_s(q, n, 3u);
+        break;
+    case 4u:
+        end_words_s(q, n, 4u);
+        break;
+    case 5u:
+        end_words_s(q, n, 5u);
+        break;
+    default:
+        end_words_s(q, n, 6u);
+        break;
+    }
+}
+#endif
+
 void tp_gm_end(tp_gm_writer *w)
 {
     uint32_t r, j, top = 0, rows = w->rows, cnt = w->row_elems;
@@ -616,7 +681,14 @@ void tp_gm_end(tp_gm_writer *w)
                 uint32_t mh = (0xFFu >> s) * 0x01010101u, ml = ((1u << s) - 1u) * 0x01010101u;
                 uint32_t hm = half_m1 * 0x01010101u, pf = s == 7u ? 0x01010101u : 0u;
                 uint32_t b4 = (128u - (128u >> s)) * 0x01010101u;
-                for (j = 0; j + 8u <= cnt; j += 8u) {
+                j = 0;
+#if TP_GM_DSP
+                if (s <= 6u) {
+                    end_words(q, cnt / 4u, s);
+                    j = cnt & ~3u;
+                }
+#endif
+                for (; j + 8u <= cnt; j += 8u) {
                     uint32_t v0, v1;
                     memcpy(&v0, q + j, 4u);
                     memcpy(&v1, q + j + 4u, 4u);
@@ -653,12 +725,11 @@ static inline uint32_t gather8(uint32_t k0, uint32_t k1)
     return (((k0 >> 7) | (k1 >> 3)) * 0x00204081u) >> 21 & 0xFFu;
 }
 
-#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY)
+#if TP_GM_DSP
 /* 0x80 in the bytes of y (4 int8 values) where (y - lo) mod 256 >= span, for any span up to 128
  * (lo4, span4: lo's and span's byte in every byte), in three instructions (Cortex-M4, M7, M33):
  * USUB8 makes d = (y - lo) mod 256 bytewise, a second USUB8 sets a byte's GE flag where
  * d >= span (no borrow), SEL takes 0x80 there. */
-#define TP_MASK_DSP 1
 static inline uint32_t at_least4(uint32_t y, uint32_t lo4, uint32_t span4)
 {
     uint32_t d, r, h = 0x80808080u, z = 0u;
@@ -674,7 +745,6 @@ static inline uint32_t at_least4(uint32_t y, uint32_t lo4, uint32_t span4)
  * bytes (each byte's low 7 bits come off 0x80 + its own, the high bit fixed after: lo's low 7
  * bits, then ~lo's high bit, in every byte); d >= span likewise, d's high bit or the low 7 bits'
  * compare. */
-#define TP_MASK_DSP 0
 static inline uint32_t at_least4(uint32_t y, uint32_t lo4, uint32_t span4)
 {
     uint32_t d = ((y | 0x80808080u) - (lo4 & 0x7F7F7F7Fu)) ^ ((y ^ ~lo4) & 0x80808080u);
@@ -717,12 +787,12 @@ static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t 
 }
 
 /* The mask bytes of `groups` groups of 8 values (little-endian targets; span 128 only with
- * TP_MASK_DSP). Kept: (y - lo) mod 256 < span; for span >= 128, not (y - hi) mod 256 <
+ * TP_GM_DSP). Kept: (y - lo) mod 256 < span; for span >= 128, not (y - hi) mod 256 <
  * 256 - span. */
 static void mask_groups(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, int32_t hi,
                         uint32_t span)
 {
-#if !TP_MASK_DSP
+#if !TP_GM_DSP
     if (span == 255u) { /* kept: y != lo - 1 */
         mask_bytes_ne(y, mask, groups, (uint32_t)(lo - 1));
         return;
@@ -738,7 +808,7 @@ static void mask_groups(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t
 void tp_gm_relu_mask(const int8_t *y, uint8_t *mask, uint32_t n, int32_t lo, int32_t hi)
 {
     uint32_t i = 0, span = hi > lo ? (uint32_t)(hi - lo) : 0u; /* at most 256 */
-    if (TP_MASK_DSP || (tp_little_endian() && span != 128u)) {
+    if (TP_GM_DSP || (tp_little_endian() && span != 128u)) {
         i = n & ~7u;
         mask_groups(y, mask, n / 8u, lo, hi, span);
     }
