@@ -717,6 +717,15 @@ void tp_gm_end(tp_gm_writer *w)
 
 /* ---- the RELU mask ---- */
 
+/* The bytes of 4 int8 values that bits 0-3 of a mask byte keep (0xFF) or clear (0x00), in
+ * memory order whatever the byte order of a word. */
+const uint8_t tp_gm_kept4[16][4] = {{0, 0, 0, 0},        {255, 0, 0, 0},     {0, 255, 0, 0},
+                                    {255, 255, 0, 0},    {0, 0, 255, 0},     {255, 0, 255, 0},
+                                    {0, 255, 255, 0},    {255, 255, 255, 0}, {0, 0, 0, 255},
+                                    {255, 0, 0, 255},    {0, 255, 0, 255},   {255, 255, 0, 255},
+                                    {0, 0, 255, 255},    {255, 0, 255, 255}, {0, 255, 255, 255},
+                                    {255, 255, 255, 255}};
+
 /* The 8 bits of a mask byte from two words' flags (value j's at bit 8j + 7 on a little-endian
  * target): shifted to bits 8j and 8j + 4, gathered to bits 21 + j by one product with
  * 2^0 + 2^7 + 2^14 + 2^21 (the partial products' bits never meet). */

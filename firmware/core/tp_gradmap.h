@@ -211,6 +211,9 @@ void tp_gm_end(tp_gm_writer *w);
  * Bit j % 8 of mask[j / 8] for each of the n int8 values y[j]: 1 where lo <= y[j] < hi (the RELU
  * passed it through, and so passes its gradient), 0 where it clamped (-128 <= lo, hi <= 128). */
 void tp_gm_relu_mask(const int8_t *y, uint8_t *mask, uint32_t n, int32_t lo, int32_t hi);
+/* The bytes of 4 int8 values that bits 0-3 of a mask byte keep (0xFF) or clear (0x00), in
+ * memory order whatever the byte order of a word. */
+extern const uint8_t tp_gm_kept4[16][4];
 
 /* ---- dY' = dY * s_w[o] (gradmap.fold) ----
  * One exponent for the op: dY'[p, o] = sat(rshift(q * m_o, top - k_o)) with s_w[o] = m_o 2^k_o

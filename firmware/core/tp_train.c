@@ -50,6 +50,7 @@ typedef struct {
     tp_gmap dyq;         /* integer maps */
     const uint8_t *sums; /* a sink's: its output's gradient as channel sums (REDUCED) */
     uint8_t *scratch;    /* the op's backward scratch (NULL: none) */
+    const uint8_t *mask; /* the RELU mask the fold's scan applies (begin_weighted_q), or NULL */
 } backward_ctx;
 
 /* Begin writing input pos's integer map from exact values at exponent e_v, the row shifts at the
@@ -99,7 +100,7 @@ static const int8_t *saved_input(const backward_ctx *c)
 static uint8_t *begin_weighted_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w,
                                  uint32_t terms, tp_gm_fold *f)
 {
-    tp_gm_fold_of(f, &c->dyq, tp_tensor_elems(&c->tout) / c->w.n_out, &c->w, terms);
+    tp_gm_fold_of(f, &c->dyq, tp_tensor_elems(&c->tout) / c->w.n_out, &c->w, terms, c->mask);
     return begin_input(c, w, pos, f->e);
 }
 
@@ -394,15 +395,6 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
     }
 }
 
-/* The bytes of 4 int8 values that bits 0-3 of a mask byte keep (0xFF) or clear (0x00), in
- * memory order whatever the byte order of a word. */
-static const uint8_t kept4[16][4] = {{0, 0, 0, 0},        {255, 0, 0, 0},     {0, 255, 0, 0},
-                                     {255, 255, 0, 0},    {0, 0, 255, 0},     {255, 0, 255, 0},
-                                     {0, 255, 255, 0},    {255, 255, 255, 0}, {0, 0, 0, 255},
-                                     {255, 0, 0, 255},    {0, 255, 0, 255},   {255, 255, 0, 255},
-                                     {0, 0, 255, 255},    {255, 0, 255, 255}, {0, 255, 255, 255},
-                                     {255, 255, 255, 255}};
-
 /* dY's values whose mask bit is 0 set to 0, a mask byte (8 values) at a time: 0xFF bytes (all
  * kept) are skipped; int8 maps AND their two words with the bytes kept (0x00: all cleared). */
 static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
@@ -417,8 +409,8 @@ static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
             }
             memcpy(&w0, q, 4u);
             memcpy(&w1, q + 4, 4u);
-            memcpy(&k0, kept4[m & 15u], 4u);
-            memcpy(&k1, kept4[m >> 4], 4u);
+            memcpy(&k0, tp_gm_kept4[m & 15u], 4u);
+            memcpy(&k1, tp_gm_kept4[m >> 4], 4u);
             w0 &= k0;
             w1 &= k1;
             memcpy(q, &w0, 4u);
@@ -486,13 +478,19 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
         c.scratch = tp_arena_at(s, c.t.scratch_offset,
                                 tp_backward_scratch_bytes(&s->b, &c.op, c.t.flags));
     }
-    if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
-        apply_mask(&c, tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u), n);
-    }
     if (tp_op_defs[c.op.kind].weighted) {
         tp_tensor tw;
         tp_decode_tensor(s->b.tensors, c.op.inputs[1], &tw);
         tp_weights_of(s, &c.op, &tw, &c.w);
+    }
+    if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
+        const uint8_t *mask = tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u);
+        if (c.format != TP_GRAD_FLOAT32 && c.dyq.bytes == 1u && tp_op_defs[c.op.kind].weighted &&
+            (c.t.flags & TP_TRAN_GRAD_IN0) && c.w.n_out % 8u == 0u) {
+            c.mask = mask; /* the fold's scan reads every value first: it applies the mask */
+        } else {
+            apply_mask(&c, mask, n);
+        }
     }
     if (c.format == TP_GRAD_FLOAT32) {
         input_grads(&c);

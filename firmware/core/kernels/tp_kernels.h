@@ -217,9 +217,11 @@ void tp_add_input_grad_f32(uint32_t n, const float *dy, float *dx);
  * (CONV_2D, FULLY_CONNECTED) one output pixel's dY'. Weight rows and biases: exact int64 sums
  * as float32 (tp_gm_to_f32). */
 
-/* The fold of dY for a weighted op (tp_gm_fold): its per-channel maxima over `positions`. */
+/* The fold of dY for a weighted op (tp_gm_fold): its per-channel maxima over `positions`. With
+ * a RELU mask (an int8 map of a multiple of 8 channels; else NULL), its zeros are applied to dY
+ * in the same scan (the mask's bit j for dY's value j). */
 void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
-                   uint32_t n_terms);
+                   uint32_t n_terms, const uint8_t *mask);
 void tp_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                             const tp_shape *out_shape, const tp_weights *w, const tp_gm_fold *f,
                             const tp_gmap *dy, tp_gm_writer *dx, void *scratch);

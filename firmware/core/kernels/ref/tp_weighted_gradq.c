@@ -35,9 +35,35 @@ static inline uint32_t abs4(uint32_t v)
 #endif
 }
 
+/* The 8 int8 values of *w0, *w1 (memory order) whose bit of mask byte mb is 0 set to 0: with the
+ * DSP extension, the byte's halves as GE flags (MSR APSR_g) for SEL; else by tp_gm_kept4. */
+static inline void mask_word_pair(uint32_t *w0, uint32_t *w1, uint32_t mb)
+{
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY) && defined(__ARM_ARCH_7EM__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t z = 0u;
+    __asm__("msr APSR_g, %2\n\t"
+            "sel %0, %0, %4\n\t"
+            "msr APSR_g, %3\n\t"
+            "sel %1, %1, %4"
+            : "+r"(*w0), "+r"(*w1)
+            : "r"(mb << 16), "r"(mb << 12), "r"(z)
+            : "cc");
+#else
+    uint32_t k0, k1;
+    memcpy(&k0, tp_gm_kept4[mb & 15u], 4u);
+    memcpy(&k1, tp_gm_kept4[mb >> 4], 4u);
+    *w0 &= k0;
+    *w1 &= k1;
+#endif
+}
+
 /* The OR of the magnitudes |dY| of the 8 int8 channels at q (o .. o + 7) over the positions,
- * into ors: its bit length is that of the largest magnitude (abs4's bytes: at most 128). */
-static void channel_or8(const int8_t *q, uint32_t positions, uint32_t stride, uint32_t *ors)
+ * into ors: its bit length is that of the largest magnitude (abs4's bytes: at most 128). With a
+ * mask (its byte for these channels at each position, mstride apart), dY's values whose bit is
+ * 0 are zeroed first, in place. */
+static void channel_or8(int8_t *q, uint32_t positions, uint32_t stride, uint32_t *ors,
+                        const uint8_t *mask, uint32_t mstride)
 {
     uint32_t p, m0 = 0, m1 = 0, j;
     uint8_t b[8];
@@ -45,6 +71,12 @@ static void channel_or8(const int8_t *q, uint32_t positions, uint32_t stride, ui
         uint32_t w0, w1;
         memcpy(&w0, q, 4u);
         memcpy(&w1, q + 4, 4u);
+        if (mask != NULL) {
+            mask_word_pair(&w0, &w1, *mask);
+            memcpy(q, &w0, 4u);
+            memcpy(q + 4, &w1, 4u);
+            mask += mstride;
+        }
         m0 |= abs4(w0);
         m1 |= abs4(w1);
     }
@@ -85,9 +117,10 @@ static uint32_t channel_max(const tp_gmap *dy, uint32_t o, uint32_t positions, u
  * a channel whose hi exceeds cur waits (up to FOLD_PENDING of them, else its maximum is taken
  * at once); at the end the waiting ones with hi = cur + 1 take their exact maxima, until one
  * reaches it. Other maps, and channels past the last 8, take their maxima one by one. A channel
- * whose maximum or OR is 0 is marked in f->dead. */
+ * whose maximum or OR is 0 is marked in f->dead. A mask (int8 maps of 8k channels: every channel
+ * in a pass of 8) is applied by those passes, before any maximum is read. */
 void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
-                   uint32_t n_terms)
+                   uint32_t n_terms, const uint8_t *mask)
 {
     uint32_t o, m, live = 0, tops[8], eight = 0, n_wait = 0, i;
     uint16_t wait[FOLD_PENDING];
@@ -101,7 +134,8 @@ void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const t
         if ((o & 7u) == 0u) { /* int8 maps: 8 channels a pass, 4 in a word */
             eight = dy->bytes == 1u && o + 8u <= w->n_out;
             if (eight) {
-                channel_or8((const int8_t *)dy->q + o, positions, w->n_out, tops);
+                channel_or8((int8_t *)dy->q + o, positions, w->n_out, tops,
+                            mask != NULL ? mask + o / 8u : NULL, w->n_out / 8u);
             }
         }
         top = eight ? tops[o & 7u] : channel_max(dy, o, positions, w->n_out);
