@@ -130,10 +130,13 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
             summed = 1;
         }
     }
-    if (!summed) {
-        tp_dsp_zero32(acc, ic);
-    }
     c = x_scale * tp_gm_pow2(dy->e);
+    if (!summed) { /* dY is zero at every position (a dead channel): so is the row */
+        tp_dsp_zero32(acc, ic);
+        if (c >= 0.0f && c <= 3.4028235e38f) {
+            return; /* every (float)0 * c is +0.0f, whose bits are the int32 0's */
+        }
+    }
     off = -x_zp * g_sum;
     for (i = 0; i < ic; i++) {
         int32_t a;
