@@ -52,19 +52,26 @@ typedef struct {
 /* The fold modes of a block (pw_prepare). */
 enum { PW_ANY, PW_ROUND8, PW_SMM };
 
-/* Bit o of zero[o / 32] for each output channel o < TP_PW_CHECKED whose weight row (ic
- * weights) is all zero; returns how many are not. */
-static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, uint32_t oc, uint32_t ic)
+/* Bit o of zero[o / 32] for each output channel o < TP_PW_CHECKED that adds nothing to dX:
+ * its dY is zero everywhere (f->dead: oc at most TP_GM_DEAD_C; every fold of 0 is 0), or else
+ * its weight row (ic weights) is all zero; returns how many others there are. */
+static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, const tp_gm_fold *f, uint32_t oc,
+                             uint32_t ic)
 {
-    uint32_t o, i, step, live = oc;
+    uint32_t o, i, step, live = oc, by_dead = oc <= TP_GM_DEAD_C;
     for (o = 0; o < oc && o < TP_PW_CHECKED; o++) {
         const int8_t *row = tp_weights_row(w, o, &step);
         uint32_t any = 0u;
         if ((o & 31u) == 0u) {
             zero[o >> 5] = 0u;
         }
+        if (by_dead && (f->dead[o >> 5] >> (o & 31u) & 1u) != 0u) {
+            i = ic; /* left out without reading its row */
+        } else {
+            i = 0u;
+        }
         /* four words a turn: a zero row is read whole */
-        for (i = 0; i + 16u <= ic && any == 0u; i += 16u) {
+        for (; i + 16u <= ic && any == 0u; i += 16u) {
             any = tp_dsp_rd32(row + i) | tp_dsp_rd32(row + i + 4u) | tp_dsp_rd32(row + i + 8u) |
                   tp_dsp_rd32(row + i + 12u);
         }
@@ -80,20 +87,6 @@ static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, uint32_t oc, u
         }
     }
     return live;
-}
-
-/* Output channels whose dY is zero everywhere (f->dead: oc at most TP_GM_DEAD_C): left out as
- * zero rows are (they add nothing: every fold of 0 is 0); returns how many that were not zero
- * rows already. */
-static uint32_t pw_dead_rows(uint32_t *zero, const tp_gm_fold *f, uint32_t oc)
-{
-    uint32_t k, n = 0u;
-    for (k = 0; k < (oc + 31u) / 32u; k++) {
-        uint32_t add = f->dead[k] & ~zero[k];
-        zero[k] |= add;
-        n += (uint32_t)__builtin_popcount(add);
-    }
-    return n;
 }
 
 /* The nb channels of the next block: those from *o on whose rows are not zero; *o past them. */
@@ -581,10 +574,7 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
         tp_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
     }
-    live = pw_zero_rows(zero, w, oc, ic);
-    if (oc <= TP_GM_DEAD_C) {
-        live -= pw_dead_rows(zero, f, oc);
-    }
+    live = pw_zero_rows(zero, w, f, oc, ic);
     if (live == 0u) { /* dX is zero */
         tp_dsp_zero32(acc, iw * ic);
     }
