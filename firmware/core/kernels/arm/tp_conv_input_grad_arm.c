@@ -136,6 +136,7 @@ static int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold 
         }
     }
     if (nb & 1u) { /* the last one's partner: itself, times 0 */
+        fp->ch[nb] = fp->ch[nb - 1u];
         fp->rows[nb] = fp->rows[nb - 1u];
         fp->m[nb] = 0;
         fp->s[nb] = 0u;
@@ -345,18 +346,24 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
 static TP_DSP_NOINLINE PW_REGS uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
                                                      const int8_t *dq, uint32_t oc, uint32_t nb)
 {
-    uint32_t j, any;
+    const uint16_t *ch = fp->ch, *end = fp->ch + ((nb + 1u) & ~1u);
+    const int32_t *m = fp->m;
+    const uint32_t *sv = fp->s;
+    const int8_t *const *rows = fp->rows;
+    uint32_t ties = fp->ties, any;
     pw_pair *e = t;
-    for (j = 0; j < nb; j += 2u) {
-        const int8_t *d0 = dq + fp->ch[j], *d1 = j + 1u < nb ? dq + fp->ch[j + 1u] : d0;
-        uint32_t tie = fp->ties >> j & 3u;
-        if (tie == 0u) {
-            any = pw_fold4(e, d0, d1 - d0, oc, fp->m[j], (int32_t)fp->s[j], fp->m[j + 1u],
-                           (int32_t)fp->s[j + 1u]);
+    for (; ch != end; ch += 2, m += 2, sv += 2, rows += 2, ties >>= 2) { /* by pointers */
+        const int8_t *d0 = dq + ch[0];
+        if ((ties & 3u) == 0u) {
+            any = pw_fold4(e, d0, (int32_t)ch[1] - (int32_t)ch[0], oc, m[0], (int32_t)sv[0], m[1],
+                           (int32_t)sv[1]);
         } else {
-            any = pw_fold_tie_pair(e->g, fp, d0, d1, oc, 4u, j, tie);
+            any = pw_fold_tie_pair(e->g, fp, d0, dq + ch[1], oc, 4u, (uint32_t)(ch - fp->ch),
+                                   ties & 3u);
         }
-        e = pw_next(e, fp, j, any);
+        e->row0 = rows[0];
+        e->row1 = rows[1];
+        e = any != 0u ? e + 1 : e;
     }
     return (uint32_t)(e - t);
 }
