@@ -13,18 +13,11 @@
 #include <stdint.h>
 
 #include "tinyprop.h"
+#include "tp_attr.h" /* TP_NOINLINE */
 #include "tp_blob_layout.h"
 #include "tp_gradmap.h"
 #include "tp_le.h"
 #include "tp_ops.h" /* the op kinds */
-
-/* A hot loop nest kept out of its caller: inlined into a large function, its loop counters and
- * pointers are spilled to the stack and every multiply-accumulate reloads them. */
-#if defined(__GNUC__)
-#define TP_NOINLINE __attribute__((noinline))
-#else
-#define TP_NOINLINE
-#endif
 
 /* tensor dtypes */
 #define TP_DT_NONE 0u /* a shape operand folded into its op: no data, never an op operand */

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "tp_attr.h" /* the int8 rows' path inlined whole, the rest kept out of it */
 #include "tp_le.h"
 
 tp_gmap tp_gm_at(uint8_t *buf, uint32_t format)
@@ -206,15 +207,6 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
 #define TP_GM_DSP 0
 #endif
 
-/* The int8 rows' path inlined whole; the rest kept out of it. */
-#if defined(__GNUC__)
-#define TP_GM_INLINE static inline __attribute__((always_inline))
-#define TP_GM_NOINLINE __attribute__((noinline))
-#else
-#define TP_GM_INLINE static inline
-#define TP_GM_NOINLINE
-#endif
-
 #if TP_GM_ASM
 /* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM.
  * tp_gm_round_i8(q, v, n4, s): round_i8's loop over 4 n4 values (n4 >= 1, 1 <= s <= 23): per
@@ -306,7 +298,7 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
  * largest magnitude's, or one less when a value is -2^B (which the callers tell apart). The C
  * loop out of line (the assembly takes rows of whole eights): the inlined path keeps a small
  * frame. */
-static TP_GM_NOINLINE uint32_t or_mag_c(const int32_t *v, uint32_t cnt)
+static TP_NOINLINE uint32_t or_mag_c(const int32_t *v, uint32_t cnt)
 {
     uint32_t j, bits = 0u;
     for (j = 0; j < cnt; j++) {
@@ -316,7 +308,7 @@ static TP_GM_NOINLINE uint32_t or_mag_c(const int32_t *v, uint32_t cnt)
     return bits;
 }
 
-TP_GM_INLINE uint32_t or_mag(const int32_t *v, uint32_t cnt)
+TP_ALWAYS_INLINE uint32_t or_mag(const int32_t *v, uint32_t cnt)
 {
 #if TP_GM_ASM
     if (cnt % 8u == 0u && cnt != 0u) {
@@ -349,7 +341,7 @@ static uint32_t or_abs(const int32_t *v, uint32_t cnt)
  * value's. The rounded values lie in [-128, 128]; +-128 come out as the byte 0x80, looked for
  * in the words (a zero byte of x ^ 0x80808080) as they are made: returns whether there is one.
  * Words stored whole on little-endian targets, bytes otherwise. Out of line, as or_mag_c. */
-static TP_GM_NOINLINE int round_i8_c(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+static TP_NOINLINE int round_i8_c(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
 {
     uint32_t j, c = 0x80000000u + ((1u << (s - 1u)) - 1u), hit = 0u;
     int little = tp_little_endian();
@@ -381,7 +373,7 @@ static TP_GM_NOINLINE int round_i8_c(uint8_t *q, const int32_t *v, uint32_t cnt,
 }
 
 /* round_i8_c's rounding; a little-endian row of whole words by the assembly. */
-TP_GM_INLINE int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
+TP_ALWAYS_INLINE int round_i8(uint8_t *q, const int32_t *v, uint32_t cnt, uint32_t s)
 {
 #if TP_GM_ASM
     if (cnt % 4u == 0u && cnt != 0u && tp_little_endian()) {
@@ -506,7 +498,7 @@ static void sink_row(const tp_gm_writer *w, uint32_t base, const int32_t *v)
 /* The rest of tp_gm_row_i32: a sink's sums, other maps, the rows the int8 path does not take
  * (their largest magnitude's bit length from the OR of them all), accumulating writers. Out of
  * line, so that the int8 rows' path keeps a small frame (the stack's deepest calls pass it). */
-static TP_GM_NOINLINE void row_general(tp_gm_writer *w, uint32_t r, const int32_t *v)
+static TP_NOINLINE void row_general(tp_gm_writer *w, uint32_t r, const int32_t *v)
 {
     uint32_t j, cnt = w->row_elems, base = r * cnt;
     uint64_t top = 0;
@@ -533,7 +525,7 @@ static TP_GM_NOINLINE void row_general(tp_gm_writer *w, uint32_t r, const int32_
 
 /* An int8 row of bit length n (by or_mag) whose rounding met a byte 0x80: measured exactly;
  * the same length: saturated; one more (a value -2^n): begun and rounded again. */
-static TP_GM_NOINLINE void row_i8_hit(tp_gm_writer *w, uint32_t r, const int32_t *v, uint32_t n)
+static TP_NOINLINE void row_i8_hit(tp_gm_writer *w, uint32_t r, const int32_t *v, uint32_t n)
 {
     uint32_t cnt = w->row_elems, exact = or_abs(v, cnt), n2 = tp_gm_bitlen32(exact);
     uint8_t *q = (uint8_t *)w->map.q + r * cnt;
@@ -593,7 +585,7 @@ static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t mh, uint32_t 
  * s + 6 instructions: h = floor(q / 2^s) bytewise by s SHADD8s with 0; rounded up (half to even)
  * where the low s bits of q plus h's parity reach 2^(s-1) + 1 (no carry out of a byte: at most
  * 2^s), which USUB8 flags (GE: no borrow) for SEL to take 1 there, and SADD8 adds it. */
-TP_GM_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t s)
+TP_ALWAYS_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t s)
 {
     uint32_t h, t, k, z = 0u, one = 0x01010101u, thr = ((1u << (s - 1u)) + 1u) * one;
     __asm__("shadd8 %0, %1, %2" : "=r"(h) : "r"(q), "r"(z));
@@ -609,7 +601,7 @@ TP_GM_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t s)
     return h;
 }
 
-TP_GM_INLINE void end_words_s(int8_t *q, uint32_t n, uint32_t s)
+TP_ALWAYS_INLINE void end_words_s(int8_t *q, uint32_t n, uint32_t s)
 {
     uint32_t j, v;
     for (j = 0; j < n; j++, q += 4) {
@@ -620,7 +612,7 @@ TP_GM_INLINE void end_words_s(int8_t *q, uint32_t n, uint32_t s)
 }
 
 /* The first n words of an int8 row shifted by s (1 to 6) as rshift4_i8 does. */
-static TP_GM_NOINLINE void end_words(int8_t *q, uint32_t n, uint32_t s)
+static TP_NOINLINE void end_words(int8_t *q, uint32_t n, uint32_t s)
 {
     switch (s) {
     case 1u:
@@ -796,8 +788,8 @@ static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t 
 }
 
 /* The mask bytes of `groups` groups of 8 values (little-endian targets; span 128 only with
- * TP_GM_DSP). Kept: (y - lo) mod 256 < span; for span >= 128, not (y - hi) mod 256 <
- * 256 - span. */
+ * TP_GM_DSP: mask_bytes' flags are gathered in that byte order). Kept: (y - lo) mod 256 < span; for
+ * span >= 128, not (y - hi) mod 256 < 256 - span. */
 static void mask_groups(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, int32_t hi,
                         uint32_t span)
 {
@@ -817,7 +809,7 @@ static void mask_groups(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t
 void tp_gm_relu_mask(const int8_t *y, uint8_t *mask, uint32_t n, int32_t lo, int32_t hi)
 {
     uint32_t i = 0, span = hi > lo ? (uint32_t)(hi - lo) : 0u; /* at most 256 */
-    if (TP_GM_DSP || (tp_little_endian() && span != 128u)) {
+    if (tp_little_endian() && (TP_GM_DSP || span != 128u)) {
         i = n & ~7u;
         mask_groups(y, mask, n / 8u, lo, hi, span);
     }

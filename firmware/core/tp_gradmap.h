@@ -215,6 +215,30 @@ void tp_gm_relu_mask(const int8_t *y, uint8_t *mask, uint32_t n, int32_t lo, int
  * memory order whatever the byte order of a word. */
 extern const uint8_t tp_gm_kept4[16][4];
 
+/* The 8 int8 values of *w0, *w1 (memory order, as loaded by memcpy) whose bit of mask byte mb
+ * is 0 set to 0: on a little-endian Cortex-M4/M7 (not TP_KERNELS_REF_ONLY) the byte's halves
+ * as GE flags (MSR APSR_g) for SEL; else by tp_gm_kept4. */
+static inline void tp_gm_mask8(uint32_t *w0, uint32_t *w1, uint32_t mb)
+{
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY) && defined(__ARM_ARCH_7EM__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t z = 0u;
+    __asm__("msr APSR_g, %2\n\t"
+            "sel %0, %0, %4\n\t"
+            "msr APSR_g, %3\n\t"
+            "sel %1, %1, %4"
+            : "+r"(*w0), "+r"(*w1)
+            : "r"(mb << 16), "r"(mb << 12), "r"(z)
+            : "cc");
+#else
+    uint32_t k0, k1;
+    memcpy(&k0, tp_gm_kept4[mb & 15u], 4u);
+    memcpy(&k1, tp_gm_kept4[mb >> 4], 4u);
+    *w0 &= k0;
+    *w1 &= k1;
+#endif
+}
+
 /* ---- dY' = dY * s_w[o] (gradmap.fold) ----
  * One exponent for the op: dY'[p, o] = sat(rshift(q * m_o, top - k_o)) with s_w[o] = m_o 2^k_o
  * and top = C - bits, C the largest bitlen(max_p |q[p, o]| m_o) + k_o; bits such that

@@ -5,14 +5,8 @@
 
 #include <string.h>
 
+#include "tp_attr.h"
 #include "tp_le.h"
-
-/* update_row's four loops each specialized by its constant flags, whatever its size. */
-#if defined(__GNUC__)
-#define TP_OPTIM_INLINE static inline __attribute__((always_inline))
-#else
-#define TP_OPTIM_INLINE static inline
-#endif
 
 static float floor_f32(float x)
 {
@@ -191,8 +185,9 @@ static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, flo
     return fl + (r < frac ? 1 : 0);
 }
 
-TP_OPTIM_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
-                                const float *grad, uint32_t n, float neg, int qas, int mom)
+/* update_row's four loops each specialized by its constant flags, whatever its size. */
+TP_ALWAYS_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
+                                 const float *grad, uint32_t n, float neg, int qas, int mom)
 {
     uint32_t k, h = row_params * 0x9E3779B1u + u->key;
     int8_t *w = (int8_t *)(u->params + row_params);

@@ -396,23 +396,20 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
 }
 
 /* dY's values whose mask bit is 0 set to 0, a mask byte (8 values) at a time: 0xFF bytes (all
- * kept) are skipped; int8 maps AND their two words with the bytes kept (0x00: all cleared). */
+ * kept) are skipped; int8 maps mask their two words (tp_gm_mask8). */
 static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
 {
     uint32_t b, j, nb = n / 8u;
     if (c->format != TP_GRAD_FLOAT32 && c->dyq.bytes == 1u) {
         uint8_t *q = (uint8_t *)c->dyq.q;
         for (b = 0; b < nb; b++, q += 8) {
-            uint32_t m = mask[b], w0, w1, k0, k1;
+            uint32_t m = mask[b], w0, w1;
             if (m == 0xFFu) {
                 continue;
             }
             memcpy(&w0, q, 4u);
             memcpy(&w1, q + 4, 4u);
-            memcpy(&k0, tp_gm_kept4[m & 15u], 4u);
-            memcpy(&k1, tp_gm_kept4[m >> 4], 4u);
-            w0 &= k0;
-            w1 &= k1;
+            tp_gm_mask8(&w0, &w1, m);
             memcpy(q, &w0, 4u);
             memcpy(q + 4, &w1, 4u);
         }

@@ -35,29 +35,6 @@ static inline uint32_t abs4(uint32_t v)
 #endif
 }
 
-/* The 8 int8 values of *w0, *w1 (memory order) whose bit of mask byte mb is 0 set to 0: with the
- * DSP extension, the byte's halves as GE flags (MSR APSR_g) for SEL; else by tp_gm_kept4. */
-static inline void mask_word_pair(uint32_t *w0, uint32_t *w1, uint32_t mb)
-{
-#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY) && defined(__ARM_ARCH_7EM__) && \
-    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint32_t z = 0u;
-    __asm__("msr APSR_g, %2\n\t"
-            "sel %0, %0, %4\n\t"
-            "msr APSR_g, %3\n\t"
-            "sel %1, %1, %4"
-            : "+r"(*w0), "+r"(*w1)
-            : "r"(mb << 16), "r"(mb << 12), "r"(z)
-            : "cc");
-#else
-    uint32_t k0, k1;
-    memcpy(&k0, tp_gm_kept4[mb & 15u], 4u);
-    memcpy(&k1, tp_gm_kept4[mb >> 4], 4u);
-    *w0 &= k0;
-    *w1 &= k1;
-#endif
-}
-
 /* The OR of the magnitudes |dY| of the 8 int8 channels at q (o .. o + 7) over the positions,
  * into ors: its bit length is that of the largest magnitude (abs4's bytes: at most 128). With a
  * mask (its byte for these channels at each position, mstride apart), dY's values whose bit is
@@ -72,7 +49,7 @@ static void channel_or8(int8_t *q, uint32_t positions, uint32_t stride, uint32_t
         memcpy(&w0, q, 4u);
         memcpy(&w1, q + 4, 4u);
         if (mask != NULL) {
-            mask_word_pair(&w0, &w1, *mask);
+            tp_gm_mask8(&w0, &w1, *mask);
             memcpy(q, &w0, 4u);
             memcpy(q + 4, &w1, 4u);
             mask += mstride;
