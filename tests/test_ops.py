@@ -28,13 +28,16 @@ HOST = ROOT / "host" / "tinyprop"
 
 
 def test_codes_are_the_c_table():
-    """The registry and the C op table (firmware/core/tp_ops.h) agree on every kind's code and
-    on which kinds have weights."""
+    """The registry and the C op table (firmware/core/tp_ops.h) agree on every kind's code, on
+    which kinds have weights and on the scratch their integer-map input gradient asks for (the
+    training plan's, the loader's and the kernels')."""
     header = (ROOT / "firmware" / "core" / "tp_ops.h").read_text()
-    rows = re.findall(r"X\((\w+),\s*(\d+),\s*\w+,\s*(\d+),", header)
+    rows = re.findall(r"X\((\w+),\s*(\d+),\s*\w+,\s*(\d+),\s*\d+,\s*\d+,\s*(\d+),\s*(\d+)\)",
+                      header)
     assert len(rows) >= 9
-    assert {k: (ops.spec(k).code, ops.spec(k).weighted) for k in ops.kinds()} == {
-        k: (int(code), bool(int(w))) for k, code, w in rows}
+    assert {k: (ops.spec(k).code, ops.spec(k).weighted, ops.spec(k).grad_scratch)
+            for k in ops.kinds()} == {
+        k: (int(code), bool(int(w)), (int(qr), int(qc))) for k, code, w, qr, qc in rows}
 
 
 # A test-only op: y = -x around the zero point (input and output share one quantization).

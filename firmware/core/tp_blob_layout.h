@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define TP_BLOB_VERSION 2u /* the version this layout is */
+#define TP_BLOB_VERSION 3u /* the version this layout is */
 #define TP_SECTION_ALIGN 8u /* every section starts at a multiple of this */
 #define TP_SCRA_ALIGN 8u /* a planned scratch starts at a multiple of this (kernels read words) */
 #define TP_NONE16 0xFFFFu /* an absent u16 index */

@@ -29,7 +29,7 @@
 /*   KIND                code name              weights inputs grad q_row q_chan */
 #define TP_OPS(X)                                            \
     X(CONV_2D, 1, conv2d, 1, 1, 1, 4, 2)                     \
-    X(DEPTHWISE_CONV_2D, 2, depthwise_conv2d, 1, 1, 1, 4, 0) \
+    X(DEPTHWISE_CONV_2D, 2, depthwise_conv2d, 1, 1, 1, 8, 0) \
     X(FULLY_CONNECTED, 3, fully_connected, 1, 1, 1, 4, 2)    \
     X(ADD, 4, add, 0, 2, 1, 0, 0)                            \
     X(AVERAGE_POOL_2D, 5, avg_pool2d, 0, 1, 1, 0, 0)         \

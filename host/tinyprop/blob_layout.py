@@ -124,7 +124,7 @@ RECORDS = [HEADER, SECTION, CRC, TENSOR, OP, TRAN_HEADER, TRAN_OFFSET, TRAN_OP, 
 
 # Facts of the format that are numbers but no record's field.
 CONSTANTS = {
-    "BLOB_VERSION": (2, "the version this layout is"),
+    "BLOB_VERSION": (3, "the version this layout is"),
     "SECTION_ALIGN": (8, "every section starts at a multiple of this"),
     "SCRA_ALIGN": (8, "a planned scratch starts at a multiple of this (kernels read words)"),
     "NONE16": (0xFFFF, "an absent u16 index"),

@@ -86,17 +86,17 @@ def map_rows(shape: tuple[int, ...]) -> tuple[int, int]:
 def backward_scratch(graph: Graph, op: Op, flags: int, fmt: str, row_len: int) -> int:
     """Scratch bytes of op's backward step (firmware tp_backward_scratch_bytes): one float32
     row of weight gradient when it trains weights; with integer maps, also each input
-    gradient's row shifts (a byte a row) and, for a weighted op, one row of int32
-    accumulators."""
+    gradient's row shifts (a byte a row) and what its kernel asks for (OpSpec.grad_scratch:
+    a weighted op's int32 accumulator rows, one, or two for a depthwise op, which folds each dY
+    row once for a band of two dX rows; a 1x1 conv's per-channel shifts)."""
     need = 4 * row_len if flags & F_WEIGHT else 0
     if fmt == "float32":
         return need
     if flags & (F_GRAD_IN0 | F_GRAD_IN1):
         rows, row_elems = map_rows(graph.tensors[op.inputs[0]].shape)
-        grad = _align4(rows)
-        if op.spec.weighted:  # a depthwise op's rows need no per-channel shifts
-            n_out = graph.tensors[op.outputs[0]].shape[-1]
-            grad += 4 * row_elems + (0 if op.spec.channels_last else 2 * n_out)
+        per_elem, per_chan = op.spec.grad_scratch
+        out = graph.tensors[op.outputs[0]].shape
+        grad = _align4(rows) + per_elem * row_elems + per_chan * (out[-1] if out else 1)
         need = max(need, grad)
     return (need + 7) // 8 * 8
 

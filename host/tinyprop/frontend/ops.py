@@ -44,6 +44,10 @@ class OpSpec:
     weighted: bool = False
     # the weights hold the output channels on their last dimension (depthwise), else the first
     channels_last: bool = False
+    # the backward scratch its integer-map input gradient needs beyond the row shifts: bytes
+    # per element of an input row (its kernel's int32 accumulator rows) and per output channel
+    # (tp_ops.h's q_row, q_chan)
+    grad_scratch: tuple[int, int] = (0, 0)
     act_inputs: int = 1  # its leading inputs that are activations (the others are constants)
     const_operand: bool = False  # input 1 is a constant operand (shape, axes, paddings)
     view: bool = False  # the output is the input's bytes as another shape: one buffer
@@ -101,10 +105,12 @@ _F = "tinyprop.reference.forward:"
 _B = "tinyprop.reference.backward:"
 BUILTIN = (
     OpSpec("CONV_2D", 1, _P + "conv_params", _F + "run_conv2d", weighted=True,
-           window="kernel"),
+           grad_scratch=(4, 2), window="kernel"),
     OpSpec("DEPTHWISE_CONV_2D", 2, _P + "conv_params", _F + "run_depthwise_conv2d",
-           weighted=True, channels_last=True, window="kernel", channelwise=True),
-    OpSpec("FULLY_CONNECTED", 3, _P + "fc_params", _F + "run_fully_connected", weighted=True),
+           weighted=True, channels_last=True, grad_scratch=(8, 0), window="kernel",
+           channelwise=True),
+    OpSpec("FULLY_CONNECTED", 3, _P + "fc_params", _F + "run_fully_connected", weighted=True,
+           grad_scratch=(4, 2)),
     OpSpec("ADD", 4, _P + "add_params", _F + "run_add", _B + "add_grad", _B + "add_grad_int",
            act_inputs=2, window="same"),
     OpSpec("AVERAGE_POOL_2D", 5, _P + "pool_params", _F + "run_average_pool",

@@ -228,6 +228,20 @@ TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, 
     }
 }
 
+/* The same for four rows (q0 to q3) in one loop. */
+TP_DSP_INLINE void dw_fold_smm4(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
+                                const int8_t *q3, uint32_t c, uint32_t n, int32_t qs, int32_t b,
+                                int sat, int32_t lim)
+{
+    uint32_t x;
+    for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c, q3 += c) {
+        d[x] = (int16_t)dw_smm_one(*q0, qs, b, sat, lim);
+        d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q1, qs, b, sat, lim);
+        d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q2, qs, b, sat, lim);
+        d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q3, qs, b, sat, lim);
+    }
+}
+
 /* The n (1 to 3) dY rows src[] of channel ch folded by SMMULR (smm: dw_smm_of's 1 or 2) into
  * planes from d. */
 static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
@@ -271,52 +285,88 @@ static TP_DSP_NOINLINE int dw_rows_zero(const uint8_t *const *src, uint32_t n, u
     return 1;
 }
 
-/* Per dX row: the dY rows it meets (through kernel rows kh[0..n), two bits each in kh); per
- * channel, its dY' of each of those rows folded once into a zero-padded plane (compact: stride-2
- * columns take one dY' a plane per two outputs), then its dX values. */
+/* A band of dX rows (one or two) and the dY rows they meet: src[0..nu) the union, dY rows
+ * top, top - 1, ... (every dX row meets a run of consecutive ones); per band row t, the first
+ * of its run (at), how many (n, 0: none) and their kernel rows (kh, two bits each). */
+typedef struct {
+    const uint8_t *src[4];
+    uint32_t nu, rows, at[2], n[2], kh[2];
+} dw_band;
+
+/* The band of dX rows y (and y + 1 when rows is 2). */
+static void dw_band_of(dw_band *bd, const tp_conv_params *p, const tp_shape *out_shape,
+                       const tp_gmap *dy, uint32_t y, uint32_t rows, uint32_t c)
+{
+    uint32_t t, r, s0 = p->stride[0], ow = (uint32_t)out_shape->w;
+    uint32_t first[2] = {0u, 0u}, top = 0u, bottom = 0u, any = 0u;
+    bd->rows = rows;
+    for (t = 0; t < rows; t++) {
+        bd->n[t] = 0u;
+        bd->kh[t] = 0u;
+        for (r = 0; r < 3u; r++) {
+            int32_t num = (int32_t)(y + t) + (int32_t)p->pad[0] - (int32_t)r;
+            if (num >= 0 && num % (int32_t)s0 == 0 && (uint32_t)num / s0 < (uint32_t)out_shape->h) {
+                uint32_t j = (uint32_t)num / s0;
+                if (bd->n[t] == 0u) {
+                    first[t] = j;
+                }
+                bd->kh[t] |= r << (2u * bd->n[t]++);
+                top = any == 0u || j > top ? j : top;
+                bottom = any++ == 0u || j < bottom ? j : bottom;
+            }
+        }
+    }
+    bd->nu = any != 0u ? top - bottom + 1u : 0u;
+    for (t = 0; t < rows; t++) {
+        bd->at[t] = top - first[t];
+    }
+    for (r = 0; r < bd->nu; r++) {
+        bd->src[r] = (const uint8_t *)dy->q + (top - r) * ow * c * dy->bytes;
+    }
+}
+
+/* Per band of two dX rows (one at an odd end): the dY rows they meet (dw_band_of); per
+ * channel, its dY' of each of those rows folded once into a zero-padded plane (compact:
+ * stride-2 columns take one dY' a plane per two outputs), then its dX values of each row. */
 void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                           const tp_shape *out_shape, const tp_weights *w,
                                           const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
                                           void *scratch)
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
-    uint32_t s0 = p->stride[0], s1 = p->stride[1], y, ch, r, x, m, step, n, bytes = dy->bytes;
-    uint32_t off = s1 == 1u ? 2u : 1u, kh, any_dead = 0u;
+    uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, ch, r, t, x, m, step, n;
+    uint32_t bytes = dy->bytes, off = s1 == 1u ? 2u : 1u, any_dead = 0u;
     int by_map = c <= TP_GM_DEAD_C; /* f->dead holds every channel's */
-    int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1, k;
-    const uint8_t *src[3];
-    int16_t plane[3][TP_GRAD_DW_PLANE];
+    int32_t *acc[2], lim = ((int32_t)1 << f->bits) - 1, k;
+    int16_t plane[4][TP_GRAD_DW_PLANE];
+    dw_band bd;
     if (!dw_covered(p, in_shape, out_shape) || !f->live) {
         tp_depthwise_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
     }
+    acc[0] = (int32_t *)scratch;
+    acc[1] = acc[0] + iw * c;
     if (by_map) {
         for (ch = 0; ch < c; ch += 32u) {
             any_dead |= f->dead[ch >> 5];
         }
     }
-    for (r = 0; r < 3u; r++) {
+    for (r = 0; r < 4u; r++) {
         for (x = 0; x < iw + 6u; x++) {
             plane[r][x] = 0;
         }
     }
-    for (y = 0; y < (uint32_t)in_shape->h; y++) {
-        /* the dY rows this dX row meets, kernel row r's */
-        for (n = 0, r = 0, kh = 0u; r < 3u; r++) {
-            int32_t num = (int32_t)y + (int32_t)p->pad[0] - (int32_t)r;
-            if (num >= 0 && num % (int32_t)s0 == 0 && (uint32_t)num / s0 < (uint32_t)out_shape->h) {
-                kh |= r << (2u * n);
-                src[n++] = (const uint8_t *)dy->q + (uint32_t)num / s0 * ow * c * bytes;
+    for (y = 0; y < h; y += bd.rows) {
+        dw_band_of(&bd, p, out_shape, dy, y, h - y >= 2u ? 2u : 1u, c);
+        for (t = 0; t < bd.rows; t++) {
+            if (bd.n[t] == 0u || any_dead) { /* dead channels' dX (or all of it) zero at once */
+                tp_dsp_zero32(acc[t], iw * c);
             }
         }
-        if (n == 0u || any_dead) { /* dead channels' dX (or all of it) zero at once */
-            tp_dsp_zero32(acc, iw * c);
-        }
-        for (ch = 0; ch < c && n != 0u; ch++) {
+        for (ch = 0; ch < c && bd.nu != 0u; ch++) {
             const int8_t *wo;
             uint32_t wa[3], wb[3];
             int32_t qs = 0, b = 0, sh;
-            uint32_t s2;
             int smm;
             if (any_dead && (f->dead[ch >> 5] >> (ch & 31u) & 1u) != 0u) {
                 continue;
@@ -325,47 +375,61 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
             sh = f->top - k;
             if (m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
-                (!by_map && dw_rows_zero(src, n, ch, c, ow, bytes))) {
-                for (x = 0; x < iw; x++) { /* every dY' is zero (dw_fold_of) */
-                    acc[x * c + ch] = 0;
+                (!by_map && dw_rows_zero(bd.src, bd.nu, ch, c, ow, bytes))) {
+                for (t = 0; t < bd.rows; t++) { /* every dY' is zero (dw_fold_of) */
+                    for (x = 0; x < iw; x++) {
+                        acc[t][x * c + ch] = 0;
+                    }
                 }
                 continue;
             }
             smm = bytes == 1u ? dw_smm_of(m, sh, lim, &qs, &b) : 0;
-            if (smm != 0 && n == 3u && s1 == 1u) { /* the common case: kh = 0, 1, 2 */
-                const int8_t *q0 = (const int8_t *)src[0] + ch, *q1 = (const int8_t *)src[1] + ch;
-                const int8_t *q2 = (const int8_t *)src[2] + ch;
-                if (smm == 1) { /* here, not by dw_fold_smm_rows: 0.27 M a step less */
-                    dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 0, 0, 3u);
+            if (smm != 0 && bd.nu == 4u && s1 == 1u) { /* the common case: two rows of three */
+                const int8_t *q0 = (const int8_t *)bd.src[0] + ch;
+                const int8_t *q1 = (const int8_t *)bd.src[1] + ch;
+                const int8_t *q2 = (const int8_t *)bd.src[2] + ch;
+                const int8_t *q3 = (const int8_t *)bd.src[3] + ch;
+                if (smm == 1) { /* here, not by dw_fold_smm_rows: fewer calls a step */
+                    dw_fold_smm4(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 0, 0);
                 } else {
-                    dw_fold_smmk(&plane[0][2], q0, q1, q2, c, ow, qs, b, 1, lim, 3u);
+                    dw_fold_smm4(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 1, lim);
                 }
-                s2 = 2u * step;
                 for (r = 0; r < 3u; r++, wo += 3u * step) {
-                    wa[r] = tp_dsp_pack16(wo[s2], wo[step]);
+                    wa[r] = tp_dsp_pack16(wo[2u * step], wo[step]);
                     wb[r] = tp_dsp_pack16(wo[step], wo[0]);
                 }
-                dw_out_s1(acc + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);
+                dw_out_s1(acc[0] + ch, c, plane[1] + p->pad[1], wa, wb, 3u, iw);
+                dw_out_s1(acc[1] + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);
                 continue;
             }
-            if (smm != 0) {
-                dw_fold_smm_rows(&plane[0][off], src, ch, c, ow, n, smm, qs, b, lim);
+            if (smm != 0) { /* the rows three and one at most */
+                dw_fold_smm_rows(&plane[0][off], bd.src, ch, c, ow, bd.nu > 3u ? 3u : bd.nu, smm,
+                                 qs, b, lim);
+                if (bd.nu > 3u) {
+                    dw_fold_smm_rows(&plane[3][off], bd.src + 3, ch, c, ow, 1u, smm, qs, b, lim);
+                }
             } else {
                 dw_fold d;
                 dw_fold_of(&d, bytes, m, sh, lim);
-                for (r = 0; r < n; r++) {
-                    dw_fold_row(&plane[r][off], src[r] + ch * bytes, bytes, c, ow, &d);
+                for (r = 0; r < bd.nu; r++) {
+                    dw_fold_row(&plane[r][off], bd.src[r] + ch * bytes, bytes, c, ow, &d);
                 }
             }
-            for (r = 0; r < n; r++) {
-                const int8_t *t = wo + 3u * ((kh >> (2u * r)) & 3u) * step;
-                int32_t w0 = t[0], w1 = t[step], w2 = t[2u * step];
-                wa[r] = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
-                wb[r] = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
+            for (t = 0; t < bd.rows; t++) {
+                for (n = bd.n[t], r = 0; r < n; r++) {
+                    const int8_t *e = wo + 3u * ((bd.kh[t] >> (2u * r)) & 3u) * step;
+                    int32_t w0 = e[0], w1 = e[step], w2 = e[2u * step];
+                    wa[r] = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
+                    wb[r] = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
+                }
+                if (n != 0u) {
+                    dw_out(acc[t] + ch, c, plane[bd.at[t]], wa, wb, n, iw, s1, p->pad[1]);
+                }
             }
-            dw_out(acc + ch, c, plane[0], wa, wb, n, iw, s1, p->pad[1]);
         }
-        tp_gm_row_i32(dx, y, acc);
+        for (t = 0; t < bd.rows; t++) {
+            tp_gm_row_i32(dx, y + t, acc[t]);
+        }
     }
 }
 
