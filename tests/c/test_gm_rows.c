@@ -10,8 +10,8 @@
  * Writes one summary line (on a board, on its link; here on stdout), the first mismatches
  * before it, and exits 1 when there are any.
  *
- * The cases, int8 and int16 maps, rows of 64 values (the assembly's whole passes) and of 61 (a
- * tail): pseudo-random values of every bit length 0 to 31 in a row; a row whose largest
+ * The cases, int8 and int16 maps, rows of 64 values (the assembly's whole passes), of 60 (the
+ * rounding's odd word) and of 61 (a tail): pseudo-random values of every bit length 0 to 31 in a row; a row whose largest
  * magnitude is -2^B with every other below 2^B (its length is B + 1, not B), with and without
  * a value that rounds to +-2^bits; values just below 2^B that round up to 2^bits (saturated);
  * exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes.
@@ -123,7 +123,7 @@ int gm_rows_main(void)
         uint32_t format = fmt == 0u ? TP_GRAD_INT8 : TP_GRAD_INT16, bits = tp_gm_bits(format);
         int32_t lim = ((int32_t)1 << bits) - 1;
         for (k = 0; k < 400u; k++) {
-            uint32_t elems = k & 1u ? 61u : 64u, top = 0, rs[ROWS];
+            uint32_t elems = k % 3u == 0u ? 61u : k % 3u == 1u ? 64u : 60u, top = 0, rs[ROWS];
             int32_t e_v = (int32_t)(k % 7u) - 3;
             tp_gm_writer w;
             tp_gmap map;
