@@ -11,10 +11,10 @@
  * before it, and exits 1 when there are any.
  *
  * The cases, int8 and int16 maps, rows of 64 values (the assembly's whole passes), of 60 (the
- * rounding's odd word) and of 61 (a tail): pseudo-random values of every bit length 0 to 31 in a row; a row whose largest
- * magnitude is -2^B with every other below 2^B (its length is B + 1, not B), with and without
- * a value that rounds to +-2^bits; values just below 2^B that round up to 2^bits (saturated);
- * exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes.
+ * rounding's odd word) and of 61 (a tail): pseudo-random values of every bit length 0 to 31 in a
+ * row; a row whose largest magnitude is -2^B with every other below 2^B (its length is B + 1, not
+ * B), with and without a value that rounds to +-2^bits; values just below 2^B that round up to
+ * 2^bits (saturated); exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes.
  */
 #include <string.h>
 

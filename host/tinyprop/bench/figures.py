@@ -471,8 +471,9 @@ def draw_frontier(fig: dict, path: Path) -> Path:
     acc = [100 * r["accuracy_after"] for r in fig["rows"]]
     lo_hi = [[100 * v for v in r.get("accuracy_range", [r["accuracy_after"]] * 2)]
              for r in fig["rows"]]
-    err = [[a - lo for a, (lo, _) in zip(acc, lo_hi, strict=True)],
-           [hi - a for a, (_, hi) in zip(acc, lo_hi, strict=True)]]
+    # at least 0: the mean of equal accuracies can round a hair beyond them
+    err = [[max(0.0, a - lo) for a, (lo, _) in zip(acc, lo_hi, strict=True)],
+           [max(0.0, hi - a) for a, (_, hi) in zip(acc, lo_hi, strict=True)]]
     seeds = len(fig["rows"][0].get("accuracy_runs", {})) if fig["rows"] else 0
     ax.errorbar(kb, acc, yerr=err, fmt="o-", color="tab:blue", capsize=3,
                 label=f"tinyprop auto ({fig['grad']} maps)"
