@@ -210,14 +210,14 @@ TP_DSP_INLINE int32_t dw_smm_one(int32_t q, int32_t qs, int32_t b, int sat, int3
     return sat ? tp_dsp_sat(r, lim) : r;
 }
 
-/* n dY' of each of k (1 to 3, a constant) int8 rows (q0, q1, q2, c apart) folded by SMMULR
- * into planes d, d + TP_GRAD_DW_PLANE and d + 2 TP_GRAD_DW_PLANE: one loop for the k. */
+/* n dY' of each of k (1 to 4, a constant) int8 rows (q0 to q3, c apart) folded by SMMULR into
+ * planes d, d + TP_GRAD_DW_PLANE, ...: one loop for the k. */
 TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
-                                uint32_t c, uint32_t n, int32_t qs, int32_t b, int sat, int32_t lim,
-                                uint32_t k)
+                                const int8_t *q3, uint32_t c, uint32_t n, int32_t qs, int32_t b,
+                                int sat, int32_t lim, uint32_t k)
 {
     uint32_t x;
-    for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c) {
+    for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c, q3 += c) {
         d[x] = (int16_t)dw_smm_one(*q0, qs, b, sat, lim);
         if (k > 1u) {
             d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q1, qs, b, sat, lim);
@@ -225,45 +225,41 @@ TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, 
         if (k > 2u) {
             d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q2, qs, b, sat, lim);
         }
+        if (k > 3u) {
+            d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q3, qs, b, sat, lim);
+        }
     }
 }
 
-/* The same for four rows (q0 to q3) in one loop. */
-TP_DSP_INLINE void dw_fold_smm4(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
-                                const int8_t *q3, uint32_t c, uint32_t n, int32_t qs, int32_t b,
-                                int sat, int32_t lim)
+/* The n (1 to 4) dY rows src[] of channel ch folded by SMMULR (smm: dw_smm_of's 1 or 2, sat:
+ * the clamp, constant in each call below) into planes from d. */
+TP_DSP_INLINE void dw_fold_smm_n(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
+                                 uint32_t ow, uint32_t n, int32_t qs, int32_t b, int sat,
+                                 int32_t lim)
 {
-    uint32_t x;
-    for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c, q3 += c) {
-        d[x] = (int16_t)dw_smm_one(*q0, qs, b, sat, lim);
-        d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q1, qs, b, sat, lim);
-        d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q2, qs, b, sat, lim);
-        d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q3, qs, b, sat, lim);
+    const int8_t *q0 = (const int8_t *)src[0] + ch; /* rows past n: q0, never read */
+    const int8_t *q1 = n > 1u ? (const int8_t *)src[1] + ch : q0;
+    const int8_t *q2 = n > 2u ? (const int8_t *)src[2] + ch : q0;
+    const int8_t *q3 = n > 3u ? (const int8_t *)src[3] + ch : q0;
+    if (n == 4u) {
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 4u);
+    } else if (n == 3u) {
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 3u);
+    } else if (n == 2u) {
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 2u);
+    } else {
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 1u);
     }
 }
 
-/* The n (1 to 3) dY rows src[] of channel ch folded by SMMULR (smm: dw_smm_of's 1 or 2) into
- * planes from d. */
+/* dw_fold_smm_n, its clamp chosen once (smm 2: clamped). */
 static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
                              uint32_t ow, uint32_t n, int smm, int32_t qs, int32_t b, int32_t lim)
 {
-    const int8_t *q0 = (const int8_t *)src[0] + ch;
-    const int8_t *q1 = n > 1u ? (const int8_t *)src[1] + ch : q0;
-    const int8_t *q2 = n > 2u ? (const int8_t *)src[2] + ch : q0;
     if (smm == 1) {
-        if (n == 3u) {
-            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 3u);
-        } else if (n == 2u) {
-            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 2u);
-        } else {
-            dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 0, 0, 1u);
-        }
-    } else if (n == 3u) {
-        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 3u);
-    } else if (n == 2u) {
-        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 2u);
+        dw_fold_smm_n(d, src, ch, c, ow, n, qs, b, 0, 0);
     } else {
-        dw_fold_smmk(d, q0, q1, q2, c, ow, qs, b, 1, lim, 1u);
+        dw_fold_smm_n(d, src, ch, c, ow, n, qs, b, 1, lim);
     }
 }
 
@@ -390,9 +386,9 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 const int8_t *q2 = (const int8_t *)bd.src[2] + ch;
                 const int8_t *q3 = (const int8_t *)bd.src[3] + ch;
                 if (smm == 1) { /* here, not by dw_fold_smm_rows: fewer calls a step */
-                    dw_fold_smm4(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 0, 0);
+                    dw_fold_smmk(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 0, 0, 4u);
                 } else {
-                    dw_fold_smm4(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 1, lim);
+                    dw_fold_smmk(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 1, lim, 4u);
                 }
                 for (r = 0; r < 3u; r++, wo += 3u * step) {
                     wa[r] = tp_dsp_pack16(wo[2u * step], wo[step]);
@@ -402,12 +398,8 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 dw_out_s1(acc[1] + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);
                 continue;
             }
-            if (smm != 0) { /* the rows three and one at most */
-                dw_fold_smm_rows(&plane[0][off], bd.src, ch, c, ow, bd.nu > 3u ? 3u : bd.nu, smm,
-                                 qs, b, lim);
-                if (bd.nu > 3u) {
-                    dw_fold_smm_rows(&plane[3][off], bd.src + 3, ch, c, ow, 1u, smm, qs, b, lim);
-                }
+            if (smm != 0) {
+                dw_fold_smm_rows(&plane[0][off], bd.src, ch, c, ow, bd.nu, smm, qs, b, lim);
             } else {
                 dw_fold d;
                 dw_fold_of(&d, bytes, m, sh, lim);
