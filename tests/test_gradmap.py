@@ -219,7 +219,28 @@ class _Map(ctypes.Structure):  # tp_gmap
 
 
 class _Fold(ctypes.Structure):  # tp_gm_fold (TP_GM_DEAD_C 256: 8 words of dead channels)
-    _fields_ = [("top", i32), ("e", i32), ("bits", u32), ("live", u32), ("dead", u32 * 8)]
+    _fields_ = [("top", i32), ("e", i32), ("bits", u32), ("live", u32), ("no_clamp", u32),
+                ("dead", u32 * 8)]
+
+
+def fold_no_clamp(q: np.ndarray, s_w: np.ndarray, top: int, bits: int, eight: bool) -> bool:
+    """tp_gm_fold_of's no_clamp where its int8 passes give ORs (no DSP extension): every live
+    channel's bound (the OR of its magnitudes in a pass of 8, else its largest) times m_o,
+    shifted by top - k_o and rounded half up, stays below 2^bits."""
+    m, k = gm.scale_parts(s_w)
+    n_out = q.shape[1]
+    mag = np.abs(q.astype(np.int64))
+    for o in range(n_out):
+        ored = eight and o < n_out // 8 * 8
+        b = int(np.bitwise_or.reduce(mag[:, o])) if ored else int(mag[:, o].max())
+        sh = top - int(k[o])
+        v = b * int(m[o])
+        if v == 0:
+            continue
+        folded = v << -sh if sh <= 0 else (v + (1 << (sh - 1))) >> sh
+        if folded >= 1 << bits:
+            return False
+    return True
 
 
 @pytest.mark.parametrize("fmt", ["int8", "int16"])
@@ -230,7 +251,8 @@ def test_fold_exponent_of_many_channels_equals_numpy(lib, fmt):
     int16 maps one by one; -128, dead channels and scales, one scale for all. The channels whose
     dY is zero everywhere are marked dead (f.dead). An int8 map of 8k channels with a RELU mask:
     the fold's scan zeroes the values whose mask bit is 0, in place, and the fold is that of
-    the masked map."""
+    the masked map. f.no_clamp says whether the channels' bounds fold below 2^bits
+    (fold_no_clamp)."""
     rng = np.random.default_rng(9)
     dtype = gm.MAP_DTYPE[fmt]
     lim = 1 << gm.MAP_BITS[fmt]
@@ -275,6 +297,8 @@ def test_fold_exponent_of_many_channels_equals_numpy(lib, fmt):
         assert bool(f.live) == live, case
         if live:
             assert f.e == want.e and f.bits == gm.fold_bits(n_terms), case
+            top = want.e - dy.e
+            assert f.no_clamp == fold_no_clamp(q, s_w, top, f.bits, fmt == "int8"), case
         dead = np.unpackbits(np.array(f.dead, "<u4").view(np.uint8), bitorder="little")
         assert np.array_equal(dead[:n_out].astype(bool), ~q.any(axis=0)), case
         assert not dead[n_out:].any(), case

@@ -846,6 +846,7 @@ void tp_gm_fold_init(tp_gm_fold *f, int32_t e_y, uint32_t n_terms, int32_t c, ui
 {
     f->bits = tp_gm_fold_bits(n_terms);
     f->live = live;
+    f->no_clamp = 0u;
     f->top = c - (int32_t)f->bits;
     f->e = live ? e_y + f->top : 0;
 }

@@ -245,11 +245,13 @@ static inline void tp_gm_mask8(uint32_t *w0, uint32_t *w1, uint32_t mb)
  * n_terms products with int8 weights stay below 2^31. live 0: dY' is all zero. dead: bit o of
  * dead[o / 32] for each channel o < TP_GM_DEAD_C whose dY is zero everywhere (a RELU that
  * clamped all of it: VWW's pruned channels), found by tp_gm_fold_of's scan; a clear bit says
- * nothing (the kernels skip the set ones: their dX terms are 0). */
+ * nothing (the kernels skip the set ones: their dX terms are 0). no_clamp: 1 when no dY' can
+ * reach +-2^bits before the clamp, rounded half up or half to even (tp_gm_fold_of's bound from
+ * the channels' largest |dY|), so a kernel may leave the clamp out; 0 says nothing. */
 #define TP_GM_DEAD_C 256u
 typedef struct {
     int32_t top, e;
-    uint32_t bits, live;
+    uint32_t bits, live, no_clamp;
     uint32_t dead[TP_GM_DEAD_C / 32u];
 } tp_gm_fold;
 

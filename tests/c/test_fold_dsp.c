@@ -19,7 +19,12 @@
  * of 16 channels m 2^-sh, m of the mantissas with 0..15 or 8..23 trailing zeros, or one
  * channel's scale 0: every path of the folds (SMMULR where no q m can be halfway, the int32
  * re-fold of channels that may meet a tie, the int64 and the general one, saturation, all
- * zero). Each dX equals the reference kernel's and the value computed here from its definition.
+ * zero). Each dX equals the reference kernel's and the value computed here from its definition;
+ * a case whose every dY' lies within +-(2^bits - 1) by the definition is run again with the
+ * fold's no_clamp set (the kernels' paths without the clamp). Then tp_gm_fold_of's no_clamp at
+ * its edge: a channel whose largest |dY| 127 folds to 32767.74, which rounds to 2^15 (the clamp
+ * needed: no_clamp 0), or 126 (32509.7: 1), either sign; the DSP kernels with that fold equal
+ * the reference ones.
  */
 #include <string.h>
 
@@ -129,6 +134,95 @@ static uint32_t compare(uint32_t bytes, uint32_t bits, uint32_t kind, int32_t sh
     return bad;
 }
 
+/* Whether every dY' of a case lies within +-(2^bits - 1) before the clamp. */
+static int within(uint32_t bytes, uint32_t bits, int32_t sh, const uint32_t *m)
+{
+    uint32_t i, c;
+    for (i = 0; i < H * W; i++) {
+        for (c = 0; c < C; c++) {
+            int32_t v = fold_def(q_at(bytes, i, c), m[c], sh, 30u);
+            if (v >= (1 << bits) || v <= -(1 << bits)) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The weights and parameters of kind 0 (1x1), 1 (depthwise, stride 1) or 2 (stride 2). */
+static void layer_of(uint32_t kind, tp_conv_params *p, tp_weights *w, tp_shape *out,
+                     const int8_t *pw_w, const int8_t *dw_w, const uint8_t *scales)
+{
+    uint32_t s = kind == 2u ? 2u : 1u, k = kind ? 3u : 1u;
+    memset(p, 0, sizeof *p);
+    memset(w, 0, sizeof *w);
+    p->stride[0] = p->stride[1] = (uint8_t)s;
+    p->k[0] = p->k[1] = (uint8_t)k;
+    p->pad[0] = p->pad[1] = kind ? 1u : 0u;
+    p->depth_multiplier = 1;
+    w->data = kind ? dw_w : pw_w;
+    w->n_out = C;
+    w->row_len = kind ? 9u : C;
+    w->depthwise = kind ? 1u : 0u;
+    w->scales = scales;
+    w->n_scales = C;
+    out->h = out->w = (int32_t)(H / s); /* stride 2: dY 8 x 8 */
+    out->c = C;
+}
+
+/* tp_gm_fold_of's no_clamp at its edge (above); returns the mismatches, cases counted. */
+static uint32_t edge_cases(const int8_t *pw_w, const int8_t *dw_w, uint32_t *cases)
+{
+    static const int8_t top_q[4] = {127, -127, 126, -126};
+    uint8_t scales[4 * C];
+    uint32_t v, i, c, kind, bad = 0;
+    tp_wr_f32(scales, 132103.0f * tp_gm_pow2(-20)); /* channel 0: sh 15 */
+    for (c = 1; c < C; c++) {
+        tp_wr_f32(scales + 4u * c, tp_gm_pow2(-30)); /* far below: every fold 0 */
+    }
+    for (v = 0; v < 4u; v++) {
+        tp_gmap dy;
+        memset(dy_buf, 0, TP_GM_HEADER);
+        dy = tp_gm_at(dy_buf, TP_GRAD_INT8);
+        for (i = 0; i < H * W; i++) {
+            for (c = 0; c < C; c++) { /* channel 0: its top once, else even values below 64 */
+                tp_gm_set(&dy, i * C + c,
+                          c != 0u   ? q_at(1u, i, c)
+                          : i == 5u ? top_q[v]
+                                    : (int32_t)(2u * i % 64u));
+            }
+        }
+        for (kind = 0; kind < 3u; kind++) {
+            tp_conv_params p;
+            tp_weights w;
+            tp_gm_fold f;
+            tp_shape in = {H, W, C}, out;
+            grad_fn ref = kind ? tp_depthwise_conv2d_input_grad_q : tp_conv2d_input_grad_q;
+            grad_fn dsp = kind ? tp_arm_depthwise_conv2d_input_grad_q : tp_arm_conv2d_input_grad_q;
+            layer_of(kind, &p, &w, &out, pw_w, dw_w, scales);
+            tp_gm_fold_of(&f, &dy, (uint32_t)(out.h * out.w), &w, C, NULL);
+            run(ref, &p, &in, &out, &w, &f, &dy, dx_ref);
+            run(dsp, &p, &in, &out, &w, &f, &dy, dx_dsp);
+            (*cases)++;
+            if (f.no_clamp != (v >= 2u ? 1u : 0u) || f.bits != 15u ||
+                memcmp(dx_ref, dx_dsp, TP_GM_HEADER + 2 * N) != 0) {
+                if (bad++ < 8u) {
+                    put_text("fold_of's edge, top ");
+                    put_int(top_q[v]);
+                    put_text(", kind ");
+                    put_int((int32_t)kind);
+                    put_text(": no_clamp ");
+                    put_int((int32_t)f.no_clamp);
+                    put_text(", the DSP kernel's dX ");
+                    put_text(memcmp(dx_ref, dx_dsp, TP_GM_HEADER + 2 * N) ? "differs\n"
+                                                                          : "matches\n");
+                }
+            }
+        }
+    }
+    return bad;
+}
+
 int fold_test_main(void);
 
 int fold_test_main(void)
@@ -168,6 +262,7 @@ int fold_test_main(void)
                     for (c = 0; c < C; c++) {
                         tp_wr_f32(scales + 4u * c, (float)m[c] * tp_gm_pow2(-sh));
                     }
+                    uint32_t unclamped = within(bytes, bits, sh, m);
                     for (kind = 0; kind < 3u; kind++) { /* 1x1; depthwise stride 1, 2 */
                         tp_conv_params p;
                         tp_weights w;
@@ -175,30 +270,25 @@ int fold_test_main(void)
                                            : tp_conv2d_input_grad_q;
                         grad_fn dsp = kind ? tp_arm_depthwise_conv2d_input_grad_q
                                            : tp_arm_conv2d_input_grad_q;
-                        tp_shape in = {H, W, C}, out = {H, W, C};
-                        uint32_t s = kind == 2u ? 2u : 1u, k = kind ? 3u : 1u;
-                        memset(&p, 0, sizeof p);
-                        memset(&w, 0, sizeof w);
-                        p.stride[0] = p.stride[1] = (uint8_t)s;
-                        p.k[0] = p.k[1] = (uint8_t)k;
-                        p.pad[0] = p.pad[1] = kind ? 1u : 0u;
-                        p.depth_multiplier = 1;
-                        w.data = kind ? dw_w : pw_w;
-                        w.n_out = C;
-                        w.row_len = kind ? 9u : C;
-                        w.depthwise = kind ? 1u : 0u;
-                        w.scales = scales;
-                        w.n_scales = C;
-                        out.h = out.w = (int32_t)(H / s); /* stride 2: dY 8 x 8 */
+                        tp_shape in = {H, W, C}, out;
+                        layer_of(kind, &p, &w, &out, pw_w, dw_w, scales);
                         run(ref, &p, &in, &out, &w, &f, &dy, dx_ref);
                         run(dsp, &p, &in, &out, &w, &f, &dy, dx_dsp);
                         bad += compare(bytes, bits, kind, sh, m, bad);
                         cases++;
+                        if (unclamped) { /* again, the clamp left out */
+                            f.no_clamp = 1u;
+                            run(dsp, &p, &in, &out, &w, &f, &dy, dx_dsp);
+                            f.no_clamp = 0u;
+                            bad += compare(bytes, bits, kind, sh, m, bad);
+                            cases++;
+                        }
                     }
                 }
             }
         }
     }
+    bad += edge_cases(pw_w, dw_w, &cases);
     put_text("fold cases ");
     put_int((int32_t)cases);
     return put_summary(", values ", cases * N, bad);

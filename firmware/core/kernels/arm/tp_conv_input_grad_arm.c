@@ -46,7 +46,8 @@ typedef struct {
     uint32_t s[TP_PW_BLOCK];
     const int8_t *rows[TP_PW_BLOCK]; /* the channels' weight rows (an odd last one's twice) */
     uint16_t ch[TP_PW_BLOCK];        /* the block's output channels */
-    uint32_t ties; /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
+    uint32_t ties;  /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
+    uint32_t clamp; /* PW_SMM: 0 when no dY' can reach +-2^15 (the fold's no_clamp) */
 } pw_fold_params;
 
 /* The fold modes of a block (pw_prepare). */
@@ -142,6 +143,7 @@ static int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold 
         fp->s[nb] = 0u;
     }
     fp->ties = smm ? ties : 0u;
+    fp->clamp = f->no_clamp ? 0u : 1u;
     if (fast || smm) {
         for (j = 0; j < nb; j++) {
             int32_t sh = (int32_t)fp->s[j], b;
@@ -295,6 +297,19 @@ static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_para
     "str %[a], [%[e], #" off "]\n\t"                                                           \
     "add %[d], %[d], %[oc]\n\t"                                                                \
     "orr %[any], %[any], %[a]\n\t"
+/* PW_FOLD1 for a block whose folds stay within +-32767 (clamp 0): no clamp, each value's low
+ * half is its int16. */
+#define PW_FOLD1N(off)                                                                         \
+    "ldrsb %[a], [%[d]]\n\t"                                                                   \
+    "ldrsb %[b], [%[d], %[dd]]\n\t"                                                            \
+    "mul %[a], %[a], %[q0]\n\t"                                                                \
+    "mul %[b], %[b], %[q1]\n\t"                                                                \
+    "smmulr %[a], %[a], %[s0]\n\t"                                                             \
+    "smmulr %[b], %[b], %[s1]\n\t"                                                             \
+    "pkhbt %[a], %[a], %[b], lsl #16\n\t"                                                      \
+    "str %[a], [%[e], #" off "]\n\t"                                                           \
+    "add %[d], %[d], %[oc]\n\t"                                                                \
+    "orr %[any], %[any], %[a]\n\t"
 #define PW_FOLD4(one)                                                                          \
     __asm__(one("8") one("12") one("16") one("20")                                             \
             : [any] "+r"(any), [d] "+r"(d0), [a] "=&r"(a), [b] "=&r"(b)                        \
@@ -304,20 +319,26 @@ static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_para
 /* clang-format on */
 
 /* pw_fold_smm_pairs' four pixels of pair e (channels at d0 and d0 + dd, factors qs0, b0 and
- * qs1, b1) in 60 instructions; returns the OR of its g. */
+ * qs1, b1) in 60 instructions, or 40 without the clamp; returns the OR of its g. */
 TP_DSP_INLINE uint32_t pw_fold4(pw_pair *e, const int8_t *d0, int32_t dd, uint32_t oc, int32_t qs0,
-                                int32_t b0, int32_t qs1, int32_t b1)
+                                int32_t b0, int32_t qs1, int32_t b1, uint32_t clamp)
 {
     uint32_t any = 0u, a, b;
-    PW_FOLD4(PW_FOLD1);
+    if (clamp) {
+        PW_FOLD4(PW_FOLD1);
+    } else {
+        PW_FOLD4(PW_FOLD1N);
+    }
     return any;
 }
 #endif
 
 /* pw_fold_smm's pairs, the parameters in registers over the pixels (an odd last channel's
- * partner reads the channel again, times 0: its m and s past nb are 0). */
+ * partner reads the channel again, times 0: its m and s past nb are 0); clamp: fp->clamp, a
+ * constant in each call. */
 TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
-                                         uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
+                                         uint32_t at, uint32_t oc, uint32_t np, uint32_t nb,
+                                         uint32_t clamp)
 {
     uint32_t j, p;
     pw_pair *e = t;
@@ -329,7 +350,9 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
             int32_t b1 = (int32_t)fp->s[j + 1u];
 #pragma GCC unroll 4
             for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
-                uint32_t g = pw_pack_clamp15(tp_smmulr(*d0 * qs0, b0), tp_smmulr(*d1 * qs1, b1));
+                int32_t v0 = tp_smmulr(*d0 * qs0, b0), v1 = tp_smmulr(*d1 * qs1, b1);
+                uint32_t g = clamp ? pw_pack_clamp15(v0, v1)
+                                   : tp_pkhbt16((uint32_t)v0, (uint32_t)v1);
                 e->g[p] = g;
                 any |= g;
             }
@@ -356,7 +379,7 @@ static TP_DSP_NOINLINE PW_REGS uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_p
         const int8_t *d0 = dq + ch[0];
         if ((ties & 3u) == 0u) {
             any = pw_fold4(e, d0, (int32_t)ch[1] - (int32_t)ch[0], oc, m[0], (int32_t)sv[0], m[1],
-                           (int32_t)sv[1]);
+                           (int32_t)sv[1], fp->clamp);
         } else {
             any = pw_fold_tie_pair(e->g, fp, d0, dq + ch[1], oc, 4u, (uint32_t)(ch - fp->ch),
                                    ties & 3u);
@@ -376,10 +399,12 @@ static TP_DSP_NOINLINE uint32_t pw_fold_smm(pw_pair *t, const pw_fold_params *fp
 #if PW_ASM
         return pw_fold_smm4(t, fp, dq + at, oc, nb);
 #else
-        return pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb);
+        return fp->clamp ? pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb, 1u)
+                         : pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb, 0u);
 #endif
     }
-    return pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb);
+    return fp->clamp ? pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb, 1u)
+                     : pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb, 0u);
 }
 
 static TP_DSP_NOINLINE uint32_t pw_fold_r8(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
@@ -418,33 +443,38 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
 }
 
 #if PW_ASM
-/* One pair (e, post-incremented by the first LDRD, so g[] lies at -16..-4) for np pixels: its
- * weights of inputs i, i + 1 made two words (PW_W: u even inputs, r odd ones), then per pixel
- * two SMLADs with its g word, loaded two pixels a LDRD (PW_PIX2) or one (PW_PIX1). Four pixels:
- * 16 instructions for 16 MACs; three: 14 for 12; two: 11 for 8; one: 9 for 4. The asm's text
- * and operand lists are laid out by hand. */
+/* One pair (e, post-incremented by its first load, so g[] lies at -16..-4) for np pixels: its
+ * row pointers and weights of inputs i, i + 1 loaded (PW_W), then the first two pixels' g words
+ * (PW_G1, PW_G2), all single loads, each pipelined after the one before (none's address is the
+ * one before's value); the weights made two words (PW_X: u even inputs, r odd ones), then per
+ * pixel two SMLADs with its g word (PW_MAC1, PW_MAC2), the last two pixels' g loaded by one LDRD
+ * (four) or LDR (three). Four pixels: 18 instructions for 16 MACs; three: 16 for 12; two: 13
+ * for 8; one: 10 for 4. The asm's text and operand lists are laid out by hand. */
 /* clang-format off */
 #define PW_W                                                                                   \
-    "ldrd %[r], %[u], [%[e]], #24\n\t"                                                          \
-    "ldrh %[r], [%[r], %[i]]\n\t"                                                               \
-    "ldrh %[u], [%[u], %[i]]\n\t"                                                               \
-    "orr %[r], %[r], %[u], lsl #16\n\t"                                                         \
-    "sxtb16 %[u], %[r]\n\t"                                                                     \
+    "ldr %[r], [%[e]], #24\n\t"                                                                \
+    "ldr %[u], [%[e], #-20]\n\t"                                                               \
+    "ldrh %[r], [%[r], %[i]]\n\t"                                                              \
+    "ldrh %[u], [%[u], %[i]]\n\t"
+#define PW_G1 "ldr %[ga], [%[e], #-16]\n\t"
+#define PW_G2 PW_G1 "ldr %[gb], [%[e], #-12]\n\t"
+#define PW_X                                                                                   \
+    "orr %[r], %[r], %[u], lsl #16\n\t"                                                        \
+    "sxtb16 %[u], %[r]\n\t"                                                                    \
     "sxtb16 %[r], %[r], ror #8\n\t"
-#define PW_PIX2(off, p, q)                                                                     \
-    "ldrd %[ga], %[gb], [%[e], #" off "]\n\t"                                                   \
+#define PW_MAC2(p, q)                                                                          \
     "smlad %[" p "0], %[u], %[ga], %[" p "0]\n\t"                                               \
     "smlad %[" p "1], %[r], %[ga], %[" p "1]\n\t"                                               \
     "smlad %[" q "0], %[u], %[gb], %[" q "0]\n\t"                                               \
     "smlad %[" q "1], %[r], %[gb], %[" q "1]\n\t"
-#define PW_PIX1(off, p)                                                                        \
-    "ldr %[ga], [%[e], #" off "]\n\t"                                                           \
+#define PW_MAC1(p)                                                                             \
     "smlad %[" p "0], %[u], %[ga], %[" p "0]\n\t"                                               \
     "smlad %[" p "1], %[r], %[ga], %[" p "1]\n\t"
-#define PW_Q4 PW_W PW_PIX2("-16", "x", "y") PW_PIX2("-8", "z", "w")
-#define PW_Q3 PW_W PW_PIX2("-16", "x", "y") PW_PIX1("-8", "z")
-#define PW_Q2 PW_W PW_PIX2("-16", "x", "y")
-#define PW_Q1 PW_W PW_PIX1("-16", "x")
+#define PW_Q4                                                                                  \
+    PW_W PW_G2 PW_X PW_MAC2("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2("z", "w")
+#define PW_Q3 PW_W PW_G2 PW_X PW_MAC2("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1("z")
+#define PW_Q2 PW_W PW_G2 PW_X PW_MAC2("x", "y")
+#define PW_Q1 PW_W PW_G1 PW_X PW_MAC1("x")
 /* the sums of pixel p: s0[p] (input i) and s1[p] (input i + 1) */
 #define PW_ACC1 [x0] "+r"(s0[0]), [x1] "+r"(s1[0])
 #define PW_ACC2 PW_ACC1, [y0] "+r"(s0[1]), [y1] "+r"(s1[1])

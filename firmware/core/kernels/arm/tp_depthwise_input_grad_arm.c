@@ -192,15 +192,17 @@ static TP_DSP_NOINLINE void dw_out(int32_t *a, uint32_t c, const int16_t *pl, co
 
 /* A channel's SMMULR fold from an int8 map: m its scale's mantissa, sh = top - k. Returns 0 when
  * the fold does not apply (m 0, sh outside 1..31, or a tie possible: tp_dsp_fold_may_tie), else
- * its factors (tp_dsp_smm_factors) in qs and b and 1 when no dY' needs the clamp to +-lim, 2
- * when some may (q = -128's reaches beyond; SMMULR's 64-bit product holds any q m). */
-static inline int dw_smm_of(uint32_t m, int32_t sh, int32_t lim, int32_t *qs, int32_t *b)
+ * its factors (tp_dsp_smm_factors) in qs and b and 1 when no dY' needs the clamp to +-lim (the
+ * fold's no_clamp, or q = -128's stays within), 2 when some may (SMMULR's 64-bit product holds
+ * any q m). */
+static inline int dw_smm_of(const tp_gm_fold *f, uint32_t m, int32_t sh, int32_t lim, int32_t *qs,
+                            int32_t *b)
 {
     if (m == 0u || sh < 1 || sh > 31 || tp_dsp_fold_may_tie(m, sh)) {
         return 0;
     }
     tp_dsp_smm_factors(m, sh, qs, b);
-    return tp_smmulr(-128 * *qs, *b) >= -lim ? 1 : 2;
+    return f->no_clamp || tp_smmulr(-128 * *qs, *b) >= -lim ? 1 : 2;
 }
 
 /* One dY' by SMMULR (dw_smm_of's qs, b), clamped to +-lim when sat. */
@@ -379,7 +381,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 }
                 continue;
             }
-            smm = bytes == 1u ? dw_smm_of(m, sh, lim, &qs, &b) : 0;
+            smm = bytes == 1u ? dw_smm_of(f, m, sh, lim, &qs, &b) : 0;
             if (smm != 0 && bd.nu == 4u && s1 == 1u) { /* the common case: two rows of three */
                 const int8_t *q0 = (const int8_t *)bd.src[0] + ch;
                 const int8_t *q1 = (const int8_t *)bd.src[1] + ch;

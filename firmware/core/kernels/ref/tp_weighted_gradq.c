@@ -35,10 +35,30 @@ static inline uint32_t abs4(uint32_t v)
 #endif
 }
 
-/* The OR of the magnitudes |dY| of the 8 int8 channels at q (o .. o + 7) over the positions,
- * into ors: its bit length is that of the largest magnitude (abs4's bytes: at most 128). With a
- * mask (its byte for these channels at each position, mstride apart), dY's values whose bit is
- * 0 are zeroed first, in place. */
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY)
+#define FOLD_EXACT8 1 /* channel_or8 finds the largest magnitudes */
+
+/* The bytewise largest of a and b (unsigned): USUB8 flags the bytes where a's is at least
+ * b's, SEL takes them. */
+static inline uint32_t max4(uint32_t a, uint32_t b)
+{
+    uint32_t d;
+    __asm__("usub8 %0, %1, %2\n\t"
+            "sel %0, %1, %2"
+            : "=&r"(d)
+            : "r"(a), "r"(b));
+    return d;
+}
+#define CHANNEL_ACC(m, a) max4((m), (a))
+#else
+#define FOLD_EXACT8 0 /* channel_or8 finds the ORs of the magnitudes */
+#define CHANNEL_ACC(m, a) ((m) | (a))
+#endif
+
+/* The largest magnitude |dY| of each of the 8 int8 channels at q (o .. o + 7) over the
+ * positions (FOLD_EXACT8), or else the OR of them, which has its bit length, into ors (abs4's
+ * bytes: at most 128). With a mask (its byte for these channels at each position, mstride apart),
+ * dY's values whose bit is 0 are zeroed first, in place. */
 static void channel_or8(int8_t *q, uint32_t positions, uint32_t stride, uint32_t *ors,
                         const uint8_t *mask, uint32_t mstride)
 {
@@ -54,8 +74,8 @@ static void channel_or8(int8_t *q, uint32_t positions, uint32_t stride, uint32_t
             memcpy(q + 4, &w1, 4u);
             mask += mstride;
         }
-        m0 |= abs4(w0);
-        m1 |= abs4(w1);
+        m0 = CHANNEL_ACC(m0, abs4(w0));
+        m1 = CHANNEL_ACC(m1, abs4(w1));
     }
     memcpy(b, &m0, 4u); /* back in memory order: channel o + j is byte j */
     memcpy(b + 4, &m1, 4u);
@@ -87,6 +107,30 @@ static uint32_t channel_max(const tp_gmap *dy, uint32_t o, uint32_t positions, u
 
 #define FOLD_PENDING 8u
 
+/* Whether b 2^kb > a 2^ka, a and b in [1, 2^40). */
+static int bound_above(uint64_t b, int32_t kb, uint64_t a, int32_t ka)
+{
+    int32_t cb = (int32_t)tp_gm_bitlen(b) + kb, ca = (int32_t)tp_gm_bitlen(a) + ka;
+    if (cb != ca) {
+        return cb > ca;
+    }
+    return kb >= ka ? (b << (kb - ka)) > a : b > (a << (ka - kb)); /* as long as the other */
+}
+
+/* Whether the fold of b 2^k (b in [1, 2^40), bits <= 15) stays below 2^bits rounded half up
+ * (and so half to even): b / 2^sh, sh = top - k, plus one half. */
+static uint32_t below_clamp(uint64_t b, int32_t k, int32_t top, uint32_t bits)
+{
+    int32_t sh = top - k;
+    if (sh <= 0) { /* b 2^-sh exactly */
+        return tp_gm_bitlen(b) + (uint32_t)(-sh) <= bits;
+    }
+    if (sh > 40) { /* b < 2^(sh-1): b + 2^(sh-1) < 2^sh */
+        return 1u;
+    }
+    return b + ((uint64_t)1 << (sh - 1)) < (uint64_t)1 << (bits + (uint32_t)sh);
+}
+
 /* The fold's c, the largest channel class bitlen(top_o m_o) + k_o over the live channels.
  * int8 maps take 8 channels a pass and only the OR of their magnitudes, of the bit length b of
  * top_o: top_o m_o lies in [2^(b-1) 2^(n-1), 2^b 2^n), n = bitlen(m_o), so the class is
@@ -95,13 +139,17 @@ static uint32_t channel_max(const tp_gmap *dy, uint32_t o, uint32_t positions, u
  * at once); at the end the waiting ones with hi = cur + 1 take their exact maxima, until one
  * reaches it. Other maps, and channels past the last 8, take their maxima one by one. A channel
  * whose maximum or OR is 0 is marked in f->dead. A mask (int8 maps of 8k channels: every channel
- * in a pass of 8) is applied by those passes, before any maximum is read. */
+ * in a pass of 8) is applied by those passes, before any maximum is read. With FOLD_EXACT8 the
+ * passes give the maxima, and no channel waits. f->no_clamp from the largest top_o m_o 2^k_o
+ * (top_o the maximum or OR) over the channels whose class may be c (hi at least cur): only
+ * they can round to 2^bits. */
 void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
                    uint32_t n_terms, const uint8_t *mask)
 {
     uint32_t o, m, live = 0, tops[8], eight = 0, n_wait = 0, i;
     uint16_t wait[FOLD_PENDING];
-    int32_t k, cur = 0, hi_wait[FOLD_PENDING];
+    int32_t k, cur = 0, hi_wait[FOLD_PENDING], bk = 0;
+    uint64_t bm = 0u; /* the largest bound, bm 2^bk */
     for (i = 0; i < TP_GM_DEAD_C / 32u; i++) {
         f->dead[i] = 0u;
     }
@@ -126,7 +174,9 @@ void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const t
         if (m == 0u) {
             continue;
         }
-        if (eight) {
+        if (eight && FOLD_EXACT8) {
+            lo = hi = tp_gm_channel_class(top, m, k);
+        } else if (eight) {
             hi = (int32_t)(tp_gm_bitlen32(top) + tp_gm_bitlen32(m)) + k;
             lo = hi - 1;
             if (n_wait == FOLD_PENDING) { /* no room: exactly now */
@@ -148,6 +198,10 @@ void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const t
             }
         }
         live = 1u;
+        if (hi >= cur && (bm == 0u || bound_above((uint64_t)top * m, k, bm, bk))) {
+            bm = (uint64_t)top * m;
+            bk = k;
+        }
         if (hi > cur) {
             wait[n_wait] = (uint16_t)o;
             hi_wait[n_wait++] = hi;
@@ -162,6 +216,7 @@ void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const t
         }
     }
     tp_gm_fold_init(f, dy->e, n_terms, cur, live);
+    f->no_clamp = live ? below_clamp(bm, bk, f->top, f->bits) : 0u;
 }
 
 /* Pixel (oy, ox)'s dY' values, n_out of them, into fy. */
