@@ -191,25 +191,9 @@ static inline uint32_t pw_pack_clamp15(int32_t v0, int32_t v1)
 }
 #endif
 
-/* The pairs' asm below takes, at four pixels, 14 core registers: every one a Thumb function has
- * without a frame pointer (pw_fold4's takes 11). Only an optimizing GCC allocates them (PW_REGS on
- * their callers); GCC at -O0 and clang cannot (they fail, or GCC at -O0 never ends), and take the
- * C loops instead, the same operations in the same order. */
-#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION) && defined(__OPTIMIZE__) && \
-    !defined(__clang__)
-#define PW_ASM 1
-/* No frame pointer, whatever the build's flags; at -O1 no invariant hoisted into a register the
- * asm needs (-O2 and -O3 weigh the register pressure and do not; -Os's code wants its hoisting). */
-#ifdef __OPTIMIZE_SIZE__
-#define PW_REGS __attribute__((optimize("omit-frame-pointer")))
-#else
-#define PW_REGS __attribute__((optimize("omit-frame-pointer", "no-move-loop-invariants")))
-#endif
-#else
-#define PW_ASM 0
-#define PW_REGS
-#endif
-
+/* The pairs' asm below takes, at four pixels, 14 core registers (pw_fold4's takes 11): built
+ * where TP_DSP_ASM14 (tp_dsp.h) says, its callers TP_DSP_REGS14; elsewhere the C loops, the same
+ * operations in the same order. */
 /* Channel j's dY' at dY offset a (a PW_ROUND8 or PW_ANY block, or a PW_SMM block's channel
  * that may meet a tie, folded as in PW_ROUND8; dY `bytes` wide). */
 TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *dq, uint32_t a,
@@ -276,7 +260,7 @@ static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_para
     return any;
 }
 
-#if PW_ASM
+#if TP_DSP_ASM14
 /* One pixel of pw_fold4: channel j's value at [d] and j + 1's at [d, dd] folded by SMMULR,
  * clamped to +-32767 as pw_pack_clamp15 does, stored at g[p] (pw_pair's g lies at offset 8),
  * ORed into any; d one pixel on. */
@@ -364,10 +348,11 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
     return (uint32_t)(e - t);
 }
 
-#if PW_ASM
+#if TP_DSP_ASM14
 /* pw_fold_smm_pairs for four pixels, pw_fold4 for its pairs without a tie. */
-static TP_DSP_NOINLINE PW_REGS uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
-                                                     const int8_t *dq, uint32_t oc, uint32_t nb)
+static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
+                                                           const int8_t *dq, uint32_t oc,
+                                                           uint32_t nb)
 {
     const uint16_t *ch = fp->ch, *end = fp->ch + ((nb + 1u) & ~1u);
     const int32_t *m = fp->m;
@@ -396,7 +381,7 @@ static TP_DSP_NOINLINE uint32_t pw_fold_smm(pw_pair *t, const pw_fold_params *fp
                                             uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
 {
     if (np == 4u) {
-#if PW_ASM
+#if TP_DSP_ASM14
         return pw_fold_smm4(t, fp, dq + at, oc, nb);
 #else
         return fp->clamp ? pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb, 1u)
@@ -442,7 +427,7 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
     return pw_fold8_any(t, fp, dy->q, at, oc, np, nb, lim);
 }
 
-#if PW_ASM
+#if TP_DSP_ASM14
 /* One pair (e, post-incremented by its first load, so g[] lies at -16..-4) for np pixels: its
  * row pointers and weights of inputs i, i + 1 loaded (PW_W), then the first two pixels' g words
  * (PW_G1, PW_G2), all single loads, each pipelined after the one before (none's address is the
@@ -490,14 +475,18 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
  * pixels, at -Os (the nRF and MicroPython builds) GCC has no register left for it. */
 #define PW_END_m "ldr %[r], %[end]\n\t" "cmp %[e], %[r]\n\t"
 #define PW_END_r "cmp %[e], %[end]\n\t"
-/* pw_pairs for np pixels: pairs two a step, then an odd last one. */
+/* pw_pairs for np pixels: pairs four a step (the loop's end test, from memory at three and four
+ * pixels, once per four), then two, then one. */
 #define PW_PAIRS(np, kind)                                                                     \
     do {                                                                                       \
-        if (e != end2) {                                                                       \
-            __asm__ volatile("1:\n\t" PW_Q##np PW_Q##np PW_END_##kind "bne 1b"                 \
+        if (e != end4) {                                                                       \
+            __asm__ volatile("1:\n\t" PW_Q##np PW_Q##np PW_Q##np PW_Q##np PW_END_##kind "bne 1b" \
                              : PW_OUT(np)                                                      \
-                             : [end] #kind(end2), [i] "r"(i)                                   \
+                             : [end] #kind(end4), [i] "r"(i)                                   \
                              : "cc", "memory");                                                \
+        }                                                                                      \
+        if (npairs & 2u) {                                                                     \
+            __asm__ volatile(PW_Q##np PW_Q##np : PW_OUT(np) : [i] "r"(i) : "memory");          \
         }                                                                                      \
         if (npairs & 1u) {                                                                     \
             __asm__ volatile(PW_Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                   \
@@ -510,7 +499,7 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
 TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs, uint32_t i,
                             uint32_t np)
 {
-    const pw_pair *e = t, *end2 = t + (npairs & ~1u);
+    const pw_pair *e = t, *end4 = t + (npairs & ~3u);
     uint32_t r, u, ga, gb;
     if (np == 4u) {
         PW_PAIRS(4, m);
@@ -578,15 +567,91 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
     }
 }
 
-static TP_DSP_NOINLINE PW_REGS void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs,
-                                            uint32_t ic, int add)
+#if TP_DSP_ASM14
+/* The first pair of a sum's start: PW_Q4 with SMUAD, no accumulator read. */
+/* clang-format off */
+#define PW_MAC2F(p, q)                                                                         \
+    "smuad %[" p "0], %[u], %[ga]\n\t"                                                          \
+    "smuad %[" p "1], %[r], %[ga]\n\t"                                                          \
+    "smuad %[" q "0], %[u], %[gb]\n\t"                                                          \
+    "smuad %[" q "1], %[r], %[gb]\n\t"
+#define PW_Q4F                                                                                 \
+    PW_W PW_G2 PW_X PW_MAC2F("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2F("z", "w")
+/* The four pixels' sums of inputs i, i + 1 at q, q + 1 and ic4 bytes on: loaded (PW_LOAD8) or
+ * stored (PW_STORE8), through r and u. */
+#define PW_SUMS8(op)                                                                           \
+    "ldr %[r], %[q]\n\t"                                                                        \
+    "ldr %[u], %[ic4]\n\t"                                                                      \
+    op " %[x0], [%[r]]\n\t" op " %[x1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
+    op " %[y0], [%[r]]\n\t" op " %[y1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
+    op " %[z0], [%[r]]\n\t" op " %[z1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
+    op " %[w0], [%[r]]\n\t" op " %[w1], [%[r], #4]\n\t"
+/* From e to end four pairs a step, then two where rem has bit 1, one where bit 0. */
+#define PW_REST4                                                                               \
+    "ldr %[r], %[end]\n\t"                                                                      \
+    "cmp %[e], %[r]\n\t"                                                                        \
+    "beq 2f\n\t"                                                                                \
+    "1:\n\t" PW_Q4 PW_Q4 PW_Q4 PW_Q4                                                            \
+    "ldr %[r], %[end]\n\t"                                                                      \
+    "cmp %[e], %[r]\n\t"                                                                        \
+    "bne 1b\n\t"                                                                                \
+    "2:\n\t"                                                                                    \
+    "ldr %[r], %[rem]\n\t"                                                                      \
+    "tst %[r], #2\n\t"                                                                          \
+    "beq 3f\n\t" PW_Q4 PW_Q4                                                                    \
+    "3:\n\t"                                                                                    \
+    "ldr %[r], %[rem]\n\t"                                                                      \
+    "tst %[r], #1\n\t"                                                                          \
+    "beq 4f\n\t" PW_Q4                                                                          \
+    "4:\n\t"
+#define PW_MAC4_OUT                                                                            \
+    [x0] "=&r"(x0), [x1] "=&r"(x1), [y0] "=&r"(y0), [y1] "=&r"(y1), [z0] "=&r"(z0),            \
+    [z1] "=&r"(z1), [w0] "=&r"(w0), [w1] "=&r"(w1), [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u),  \
+    [ga] "=&r"(ga), [gb] "=&r"(gb)
+#define PW_MAC4_IN                                                                             \
+    [i] "r"(i), [t] "m"(t0), [end] "m"(end4), [rem] "m"(rem), [q] "m"(q), [ic4] "m"(ic4)
+/* clang-format on */
+
+/* pw_mac for four pixels and npairs >= 1, each pair of inputs one asm: a later block's sums
+ * loaded, else the first pair's products their start; the pairs (PW_REST4); the sums stored.
+ * Its state between pairs of inputs in memory: the pairs' asm holds all 14 registers. */
+TP_DSP_INLINE void pw_mac4_asm(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic, int add)
 {
+    const pw_pair *t0 = t, *end4;
+    uint32_t i, ic4 = 4u * ic, rem, e, r, u, ga, gb, n = add ? npairs : npairs - 1u;
+    int32_t x0, x1, y0, y1, z0, z1, w0, w1;
+    end4 = (add ? t : t + 1) + (n & ~3u);
+    rem = n & 3u;
+    for (i = 0; i < ic; i += 2u) {
+        int32_t *q = a + i;
+        if (add) {
+            __asm__ volatile(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t" PW_REST4 PW_SUMS8("str")
+                             : PW_MAC4_OUT:PW_MAC4_IN
+                             : "cc", "memory");
+        } else {
+            __asm__ volatile("ldr %[e], %[t]\n\t" PW_Q4F PW_REST4 PW_SUMS8("str")
+                             : PW_MAC4_OUT:PW_MAC4_IN
+                             : "cc", "memory");
+        }
+    }
+}
+#endif
+
+static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs,
+                                                  uint32_t ic, int add)
+{
+#if TP_DSP_ASM14
+    if (npairs != 0u) {
+        pw_mac4_asm(a, t, npairs, ic, add);
+        return;
+    }
+#endif
     pw_mac(a, t, npairs, ic, add, 4u);
 }
 
 /* The last np (1 to 3) pixels of a row. */
-static TP_DSP_NOINLINE PW_REGS void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs,
-                                                uint32_t ic, int add, uint32_t np)
+static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs,
+                                                      uint32_t ic, int add, uint32_t np)
 {
     if (np == 3u) {
         pw_mac(a, t, npairs, ic, add, 3u);

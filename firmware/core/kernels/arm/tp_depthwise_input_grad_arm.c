@@ -97,12 +97,77 @@ static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t 
  * padding). Per plane, wa = (w2, w1) and wb = (w1, w0), its kernel row's weights. Two outputs
  * share two words a plane: A = (F[b], F[b + 1]), B = (F[b + 2], F[b + 3]);
  * out(b) = A.(w2, w1) + w0 B.lo, out(b + 1) = w2 A.hi + B.(w1, w0). */
+#if TP_DSP_ASM14
+/* The byte offsets of a plane's words A and B after the first load's post-increment. */
+#define DW_P1A "248" /* 2 TP_GRAD_DW_PLANE - 4 */
+#define DW_P1B "252"
+#define DW_P2A "500"
+#define DW_P2B "504"
+typedef char dw_plane_offsets[2u * TP_GRAD_DW_PLANE == 252u ? 1 : -1];
+/* The loop's end compared from a register, or at -Os (the nRF and MicroPython builds, whose
+ * callers keep one register more) from memory. */
+#ifdef __OPTIMIZE_SIZE__
+#define DW_END "ldr %[A], %[pend]\n\tcmp %[pl], %[A]\n\t"
+#define DW_END_IN(x) "m"(x)
+#else
+#define DW_END "cmp %[pl], %[pend]\n\t"
+#define DW_END_IN(x) "r"(x)
+#endif
+/* dw_out_s1's pairs of outputs from three planes, pl to pend (pl[x], x even): per plane its
+ * two words by single loads, the second pipelined after the first, and four multiplies (the
+ * first plane's two without an accumulator); 14 registers (TP_DSP_ASM14, its callers
+ * TP_DSP_REGS14). */
+static TP_DSP_NOINLINE TP_DSP_REGS14 void dw_out_s1_3(int32_t *a, uint32_t c4, const int16_t *pl,
+                                                      const int16_t *pend, uint32_t u0, uint32_t v0,
+                                                      uint32_t u1, uint32_t v1, uint32_t u2,
+                                                      uint32_t v2)
+{
+    uint32_t A, B;
+    int32_t a0, a1;
+    __asm__ volatile(
+        "1:\n\t"
+        "ldr %[A], [%[pl]], #4\n\t"
+        "ldr %[B], [%[pl]]\n\t"
+        "smuad %[a0], %[A], %[u0]\n\t"
+        "smulbt %[a1], %[u0], %[A]\n\t"
+        "smlatb %[a0], %[v0], %[B], %[a0]\n\t"
+        "smlad %[a1], %[B], %[v0], %[a1]\n\t"
+        "ldr %[A], [%[pl], #" DW_P1A "]\n\t"
+        "ldr %[B], [%[pl], #" DW_P1B "]\n\t"
+        "smlad %[a0], %[A], %[u1], %[a0]\n\t"
+        "smlabt %[a1], %[u1], %[A], %[a1]\n\t"
+        "smlatb %[a0], %[v1], %[B], %[a0]\n\t"
+        "smlad %[a1], %[B], %[v1], %[a1]\n\t"
+        "ldr %[A], [%[pl], #" DW_P2A "]\n\t"
+        "ldr %[B], [%[pl], #" DW_P2B "]\n\t"
+        "smlad %[a0], %[A], %[u2], %[a0]\n\t"
+        "smlabt %[a1], %[u2], %[A], %[a1]\n\t"
+        "smlatb %[a0], %[v2], %[B], %[a0]\n\t"
+        "smlad %[a1], %[B], %[v2], %[a1]\n\t"
+        "str %[a0], [%[a]]\n\t"
+        "str %[a1], [%[a], %[c4]]\n\t"
+        "add %[a], %[a], %[c4], lsl #1\n\t" DW_END "bne 1b"
+        : [a] "+r"(a), [pl] "+r"(pl), [A] "=&r"(A), [B] "=&r"(B), [a0] "=&r"(a0), [a1] "=&r"(a1)
+        : [c4] "r"(c4), [pend] DW_END_IN(pend), [u0] "r"(u0), [v0] "r"(v0), [u1] "r"(u1),
+          [v1] "r"(v1), [u2] "r"(u2), [v2] "r"(v2)
+        : "cc", "memory");
+}
+#endif
+
 TP_DSP_INLINE void dw_out_s1(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
                              const uint32_t *wb, uint32_t n, uint32_t iw)
 {
-    uint32_t x, r, wa0 = wa[0], wb0 = wb[0], wa1 = n > 1u ? wa[1] : 0u;
+    uint32_t x = 0, r, wa0 = wa[0], wb0 = wb[0], wa1 = n > 1u ? wa[1] : 0u;
     uint32_t wb1 = n > 1u ? wb[1] : 0u, wa2 = n > 2u ? wa[2] : 0u, wb2 = n > 2u ? wb[2] : 0u;
-    for (x = 0; x + 1u < iw; x += 2u, pl += 2, a += 2u * c) {
+#if TP_DSP_ASM14
+    if (n == 3u && iw >= 2u) {
+        x = iw & ~1u;
+        dw_out_s1_3(a, 4u * c, pl, pl + x, wa0, wb0, wa1, wb1, wa2, wb2);
+        pl += x;
+        a += x * c;
+    }
+#endif
+    for (; x + 1u < iw; x += 2u, pl += 2, a += 2u * c) {
         int32_t a0 = 0, a1 = 0;
         for (r = 0; r < n; r++) {
             const int16_t *q = pl + r * TP_GRAD_DW_PLANE;

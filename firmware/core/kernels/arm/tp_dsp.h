@@ -45,6 +45,26 @@ static inline int32_t tp_lane_hi(uint32_t x)
     return tp_lane_lo(x >> 16);
 }
 
+/* Inline asm that takes 14 core registers (the 1x1 input gradient's pairs, the depthwise one's
+ * output rows): every one a Thumb function has without a frame pointer. Only an optimizing GCC
+ * allocates them (TP_DSP_REGS14 on their callers); GCC at -O0 and clang cannot (they fail, or GCC
+ * at -O0 never ends), and take the C loops instead, the same operations in the same order. The
+ * callers have no frame pointer, whatever the build's flags, and at -O1 no invariant hoisted into
+ * a register the asm needs (-O2 and -O3 weigh the register pressure; -Os's code wants its
+ * hoisting). */
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION) && defined(__OPTIMIZE__) && \
+    !defined(__clang__)
+#define TP_DSP_ASM14 1
+#ifdef __OPTIMIZE_SIZE__
+#define TP_DSP_REGS14 __attribute__((optimize("omit-frame-pointer")))
+#else
+#define TP_DSP_REGS14 __attribute__((optimize("omit-frame-pointer", "no-move-loop-invariants")))
+#endif
+#else
+#define TP_DSP_ASM14 0
+#define TP_DSP_REGS14
+#endif
+
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
 #include <arm_acle.h>
 /* ACLE types its halfword pairs int16x2_t (int32_t); the kernels keep them as uint32_t */
