@@ -37,18 +37,29 @@ typedef struct {
     uint32_t g[4];
 } pw_pair;
 
-/* A block's fold parameters: m[j] its channel's mantissa and s[j] the shift (top - k) for
- * tp_dsp_fold; or, in a PW_ROUND8 block, s[j] = sh | (2^(sh-1) - 1) << 8 with 1 <= sh <= 25 (m
- * 0 for a channel whose dY' is 0); or, in a PW_SMM block, m[j] = 2^sa and s[j] = m 2^sb (both 0
- * for a zero channel). */
+/* A pair of a block's channels j, j + 1 (k = 0, 1): m[k] the channel's mantissa and s[k] the
+ * shift (top - k) for tp_dsp_fold; or, in a PW_ROUND8 block, s[k] = sh | (2^(sh-1) - 1) << 8
+ * with 1 <= sh <= 25 (m 0 for a channel whose dY' is 0); or, in a PW_SMM block, m[k] = 2^sa and
+ * s[k] = m 2^sb (both 0 for a zero channel). Laid out for pw_fold_smm4_asm's loads (offsets 0,
+ * 8, 16, 24). */
 typedef struct {
-    int32_t m[TP_PW_BLOCK];
-    uint32_t s[TP_PW_BLOCK];
-    const int8_t *rows[TP_PW_BLOCK]; /* the channels' weight rows (an odd last one's twice) */
-    uint16_t ch[TP_PW_BLOCK];        /* the block's output channels */
+    int32_t m[2];
+    uint32_t s[2];
+    const int8_t *row[2]; /* the channels' weight rows (an odd last one's twice) */
+    uint16_t ch[2];       /* the output channels */
+    uint32_t pad;         /* 32 bytes: a pair's offset a shift of its index */
+} pw_chan2;
+
+/* A block's fold parameters, its channel j's in pair j / 2 (PW_M and kin). */
+typedef struct {
+    pw_chan2 pair[TP_PW_BLOCK / 2u];
     uint32_t ties;  /* PW_SMM: bit j for a channel folded as in PW_ROUND8 (its parameters so) */
     uint32_t clamp; /* PW_SMM: 0 when no dY' can reach +-2^15 (the fold's no_clamp) */
 } pw_fold_params;
+#define PW_M(fp, j) ((fp)->pair[(j) >> 1].m[(j)&1u])
+#define PW_S(fp, j) ((fp)->pair[(j) >> 1].s[(j)&1u])
+#define PW_ROW(fp, j) ((fp)->pair[(j) >> 1].row[(j)&1u])
+#define PW_CH(fp, j) ((fp)->pair[(j) >> 1].ch[(j)&1u])
 
 /* The fold modes of a block (pw_prepare). */
 enum { PW_ANY, PW_ROUND8, PW_SMM };
@@ -91,18 +102,19 @@ static uint32_t pw_zero_rows(uint32_t *zero, const tp_weights *w, const tp_gm_fo
 }
 
 /* The nb channels of the next block: those from *o on whose rows are not zero; *o past them. */
-static void pw_gather(uint16_t *ch, const uint32_t *zero, uint32_t *o, uint32_t nb)
+static void pw_gather(pw_fold_params *fp, const uint32_t *zero, uint32_t *o, uint32_t nb)
 {
     uint32_t j, c = *o;
     for (j = 0; j < nb; c++) {
         if (c >= TP_PW_CHECKED || !(zero[c >> 5] >> (c & 31u) & 1u)) {
-            ch[j++] = (uint16_t)c;
+            PW_CH(fp, j) = (uint16_t)c;
+            j++;
         }
     }
     *o = c;
 }
 
-/* The rows and fold parameters of the block's channels fp->ch[0..nb); returns its
+/* The rows and fold parameters of the block's channels PW_CH(fp, 0 .. nb - 1); returns its
  * mode: PW_ANY (tp_dsp_fold); PW_ROUND8, the int8 fold pw_round8: int8 dY (|q| <= 127, m < 2^24: q
  * m fits int32 with room for the rounding constant while sh <= 25), every shift in [1, 25] or the
  * channel's dY' zero (sh >= 32 with |q m| < 2^31: below one half); PW_SMM, for int8 dY and 15
@@ -117,11 +129,11 @@ static int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold 
     int32_t k, fast = int8, smm = int8 && f->bits == 15u;
     for (j = 0; j < nb; j++) {
         int32_t sh;
-        fp->rows[j] = tp_weights_row(w, fp->ch[j], &step);
-        tp_gm_scale_parts(tp_weights_scale(w, fp->ch[j]), &m, &k);
+        PW_ROW(fp, j) = tp_weights_row(w, PW_CH(fp, j), &step);
+        tp_gm_scale_parts(tp_weights_scale(w, PW_CH(fp, j)), &m, &k);
         sh = f->top - k;
-        fp->m[j] = (int32_t)m;
-        fp->s[j] = (uint32_t)sh;
+        PW_M(fp, j) = (int32_t)m;
+        PW_S(fp, j) = (uint32_t)sh;
         if (!(m == 0u || sh >= 32 || (sh >= 1 && sh <= 25))) {
             fast = 0;
         }
@@ -137,24 +149,24 @@ static int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold 
         }
     }
     if (nb & 1u) { /* the last one's partner: itself, times 0 */
-        fp->ch[nb] = fp->ch[nb - 1u];
-        fp->rows[nb] = fp->rows[nb - 1u];
-        fp->m[nb] = 0;
-        fp->s[nb] = 0u;
+        PW_CH(fp, nb) = PW_CH(fp, nb - 1u);
+        PW_ROW(fp, nb) = PW_ROW(fp, nb - 1u);
+        PW_M(fp, nb) = 0;
+        PW_S(fp, nb) = 0u;
     }
     fp->ties = smm ? ties : 0u;
     fp->clamp = f->no_clamp ? 0u : 1u;
     if (fast || smm) {
         for (j = 0; j < nb; j++) {
-            int32_t sh = (int32_t)fp->s[j], b;
-            if (fp->m[j] == 0 || sh >= 32) {
-                fp->m[j] = 0;
-                fp->s[j] = smm ? 0u : 1u;
+            int32_t sh = (int32_t)PW_S(fp, j), b;
+            if (PW_M(fp, j) == 0 || sh >= 32) {
+                PW_M(fp, j) = 0;
+                PW_S(fp, j) = smm ? 0u : 1u;
             } else if (smm && !(fp->ties >> j & 1u)) {
-                tp_dsp_smm_factors((uint32_t)fp->m[j], sh, &fp->m[j], &b);
-                fp->s[j] = (uint32_t)b;
+                tp_dsp_smm_factors((uint32_t)PW_M(fp, j), sh, &PW_M(fp, j), &b);
+                PW_S(fp, j) = (uint32_t)b;
             } else {
-                fp->s[j] = (uint32_t)sh | ((1u << (sh - 1)) - 1u) << 8;
+                PW_S(fp, j) = (uint32_t)sh | ((1u << (sh - 1)) - 1u) << 8;
             }
         }
     }
@@ -200,10 +212,10 @@ TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *d
                              int32_t lim, int mode, uint32_t bytes)
 {
     if (mode == PW_ROUND8) {
-        return tp_dsp_sat(pw_round8(((const int8_t *)dq)[a] * fp->m[j], fp->s[j]), lim);
+        return tp_dsp_sat(pw_round8(((const int8_t *)dq)[a] * PW_M(fp, j), PW_S(fp, j)), lim);
     } else {
         int32_t q = bytes == 2u ? ((const int16_t *)dq)[a] : ((const int8_t *)dq)[a];
-        return tp_dsp_fold(q, (uint32_t)fp->m[j], (int32_t)fp->s[j], lim);
+        return tp_dsp_fold(q, (uint32_t)PW_M(fp, j), (int32_t)PW_S(fp, j), lim);
     }
 }
 
@@ -213,8 +225,8 @@ TP_DSP_INLINE int32_t pw_val(const pw_fold_params *fp, uint32_t j, const void *d
  * its place. */
 TP_DSP_INLINE pw_pair *pw_next(pw_pair *e, const pw_fold_params *fp, uint32_t j, uint32_t any)
 {
-    e->row0 = fp->rows[j];
-    e->row1 = fp->rows[j + 1u];
+    e->row0 = PW_ROW(fp, j);
+    e->row1 = PW_ROW(fp, j + 1u);
     return any != 0u ? e + 1 : e;
 }
 
@@ -230,9 +242,10 @@ TP_DSP_INLINE uint32_t pw_fold_body(pw_pair *t, const pw_fold_params *fp, const 
         uint32_t any = 0u;
         for (p = 0; p < np; p++) {
             uint32_t a = at + p * oc;
-            int32_t v0 = pw_val(fp, j, dq, a + fp->ch[j], lim, mode, bytes);
-            int32_t v1 = j + 1u < nb ? pw_val(fp, j + 1u, dq, a + fp->ch[j + 1u], lim, mode, bytes)
-                                     : 0;
+            int32_t v0 = pw_val(fp, j, dq, a + PW_CH(fp, j), lim, mode, bytes);
+            int32_t v1 = j + 1u < nb
+                             ? pw_val(fp, j + 1u, dq, a + PW_CH(fp, j + 1u), lim, mode, bytes)
+                             : 0;
             e->g[p] = tp_dsp_pack16(v0, v1);
             any |= e->g[p];
         }
@@ -251,9 +264,9 @@ static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_para
     uint32_t p, any = 0u;
     for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
         int32_t v0 = tie & 1u ? pw_val(fp, j, d0, 0u, 32767, PW_ROUND8, 1u)
-                              : tp_smmulr(*d0 * fp->m[j], (int32_t)fp->s[j]);
+                              : tp_smmulr(*d0 * PW_M(fp, j), (int32_t)PW_S(fp, j));
         int32_t v1 = tie & 2u ? pw_val(fp, j + 1u, d1, 0u, 32767, PW_ROUND8, 1u)
-                              : tp_smmulr(*d1 * fp->m[j + 1u], (int32_t)fp->s[j + 1u]);
+                              : tp_smmulr(*d1 * PW_M(fp, j + 1u), (int32_t)PW_S(fp, j + 1u));
         g[p] = pw_pack_clamp15(v0, v1);
         any |= g[p];
     }
@@ -327,11 +340,12 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
     uint32_t j, p;
     pw_pair *e = t;
     for (j = 0; j < nb; j += 2u) {
-        const int8_t *d0 = dq + at + fp->ch[j], *d1 = j + 1u < nb ? dq + at + fp->ch[j + 1u] : d0;
+        const int8_t *d0 = dq + at + PW_CH(fp, j),
+                     *d1 = j + 1u < nb ? dq + at + PW_CH(fp, j + 1u) : d0;
         uint32_t any = 0u, tie = fp->ties >> j & 3u;
         if (tie == 0u) {
-            int32_t qs0 = fp->m[j], b0 = (int32_t)fp->s[j], qs1 = fp->m[j + 1u];
-            int32_t b1 = (int32_t)fp->s[j + 1u];
+            int32_t qs0 = PW_M(fp, j), b0 = (int32_t)PW_S(fp, j), qs1 = PW_M(fp, j + 1u);
+            int32_t b1 = (int32_t)PW_S(fp, j + 1u);
 #pragma GCC unroll 4
             for (p = 0; p < np; p++, d0 += oc, d1 += oc) {
                 int32_t v0 = tp_smmulr(*d0 * qs0, b0), v1 = tp_smmulr(*d1 * qs1, b1);
@@ -349,28 +363,69 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
 }
 
 #if TP_DSP_ASM14
-/* pw_fold_smm_pairs for four pixels, pw_fold4 for its pairs without a tie. */
+/* pw_fold_smm_pairs for four pixels of a block without ties or clamp, the pairs' records from c
+ * to end: per pair its factors by two LDRDs, its channels by one LDR, pw_fold4's folds without
+ * the clamp, its rows copied. */
+static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4_fast(pw_pair *t, const pw_chan2 *c,
+                                                                const pw_chan2 *end,
+                                                                const int8_t *dq, uint32_t oc)
+{
+    pw_pair *e = t;
+    uint32_t a, b, d, dd, q0, s0, q1, s1, any;
+    /* clang-format off */
+    __asm__ volatile("1:\n\t"
+                     "ldrd %[q0], %[q1], [%[c]]\n\t"
+                     "ldrd %[s0], %[s1], [%[c], #8]\n\t"
+                     "ldr %[a], [%[c], #24]\n\t"
+                     "uxth %[d], %[a]\n\t"
+                     "rsb %[dd], %[d], %[a], lsr #16\n\t"
+                     "add %[d], %[d], %[dq]\n\t"
+                     "movs %[any], #0\n\t"
+                     PW_FOLD1N("8") PW_FOLD1N("12") PW_FOLD1N("16") PW_FOLD1N("20")
+                     "ldr %[a], [%[c], #16]\n\t"
+                     "ldr %[b], [%[c], #20]\n\t"
+                     "str %[a], [%[e]]\n\t"
+                     "str %[b], [%[e], #4]\n\t"
+                     "adds %[c], %[c], #32\n\t"
+                     "cmp %[any], #0\n\t"
+                     "it ne\n\t"
+                     "addne %[e], %[e], #24\n\t"
+                     "ldr %[a], %[end]\n\t"
+                     "cmp %[c], %[a]\n\t"
+                     "bne 1b"
+                     : [e] "+r"(e), [c] "+r"(c), [a] "=&r"(a), [b] "=&r"(b), [d] "=&r"(d),
+                       [dd] "=&r"(dd), [q0] "=&r"(q0), [s0] "=&r"(s0), [q1] "=&r"(q1),
+                       [s1] "=&r"(s1), [any] "=&r"(any)
+                     : [dq] "r"(dq), [oc] "r"(oc), [end] "m"(end)
+                     : "cc", "memory");
+    /* clang-format on */
+    return (uint32_t)(e - t);
+}
+typedef char pw_chan2_layout[sizeof(pw_chan2) == 32u ? 1 : -1];
+
+/* pw_fold_smm_pairs for four pixels: a block without ties or clamp by pw_fold_smm4_fast, others
+ * pair by pair, pw_fold4 for a pair without a tie. */
 static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
                                                            const int8_t *dq, uint32_t oc,
                                                            uint32_t nb)
 {
-    const uint16_t *ch = fp->ch, *end = fp->ch + ((nb + 1u) & ~1u);
-    const int32_t *m = fp->m;
-    const uint32_t *sv = fp->s;
-    const int8_t *const *rows = fp->rows;
+    const pw_chan2 *c = fp->pair, *end = fp->pair + ((nb + 1u) >> 1);
     uint32_t ties = fp->ties, any;
     pw_pair *e = t;
-    for (; ch != end; ch += 2, m += 2, sv += 2, rows += 2, ties >>= 2) { /* by pointers */
-        const int8_t *d0 = dq + ch[0];
+    if (ties == 0u && !fp->clamp) {
+        return pw_fold_smm4_fast(t, c, end, dq, oc);
+    }
+    for (; c != end; c++, ties >>= 2) {
+        const int8_t *d0 = dq + c->ch[0];
         if ((ties & 3u) == 0u) {
-            any = pw_fold4(e, d0, (int32_t)ch[1] - (int32_t)ch[0], oc, m[0], (int32_t)sv[0], m[1],
-                           (int32_t)sv[1], fp->clamp);
+            any = pw_fold4(e, d0, (int32_t)c->ch[1] - (int32_t)c->ch[0], oc, c->m[0],
+                           (int32_t)c->s[0], c->m[1], (int32_t)c->s[1], fp->clamp);
         } else {
-            any = pw_fold_tie_pair(e->g, fp, d0, dq + ch[1], oc, 4u, (uint32_t)(ch - fp->ch),
-                                   ties & 3u);
+            any = pw_fold_tie_pair(e->g, fp, d0, dq + c->ch[1], oc, 4u,
+                                   2u * (uint32_t)(c - fp->pair), ties & 3u);
         }
-        e->row0 = rows[0];
-        e->row1 = rows[1];
+        e->row0 = c->row[0];
+        e->row1 = c->row[1];
         e = any != 0u ? e + 1 : e;
     }
     return (uint32_t)(e - t);
@@ -687,7 +742,7 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
             int add = done != 0u;
             nb = live - done < TP_PW_BLOCK ? live - done : TP_PW_BLOCK;
             if (y == 0u || live > TP_PW_BLOCK) { /* one block: prepared once */
-                pw_gather(fp.ch, zero, &o, nb);
+                pw_gather(&fp, zero, &o, nb);
                 mode = pw_prepare(&fp, w, f, nb, dy->bytes == 1u);
             }
             for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
