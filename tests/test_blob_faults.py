@@ -128,6 +128,51 @@ def test_overlapping_gradient_buffers_are_refused():
         "its op's output's, other than as the same buffer (check tran_gradient_overlap)")
 
 
+def test_pairs_that_do_not_match_their_weights_are_refused(tmp_path):
+    """PWIG (the DSP 1x1 input gradient's weights in pairs) is read whole by the loader: a
+    pair's word that is not its rows' weights, a channel list that leaves a nonzero row out, a
+    record on an op without an input gradient are each refused by their check; random
+    corruption of the section is refused with a blob status, or the blob infers without a
+    fault under ASan and UBSan."""
+    import numpy as np
+    from test_blob import DRIVER, run_driver, with_crc
+    from test_kernels_dsp_pw import _case
+    from tinyprop.device.firmware import build_program as build_c_program
+    from tinyprop.status import status_code
+
+    _, blob, _ = _case("pairs-zero", 14, (3, 7, 12), 12, 50, None, "int8",
+                       zero=[0, 1, 5, 6, 7, 8, 20, 31, 33, 34, 40, 44, 45, 48])
+    sec = section(blob, b"PWIG")
+    rec = sec["offset"] + blob_layout.PWIG_HEADER.size
+    first = blob_layout.PWIG_OP.unpack(blob, rec)
+    assert blob_fault(blob) == "TP_OK" and first["op"] == 1
+    end = sec["offset"] + sec["size"] - 1  # the last pair's last byte
+    assert blob_fault(patched(blob, end, "<B", blob[end] ^ 1)) == (
+        "TP_ERR_BLOB_INVALID: PWIG record 0 field offset: a pair's words are not the listed "
+        "rows' weights (check pairs_weights)")
+    # the first listed channel made 0, a zero row: channel 2's nonzero row left out
+    assert blob_fault(patched(blob, sec["offset"] + first["offset"], "<H", 0)) == (
+        "TP_ERR_BLOB_INVALID: PWIG record 0 field n_live: channels not ascending inside the "
+        "op's, or an unlisted nonzero row (check pairs_channels)")
+    # op 0 reads the model's input: no input gradient
+    assert blob_fault(patched(blob, rec, "<H", 0)) == (
+        "TP_ERR_BLOB_INVALID: PWIG record 0 field op: ops not ascending, or a record without "
+        "its op's TRAN input gradient (check pairs_order)")
+    rng = np.random.default_rng(7)
+    blobs = []
+    for i in range(120):
+        b = bytearray(blob)
+        pos = sec["offset"] + int(rng.integers(0, sec["size"]))
+        b[pos] = int(rng.integers(0, 256)) if i % 2 else b[pos] ^ (1 << int(rng.integers(0, 8)))
+        blobs.append(with_crc(b))
+    rows = run_driver(build_c_program(DRIVER, sanitize=True), blobs, tmp_path)
+    ok = status_code("TP_OK")
+    refused = {st for st, _ in rows if st != ok}
+    assert refused <= {status_code("TP_ERR_BLOB_BOUNDS"), status_code("TP_ERR_BLOB_INVALID")}
+    assert sum(st != ok for st, _ in rows) > 100
+    assert all(inf == ok for st, inf in rows if st == ok)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_board_sends_the_same_line(case, tmp_path):
     blob, line = corrupted()[case]

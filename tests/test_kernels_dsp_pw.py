@@ -15,7 +15,10 @@ last pixel of a row, int8 maps (the SMMULR fold,
 its channels that can meet ties folded again in int32, and the int32 fold of dY' below 15 bits
 past 511 output channels) and int16 maps (tp_dsp_fold), the weight gradient over one block of
 positions and over many (TP_WG_BLOCK is 64), with int16 maps on a 48x48 map whose sum |dY|
-passes the int32 bounds.
+passes the int32 bounds. An op whose weights do not train reads its input gradient's weights from
+the blob's PWIG section (its channels with a nonzero row, in pairs, the word a pair of inputs the
+kernel multiplies by): one block and several, an odd last channel, scattered zero rows, ties, dead
+channels, last pixels of one to three; each of those blobs has the section.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 import pytest
 from opgen import _Builder
 from test_kernels_dsp import BUILDS, VARIANTS, needs_qemu
+from tinyprop import blob_layout
 from tinyprop.bench.kernels import FLAG_OUTPUTS, FLAG_REF, FLAG_TRAIN, Case, run_cases, train_inputs
 from tinyprop.compile.blob import inference_for, pack_blob
 from tinyprop.compile.kernels import plan_scratch
@@ -111,7 +115,34 @@ def cases():
         out.append(_case("dead-held", 12, (4, 5, 16), 16, 20, [0, 1, 2, 3, 7], grad,
                          dead=[1, 3, 7, 9]))
         out.append(_case("dead-positions", 13, (48, 48, 4), 4, 5, [0, 1, 2], grad, dead=[1]))
+        # PWIG's pairs (weights not trained): scattered zero rows over two blocks with an odd
+        # last live channel and last pixels of three; ties; dead channels, last pixels of two
+        out.append(_case("pairs-zero", 14, (3, 7, 12), 12, 50, None, grad, zero=zero[:14]))
+        out.append(_case("pairs-ties", 15, (4, 5, 16), 16, 43, None, grad, coarse=True))
+        out.append(_case("pairs-dead", 16, (4, 6, 8), 8, 20, None, grad, dead=[1, 3, 7, 9]))
     return out
+
+
+PAIRED = ("contiguous", "contiguous-blocks", "pairs-zero", "pairs-ties", "pairs-dead")
+
+
+def paired_ops(blob: bytes) -> set[int]:
+    """The ops PWIG lists (none without the section)."""
+    head, sec = blob_layout.HEADER.unpack(blob), blob_layout.SECTION
+    for i in range(head["n_sections"]):
+        entry = sec.unpack(blob, blob_layout.HEADER.size + i * sec.size)
+        if entry["id"] == b"PWIG":
+            n = blob_layout.PWIG_HEADER.unpack(blob, entry["offset"])["n"]
+            return {blob_layout.PWIG_OP.unpack(blob, entry["offset"] + blob_layout.PWIG_HEADER.size
+                                               + k * blob_layout.PWIG_OP.size)["op"]
+                    for k in range(n)}
+    return set()
+
+
+def test_blobs_whose_weights_do_not_train_have_pairs():
+    """The op under test is in PWIG exactly in the cases whose path must take it."""
+    for name, blob, _ in cases():
+        assert (1 in paired_ops(blob)) == (name.split()[0] in PAIRED), name
 
 
 @needs_qemu

@@ -36,6 +36,36 @@ const uint8_t *tp_blob_section(const tp_blob_view *b, const char *id, uint32_t *
     return NULL;
 }
 
+const uint8_t *tp_pairs_of(const tp_blob_view *b, uint32_t k, const uint8_t **live,
+                           uint32_t *n_live)
+{
+    uint32_t len, lo = 0u, hi;
+    const uint8_t *sec = tp_blob_section(b, "PWIG", &len);
+    *live = NULL;
+    *n_live = 0u;
+    if (sec == NULL) {
+        return NULL;
+    }
+    hi = tp_rd_u16(sec + TP_PWIG_HDR_N); /* ascending ops (tp_check_pairs) */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2u;
+        const uint8_t *p = sec + TP_PWIG_HDR_BYTES + TP_PWIG_OP_BYTES * mid;
+        uint32_t op = tp_rd_u16(p + TP_PWIG_OP_OP);
+        if (op == k) {
+            uint32_t n = tp_rd_u16(p + TP_PWIG_OP_N_LIVE);
+            *live = sec + tp_rd_u32(p + TP_PWIG_OP_OFFSET);
+            *n_live = n;
+            return *live + 2u * (n + (n & 1u));
+        }
+        if (op < k) {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    return NULL;
+}
+
 uint32_t tp_producer_of(const tp_blob_view *b, uint32_t tensor)
 {
     uint32_t k;

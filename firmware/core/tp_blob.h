@@ -281,6 +281,15 @@ const uint8_t *tp_tran_record_of(const tp_blob_view *b, uint32_t k);
  * rarely that keep no view in the session (LABL). */
 const uint8_t *tp_blob_section(const tp_blob_view *b, const char *id, uint32_t *len);
 
+/* ---- PWIG: the DSP 1x1 input gradient's weights in pairs (docs/blob-format.md,
+ * compile/blob.py pairs_section) ----
+ * header | per op, ascending: n_live, offset | at offset: the n_live channels with a nonzero
+ * weight row (u16, padded to 4 bytes), then per pair of them a row of I / 2 words, word k
+ * (W[o, 2k], W[o, 2k + 1], W[o', 2k], W[o', 2k + 1]). Op k's pairs, its channels in *live
+ * (u16 LE, *n_live of them), or NULL (and 0) when PWIG has none for it. */
+const uint8_t *tp_pairs_of(const tp_blob_view *b, uint32_t k, const uint8_t **live,
+                           uint32_t *n_live);
+
 /* The op writing tensor i (its output), or TP_NONE32. */
 uint32_t tp_producer_of(const tp_blob_view *b, uint32_t tensor);
 

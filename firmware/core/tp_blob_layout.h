@@ -157,6 +157,18 @@
 #define TP_INPL_OP_RESERVED 3u /* u8 */
 #define TP_INPL_OP_CHANNEL_OFFSET(i) (4u + 4u * (uint32_t)(i)) /* u32[2] */
 
+/* PWIG: the 1x1 input gradient's weights in pairs of output channels: 8 bytes (<HHI) */
+#define TP_PWIG_HDR_BYTES 8u
+#define TP_PWIG_HDR_N 0u /* u16 */
+#define TP_PWIG_HDR_RESERVED 2u /* u16 */
+#define TP_PWIG_HDR_RESERVED_END 4u /* u32 */
+
+/* PWIG: one op's channels and pairs, ascending ops: 8 bytes (<HHI) */
+#define TP_PWIG_OP_BYTES 8u
+#define TP_PWIG_OP_OP 0u /* u16 */
+#define TP_PWIG_OP_N_LIVE 2u /* u16 */
+#define TP_PWIG_OP_OFFSET 4u /* u32 */
+
 /* LABL: the class names, then n_labels NUL-terminated UTF-8 names: 4 bytes (<HH) */
 #define TP_LABL_HDR_BYTES 4u
 #define TP_LABL_HDR_N_LABELS 0u /* u16 */
@@ -263,6 +275,12 @@ typedef enum {
     TP_FIELD_INPL_OP_PLANS,
     TP_FIELD_INPL_OP_RESERVED,
     TP_FIELD_INPL_OP_CHANNEL_OFFSET,
+    TP_FIELD_PWIG_HDR_N,
+    TP_FIELD_PWIG_HDR_RESERVED,
+    TP_FIELD_PWIG_HDR_RESERVED_END,
+    TP_FIELD_PWIG_OP_OP,
+    TP_FIELD_PWIG_OP_N_LIVE,
+    TP_FIELD_PWIG_OP_OFFSET,
     TP_FIELD_LABL_HDR_N_LABELS,
     TP_FIELD_LABL_HDR_RESERVED,
     TP_FIELD_COUNT
@@ -369,6 +387,12 @@ typedef enum {
     "plans", \
     "reserved", \
     "channel_offset", \
+    "n", \
+    "reserved", \
+    "reserved_end", \
+    "op", \
+    "n_live", \
+    "offset", \
     "n_labels", \
     "reserved"
 

@@ -82,6 +82,9 @@ void tp_weights_of(const tp_session *s, const tp_op *op, const tp_tensor *w, tp_
     view->depthwise = op->kind == TP_OP_DEPTHWISE_CONV_2D;
     view->held_map = NULL;
     view->held = NULL;
+    view->pairs = NULL;
+    view->live = NULL;
+    view->n_live = 0u;
     if (s->params != NULL && op->held_map != TP_NONE32) { /* a training session: trained rows */
         view->held_map = s->b.data + op->held_map;
         view->held = (const int8_t *)(s->params + op->held_params);

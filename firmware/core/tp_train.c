@@ -479,6 +479,7 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
         tp_tensor tw;
         tp_decode_tensor(s->b.tensors, c.op.inputs[1], &tw);
         tp_weights_of(s, &c.op, &tw, &c.w);
+        c.w.pairs = tp_pairs_of(&s->b, c.t.op, &c.w.live, &c.w.n_live);
     }
     if (c.t.flags & TP_TRAN_MASK) { /* what the RELU clamped passes no gradient */
         const uint8_t *mask = tp_arena_at(s, c.t.mask_offset, (n + 7u) / 8u);

@@ -115,12 +115,18 @@ INPL_HEADER = Record("INPL header", "TP_INPL_HDR", "INPL: the ops run in place",
     ("n", "u16"), ("reserved", "u16"), ("reserved_end", "u32")])
 INPL_OP = Record("INPL op", "TP_INPL_OP", "INPL: one op run in place, ascending ops", [
     ("op", "u16"), ("plans", "u8"), ("reserved", "u8"), ("channel_offset", "u32", 2)])
+PWIG_HEADER = Record("PWIG header", "TP_PWIG_HDR",
+                     "PWIG: the 1x1 input gradient's weights in pairs of output channels", [
+                         ("n", "u16"), ("reserved", "u16"), ("reserved_end", "u32")])
+PWIG_OP = Record("PWIG op", "TP_PWIG_OP", "PWIG: one op's channels and pairs, ascending ops", [
+    ("op", "u16"), ("n_live", "u16"), ("offset", "u32")])
 LABL_HEADER = Record("LABL header", "TP_LABL_HDR",
                      "LABL: the class names, then n_labels NUL-terminated UTF-8 names", [
                          ("n_labels", "u16"), ("reserved", "u16")])
 
 RECORDS = [HEADER, SECTION, CRC, TENSOR, OP, TRAN_HEADER, TRAN_OFFSET, TRAN_OP, SCRA_HEADER,
-           SCRA_OP, TILE_HEADER, TILE_TENSOR, TILE_SPAN, INPL_HEADER, INPL_OP, LABL_HEADER]
+           SCRA_OP, TILE_HEADER, TILE_TENSOR, TILE_SPAN, INPL_HEADER, INPL_OP, PWIG_HEADER,
+           PWIG_OP, LABL_HEADER]
 
 # Facts of the format that are numbers but no record's field.
 CONSTANTS = {

@@ -32,7 +32,10 @@ tp_status tp_blob_parse(tp_blob_view *v, const uint8_t *blob, uint32_t len, tp_f
     if (st == TP_OK) {
         st = tp_check_scratch(v, fault);
     }
-    return st == TP_OK ? tp_check_inplace(v, fault) : st;
+    if (st == TP_OK) {
+        st = tp_check_inplace(v, fault);
+    }
+    return st == TP_OK ? tp_check_pairs(v, fault) : st;
 }
 
 tp_status tp_blob_check(const uint8_t *blob, uint32_t len, tp_requirements *out, tp_fault *fault)

@@ -101,6 +101,15 @@
     X(INPLACE_SHARED, "input and output not at one offset")                                      \
     X(INPLACE_BOUNDS, "the input, output or channel buffer outside the plan's arena")            \
     X(INPLACE_OVERLAP, "the channel buffer overlaps the input and output")                       \
+    /* PWIG (tp_check_plans.c) */                                                                \
+    X(PAIRS_LENGTH, "shorter than its header and records, or reserved fields not 0")             \
+    X(PAIRS_ORDER, "ops not ascending, or a record without its op's TRAN input gradient")        \
+    X(PAIRS_KIND, "an op that is not a 1x1 convolution of stride 1 without padding, its input "  \
+                  "channels a multiple of 4, or no channel listed")                              \
+    X(PAIRS_TRAINED, "its weights train: the pairs would be stale")                              \
+    X(PAIRS_BOUNDS, "its channels and pairs outside the section, or not at a multiple of 4")     \
+    X(PAIRS_CHANNELS, "channels not ascending inside the op's, or an unlisted nonzero row")      \
+    X(PAIRS_WEIGHTS, "a pair's words are not the listed rows' weights")                          \
     /* LABL (tp_check_labels.c) */                                                               \
     X(LABELS_COUNT, "shorter than its header, reserved not 0, or n_labels is not n_classes")     \
     X(LABELS_TEXT, "a class name empty or not NUL-terminated inside the section")                \
@@ -144,6 +153,7 @@ typedef enum {
 #define TP_SECTION_TILE TP_FOURCC('T', 'I', 'L', 'E')
 #define TP_SECTION_INPL TP_FOURCC('I', 'N', 'P', 'L')
 #define TP_SECTION_LABL TP_FOURCC('L', 'A', 'B', 'L')
+#define TP_SECTION_PWIG TP_FOURCC('P', 'W', 'I', 'G')
 #define TP_NO_RECORD TP_FAULT_NO_RECORD
 
 /* Fill *fault (when not NULL) and return status. */
@@ -180,6 +190,7 @@ tp_status tp_check_tile(tp_blob_view *v, tp_fault *f);         /* sets v->stage_
 tp_status tp_check_train(const tp_blob_view *v, tp_fault *f);
 tp_status tp_check_scratch(const tp_blob_view *v, tp_fault *f);
 tp_status tp_check_inplace(const tp_blob_view *v, tp_fault *f);
+tp_status tp_check_pairs(const tp_blob_view *v, tp_fault *f);
 
 /* The largest span of stage tensor i along an axis (TILE, checked). */
 uint32_t tp_tile_most_span(const tp_blob_view *v, uint32_t axis, uint32_t i);

@@ -5,14 +5,14 @@
 
 #include "tp_check.h"
 
-/* The sections the firmware reads, each at most once: in tp_blob_view order, then LABL (which
- * has no view); others are skipped (later minor additions). */
-enum { S_TENS, S_OPS, S_DATA, S_NAME, S_TRAN, S_SCRA, S_TILE, S_INPL, S_LABL, S_COUNT };
+/* The sections the firmware reads, each at most once: in tp_blob_view order, then LABL and
+ * PWIG (which have no view); others are skipped (later minor additions). */
+enum { S_TENS, S_OPS, S_DATA, S_NAME, S_TRAN, S_SCRA, S_TILE, S_INPL, S_LABL, S_PWIG, S_COUNT };
 
 static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t total, tp_fault *f)
 {
     static const char *const ids[S_COUNT] = {"TENS", "OPS ", "DATA", "NAME", "TRAN",
-                                             "SCRA", "TILE", "INPL", "LABL"};
+                                             "SCRA", "TILE", "INPL", "LABL", "PWIG"};
     uint32_t n_sec = tp_rd_u16(blob + TP_HDR_N_SECTIONS), body_end = total - TP_CRC_BYTES;
     uint32_t table_end = TP_HDR_BYTES + n_sec * TP_SEC_BYTES, i, k;
     const uint8_t *found[S_COUNT] = {NULL};
@@ -71,8 +71,9 @@ static tp_status read_sections(tp_blob_view *v, const uint8_t *blob, uint32_t to
     v->tile_len = sizes[S_TILE];
     v->inplace = found[S_INPL];
     v->inplace_len = sizes[S_INPL];
-    /* LABL: only its duplicates are refused here; it keeps no view in the session (no RAM for
-     * names read rarely): tp_check_labels and tp_class_name find it with tp_blob_section */
+    /* LABL and PWIG: only their duplicates are refused here; they keep no view in the session
+     * (no RAM for sections read rarely): tp_check_labels, tp_class_name, tp_check_pairs and
+     * tp_pairs_of find them with tp_blob_section */
     return TP_OK;
 }
 

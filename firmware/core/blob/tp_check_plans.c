@@ -1,5 +1,6 @@
-/* tp_check_plans.c - the arena plan's two optional sections: SCRA (each op's kernel scratch
- * under each plan) and INPL (depthwise ops run in place). */
+/* tp_check_plans.c - the kernels' optional sections: SCRA (each op's kernel scratch under each
+ * plan), INPL (depthwise ops run in place) and PWIG (the DSP 1x1 input gradient's weights in
+ * pairs). */
 #include "tinyprop.h"
 #include "tp_check.h"
 
@@ -150,6 +151,121 @@ tp_status tp_check_inplace(const tp_blob_view *v, tp_fault *f)
             return TP_REFUSE(f, TP_ERR_BLOB_INVALID, INPLACE_TRAINED, INPL, j, INPL_OP_PLANS);
         }
         st = check_inplace_buffers(v, j, &op, plans, f);
+        if (st != TP_OK) {
+            return st;
+        }
+    }
+    return TP_OK;
+}
+
+/* PWIG record j's op k: a 1x1 convolution of stride 1 without padding whose input channels are
+ * a multiple of 4, its input gradient in TRAN and its weights not trained (no held rows). */
+static tp_status check_pairs_op(const tp_blob_view *v, uint32_t j, uint32_t k, const tp_op *op,
+                                tp_fault *f)
+{
+    const uint8_t *rec = tp_tran_record_of(v, k);
+    tp_tensor w;
+    if (rec == NULL || !(rec[TP_TRAN_OP_FLAGS] & TP_TRAN_GRAD_IN0)) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_ORDER, PWIG, j, PWIG_OP_OP);
+    }
+    if (op->kind != TP_OP_CONV_2D || op->k[0] != 1u || op->k[1] != 1u || op->stride[0] != 1u ||
+        op->stride[1] != 1u || op->pad[0] != 0u || op->pad[1] != 0u) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_KIND, PWIG, j, PWIG_OP_OP);
+    }
+    tp_decode_tensor(v->tensors, op->inputs[1], &w); /* (O, 1, 1, I) int8 (tp_check_ops) */
+    if (w.dims[3] % 4u != 0u) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_KIND, PWIG, j, PWIG_OP_OP);
+    }
+    if ((rec[TP_TRAN_OP_FLAGS] & TP_TRAN_WEIGHT) || op->held_map != TP_NONE32) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_TRAINED, PWIG, j, PWIG_OP_OP);
+    }
+    return TP_OK;
+}
+
+/* PWIG record j's channels (n ascending channels of the weights' o_n, every other row zero) and
+ * pairs (each listed row's weights where pairs_section puts them, an odd last one's partner
+ * zero), `at` in the section. */
+static tp_status check_pairs_data(const tp_blob_view *v, uint32_t j, const uint8_t *at, uint32_t n,
+                                  const tp_tensor *w, tp_fault *f)
+{
+    const int8_t *rows = (const int8_t *)(v->data + w->offset);
+    const uint8_t *pairs = at + 2u * (n + (n & 1u));
+    uint32_t o_n = w->dims[0], ic = w->dims[3], i, o, x, next = 0u, prev = 0u;
+    for (i = 0; i < n; i++) {
+        uint32_t c = tp_le_u16(at, i);
+        if (c >= o_n || (i > 0u && c <= prev)) {
+            return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_CHANNELS, PWIG, j, PWIG_OP_N_LIVE);
+        }
+        prev = c;
+    }
+    for (o = 0; o < o_n; o++) { /* unlisted rows zero */
+        if (next < n && tp_le_u16(at, next) == o) {
+            next++;
+            continue;
+        }
+        for (x = 0; x < ic; x++) {
+            if (rows[o * ic + x] != 0) {
+                return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_CHANNELS, PWIG, j, PWIG_OP_N_LIVE);
+            }
+        }
+    }
+    for (i = 0; i < n; i++) { /* channel i's weights: bytes (i & 1) * 2, + 1 of each word */
+        const int8_t *row = rows + tp_le_u16(at, i) * ic;
+        const uint8_t *word = pairs + (i / 2u) * 2u * ic + (i & 1u) * 2u;
+        for (x = 0; x < ic; x += 2u, word += 4) {
+            if ((int8_t)word[0] != row[x] || (int8_t)word[1] != row[x + 1u] ||
+                ((n & 1u) && i == n - 1u && (word[2] != 0u || word[3] != 0u))) {
+                return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_WEIGHTS, PWIG, j, PWIG_OP_OFFSET);
+            }
+        }
+    }
+    return TP_OK;
+}
+
+/* The PWIG section (the DSP 1x1 input gradient's weights in pairs): ascending ops, each a 1x1
+ * convolution whose input gradient trains and whose weights do not, its channels and pairs inside
+ * the section and equal to its weights, read whole once here so that the kernel may trust
+ * them. */
+tp_status tp_check_pairs(const tp_blob_view *v, tp_fault *f)
+{
+    uint32_t len, n, j, prev = 0u;
+    const uint8_t *sec = tp_blob_section(v, "PWIG", &len);
+    if (sec == NULL) {
+        return TP_OK;
+    }
+    if (len < TP_PWIG_HDR_BYTES || tp_rd_u16(sec + TP_PWIG_HDR_RESERVED) != 0u ||
+        tp_rd_u32(sec + TP_PWIG_HDR_RESERVED_END) != 0u) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_LENGTH, PWIG, TP_NO_RECORD, NONE);
+    }
+    n = tp_rd_u16(sec + TP_PWIG_HDR_N);
+    if (len < TP_PWIG_HDR_BYTES + TP_PWIG_OP_BYTES * n) {
+        return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_LENGTH, PWIG, TP_NO_RECORD, PWIG_HDR_N);
+    }
+    for (j = 0; j < n; j++) {
+        const uint8_t *p = sec + TP_PWIG_HDR_BYTES + TP_PWIG_OP_BYTES * j;
+        uint32_t k = tp_rd_u16(p + TP_PWIG_OP_OP), live = tp_rd_u16(p + TP_PWIG_OP_N_LIVE);
+        uint32_t at = tp_rd_u32(p + TP_PWIG_OP_OFFSET);
+        tp_op op;
+        tp_tensor w;
+        tp_status st;
+        if (k >= v->n_ops || (j > 0u && k <= prev) || v->train == NULL) {
+            return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_ORDER, PWIG, j, PWIG_OP_OP);
+        }
+        prev = k;
+        tp_decode_op(v->ops, k, &op);
+        st = check_pairs_op(v, j, k, &op, f);
+        if (st != TP_OK) {
+            return st;
+        }
+        tp_decode_tensor(v->tensors, op.inputs[1], &w);
+        if (live == 0u || live > w.dims[0]) {
+            return TP_REFUSE(f, TP_ERR_BLOB_INVALID, PAIRS_KIND, PWIG, j, PWIG_OP_N_LIVE);
+        }
+        if (at % 4u != 0u ||
+            !within(at, 2ull * (live + (live & 1u)) + 2ull * w.dims[3] * ((live + 1u) / 2u), len)) {
+            return TP_REFUSE(f, TP_ERR_BLOB_BOUNDS, PAIRS_BOUNDS, PWIG, j, PWIG_OP_OFFSET);
+        }
+        st = check_pairs_data(v, j, sec + at, live, &w, f);
         if (st != TP_OK) {
             return st;
         }

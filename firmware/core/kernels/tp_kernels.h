@@ -47,6 +47,11 @@ typedef struct {
     const uint8_t *scales;   /* little-endian float32 per output channel, when n_scales > 1 */
     uint32_t n_scales;
     float scale; /* the per-tensor scale, when n_scales <= 1 */
+    /* the DSP 1x1 input gradient's pairs (the blob's PWIG, tp_pairs_of) of an op whose weights
+     * do not train: its n_live channels with a nonzero row (u16 LE at live), then per pair of
+     * them a row of row_len / 2 words; NULL: none */
+    const uint8_t *pairs, *live;
+    uint32_t n_live;
 } tp_weights;
 
 /* Output channel o's weights, *step apart (1 but for a depthwise channel read from the blob). */

@@ -14,7 +14,7 @@ import numpy as np
 from .. import blob_layout
 from ..errors import TinypropError
 from ..frontend.graph import Graph
-from ..frontend.opparams import OpParams, all_op_params
+from ..frontend.opparams import OpParams, all_op_params, op_params
 from .memory import Layout, plan_inference, tiled_tensors
 
 MAGIC = b"TPRB"
@@ -34,6 +34,8 @@ ACT_CODES = {"NONE": 0, "RELU": 1, "RELU6": 2}
 T_CONST, T_ARENA, T_TRAINABLE, T_TILED = 1, 2, 4, 8
 INPL_HEADER = blob_layout.INPL_HEADER.struct
 INPL_OP = blob_layout.INPL_OP.struct  # op, plans (1 inference, 2 training), 0, channel buffers
+PWIG_HEADER = blob_layout.PWIG_HEADER.struct  # n, 0, 0
+PWIG_OP = blob_layout.PWIG_OP.struct  # op, n_live, offset (from the section's start)
 LABL_HEADER = blob_layout.LABL_HEADER.struct
 
 
@@ -174,6 +176,47 @@ def inplace_section(infer: Layout, train_layout: Layout | None) -> bytes:
     return bytes(out)
 
 
+def pairs_ops(graph: Graph, train) -> list[int]:
+    """The ops whose 1x1 input gradient the Cortex-M DSP kernel computes (integer maps; a 1x1
+    window, stride 1, no padding, input channels a multiple of 4: tp_dsp_grad_pointwise) from
+    weights that do not train, and have a nonzero row: the PWIG section's."""
+    from ..program import F_GRAD_IN0, F_WEIGHT
+
+    if train is None or train.grad == "float32":
+        return []
+    out = []
+    for k, t in sorted(train.ops.items()):
+        op = graph.ops[k]
+        if op.kind != "CONV_2D" or not t.flags & F_GRAD_IN0 or t.flags & F_WEIGHT:
+            continue
+        geo = op_params(graph, op).geometry
+        w = graph.tensors[op.inputs[1]]
+        cin = graph.tensors[op.inputs[0]].shape[-1]
+        if (tuple(geo["k"]) == (1, 1) and tuple(geo["stride"]) == (1, 1)
+                and tuple(geo["pad"]) == (0, 0) and cin % 4 == 0 and np.any(w.data != 0)):
+            out.append(k)
+    return out
+
+
+def pairs_section(graph: Graph, ops: list[int]) -> bytes:
+    """The PWIG section: per op its output channels with a nonzero weight row (u16 each,
+    padded to 4 bytes), then per pair of them (an odd last one with a row of zeros) a row of
+    words, word k the bytes (W[o, 2k], W[o, 2k + 1], W[o', 2k], W[o', 2k + 1]): what the DSP
+    kernel's multiply-accumulates read for inputs 2k, 2k + 1, one load a pair."""
+    base = PWIG_HEADER.size + PWIG_OP.size * len(ops)
+    records, body = bytearray(), bytearray()
+    for k in ops:
+        w = graph.tensors[graph.ops[k].inputs[1]].data
+        rows = np.asarray(w, np.int8).reshape(w.shape[0], -1)
+        live = np.flatnonzero(np.any(rows != 0, axis=1))
+        records += PWIG_OP.pack(k, len(live), base + len(body))
+        body += np.pad(live, (0, len(live) % 2)).astype("<u2").tobytes()
+        pr = np.pad(rows[live], ((0, len(live) % 2), (0, 0)))
+        a, b = pr[0::2], pr[1::2]
+        body += np.stack([a[:, 0::2], a[:, 1::2], b[:, 0::2], b[:, 1::2]], axis=2).tobytes()
+    return PWIG_HEADER.pack(len(ops), 0, 0) + bytes(records) + bytes(body)
+
+
 def labels_section(labels: tuple[str, ...], n_classes: int) -> bytes:
     """The LABL section: its header, then each class name UTF-8 and NUL-terminated."""
     if len(labels) != n_classes:
@@ -273,6 +316,9 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
                                 "pass that program as train=, or plan without it")
         sections.append((b"SCRA", scratch.pack()))
         arena_bytes, train_arena = scratch.infer_arena, scratch.train_arena
+        pw_ops = pairs_ops(graph, train)
+        if pw_ops:  # the DSP kernels' 1x1 input gradient (flash, not RAM)
+            sections.append((b"PWIG", pairs_section(graph, pw_ops)))
     logits = graph.logits_op().outputs[0]
     n_classes = graph.tensors[logits].size
     if labels is not None:

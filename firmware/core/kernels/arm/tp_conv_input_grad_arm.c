@@ -114,7 +114,17 @@ static void pw_gather(pw_fold_params *fp, const uint32_t *zero, uint32_t *o, uin
     *o = c;
 }
 
-/* The rows and fold parameters of the block's channels PW_CH(fp, 0 .. nb - 1); returns its
+/* The nb channels of the next block from PWIG's list (u16 LE at live). */
+static void pw_listed(pw_fold_params *fp, const uint8_t *live, uint32_t nb)
+{
+    uint32_t j;
+    for (j = 0; j < nb; j++) {
+        PW_CH(fp, j) = (uint16_t)tp_rd_u16(live + 2u * j);
+    }
+}
+
+/* The rows and fold parameters of the block's channels PW_CH(fp, 0 .. nb - 1) (pre: the rows
+ * are PWIG's, pair j / 2's at pre + (j / 2) pair_bytes, both of a pair's); returns its
  * mode: PW_ANY (tp_dsp_fold); PW_ROUND8, the int8 fold pw_round8: int8 dY (|q| <= 127, m < 2^24: q
  * m fits int32 with room for the rounding constant while sh <= 25), every shift in [1, 25] or the
  * channel's dY' zero (sh >= 32 with |q m| < 2^31: below one half); PW_SMM, for int8 dY and 15
@@ -123,13 +133,14 @@ static void pw_gather(pw_fold_params *fp, const uint32_t *zero, uint32_t *o, uin
  * channel that may meet a tie and has sh <= 25 takes PW_ROUND8's parameters and its bit in
  * `ties`. */
 static int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f, uint32_t nb,
-                      int int8)
+                      int int8, const uint8_t *pre, uint32_t pair_bytes)
 {
     uint32_t j, m, step, ties = 0u;
     int32_t k, fast = int8, smm = int8 && f->bits == 15u;
     for (j = 0; j < nb; j++) {
         int32_t sh;
-        PW_ROW(fp, j) = tp_weights_row(w, PW_CH(fp, j), &step);
+        PW_ROW(fp, j) = pre != NULL ? (const int8_t *)(pre + (j >> 1) * pair_bytes)
+                                    : tp_weights_row(w, PW_CH(fp, j), &step);
         tp_gm_scale_parts(tp_weights_scale(w, PW_CH(fp, j)), &m, &k);
         sh = f->top - k;
         PW_M(fp, j) = (int32_t)m;
@@ -515,6 +526,22 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
 #define PW_Q3 PW_W PW_G2 PW_X PW_MAC2("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1("z")
 #define PW_Q2 PW_W PW_G2 PW_X PW_MAC2("x", "y")
 #define PW_Q1 PW_W PW_G1 PW_X PW_MAC1("x")
+/* The same from PWIG's pairs (w->pairs): the pair's row pointer, the g words, then the pair's
+ * word of inputs i, i + 1 (made by pairs_section as PW_X's ORR makes it), four single loads:
+ * 16 instructions for 16 MACs at four pixels, 3 cycles fewer than PW_Q4. */
+#define PW_WP1                                                                                 \
+    "ldr %[r], [%[e]], #24\n\t"                                                                \
+    "ldr %[ga], [%[e], #-16]\n\t"
+#define PW_WP(g)                                                                               \
+    g "ldr %[u], [%[r], %[i], lsl #1]\n\t"                                                      \
+    "sxtb16 %[r], %[u], ror #8\n\t"                                                            \
+    "sxtb16 %[u], %[u]\n\t"
+#define PW_WP2 PW_WP1 "ldr %[gb], [%[e], #-12]\n\t"
+#define PW_P4                                                                                  \
+    PW_WP(PW_WP2) PW_MAC2("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2("z", "w")
+#define PW_P3 PW_WP(PW_WP2) PW_MAC2("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1("z")
+#define PW_P2 PW_WP(PW_WP2) PW_MAC2("x", "y")
+#define PW_P1 PW_WP(PW_WP1) PW_MAC1("x")
 /* the sums of pixel p: s0[p] (input i) and s1[p] (input i + 1) */
 #define PW_ACC1 [x0] "+r"(s0[0]), [x1] "+r"(s1[0])
 #define PW_ACC2 PW_ACC1, [y0] "+r"(s0[1]), [y1] "+r"(s1[1])
@@ -530,63 +557,76 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
  * pixels, at -Os (the nRF and MicroPython builds) GCC has no register left for it. */
 #define PW_END_m "ldr %[r], %[end]\n\t" "cmp %[e], %[r]\n\t"
 #define PW_END_r "cmp %[e], %[end]\n\t"
-/* pw_pairs for np pixels: pairs four a step (the loop's end test, from memory at three and four
- * pixels, once per four), then two, then one. */
-#define PW_PAIRS(np, kind)                                                                     \
+/* pw_pairs for np pixels (Q: PW_Q, or PW_P for PWIG's pairs): pairs four a step (the loop's end
+ * test, from memory at three and four pixels, once per four), then two, then one. */
+#define PW_PAIRS(Q, np, kind)                                                                  \
     do {                                                                                       \
         if (e != end4) {                                                                       \
-            __asm__ volatile("1:\n\t" PW_Q##np PW_Q##np PW_Q##np PW_Q##np PW_END_##kind "bne 1b" \
+            __asm__ volatile("1:\n\t" Q##np Q##np Q##np Q##np PW_END_##kind "bne 1b"             \
                              : PW_OUT(np)                                                      \
                              : [end] #kind(end4), [i] "r"(i)                                   \
                              : "cc", "memory");                                                \
         }                                                                                      \
         if (npairs & 2u) {                                                                     \
-            __asm__ volatile(PW_Q##np PW_Q##np : PW_OUT(np) : [i] "r"(i) : "memory");          \
+            __asm__ volatile(Q##np Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                \
         }                                                                                      \
         if (npairs & 1u) {                                                                     \
-            __asm__ volatile(PW_Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                   \
+            __asm__ volatile(Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                      \
         }                                                                                      \
     } while (0)
 /* clang-format on */
 
 /* s0[p], s1[p] += sum over the npairs pairs of t of SMLAD of the pair's weights of inputs i and
- * i + 1 and g[p], for np (1 to 4, a constant) pixels. */
+ * i + 1 and g[p], for np (1 to 4, a constant) pixels; pre (a constant): the pairs' rows are
+ * PWIG's. */
 TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs, uint32_t i,
-                            uint32_t np)
+                            uint32_t np, int pre)
 {
     const pw_pair *e = t, *end4 = t + (npairs & ~3u);
     uint32_t r, u, ga, gb;
-    if (np == 4u) {
-        PW_PAIRS(4, m);
+    if (pre && np == 4u) {
+        PW_PAIRS(PW_P, 4, m);
+    } else if (pre && np == 3u) {
+        PW_PAIRS(PW_P, 3, m);
+    } else if (pre && np == 2u) {
+        PW_PAIRS(PW_P, 2, r);
+    } else if (pre) {
+        PW_PAIRS(PW_P, 1, r);
+    } else if (np == 4u) {
+        PW_PAIRS(PW_Q, 4, m);
     } else if (np == 3u) {
-        PW_PAIRS(3, m);
+        PW_PAIRS(PW_Q, 3, m);
     } else if (np == 2u) {
-        PW_PAIRS(2, r);
+        PW_PAIRS(PW_Q, 2, r);
     } else {
-        PW_PAIRS(1, r);
+        PW_PAIRS(PW_Q, 1, r);
     }
 }
 #else
 /* A pair's weights of inputs i, i + 1: (W[o, i], W[o + 1, i]) and (W[o, i + 1], W[o + 1, i + 1]),
- * from two halfwords. */
-static inline uint32_t pw_w2(const pw_pair *e, uint32_t i, uint32_t *od)
+ * from two halfwords, or (pre) PWIG's word. */
+static inline uint32_t pw_w2(const pw_pair *e, uint32_t i, uint32_t *od, int pre)
 {
     uint16_t a, b;
     uint32_t v;
-    __builtin_memcpy(&a, e->row0 + i, 2);
-    __builtin_memcpy(&b, e->row1 + i, 2);
-    v = (uint32_t)a | (uint32_t)b << 16;
+    if (pre) {
+        __builtin_memcpy(&v, e->row0 + 2u * i, 4);
+    } else {
+        __builtin_memcpy(&a, e->row0 + i, 2);
+        __builtin_memcpy(&b, e->row1 + i, 2);
+        v = (uint32_t)a | (uint32_t)b << 16;
+    }
     *od = tp_sxtb16_odd(v);
     return tp_sxtb16(v);
 }
 
 TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs, uint32_t i,
-                            uint32_t np)
+                            uint32_t np, int pre)
 {
     const pw_pair *e;
     uint32_t p;
     for (e = t; e != t + npairs; e++) {
-        uint32_t od, ev = pw_w2(e, i, &od);
+        uint32_t od, ev = pw_w2(e, i, &od, pre);
         for (p = 0; p < np; p++) {
             s0[p] = tp_smlad(ev, e->g[p], s0[p]);
             s1[p] = tp_smlad(od, e->g[p], s1[p]);
@@ -601,7 +641,7 @@ TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t
  * are unrolled at every level, so that the sums are registers for the asm: at -Os GCC may keep
  * them in memory otherwise (more code, or no register left for the asm). */
 TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic, int add,
-                          uint32_t np)
+                          uint32_t np, int pre)
 {
     uint32_t i, p;
     for (i = 0; i < ic; i += 2u) {
@@ -613,7 +653,7 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
                 s1[p] = a[p * ic + i + 1u];
             }
         }
-        pw_pairs(s0, s1, t, npairs, i, np);
+        pw_pairs(s0, s1, t, npairs, i, np, pre);
 #pragma GCC unroll 4
         for (p = 0; p < np; p++) {
             a[p * ic + i] = s0[p];
@@ -632,6 +672,8 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
     "smuad %[" q "1], %[r], %[gb]\n\t"
 #define PW_Q4F                                                                                 \
     PW_W PW_G2 PW_X PW_MAC2F("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2F("z", "w")
+#define PW_P4F                                                                                 \
+    PW_WP(PW_WP2) PW_MAC2F("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2F("z", "w")
 /* The four pixels' sums of inputs i, i + 1 at q, q + 1 and ic4 bytes on: loaded (PW_LOAD8) or
  * stored (PW_STORE8), through r and u. */
 #define PW_SUMS8(op)                                                                           \
@@ -641,23 +683,24 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
     op " %[y0], [%[r]]\n\t" op " %[y1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
     op " %[z0], [%[r]]\n\t" op " %[z1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
     op " %[w0], [%[r]]\n\t" op " %[w1], [%[r], #4]\n\t"
-/* From e to end four pairs a step, then two where rem has bit 1, one where bit 0. */
-#define PW_REST4                                                                               \
+/* From e to end four pairs a step (Q4: PW_Q4 or PW_P4), then two where rem has bit 1, one where
+ * bit 0. */
+#define PW_REST4(Q4)                                                                           \
     "ldr %[r], %[end]\n\t"                                                                      \
     "cmp %[e], %[r]\n\t"                                                                        \
     "beq 2f\n\t"                                                                                \
-    "1:\n\t" PW_Q4 PW_Q4 PW_Q4 PW_Q4                                                            \
+    "1:\n\t" Q4 Q4 Q4 Q4                                                                        \
     "ldr %[r], %[end]\n\t"                                                                      \
     "cmp %[e], %[r]\n\t"                                                                        \
     "bne 1b\n\t"                                                                                \
     "2:\n\t"                                                                                    \
     "ldr %[r], %[rem]\n\t"                                                                      \
     "tst %[r], #2\n\t"                                                                          \
-    "beq 3f\n\t" PW_Q4 PW_Q4                                                                    \
+    "beq 3f\n\t" Q4 Q4                                                                          \
     "3:\n\t"                                                                                    \
     "ldr %[r], %[rem]\n\t"                                                                      \
     "tst %[r], #1\n\t"                                                                          \
-    "beq 4f\n\t" PW_Q4                                                                          \
+    "beq 4f\n\t" Q4                                                                             \
     "4:\n\t"
 #define PW_MAC4_OUT                                                                            \
     [x0] "=&r"(x0), [x1] "=&r"(x1), [y0] "=&r"(y0), [y1] "=&r"(y1), [z0] "=&r"(z0),            \
@@ -670,7 +713,8 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
 /* pw_mac for four pixels and npairs >= 1, each pair of inputs one asm: a later block's sums
  * loaded, else the first pair's products their start; the pairs (PW_REST4); the sums stored.
  * Its state between pairs of inputs in memory: the pairs' asm holds all 14 registers. */
-TP_DSP_INLINE void pw_mac4_asm(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic, int add)
+TP_DSP_INLINE void pw_mac4_asm(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic, int add,
+                               int pre)
 {
     const pw_pair *t0 = t, *end4;
     uint32_t i, ic4 = 4u * ic, rem, e, r, u, ga, gb, n = add ? npairs : npairs - 1u;
@@ -679,12 +723,20 @@ TP_DSP_INLINE void pw_mac4_asm(int32_t *a, const pw_pair *t, uint32_t npairs, ui
     rem = n & 3u;
     for (i = 0; i < ic; i += 2u) {
         int32_t *q = a + i;
-        if (add) {
-            __asm__ volatile(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t" PW_REST4 PW_SUMS8("str")
+        if (pre && add) {
+            __asm__ volatile(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t" PW_REST4(PW_P4) PW_SUMS8("str")
+                             : PW_MAC4_OUT:PW_MAC4_IN
+                             : "cc", "memory");
+        } else if (pre) {
+            __asm__ volatile("ldr %[e], %[t]\n\t" PW_P4F PW_REST4(PW_P4) PW_SUMS8("str")
+                             : PW_MAC4_OUT:PW_MAC4_IN
+                             : "cc", "memory");
+        } else if (add) {
+            __asm__ volatile(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t" PW_REST4(PW_Q4) PW_SUMS8("str")
                              : PW_MAC4_OUT:PW_MAC4_IN
                              : "cc", "memory");
         } else {
-            __asm__ volatile("ldr %[e], %[t]\n\t" PW_Q4F PW_REST4 PW_SUMS8("str")
+            __asm__ volatile("ldr %[e], %[t]\n\t" PW_Q4F PW_REST4(PW_Q4) PW_SUMS8("str")
                              : PW_MAC4_OUT:PW_MAC4_IN
                              : "cc", "memory");
         }
@@ -692,28 +744,47 @@ TP_DSP_INLINE void pw_mac4_asm(int32_t *a, const pw_pair *t, uint32_t npairs, ui
 }
 #endif
 
+/* pre: the pairs' rows are PWIG's. */
 static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs,
-                                                  uint32_t ic, int add)
+                                                  uint32_t ic, int add, int pre)
 {
 #if TP_DSP_ASM14
     if (npairs != 0u) {
-        pw_mac4_asm(a, t, npairs, ic, add);
+        if (pre) {
+            pw_mac4_asm(a, t, npairs, ic, add, 1);
+        } else {
+            pw_mac4_asm(a, t, npairs, ic, add, 0);
+        }
         return;
     }
 #endif
-    pw_mac(a, t, npairs, ic, add, 4u);
+    if (pre) {
+        pw_mac(a, t, npairs, ic, add, 4u, 1);
+    } else {
+        pw_mac(a, t, npairs, ic, add, 4u, 0);
+    }
 }
 
-/* The last np (1 to 3) pixels of a row. */
-static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs,
-                                                      uint32_t ic, int add, uint32_t np)
+/* The last np (1 to 3) pixels of a row, np and pre constant in each call below. */
+TP_DSP_INLINE void pw_mac_np(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t ic, int add,
+                             uint32_t np, int pre)
 {
     if (np == 3u) {
-        pw_mac(a, t, npairs, ic, add, 3u);
+        pw_mac(a, t, npairs, ic, add, 3u, pre);
     } else if (np == 2u) {
-        pw_mac(a, t, npairs, ic, add, 2u);
+        pw_mac(a, t, npairs, ic, add, 2u, pre);
     } else {
-        pw_mac(a, t, npairs, ic, add, 1u);
+        pw_mac(a, t, npairs, ic, add, 1u, pre);
+    }
+}
+
+static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac_last(int32_t *a, const pw_pair *t, uint32_t npairs,
+                                                      uint32_t ic, int add, uint32_t np, int pre)
+{
+    if (pre) {
+        pw_mac_np(a, t, npairs, ic, add, np, 1);
+    } else {
+        pw_mac_np(a, t, npairs, ic, add, np, 0);
     }
 }
 
@@ -724,14 +795,14 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
     uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1;
     uint32_t y, x, done, nb, n, live, zero[TP_PW_CHECKED / 32u];
-    int mode = PW_ANY;
+    int mode = PW_ANY, pre = w->pairs != NULL; /* PWIG's pairs: its live channels, static */
     pw_pair t[TP_PW_BLOCK / 2u];
     pw_fold_params fp;
     if (!tp_dsp_grad_pointwise(p, in_shape) || !f->live) {
         tp_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
     }
-    live = pw_zero_rows(zero, w, f, oc, ic);
+    live = pre ? w->n_live : pw_zero_rows(zero, w, f, oc, ic);
     if (live == 0u) { /* dX is zero */
         tp_dsp_zero32(acc, iw * ic);
     }
@@ -742,19 +813,24 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
             int add = done != 0u;
             nb = live - done < TP_PW_BLOCK ? live - done : TP_PW_BLOCK;
             if (y == 0u || live > TP_PW_BLOCK) { /* one block: prepared once */
-                pw_gather(&fp, zero, &o, nb);
-                mode = pw_prepare(&fp, w, f, nb, dy->bytes == 1u);
+                if (pre) {
+                    pw_listed(&fp, w->live + 2u * done, nb);
+                } else {
+                    pw_gather(&fp, zero, &o, nb);
+                }
+                mode = pw_prepare(&fp, w, f, nb, dy->bytes == 1u, pre ? w->pairs + done * ic : NULL,
+                                  2u * ic);
             }
             for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
                 n = pw_fold(t, &fp, mode, dy, at, oc, 4u, nb, lim);
                 if (n != 0u || !add) {
-                    pw_mac4(acc + x * ic, t, n, ic, add);
+                    pw_mac4(acc + x * ic, t, n, ic, add, pre);
                 }
             }
             if (x < iw) { /* the last one to three pixels */
                 n = pw_fold(t, &fp, mode, dy, at, oc, iw - x, nb, lim);
                 if (n != 0u || !add) {
-                    pw_mac_last(acc + x * ic, t, n, ic, add, iw - x);
+                    pw_mac_last(acc + x * ic, t, n, ic, add, iw - x, pre);
                 }
             }
         }
