@@ -795,6 +795,9 @@ static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t 
         uint32_t w0, w1;
         memcpy(&w0, y, 4u);
         memcpy(&w1, y + 4, 4u);
+#if TP_GM_DSP
+        __asm__("" : "+r"(w0), "+r"(w1)); /* both loaded first: the second load pipelines */
+#endif
         mask[g] = (uint8_t)(gather8(at_least4(w0, lo4, span4), at_least4(w1, lo4, span4)) ^ flip);
     }
 }

@@ -285,15 +285,21 @@ TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, 
 {
     uint32_t x;
     for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c, q3 += c) {
-        d[x] = (int16_t)dw_smm_one(*q0, qs, b, sat, lim);
+        int32_t v0 = *q0, v1 = k > 1u ? *q1 : 0, v2 = k > 2u ? *q2 : 0, v3 = k > 3u ? *q3 : 0;
+#if !defined(TP_KERNELS_DSP_EMULATION)
+        if (k == 4u) { /* the four loaded first: each after the first pipelines */
+            __asm__("" : "+r"(v0), "+r"(v1), "+r"(v2), "+r"(v3));
+        }
+#endif
+        d[x] = (int16_t)dw_smm_one(v0, qs, b, sat, lim);
         if (k > 1u) {
-            d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q1, qs, b, sat, lim);
+            d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v1, qs, b, sat, lim);
         }
         if (k > 2u) {
-            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q2, qs, b, sat, lim);
+            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v2, qs, b, sat, lim);
         }
         if (k > 3u) {
-            d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(*q3, qs, b, sat, lim);
+            d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v3, qs, b, sat, lim);
         }
     }
 }

@@ -42,12 +42,12 @@ static inline uint32_t abs4(uint32_t v)
  * b's, SEL takes them. */
 static inline uint32_t max4(uint32_t a, uint32_t b)
 {
-    uint32_t d;
+    uint32_t t;
     __asm__("usub8 %0, %1, %2\n\t"
-            "sel %0, %1, %2"
-            : "=&r"(d)
-            : "r"(a), "r"(b));
-    return d;
+            "sel %1, %1, %2"
+            : "=&r"(t), "+r"(a)
+            : "r"(b));
+    return a;
 }
 #define CHANNEL_ACC(m, a) max4((m), (a))
 #else
