@@ -489,11 +489,9 @@ static void sink_row(const tp_gm_writer *w, uint32_t base, const int32_t *v)
             }
         } else if (channels % 8u == 0u && base % 8u == 0u) {
             const uint8_t *m = mask + ((base + c) >> 3);
-            uint32_t bit = 1u << (c & 7u), step = channels >> 3;
-            for (j = c; j < cnt; j += channels, m += step) {
-                if (*m & bit) {
-                    t += v[j];
-                }
+            uint32_t sh = c & 7u, step = channels >> 3;
+            for (j = c; j < cnt; j += channels, m += step) { /* v times its bit: no branch */
+                t += (int64_t)v[j] * (int32_t)((*m >> sh) & 1u);
             }
         } else {
             for (j = c; j < cnt; j += channels) {
