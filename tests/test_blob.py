@@ -51,6 +51,27 @@ def with_crc(raw: bytearray) -> bytes:
     return bytes(raw)
 
 
+def byte_corrupted(raw: bytes, where: tuple[int, int], rng, i: int) -> bytes:
+    """raw with one byte of its span where = (offset, size) replaced (odd i) or one bit of it
+    flipped (even i), the CRC made right again: the field checks, not the CRC, must see it."""
+    b = bytearray(raw)
+    pos = where[0] + int(rng.integers(0, where[1]))
+    b[pos] = int(rng.integers(0, 256)) if i % 2 else b[pos] ^ (1 << int(rng.integers(0, 8)))
+    return with_crc(b)
+
+
+def refused_or_safe(rows: list[tuple[int, int]]) -> set[int]:
+    """The driver's rows of corrupted blobs: each refused with a blob status, or, loaded, it
+    infers without a fault (under the sanitizers); returns the refusals' statuses."""
+    from tinyprop.status import status_code
+
+    ok = status_code("TP_OK")
+    refused = {st for st, _ in rows if st != ok}
+    assert refused <= {status_code("TP_ERR_BLOB_BOUNDS"), status_code("TP_ERR_BLOB_INVALID")}
+    assert all(inf == ok for st, inf in rows if st == ok)
+    return refused
+
+
 def test_round_trip_matches_graph(vww):
     graph, raw = vww
     blob = read_blob(raw)

@@ -285,39 +285,33 @@ static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_para
 }
 
 #if TP_DSP_ASM14
-/* One pixel of pw_fold4: channel j's value at [d] and j + 1's at [d, dd] folded by SMMULR,
- * clamped to +-32767 as pw_pack_clamp15 does, stored at g[p] (pw_pair's g lies at offset 8),
- * ORed into any; d one pixel on. */
+/* One pixel of pw_fold4: channel j's value at [d] and j + 1's at [d, dd] folded by SMMULR
+ * (PW_FOLD_MUL), clamped to +-32767 as pw_pack_clamp15 does and packed (PW_FOLD1) or, for a
+ * block whose folds stay within +-32767 (clamp 0), packed as they are, each value's low half
+ * its int16 (PW_FOLD1N); stored at g[p] (pw_pair's g lies at offset 8), ORed into any; d one
+ * pixel on (PW_FOLD_STORE). */
 /* clang-format off */
-#define PW_FOLD1(off)                                                                          \
+#define PW_FOLD_MUL                                                                            \
     "ldrsb %[a], [%[d]]\n\t"                                                                   \
     "ldrsb %[b], [%[d], %[dd]]\n\t"                                                            \
     "mul %[a], %[a], %[q0]\n\t"                                                                \
     "mul %[b], %[b], %[q1]\n\t"                                                                \
     "smmulr %[a], %[a], %[s0]\n\t"                                                             \
-    "smmulr %[b], %[b], %[s1]\n\t"                                                             \
+    "smmulr %[b], %[b], %[s1]\n\t"
+#define PW_FOLD_STORE(off)                                                                     \
+    "str %[a], [%[e], #" off "]\n\t"                                                           \
+    "add %[d], %[d], %[oc]\n\t"                                                                \
+    "orr %[any], %[any], %[a]\n\t"
+#define PW_FOLD1(off)                                                                          \
+    PW_FOLD_MUL                                                                                \
     "ssat %[a], #16, %[a]\n\t"                                                                 \
     "ssat %[b], #16, %[b]\n\t"                                                                 \
     "pkhbt %[a], %[a], %[b], lsl #16\n\t"                                                      \
     "movs %[b], #0\n\t"                                                                        \
     "qsub16 %[a], %[b], %[a]\n\t"                                                              \
     "qsub16 %[a], %[b], %[a]\n\t"                                                              \
-    "str %[a], [%[e], #" off "]\n\t"                                                           \
-    "add %[d], %[d], %[oc]\n\t"                                                                \
-    "orr %[any], %[any], %[a]\n\t"
-/* PW_FOLD1 for a block whose folds stay within +-32767 (clamp 0): no clamp, each value's low
- * half is its int16. */
-#define PW_FOLD1N(off)                                                                         \
-    "ldrsb %[a], [%[d]]\n\t"                                                                   \
-    "ldrsb %[b], [%[d], %[dd]]\n\t"                                                            \
-    "mul %[a], %[a], %[q0]\n\t"                                                                \
-    "mul %[b], %[b], %[q1]\n\t"                                                                \
-    "smmulr %[a], %[a], %[s0]\n\t"                                                             \
-    "smmulr %[b], %[b], %[s1]\n\t"                                                             \
-    "pkhbt %[a], %[a], %[b], lsl #16\n\t"                                                      \
-    "str %[a], [%[e], #" off "]\n\t"                                                           \
-    "add %[d], %[d], %[oc]\n\t"                                                                \
-    "orr %[any], %[any], %[a]\n\t"
+    PW_FOLD_STORE(off)
+#define PW_FOLD1N(off) PW_FOLD_MUL "pkhbt %[a], %[a], %[b], lsl #16\n\t" PW_FOLD_STORE(off)
 #define PW_FOLD4(one)                                                                          \
     __asm__(one("8") one("12") one("16") one("20")                                             \
             : [any] "+r"(any), [d] "+r"(d0), [a] "=&r"(a), [b] "=&r"(b)                        \
