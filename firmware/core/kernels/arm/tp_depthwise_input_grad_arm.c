@@ -103,6 +103,7 @@ static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t 
 #define DW_P1B "252"
 #define DW_P2A "500"
 #define DW_P2B "504"
+#define DW_P1B2 "250" /* the second plane's word after a post-increment of 2 */
 typedef char dw_plane_offsets[2u * TP_GRAD_DW_PLANE == 252u ? 1 : -1];
 /* The loop's end compared from a register, or at -Os (the nRF and MicroPython builds, whose
  * callers keep one register more) from memory. */
@@ -151,6 +152,47 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 void dw_out_s1_3(int32_t *a, uint32_t c4, c
         : [c4] "r"(c4), [pend] DW_END_IN(pend), [u0] "r"(u0), [v0] "r"(v0), [u1] "r"(u1),
           [v1] "r"(v1), [u2] "r"(u2), [v2] "r"(v2)
         : "cc", "memory");
+}
+
+/* dw_out_s2's pairs of outputs from one or two planes (n), q to qend (q the pair's word, two
+ * bytes on a pair): the planes' words by single loads, the second pipelined; twelve registers
+ * at most, inlined in dw_out. */
+TP_DSP_INLINE void dw_out_s2_pairs(int32_t *a, uint32_t c4, const int16_t *q, const int16_t *qend,
+                                   uint32_t u0, uint32_t v0, uint32_t u1, uint32_t v1, uint32_t n)
+{
+    uint32_t A, B;
+    int32_t a0, a1;
+    if (n == 2u) {
+        __asm__ volatile(
+            "1:\n\t"
+            "ldr %[A], [%[q]], #2\n\t"
+            "ldr %[B], [%[q], #" DW_P1B2 "]\n\t"
+            "smuad %[a0], %[A], %[u0]\n\t"
+            "smlad %[a0], %[B], %[u1], %[a0]\n\t"
+            "smulbt %[a1], %[v0], %[A]\n\t"
+            "smlabt %[a1], %[v1], %[B], %[a1]\n\t"
+            "str %[a0], [%[a]]\n\t"
+            "str %[a1], [%[a], %[c4]]\n\t"
+            "add %[a], %[a], %[c4], lsl #1\n\t"
+            "cmp %[q], %[qend]\n\t"
+            "bne 1b"
+            : [a] "+r"(a), [q] "+r"(q), [A] "=&r"(A), [B] "=&r"(B), [a0] "=&r"(a0), [a1] "=&r"(a1)
+            : [c4] "r"(c4), [qend] "r"(qend), [u0] "r"(u0), [v0] "r"(v0), [u1] "r"(u1), [v1] "r"(v1)
+            : "cc", "memory");
+    } else {
+        __asm__ volatile("1:\n\t"
+                         "ldr %[A], [%[q]], #2\n\t"
+                         "smuad %[a0], %[A], %[u0]\n\t"
+                         "smulbt %[a1], %[v0], %[A]\n\t"
+                         "str %[a0], [%[a]]\n\t"
+                         "str %[a1], [%[a], %[c4]]\n\t"
+                         "add %[a], %[a], %[c4], lsl #1\n\t"
+                         "cmp %[q], %[qend]\n\t"
+                         "bne 1b"
+                         : [a] "+r"(a), [q] "+r"(q), [A] "=&r"(A), [a0] "=&r"(a0), [a1] "=&r"(a1)
+                         : [c4] "r"(c4), [qend] "r"(qend), [u0] "r"(u0), [v0] "r"(v0)
+                         : "cc", "memory");
+    }
 }
 #endif
 
@@ -210,6 +252,14 @@ TP_DSP_INLINE void dw_out_s2(int32_t *a, uint32_t c, const int16_t *pl, const ui
         a += c;
         b++;
     }
+#if TP_DSP_ASM14
+    if (n <= 2u && b + 1u < end) {
+        uint32_t pairs = (end - b) / 2u;
+        dw_out_s2_pairs(a, 4u * c, pl + b / 2u, pl + b / 2u + pairs, wa0, wb0, wa1, wb1, n);
+        a += 2u * pairs * c;
+        b += 2u * pairs;
+    }
+#endif
     for (; b + 1u < end; b += 2u, a += 2u * c) {
         int32_t a0 = 0, a1 = 0;
         for (r = 0; r < n; r++) {
@@ -233,9 +283,9 @@ TP_DSP_INLINE void dw_out_s2(int32_t *a, uint32_t c, const int16_t *pl, const ui
 }
 
 /* One channel's dX row from n (1 to 3) live planes. */
-static TP_DSP_NOINLINE void dw_out(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
-                                   const uint32_t *wb, uint32_t n, uint32_t iw, uint32_t s1,
-                                   uint32_t pad)
+TP_DSP_INLINE void dw_out_row(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
+                              const uint32_t *wb, uint32_t n, uint32_t iw, uint32_t s1,
+                              uint32_t pad)
 {
     if (s1 == 1u) {
         pl += pad;
@@ -394,6 +444,28 @@ static void dw_band_of(dw_band *bd, const tp_conv_params *p, const tp_shape *out
     }
 }
 
+/* The band's dX rows of channel ch (kernel row weights wo, step apart), each from its live
+ * planes (dw_out_row) with the weight words of the kernel rows it reads (bd->kh): one call a
+ * channel and band. */
+static TP_DSP_NOINLINE void dw_out_band(int32_t *const *acc, uint32_t ch, uint32_t c,
+                                        const int16_t (*plane)[TP_GRAD_DW_PLANE], const dw_band *bd,
+                                        const int8_t *wo, uint32_t step, uint32_t iw, uint32_t s1,
+                                        uint32_t pad)
+{
+    uint32_t t, r, n, wa[3], wb[3];
+    for (t = 0; t < bd->rows; t++) {
+        for (n = bd->n[t], r = 0; r < n; r++) {
+            const int8_t *e = wo + 3u * ((bd->kh[t] >> (2u * r)) & 3u) * step;
+            int32_t w0 = e[0], w1 = e[step], w2 = e[2u * step];
+            wa[r] = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
+            wb[r] = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
+        }
+        if (n != 0u) {
+            dw_out_row(acc[t] + ch, c, plane[bd->at[t]], wa, wb, n, iw, s1, pad);
+        }
+    }
+}
+
 /* Per band of two dX rows (one at an odd end): the dY rows they meet (dw_band_of); per
  * channel, its dY' of each of those rows folded once into a zero-padded plane (compact:
  * stride-2 columns take one dY' a plane per two outputs), then its dX values of each row. */
@@ -403,7 +475,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                                           void *scratch)
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
-    uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, ch, r, t, x, m, step, n;
+    uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, ch, r, t, x, m, step;
     uint32_t bytes = dy->bytes, off = s1 == 1u ? 2u : 1u, any_dead = 0u;
     int by_map = c <= TP_GM_DEAD_C; /* f->dead holds every channel's */
     int32_t *acc[2], lim = ((int32_t)1 << f->bits) - 1, k;
@@ -480,17 +552,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                     dw_fold_row(&plane[r][off], bd.src[r] + ch * bytes, bytes, c, ow, &d);
                 }
             }
-            for (t = 0; t < bd.rows; t++) {
-                for (n = bd.n[t], r = 0; r < n; r++) {
-                    const int8_t *e = wo + 3u * ((bd.kh[t] >> (2u * r)) & 3u) * step;
-                    int32_t w0 = e[0], w1 = e[step], w2 = e[2u * step];
-                    wa[r] = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
-                    wb[r] = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
-                }
-                if (n != 0u) {
-                    dw_out(acc[t] + ch, c, plane[bd.at[t]], wa, wb, n, iw, s1, p->pad[1]);
-                }
-            }
+            dw_out_band(acc, ch, c, plane, &bd, wo, step, iw, s1, p->pad[1]);
         }
         for (t = 0; t < bd.rows; t++) {
             tp_gm_row_i32(dx, y + t, acc[t]);
