@@ -242,8 +242,30 @@ static inline uint32_t tp_dsp_rd32(const int8_t *p)
  * library's memset, whose speed differs by port (MicroPython's qemu port has a word a turn). */
 static inline void tp_dsp_zero32(int32_t *a, uint32_t n)
 {
-    uint32_t i;
-    for (i = 0; i + 8u <= n; i += 8u) {
+    uint32_t i = 0;
+#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_DSP_EMULATION)
+    if (n >= 8u) { /* single stores at immediate offsets, one cycle each (GCC pairs them into
+                      STRDs of three) */
+        int32_t *p = a, *end = a + (n & ~7u), z = 0;
+        __asm__ volatile("1:\n\t"
+                         "str %[z], [%[p]]\n\t"
+                         "str %[z], [%[p], #4]\n\t"
+                         "str %[z], [%[p], #8]\n\t"
+                         "str %[z], [%[p], #12]\n\t"
+                         "str %[z], [%[p], #16]\n\t"
+                         "str %[z], [%[p], #20]\n\t"
+                         "str %[z], [%[p], #24]\n\t"
+                         "str %[z], [%[p], #28]\n\t"
+                         "adds %[p], %[p], #32\n\t"
+                         "cmp %[p], %[end]\n\t"
+                         "bne 1b"
+                         : [p] "+r"(p)
+                         : [z] "r"(z), [end] "r"(end)
+                         : "cc", "memory");
+        i = n & ~7u;
+    }
+#endif
+    for (; i + 8u <= n; i += 8u) {
         a[i] = 0;
         a[i + 1u] = 0;
         a[i + 2u] = 0;
