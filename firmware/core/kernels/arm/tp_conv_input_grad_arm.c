@@ -37,11 +37,11 @@ typedef struct {
     uint32_t g[4];
 } pw_pair;
 
-/* A pair of a block's channels j, j + 1 (k = 0, 1): m[k] the channel's mantissa and s[k] the
- * shift (top - k) for tp_dsp_fold; or, in a PW_ROUND8 block, s[k] = sh | (2^(sh-1) - 1) << 8
- * with 1 <= sh <= 25 (m 0 for a channel whose dY' is 0); or, in a PW_SMM block, m[k] = 2^sa and
- * s[k] = m 2^sb (both 0 for a zero channel). Laid out for pw_fold_smm4_asm's loads (offsets 0,
- * 8, 16, 24). */
+/* A pair of a block's channels j, j + 1 (index i = 0, 1): m[i] the channel's mantissa and s[i]
+ * the shift (top - k, k its scale's exponent) for tp_dsp_fold; or, in a PW_ROUND8 block, s[i] =
+ * sh | (2^(sh-1) - 1) << 8 with 1 <= sh <= 25 (m 0 for a channel whose dY' is 0); or, in a
+ * PW_SMM block, m[i] = 2^sa and s[i] = m 2^sb (both 0 for a zero channel). Laid out for
+ * pw_fold_smm4_fast's loads (offsets 0, 8, 16, 24). */
 typedef struct {
     int32_t m[2];
     uint32_t s[2];
