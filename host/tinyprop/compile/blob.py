@@ -15,6 +15,7 @@ from .. import blob_layout
 from ..errors import TinypropError
 from ..frontend.graph import Graph
 from ..frontend.opparams import OpParams, all_op_params, op_params
+from ..program import F_GRAD_IN0, F_WEIGHT
 from .memory import Layout, plan_inference, tiled_tensors
 
 MAGIC = b"TPRB"
@@ -180,8 +181,6 @@ def pairs_ops(graph: Graph, train) -> list[int]:
     """The ops whose 1x1 input gradient the Cortex-M DSP kernel computes (integer maps; a 1x1
     window, stride 1, no padding, input channels a multiple of 4: tp_dsp_grad_pointwise) from
     weights that do not train, and have a nonzero row: the PWIG section's."""
-    from ..program import F_GRAD_IN0, F_WEIGHT
-
     if train is None or train.grad == "float32":
         return []
     out = []

@@ -515,8 +515,10 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
 #define PW_MAC1(p)                                                                             \
     "smlad %[" p "0], %[u], %[ga], %[" p "0]\n\t"                                               \
     "smlad %[" p "1], %[r], %[ga], %[" p "1]\n\t"
-#define PW_Q4                                                                                  \
-    PW_W PW_G2 PW_X PW_MAC2("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2("z", "w")
+/* Four pixels from a pair's weights and first two g words (W): the last two pixels' g by one
+ * LDRD; MAC2 PW_MAC2, or PW_MAC2F for a sum's first pair. */
+#define PW_4(W, MAC2) W MAC2("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" MAC2("z", "w")
+#define PW_Q4 PW_4(PW_W PW_G2 PW_X, PW_MAC2)
 #define PW_Q3 PW_W PW_G2 PW_X PW_MAC2("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1("z")
 #define PW_Q2 PW_W PW_G2 PW_X PW_MAC2("x", "y")
 #define PW_Q1 PW_W PW_G1 PW_X PW_MAC1("x")
@@ -531,8 +533,7 @@ static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp
     "sxtb16 %[r], %[u], ror #8\n\t"                                                            \
     "sxtb16 %[u], %[u]\n\t"
 #define PW_WP2 PW_WP1 "ldr %[gb], [%[e], #-12]\n\t"
-#define PW_P4                                                                                  \
-    PW_WP(PW_WP2) PW_MAC2("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2("z", "w")
+#define PW_P4 PW_4(PW_WP(PW_WP2), PW_MAC2)
 #define PW_P3 PW_WP(PW_WP2) PW_MAC2("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1("z")
 #define PW_P2 PW_WP(PW_WP2) PW_MAC2("x", "y")
 #define PW_P1 PW_WP(PW_WP1) PW_MAC1("x")
@@ -664,12 +665,10 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
     "smuad %[" p "1], %[r], %[ga]\n\t"                                                          \
     "smuad %[" q "0], %[u], %[gb]\n\t"                                                          \
     "smuad %[" q "1], %[r], %[gb]\n\t"
-#define PW_Q4F                                                                                 \
-    PW_W PW_G2 PW_X PW_MAC2F("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2F("z", "w")
-#define PW_P4F                                                                                 \
-    PW_WP(PW_WP2) PW_MAC2F("x", "y") "ldrd %[ga], %[gb], [%[e], #-8]\n\t" PW_MAC2F("z", "w")
-/* The four pixels' sums of inputs i, i + 1 at q, q + 1 and ic4 bytes on: loaded (PW_LOAD8) or
- * stored (PW_STORE8), through r and u. */
+#define PW_Q4F PW_4(PW_W PW_G2 PW_X, PW_MAC2F)
+#define PW_P4F PW_4(PW_WP(PW_WP2), PW_MAC2F)
+/* The four pixels' sums of inputs i, i + 1 at q, q + 1 and ic4 bytes on: loaded (op "ldr") or
+ * stored ("str"), through r and u. */
 #define PW_SUMS8(op)                                                                           \
     "ldr %[r], %[q]\n\t"                                                                        \
     "ldr %[u], %[ic4]\n\t"                                                                      \
@@ -702,6 +701,12 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
     [ga] "=&r"(ga), [gb] "=&r"(gb)
 #define PW_MAC4_IN                                                                             \
     [i] "r"(i), [t] "m"(t0), [end] "m"(end4), [rem] "m"(rem), [q] "m"(q), [ic4] "m"(ic4)
+/* One pair of inputs: the sums started (START), the rest of the pairs (Q4), the sums stored. */
+#define PW_MAC4_ASM(START, Q4)                                                                 \
+    __asm__ volatile(START PW_REST4(Q4) PW_SUMS8("str")                                        \
+                     : PW_MAC4_OUT                                                             \
+                     : PW_MAC4_IN                                                              \
+                     : "cc", "memory")
 /* clang-format on */
 
 /* pw_mac for four pixels and npairs >= 1, each pair of inputs one asm: a later block's sums
@@ -718,21 +723,13 @@ TP_DSP_INLINE void pw_mac4_asm(int32_t *a, const pw_pair *t, uint32_t npairs, ui
     for (i = 0; i < ic; i += 2u) {
         int32_t *q = a + i;
         if (pre && add) {
-            __asm__ volatile(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t" PW_REST4(PW_P4) PW_SUMS8("str")
-                             : PW_MAC4_OUT:PW_MAC4_IN
-                             : "cc", "memory");
+            PW_MAC4_ASM(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t", PW_P4);
         } else if (pre) {
-            __asm__ volatile("ldr %[e], %[t]\n\t" PW_P4F PW_REST4(PW_P4) PW_SUMS8("str")
-                             : PW_MAC4_OUT:PW_MAC4_IN
-                             : "cc", "memory");
+            PW_MAC4_ASM("ldr %[e], %[t]\n\t" PW_P4F, PW_P4);
         } else if (add) {
-            __asm__ volatile(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t" PW_REST4(PW_Q4) PW_SUMS8("str")
-                             : PW_MAC4_OUT:PW_MAC4_IN
-                             : "cc", "memory");
+            PW_MAC4_ASM(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t", PW_Q4);
         } else {
-            __asm__ volatile("ldr %[e], %[t]\n\t" PW_Q4F PW_REST4(PW_Q4) PW_SUMS8("str")
-                             : PW_MAC4_OUT:PW_MAC4_IN
-                             : "cc", "memory");
+            PW_MAC4_ASM("ldr %[e], %[t]\n\t" PW_Q4F, PW_Q4);
         }
     }
 }

@@ -444,6 +444,16 @@ static void dw_band_of(dw_band *bd, const tp_conv_params *p, const tp_shape *out
     }
 }
 
+/* A kernel row's weight words (its taps w0, w1, w2 at e, step apart) for dw_out_s1 (wa =
+ * (w2, w1), wb = (w1, w0)) or dw_out_s2 (wa = (w2, w0), wb = (w1, 0)). */
+TP_DSP_INLINE void dw_weight_words(const int8_t *e, uint32_t step, uint32_t s1, uint32_t *wa,
+                                   uint32_t *wb)
+{
+    int32_t w0 = e[0], w1 = e[step], w2 = e[2u * step];
+    *wa = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
+    *wb = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
+}
+
 /* The band's dX rows of channel ch (kernel row weights wo, step apart), each from its live
  * planes (dw_out_row) with the weight words of the kernel rows it reads (bd->kh): one call a
  * channel and band. */
@@ -455,10 +465,8 @@ static TP_DSP_NOINLINE void dw_out_band(int32_t *const *acc, uint32_t ch, uint32
     uint32_t t, r, n, wa[3], wb[3];
     for (t = 0; t < bd->rows; t++) {
         for (n = bd->n[t], r = 0; r < n; r++) {
-            const int8_t *e = wo + 3u * ((bd->kh[t] >> (2u * r)) & 3u) * step;
-            int32_t w0 = e[0], w1 = e[step], w2 = e[2u * step];
-            wa[r] = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
-            wb[r] = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
+            dw_weight_words(wo + 3u * ((bd->kh[t] >> (2u * r)) & 3u) * step, step, s1, &wa[r],
+                            &wb[r]);
         }
         if (n != 0u) {
             dw_out_row(acc[t] + ch, c, plane[bd->at[t]], wa, wb, n, iw, s1, pad);
@@ -536,8 +544,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                     dw_fold_smmk(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 1, lim, 4u);
                 }
                 for (r = 0; r < 3u; r++, wo += 3u * step) {
-                    wa[r] = tp_dsp_pack16(wo[2u * step], wo[step]);
-                    wb[r] = tp_dsp_pack16(wo[step], wo[0]);
+                    dw_weight_words(wo, step, 1u, &wa[r], &wb[r]);
                 }
                 dw_out_s1(acc[0] + ch, c, plane[1] + p->pad[1], wa, wb, 3u, iw);
                 dw_out_s1(acc[1] + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);

@@ -264,7 +264,7 @@ static inline void tp_dsp_zero32(int32_t *a, uint32_t n)
                          : "cc", "memory");
         i = n & ~7u;
     }
-#endif
+#else
     for (; i + 8u <= n; i += 8u) {
         a[i] = 0;
         a[i + 1u] = 0;
@@ -276,6 +276,7 @@ static inline void tp_dsp_zero32(int32_t *a, uint32_t n)
         a[i + 7u] = 0;
         __asm__("" : "+r"(i)); /* a loop of stores, not a memset call */
     }
+#endif
     for (; i < n; i++) {
         a[i] = 0;
         __asm__("" : "+r"(i));
