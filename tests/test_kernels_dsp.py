@@ -92,7 +92,7 @@ FOLD_SUMMARY = "fold cases 2436, values 9977856, mismatches 0"
 BIAS_DRIVER = REPO / "tests" / "c" / "test_bias_sums_dsp.c"
 BIAS_SUMMARY = "bias sums 15405, mismatches 0"
 ROWS_DRIVER = REPO / "tests" / "c" / "test_gm_rows.c"
-ROWS_SUMMARY = "map rows, values 394656, mismatches 0"
+ROWS_SUMMARY = "map rows, values 399456, mismatches 0"
 UPDATE_DRIVER = REPO / "tests" / "c" / "test_update_rows.c"
 UPDATE_SUMMARY = "update rows, weights 576000, mismatches 0"
 MASK_DRIVER = REPO / "tests" / "c" / "test_relu_mask.c"
@@ -442,13 +442,14 @@ def test_map_rows_equal_the_definition():
     """The map writer's int32 rows (tp_gm_row_i32, tp_gm_end) equal gradmap.produce's
     definition, value by value: rows whose largest magnitude is -2^B (one bit longer than the
     OR of x ^ (x >> 31) says), values rounding up to +-2^bits, exact ties, int32's extremes,
-    int8 and int16 maps (tests/c/test_gm_rows.c: the C passes, under ASan and UBSan)."""
+    int8 and int16 maps; a sink's masked channel sums, rows of whole pixels and others
+    (tests/c/test_gm_rows.c: the C passes, under ASan and UBSan)."""
     _host_summary(ROWS_DRIVER, ROWS_SUMMARY)
 
 
 @needs_qemu
 def test_map_rows_on_qemu_m4_equal_the_definition(tmp_path):
-    """The same driver on qemu-m4: the int8 rows' Thumb-2 assembly passes."""
+    """The same driver on qemu-m4: the int8 rows' Thumb-2 assembly passes, the sums' SMLAL."""
     _board_check(ROWS_DRIVER, "gm_rows_main", ROWS_SUMMARY, tmp_path)
 
 

@@ -473,13 +473,51 @@ static void store_row(const tp_gm_writer *w, uint32_t base, const int32_t *v, ui
     }
 }
 
+/* t + x bit (bit 0 or 1), by SMLAL on Thumb-2 (GCC makes the C a UMULL and an MLA) */
+static inline int64_t smlal_bit(int64_t t, int32_t x, uint32_t bit)
+{
+#if TP_GM_ASM
+    __asm__("smlal %Q0, %R0, %1, %2" : "+r"(t) : "r"(x), "r"(bit));
+    return t;
+#else
+    return t + (int64_t)x * (int32_t)bit;
+#endif
+}
+
+/* sink_row for a row of whole pixels (channels and base multiples of 8): two channels a pass
+ * over the pixels (more spill GCC's registers), their sums in registers, their mask bits from
+ * one byte a pixel (bits sh and sh + 1 of every (channels / 8)-th byte), each value times its bit
+ * (no branch). */
+static void sink_pixels(const tp_gm_writer *w, uint32_t base, const int32_t *v)
+{
+    uint32_t c, channels = w->channels, step = channels >> 3;
+    for (c = 0; c < channels; c += 2u) {
+        const uint8_t *m = w->mask + ((base + c) >> 3);
+        const int32_t *x = v + c, *end = x + w->row_elems;
+        uint32_t sh = c & 7u;
+        int64_t t0 = 0, t1 = 0;
+        for (; x != end; x += channels, m += step) {
+            uint32_t b = (uint32_t)*m >> sh;
+            t0 = smlal_bit(t0, x[0], b & 1u);
+            t1 = smlal_bit(t1, x[1], b >> 1 & 1u);
+        }
+        w->sums[c] += t0;
+        w->sums[c + 1u] += t1;
+    }
+}
+
 /* A row's values into a sink's channel sums (those whose mask bit is set): channel by channel
- * (value j is channel (base + j) mod channels'), each sum in a register. When channels and base
- * are multiples of 8, a channel's mask bits are one bit of every (channels / 8)-th byte. */
+ * (value j is channel (base + j) mod channels'), each sum in a register; a masked row of whole
+ * pixels by sink_pixels. When channels and base are multiples of 8, a channel's mask bits are one
+ * bit of every (channels / 8)-th byte. */
 static void sink_row(const tp_gm_writer *w, uint32_t base, const int32_t *v)
 {
     uint32_t c, j, channels = w->channels, cnt = w->row_elems, ch0 = base % channels;
     const uint8_t *mask = w->mask;
+    if (mask != 0 && channels % 8u == 0u && base % 8u == 0u && cnt % channels == 0u) {
+        sink_pixels(w, base, v);
+        return;
+    }
     for (c = 0; c < channels && c < cnt; c++) {
         int64_t t = 0;
         uint32_t ch = ch0 + c < channels ? ch0 + c : ch0 + c - channels;

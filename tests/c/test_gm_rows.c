@@ -14,7 +14,10 @@
  * rounding's odd word) and of 61 (a tail): pseudo-random values of every bit length 0 to 31 in a
  * row; a row whose largest magnitude is -2^B with every other below 2^B (its length is B + 1, not
  * B), with and without a value that rounds to +-2^bits; values just below 2^B that round up to
- * 2^bits (saturated); exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes.
+ * 2^bits (saturated); exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes. Then a
+ * sink's channel sums (tp_gm_begin_sums: the values whose mask bit is set) of 8, 16 and 24
+ * channels, rows of whole pixels (the two-channel passes) and rows that are not (the general
+ * loop), values of every bit length and int32's extremes, each sum counted as a value.
  */
 #include <string.h>
 
@@ -110,6 +113,55 @@ static void fill(uint32_t k, uint32_t r, uint32_t elems)
     }
 }
 
+/* The sink cases: channel sums against int64 sums of the kept values; returns mismatches. */
+static uint32_t sink_cases(uint32_t *cases)
+{
+    static int64_t sums[24];
+    static uint8_t mask[ROWS * MAX_ELEMS / 8u];
+    uint32_t k, r, j, c, bad = 0;
+    for (k = 0; k < 300u; k++) {
+        uint32_t channels = 8u * (1u + k % 3u), whole = k % 4u != 3u;
+        uint32_t elems = whole ? channels * (MAX_ELEMS / channels - k % 2u) : 60u;
+        static int64_t buf8[TP_GM_HEADER / 8u + 24u]; /* the sums 8-byte aligned */
+        uint8_t *buf = (uint8_t *)buf8;
+        int64_t want[24];
+        tp_gm_writer w;
+        for (j = 0; j < sizeof mask; j++) {
+            mask[j] = (uint8_t)next();
+        }
+        for (c = 0; c < channels; c++) {
+            want[c] = 0;
+        }
+        tp_gm_begin_sums(&w, buf, ROWS, elems, channels, mask, -3);
+        for (r = 0; r < ROWS; r++) {
+            for (j = 0; j < elems; j++) {
+                uint32_t i = r * elems + j;
+                int32_t x = random_len((k * 3u + j) % 32u);
+                x = (k + j) % 29u == 0u   ? (int32_t)0x80000000u
+                    : (k + j) % 31u == 0u ? 0x7FFFFFFF
+                                          : x;
+                vals[r][j] = x;
+                if (mask[i >> 3] >> (i & 7u) & 1u) {
+                    want[i % channels] += x;
+                }
+            }
+            tp_gm_row_i32(&w, r, vals[r]);
+        }
+        memcpy(sums, buf + TP_GM_HEADER, 8u * channels);
+        for (c = 0; c < channels; c++) {
+            (*cases)++;
+            if (sums[c] != want[c] && bad++ < 8u) {
+                put_text("sink case ");
+                put_int((int32_t)k);
+                put_text(" channel ");
+                put_int((int32_t)c);
+                put_text(" differs\n");
+            }
+        }
+    }
+    return bad;
+}
+
 int gm_rows_main(void);
 
 int gm_rows_main(void)
@@ -174,6 +226,7 @@ int gm_rows_main(void)
             }
         }
     }
+    bad += sink_cases(&cases);
     return put_summary("map rows, values ", cases, bad);
 }
 
