@@ -18,7 +18,9 @@ positions and over many (TP_WG_BLOCK is 64), with int16 maps on a 48x48 map whos
 passes the int32 bounds. An op whose weights do not train reads its input gradient's weights from
 the blob's PWIG section (its channels with a nonzero row, in pairs, the word a pair of inputs the
 kernel multiplies by): one block and several, an odd last channel, scattered zero rows, ties, dead
-channels, last pixels of one to three; each of those blobs has the section.
+channels, last pixels of one to three; each of those blobs has the section. Zero weight columns
+(inputs whose pairs the input gradient leaves out, in runs of the others): trained and not, more
+runs than the kernel keeps, every column zero.
 """
 
 from __future__ import annotations
@@ -50,14 +52,16 @@ def _coarse(b: _Builder, op: int) -> None:
 
 
 def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coarse=False,
-          per_channel=True, zero=(), dead=()):
+          per_channel=True, zero=(), dead=(), columns=()):
     """x (hwc) -> 1x1 conv to `mid` channels (RELU, bias trained) -> 1x1 conv to `cout` (the op
     under test: bias, and weight rows `rows` unless None) -> MEAN -> 1x1 head of 3 (bias
     trained): every position gets its share of the gradient. `coarse`: the op's weight scales
     with few significant bits (_coarse); `per_channel` False: one weight scale; `zero`: the op's
     output channels whose weight rows are all zero (VWW's pruned channels; a trained one leaves
     zero after a step); `dead`: output channels held below their RELU by their bias (dY zero
-    everywhere: the weight gradient adds nothing, the update leaves the row)."""
+    everywhere: the weight gradient adds nothing, the update leaves the row); `columns`: the
+    op's input channels whose weight columns are all zero (VWW's inputs from pruned channels:
+    dX zero there; a trained row's weights there leave zero after a step)."""
     r = np.random.default_rng(seed)
     b = _Builder(r)
     x = b.act("x", (1, *hwc))
@@ -67,6 +71,7 @@ def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coars
         _coarse(b, 1)
     w1 = b.ops[1].inputs[1]
     b.tensors[w1].data[list(zero)] = 0
+    b.tensors[w1].data[..., list(columns)] = 0
     b.tensors[b.ops[1].inputs[2]].data[list(dead)] = -(1 << 30)
     m = b.act("mean", (1, 1, 1, cout))
     b.op("MEAN", [y, b.const_int32("axes", [1, 2])], m, keep_dims=True)
@@ -120,10 +125,23 @@ def cases():
         out.append(_case("pairs-zero", 14, (3, 7, 12), 12, 50, None, grad, zero=zero[:14]))
         out.append(_case("pairs-ties", 15, (4, 5, 16), 16, 43, None, grad, coarse=True))
         out.append(_case("pairs-dead", 16, (4, 6, 8), 8, 20, None, grad, dead=[1, 3, 7, 9]))
+        # zero weight columns (their pairs of inputs left out: runs of the others): held rows
+        # (trained columns leave zero), and with zero rows; PWIG's pairs with more runs than
+        # the kernel keeps (20 of 16: the last gaps taken) and last pixels of three; every
+        # column zero (dX zero) in held rows, which the first step makes live
+        cols = [0, 1, 4, 5, 6, 7, 9, 16, 17, 18, 19, 22, 23, 30, 31]
+        out.append(_case("columns", 17, (3, 6, 32), 32, 20, [0, 2, 19], grad, columns=cols))
+        out.append(_case("columns-rows", 18, (4, 5, 32), 32, 40, None, grad, zero=zero[:8],
+                         columns=cols))
+        out.append(_case("pairs-runs", 19, (3, 7, 80), 80, 12, None, grad,
+                         columns=[i for i in range(80) if i % 4 >= 2]))
+        out.append(_case("columns-all-held", 20, (2, 4, 8), 8, 6, [1, 4], grad,
+                         columns=range(8)))
     return out
 
 
-PAIRED = ("contiguous", "contiguous-blocks", "pairs-zero", "pairs-ties", "pairs-dead")
+PAIRED = ("contiguous", "contiguous-blocks", "pairs-zero", "pairs-ties", "pairs-dead",
+          "columns-rows", "pairs-runs")
 
 
 def paired_ops(blob: bytes) -> set[int]:
