@@ -20,7 +20,8 @@ the blob's PWIG section (its channels with a nonzero row, in pairs, the word a p
 kernel multiplies by): one block and several, an odd last channel, scattered zero rows, ties, dead
 channels, last pixels of one to three; each of those blobs has the section. Zero weight columns
 (inputs whose pairs the input gradient leaves out, in runs of the others): trained and not, more
-runs than the kernel keeps, every column zero.
+runs than the kernel keeps, every column zero. Inputs at their zero point everywhere (the first
+conv's pruned channels): quads of four, of one other, of more; every input.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _coarse(b: _Builder, op: int) -> None:
 
 
 def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coarse=False,
-          per_channel=True, zero=(), dead=(), columns=()):
+          per_channel=True, zero=(), dead=(), columns=(), pruned=()):
     """x (hwc) -> 1x1 conv to `mid` channels (RELU, bias trained) -> 1x1 conv to `cout` (the op
     under test: bias, and weight rows `rows` unless None) -> MEAN -> 1x1 head of 3 (bias
     trained): every position gets its share of the gradient. `coarse`: the op's weight scales
@@ -61,7 +62,9 @@ def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coars
     zero after a step); `dead`: output channels held below their RELU by their bias (dY zero
     everywhere: the weight gradient adds nothing, the update leaves the row); `columns`: the
     op's input channels whose weight columns are all zero (VWW's inputs from pruned channels:
-    dX zero there; a trained row's weights there leave zero after a step)."""
+    dX zero there; a trained row's weights there leave zero after a step); `pruned`: the first
+    conv's output channels held at their zero point (zero weights, a bias far below: VWW's pruned
+    channels), the op's inputs that add nothing to its weight gradient."""
     r = np.random.default_rng(seed)
     b = _Builder(r)
     x = b.act("x", (1, *hwc))
@@ -72,6 +75,8 @@ def _case(name: str, seed: int, hwc, mid: int, cout: int, rows, grad: str, coars
     w1 = b.ops[1].inputs[1]
     b.tensors[w1].data[list(zero)] = 0
     b.tensors[w1].data[..., list(columns)] = 0
+    b.tensors[b.ops[0].inputs[1]].data[list(pruned)] = 0
+    b.tensors[b.ops[0].inputs[2]].data[list(pruned)] = -(1 << 30)
     b.tensors[b.ops[1].inputs[2]].data[list(dead)] = -(1 << 30)
     m = b.act("mean", (1, 1, 1, cout))
     b.op("MEAN", [y, b.const_int32("axes", [1, 2])], m, keep_dims=True)
@@ -137,6 +142,12 @@ def cases():
                          columns=[i for i in range(80) if i % 4 >= 2]))
         out.append(_case("columns-all-held", 20, (2, 4, 8), 8, 6, [1, 4], grad,
                          columns=range(8)))
+        # inputs at their zero point (the weight gradient sums zp dY without the products):
+        # quads with none, one and more of the others; two blocks of positions with an odd last
+        # one; every input
+        pruned = [0, 1, 2, 3, 4, 5, 7, 8, 10, 12, 13, 14, 20, 21, 22, 23, 25, 26, 27, 29]
+        out.append(_case("inputs-zp", 21, (9, 9, 32), 32, 12, [0, 3, 11], grad, pruned=pruned))
+        out.append(_case("inputs-zp-all", 22, (3, 5, 8), 8, 6, [2, 5], grad, pruned=range(8)))
     return out
 
 

@@ -127,10 +127,11 @@ static void grad_conv2d_weight(const backward_ctx *c, const int8_t *x, uint32_t 
                         c->dy, o, row);
 }
 
-static void grad_conv2d_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o, float *row)
+static void grad_conv2d_weight_q(const backward_ctx *c, const int8_t *x, const uint32_t *x_live,
+                                 uint32_t o, float *row)
 {
     c->k->conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale, &c->out_shape,
-                          &c->dyq, o, row);
+                          &c->dyq, o, row, x_live);
 }
 
 static void grad_depthwise_conv2d_input(const backward_ctx *c, float *dx)
@@ -153,9 +154,10 @@ static void grad_depthwise_conv2d_weight(const backward_ctx *c, const int8_t *x,
                                   &c->out_shape, c->dy, o, row);
 }
 
-static void grad_depthwise_conv2d_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o,
-                                           float *row)
+static void grad_depthwise_conv2d_weight_q(const backward_ctx *c, const int8_t *x,
+                                           const uint32_t *x_live, uint32_t o, float *row)
 {
+    (void)x_live;
     c->k->depthwise_conv2d_weight_q(&c->conv, &c->in_shape, x, c->tin.zero_point, c->tin.scale,
                                     &c->out_shape, &c->dyq, o, row);
 }
@@ -178,9 +180,10 @@ static void grad_fully_connected_weight(const backward_ctx *c, const int8_t *x, 
     c->k->fully_connected_weight(c->w.row_len, x, c->tin.zero_point, c->tin.scale, c->dy, o, row);
 }
 
-static void grad_fully_connected_weight_q(const backward_ctx *c, const int8_t *x, uint32_t o,
-                                          float *row)
+static void grad_fully_connected_weight_q(const backward_ctx *c, const int8_t *x,
+                                          const uint32_t *x_live, uint32_t o, float *row)
 {
+    (void)x_live;
     c->k->fully_connected_weight_q(c->w.row_len, x, c->tin.zero_point, c->tin.scale, &c->dyq, o,
                                    row);
 }
@@ -260,7 +263,8 @@ typedef struct {
     void (*input)(const backward_ctx *c, float *dx);
     void (*input_q)(const backward_ctx *c, uint32_t pos, tp_gm_writer *w);
     void (*weight)(const backward_ctx *c, const int8_t *x, uint32_t o, float *row);
-    void (*weight_q)(const backward_ctx *c, const int8_t *x, uint32_t o, float *row);
+    void (*weight_q)(const backward_ctx *c, const int8_t *x, const uint32_t *x_live, uint32_t o,
+                     float *row);
 } op_grads;
 
 #define IF_0(entry) 0
@@ -344,6 +348,47 @@ static TP_NOINLINE void update_biases(const backward_ctx *c, const tp_update *u,
     }
 }
 
+/* Input channels whose bits a weight gradient may take (past them: no bitmap). */
+#define TP_LIVE_INPUTS 1024u
+
+/* For a CONV_2D weight gradient (tp_kernels.h): bit i of live set for each input channel i of x
+ * (the op's saved input) off zp at some position; NULL past TP_LIVE_INPUTS channels. Four
+ * channels a word when the channels are a multiple of four, two positions a turn. */
+static const uint32_t *channels_off_zp(uint32_t *live, const int8_t *x, const tp_shape *in,
+                                       int32_t zp)
+{
+    uint32_t ic = (uint32_t)in->c, n = (uint32_t)in->h * (uint32_t)in->w, p, i;
+    uint8_t bytes[4];
+    uint32_t zp4 = ((uint32_t)zp & 0xFFu) * 0x01010101u;
+    if (ic > TP_LIVE_INPUTS) {
+        return NULL;
+    }
+    memset(live, 0, (ic + 31u) / 32u * 4u);
+    for (i = 0; ic % 4u == 0u && i < ic; i += 4u) {
+        const int8_t *q = x + i;
+        uint32_t o = 0u, v, w;
+        for (p = 0; p + 2u <= n; p += 2u, q += 2u * ic) { /* both loaded first */
+            memcpy(&v, q, 4u);
+            memcpy(&w, q + ic, 4u);
+            o |= (v ^ zp4) | (w ^ zp4);
+        }
+        if (p < n) {
+            memcpy(&v, q, 4u);
+            o |= v ^ zp4;
+        }
+        memcpy(bytes, &o, 4u); /* memory order: channel i + b is byte b */
+        live[i >> 5] |= ((bytes[0] != 0u ? 1u : 0u) | (bytes[1] != 0u ? 2u : 0u) |
+                         (bytes[2] != 0u ? 4u : 0u) | (bytes[3] != 0u ? 8u : 0u))
+                        << (i & 31u);
+    }
+    for (i = ic % 4u == 0u ? ic : 0u; i < ic; i++) {
+        for (p = 0; p < n && x[p * ic + i] == (int8_t)zp; p++) {
+        }
+        live[i >> 5] |= (p < n ? 1u : 0u) << (i & 31u);
+    }
+    return live;
+}
+
 /* The op's bias and held weight rows, updated from dY. *v_end: velocities not yet handed out,
  * counted from the region's end (ops run descending, velocities are laid out ascending). */
 static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
@@ -381,13 +426,23 @@ static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
         float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * row_len);
         uint32_t v0 = (c->t.flags & TP_TRAN_BIAS) ? n_out : 0u; /* first weight velocity */
         const int8_t *x = saved_input(c);
+        uint32_t live[TP_LIVE_INPUTS / 32u];
+        const uint32_t *x_live = NULL;
+        if (c->format != TP_GRAD_FLOAT32 && c->op.kind == TP_OP_CONV_2D) {
+            part(s, TP_PART_GRAD, c->op.index);
+            x_live = channels_off_zp(live, x, &c->in_shape, c->tin.zero_point);
+        }
         for (o = 0; o < n_out; o++) { /* held rows, in channel order */
             uint32_t r = tp_held_row(&s->b, &c->op, o);
             if (r == TP_NONE16) {
                 continue;
             }
             part(s, TP_PART_GRAD, c->op.index);
-            (c->format == TP_GRAD_FLOAT32 ? g->weight : g->weight_q)(c, x, o, row);
+            if (c->format == TP_GRAD_FLOAT32) {
+                g->weight(c, x, o, row);
+            } else {
+                g->weight_q(c, x, x_live, o, row);
+            }
             part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row, row_len,
                                 tp_weights_scale(&c->w, o));

@@ -220,7 +220,10 @@ void tp_add_input_grad_f32(uint32_t n, const float *dy, float *dx);
  * Input gradients hand each row of dX (exact values at the fold's exponent, or dY's) to the
  * writer the caller began (and ends); weighted ops' scratch holds one row of int32 sums, then
  * (CONV_2D, FULLY_CONNECTED) one output pixel's dY'. Weight rows and biases: exact int64 sums
- * as float32 (tp_gm_to_f32). */
+ * as float32 (tp_gm_to_f32). A CONV_2D weight row may take x_live (NULL: none), bit i of word
+ * i / 32 clear for each input channel i at x_zp at every position (tp_channels_off_zp): its
+ * terms dY (x - zp) are 0, so a kernel may leave them out (VWW's inputs from pruned channels);
+ * a set bit says nothing. */
 
 /* The fold of dY for a weighted op (tp_gm_fold): its per-channel maxima over `positions`. With
  * a RELU mask (an int8 map of a multiple of 8 channels; else NULL), its zeros are applied to dY
@@ -238,7 +241,7 @@ void tp_fully_connected_input_grad_q(const tp_weights *w, const tp_gm_fold *f, c
                                      tp_gm_writer *dx, void *scratch);
 void tp_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
                              int32_t x_zp, float x_scale, const tp_shape *out_shape,
-                             const tp_gmap *dy, uint32_t o, float *row);
+                             const tp_gmap *dy, uint32_t o, float *row, const uint32_t *x_live);
 void tp_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                        const int8_t *x, int32_t x_zp, float x_scale,
                                        const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
@@ -271,7 +274,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                                           void *scratch);
 void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
                                  int32_t x_zp, float x_scale, const tp_shape *out_shape,
-                                 const tp_gmap *dy, uint32_t o, float *row);
+                                 const tp_gmap *dy, uint32_t o, float *row, const uint32_t *x_live);
 void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                            const int8_t *x, int32_t x_zp, float x_scale,
                                            const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
@@ -338,7 +341,8 @@ typedef struct {
     void (*fully_connected_input_q)(const tp_weights *, const tp_gm_fold *, const tp_gmap *,
                                     tp_gm_writer *, void *);
     void (*conv2d_weight_q)(const tp_conv_params *, const tp_shape *, const int8_t *, int32_t,
-                            float, const tp_shape *, const tp_gmap *, uint32_t, float *);
+                            float, const tp_shape *, const tp_gmap *, uint32_t, float *,
+                            const uint32_t *);
     void (*depthwise_conv2d_weight_q)(const tp_conv_params *, const tp_shape *, const int8_t *,
                                       int32_t, float, const tp_shape *, const tp_gmap *, uint32_t,
                                       float *);

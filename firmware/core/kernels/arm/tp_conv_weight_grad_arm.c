@@ -7,7 +7,9 @@
  * SXTB16 for eight SMLAxy; the int32 sums in the row, then made float32 by one conversion and
  * one product each. The int32 sums (and their difference with zp sum dY) are exact when
  * sum |dY| * 255 is below 2^31 (checked per row; else the reference's int64 sums); the result is
- * the same integer, so the same float32.
+ * the same integer, so the same float32. Inputs at the zero point everywhere (x_live's clear
+ * bits: VWW's inputs from pruned channels) sum zp dY without their products: a quad of them
+ * takes no load, a quad with one other input takes that one alone (two positions an SMLAD).
  */
 #include "tinyprop.h"
 #include "tp_dsp.h"
@@ -52,23 +54,51 @@ static TP_DSP_NOINLINE int32_t wg_gather16(const void *dq, uint32_t at, uint32_t
     return wg_gather(dq, at, oc, np, gp, bound, 2u);
 }
 
+/* sum over the block's positions of dY[p] x[p] for one input (x at the block's first position,
+ * ic apart), added to a: two positions an SMLAD of (x[p], x[p + 1]) and the pair's dY. */
+static inline int32_t wg_one(int32_t a, const int8_t *x, uint32_t ic, const uint32_t *gp,
+                             uint32_t np)
+{
+    const uint32_t *g = gp, *gend = gp + (np >> 1);
+    for (; g != gend; g++, x += 2u * ic) {
+        a = tp_smlad(tp_pkhbt16((uint32_t)(int32_t)x[0], (uint32_t)(int32_t)x[ic]), *g, a);
+    }
+    if (np & 1u) { /* the odd last position */
+        a = tp_smlabb((uint32_t)(int32_t)x[0], *g, a);
+    }
+    return a;
+}
+
 /* s[0..3] (+)= sum over positions p of the block of dY[p] x[p, i..i+3], for every quad i of
  * ic; x at the block's first position, np positions (np even, or odd with the last pair's
  * second dY 0: its x is not read). Per position pair: two words of x (four inputs each),
- * four SXTB16, eight SMLAxy with the pair's dY. */
+ * four SXTB16, eight SMLAxy with the pair's dY. An input x_live marks at zp adds zp bsum (bsum:
+ * the block's dY sum), the same integer: a quad of them alone, one other input by wg_one. */
 static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, const uint32_t *gp,
-                                     uint32_t np, int add)
+                                     uint32_t np, int add, const uint32_t *x_live, int32_t zb)
 {
-    uint32_t i, pairs = np >> 1;
+    uint32_t i, j, pairs = np >> 1;
     for (i = 0; i < ic; i += 4u) {
         const int8_t *xp = x + i;
         const uint32_t *g = gp, *gend = gp + pairs;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        uint32_t live = x_live != NULL ? x_live[i >> 5] >> (i & 31u) & 15u : 15u;
         if (add) {
             a0 = s[i];
             a1 = s[i + 1u];
             a2 = s[i + 2u];
             a3 = s[i + 3u];
+        }
+        if ((live & (live - 1u)) == 0u) { /* none or one of the four off zp */
+            int32_t a[4];
+            a[0] = a0;
+            a[1] = a1;
+            a[2] = a2;
+            a[3] = a3;
+            for (j = 0; j < 4u; j++) {
+                s[i + j] = (live >> j & 1u) != 0u ? wg_one(a[j], xp + j, ic, gp, np) : a[j] + zb;
+            }
+            continue;
         }
         for (; g != gend; g++, xp += 2u * ic) {
             uint32_t v0 = tp_dsp_rd32(xp), v1 = tp_dsp_rd32(xp + ic), gg = *g;
@@ -102,7 +132,7 @@ static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, c
  * (TP_WG_BLOCK) whatever their number. */
 void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
                                  int32_t x_zp, float x_scale, const tp_shape *out_shape,
-                                 const tp_gmap *dy, uint32_t o, float *row)
+                                 const tp_gmap *dy, uint32_t o, float *row, const uint32_t *x_live)
 {
     uint32_t ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c, n, q, i, np, bound = 0u;
     int32_t *acc = (int32_t *)(void *)row, g_sum = 0, off;
@@ -111,22 +141,24 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
     float c;
     n = (uint32_t)in_shape->h * (uint32_t)in_shape->w;
     if (!tp_dsp_grad_pointwise(p, in_shape)) {
-        tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
+        tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row, x_live);
         return;
     }
     /* the bound is checked before a block's sums can pass it: |dY| < 2^15, a block's sum of
      * |dY| below 2^21, so `bound` (uint32) cannot wrap before the check */
     for (q = 0; q < n; q += np) {
         uint32_t before = bound;
+        int32_t bsum;
         np = n - q < TP_WG_BLOCK ? n - q : TP_WG_BLOCK;
-        g_sum += dy->bytes == 2u ? wg_gather16(dy->q, q * oc + o, oc, np, gp, &bound)
-                                 : wg_gather8(dy->q, q * oc + o, oc, np, gp, &bound);
+        bsum = dy->bytes == 2u ? wg_gather16(dy->q, q * oc + o, oc, np, gp, &bound)
+                               : wg_gather8(dy->q, q * oc + o, oc, np, gp, &bound);
+        g_sum += bsum;
         if (bound >= TP_WG_BOUND) {
-            tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
+            tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row, x_live);
             return;
         }
         if (bound != before) { /* a block of zero dY adds nothing (a dead channel: all) */
-            wg_block(acc, x + q * ic, ic, gp, np, summed);
+            wg_block(acc, x + q * ic, ic, gp, np, summed, x_live, x_zp * bsum);
             summed = 1;
         }
     }

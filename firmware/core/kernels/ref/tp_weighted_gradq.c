@@ -370,9 +370,10 @@ static int64_t tap_sum(const tp_conv_params *p, const tp_shape *in_shape, const 
 
 void tp_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
                              int32_t x_zp, float x_scale, const tp_shape *out_shape,
-                             const tp_gmap *dy, uint32_t o, float *row)
+                             const tp_gmap *dy, uint32_t o, float *row, const uint32_t *x_live)
 {
     uint32_t ic = (uint32_t)in_shape->c, n = p->k[0] * p->k[1] * ic, k;
+    (void)x_live;             /* the definition: every input summed */
     for (k = 0; k < n; k++) { /* (kh, kw, ch) raster, the row's layout */
         row[k] = tp_gm_to_f32(tap_sum(p, in_shape, x, x_zp, out_shape, dy, o, k / ic / p->k[1],
                                       (k / ic) % p->k[1], k % ic),
