@@ -69,11 +69,17 @@ static float momentum_step(const tp_update *u, uint32_t i, float g)
 void tp_optim_update_bias(const tp_update *u, uint32_t bias_params, uint32_t o, float db, float sw)
 {
     uint8_t *b = u->params + bias_params + 4u * o;
-    float seff = sw > u->scale_floor ? sw : u->scale_floor;
-    float step = u->lr * momentum_step(u, o, db);
-    float delta = u->qas ? -(step / (seff * u->s_x)) : -(step * (sw * u->s_x));
-    int64_t v = (int64_t)tp_rd_i32(b) +
-                stochastic_round(delta, uniform01(u->key, bias_params + 4u * o), 1e9f);
+    float seff = sw > u->scale_floor ? sw : u->scale_floor, step, delta;
+    uint32_t bits;
+    int64_t v;
+    memcpy(&bits, &db, 4u);
+    if (u->velocity == NULL && bits << 1 == 0u) {
+        return; /* a +-0 gradient (a dead channel's): step and delta +-0 or NaN, the update 0 */
+    }
+    step = u->lr * momentum_step(u, o, db);
+    delta = u->qas ? -(step / (seff * u->s_x)) : -(step * (sw * u->s_x));
+    v = (int64_t)tp_rd_i32(b) +
+        stochastic_round(delta, uniform01(u->key, bias_params + 4u * o), 1e9f);
     tp_wr_i32(b, v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : (int32_t)v));
 }
 
@@ -194,8 +200,14 @@ TP_ALWAYS_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32
     uint8_t *vel = mom ? u->velocity + 4u * v0 : NULL;
     float lr = u->lr, mom_f = u->momentum, inv = qas ? 1.0f / neg : 0.0f;
     for (k = 0; k < n; k++, h += 0x9E3779B1u) {
-        int32_t nv = (int32_t)w[k] +
-                     row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, inv, h, qas, mom);
+        int32_t nv;
+        uint32_t gb;
+        memcpy(&gb, grad + k, 4u);
+        if (!mom && gb << 1 == 0u && w[k] != -128) {
+            continue; /* a +-0 gradient: delta +-0, whose update is 0 (a pruned input's) */
+        }
+        nv = (int32_t)w[k] +
+             row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, inv, h, qas, mom);
         w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
     }
 }

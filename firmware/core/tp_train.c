@@ -342,6 +342,9 @@ static TP_NOINLINE void update_biases(const backward_ctx *c, const tp_update *u,
         }
         part(c->s, TP_PART_UPDATE, c->op.index);
         for (j = 0; j < nc; j++) {
+            if (sums[j] == 0 && u->velocity == NULL) {
+                continue; /* its gradient 0 (or NaN past float32's range): the update 0 */
+            }
             tp_optim_update_bias(u, c->t.bias_params, o + j, tp_gm_to_f32(sums[j], c->dyq.e, 1.0f),
                                  tp_weights_scale(&c->w, o + j));
         }

@@ -11,11 +11,12 @@
  * Writes one summary line (on a board, on its link; here on stdout), the first mismatches
  * before it, and exits 1 when there are any.
  *
- * The cases, QAS with and without momentum and plain SGD: rows of 64 weights, per row a weight
- * scale and a learning rate; gradients pseudo-random over 2^-40 .. 2^12 of both signs, zeros,
- * infinities, NaN, and gradients aimed at the update's thresholds (delta = n + r + j 2^-24 for
- * j in -3..3, n in -70..69 or -1..0, r the weight's own uniform): where a division and a
- * multiplication by the reciprocal can round differently and the update turns on it.
+ * The cases, QAS with and without momentum and plain SGD: rows of 64 weights (-128 too), per row
+ * a weight scale and a learning rate; gradients pseudo-random over 2^-40 .. 2^12 of both signs,
+ * zeros (rows of mostly +-0: a pruned input's), infinities, NaN, and gradients aimed at the
+ * update's thresholds (delta = n + r + j 2^-24 for j in -3..3, n in -70..69 or -1..0, r the
+ * weight's own uniform): where a division and a multiplication by the reciprocal can round
+ * differently and the update turns on it.
  */
 #include <math.h>
 #include <string.h>
@@ -137,14 +138,14 @@ int update_rows_main(void)
             seff = sw > u.scale_floor ? sw : u.scale_floor;
             for (k = 0; k < N; k++) {
                 uint32_t h = (row_params + k) * 0x9E3779B1u + u.key;
-                params[row_params + k] = (uint8_t)(next() % 255u + 129u);
-                if (aim != 0u && kind != 1u) { /* delta = n + r + j 2^-24 */
+                params[row_params + k] = (uint8_t)next(); /* -128 too (clamped to -127) */
+                if (aim != 0u && kind != 1u) {            /* delta = n + r + j 2^-24 */
                     int32_t n = aim == 1u ? (int32_t)(next() % 140u) - 70 : -(int32_t)(next() & 1u);
                     int32_t j = (int32_t)(next() % 7u) - 3;
                     float target = (float)n + uniform(h) + (float)j * (1.0f / 16777216.0f);
                     grad[k] = -(target * (u.qas ? seff : 1.0f / sw)) / u.lr;
                 } else {
-                    uint32_t pick = next() % 64u;
+                    uint32_t pick = next() % (row % 5u == 4u ? 4u : 64u); /* or mostly +-0 */
                     grad[k] = pick == 0u   ? 0.0f
                               : pick == 1u ? -0.0f
                               : pick == 2u ? INFINITY
