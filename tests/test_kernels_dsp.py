@@ -531,6 +531,14 @@ def _dead_channels_dw(g: Graph) -> None:
     g.tensors[g.ops[1].inputs[2]].data[[0, 3, 5]] = -(1 << 30)
 
 
+def _pruned_inputs_dw(g: Graph) -> None:
+    """The first conv's channels 1, 2 and 6 held at their zero point (zero weights, a bias far
+    below their RELU: VWW's pruned channels): the depthwise rows of those channels read x = zp
+    everywhere, so each of their weight gradients is 0."""
+    g.tensors[g.ops[0].inputs[1]].data[[1, 2, 6]] = 0
+    g.tensors[g.ops[0].inputs[2]].data[[1, 2, 6]] = -(1 << 30)
+
+
 def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
     """x -> 1x1 conv (trained) -> 3x3 depthwise (bias and some rows trained) -> 1x1 head."""
     spec = [("s1", (6, 6, 16), {}, None), ("s2-odd-pad", (7, 9, 5), {"stride": (2, 2)}, None),
@@ -552,6 +560,8 @@ def dw_training_cases() -> list[tuple[str, Graph, SparseScheme]]:
             ("dead-channels-s2", (9, 9, 8), {"stride": (2, 2), "act": "RELU"},
              _dead_channels_dw),
             ("dead-channels-many", (4, 5, 260), {"act": "RELU"}, _dead_channels_dw),
+            ("pruned-inputs", (7, 9, 8), {}, _pruned_inputs_dw),
+            ("pruned-inputs-s2", (9, 8, 8), {"stride": (2, 2)}, _pruned_inputs_dw),
             ("exact-ties", (6, 6, 16), {}, _exact_ties),
             ("exact-ties-s2", (9, 8, 16), {"stride": (2, 2)}, _exact_ties)]
     out = []

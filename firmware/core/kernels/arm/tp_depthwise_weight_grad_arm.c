@@ -18,6 +18,29 @@
 #define TP_GRAD_DWW_D 144u /* dY values of a row held (12 x 12) */
 #define TP_GRAD_DWW_X 208u /* input values held (14 x 14 with stride 1) */
 
+/* Whether channel ch of x (n positions, ic apart) is at zp everywhere (VWW's pruned channels):
+ * then every x - zp is 0, and so is each tap's sum. A live one stops at its first other value. */
+static int dww_at_zp(const int8_t *x, uint32_t n, uint32_t ic, int32_t zp)
+{
+    uint32_t p;
+    for (p = 0; p < n; p++, x += ic) {
+        if (*x != zp) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A row whose every sum is 0: each tap's (float)0 times scale 2^e, as tp_gm_to_f32 makes it. */
+static void dww_zero_row(float *row, uint32_t taps, float x_scale, int32_t e)
+{
+    uint32_t k;
+    float cf = x_scale * tp_gm_pow2(e);
+    for (k = 0; k < taps; k++) {
+        row[k] = (float)0 * cf;
+    }
+}
+
 void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                            const int8_t *x, int32_t x_zp, float x_scale,
                                            const tp_shape *out_shape, const tp_gmap *dy, uint32_t o,
@@ -34,6 +57,10 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
     if (k0 < 1u || k0 > 3u || k1 < 1u || k1 > 3u || s0 < 1u || s0 > 2u || s1 < 1u || s1 > 2u ||
         oh == 0u || ow == 0u || oh * dw > TP_GRAD_DWW_D || xh * rs > TP_GRAD_DWW_X) {
         tp_depthwise_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
+        return;
+    }
+    if (dww_at_zp(x + ch, ih * iw, ic, x_zp)) { /* every x - zp 0: every sum 0 */
+        dww_zero_row(row, k0 * k1, x_scale, dy->e);
         return;
     }
     for (i = 0; i < oh; i++) {
@@ -62,10 +89,7 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
         return;
     }
     if (bound == 0u) { /* a dead channel (all of its dY zero): every sum 0 */
-        cf = x_scale * tp_gm_pow2(dy->e);
-        for (kh = 0; kh < k0 * k1; kh++) {
-            row[kh] = (float)0 * cf;
-        }
+        dww_zero_row(row, k0 * k1, x_scale, dy->e);
         return;
     }
     for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
