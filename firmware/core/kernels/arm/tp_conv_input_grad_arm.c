@@ -26,6 +26,10 @@
 /* Output channels per block: a block's table (pw_pair) and fold parameters live on the stack. */
 #define TP_PW_BLOCK 32u
 
+/* Blocks whose fold parameters are kept over the rows (an op of more prepares each block at
+ * each row). */
+#define TP_PW_KEPT 2u
+
 /* Output channels whose rows are checked for zeros (a bitmap on the stack); those past it are
  * taken whatever their rows hold. */
 #define TP_PW_CHECKED 512u
@@ -215,8 +219,9 @@ static void pw_live_inputs(pw_inputs *in, uint32_t *ors, const tp_weights *w, co
  * (tp_dsp_fold_may_tie): tp_dsp_smm_factors in m[j], s[j] (both 0 for a zero channel); a
  * channel that may meet a tie and has sh <= 25 takes PW_ROUND8's parameters and its bit in
  * `ties`. */
-static int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f, uint32_t nb,
-                      int int8, const uint8_t *pre, uint32_t pair_bytes)
+static TP_DSP_NOINLINE int pw_prepare(pw_fold_params *fp, const tp_weights *w, const tp_gm_fold *f,
+                                      uint32_t nb, int int8, const uint8_t *pre,
+                                      uint32_t pair_bytes)
 {
     uint32_t j, m, step, ties = 0u;
     int32_t k, fast = int8, smm = int8 && f->bits == 15u;
@@ -888,10 +893,10 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
 {
     uint32_t iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c;
     int32_t *acc = (int32_t *)scratch, lim = ((int32_t)1 << f->bits) - 1;
-    uint32_t y, x, done, nb, n, live, zero[TP_PW_CHECKED / 32u];
-    int mode = PW_ANY, pre = w->pairs != NULL; /* PWIG's pairs: its live channels, static */
+    uint32_t y, x, done, nb, n, b, live, zero[TP_PW_CHECKED / 32u];
+    int mode[TP_PW_KEPT], pre = w->pairs != NULL; /* PWIG's pairs: its live channels, static */
     pw_pair t[TP_PW_BLOCK / 2u];
-    pw_fold_params fp;
+    pw_fold_params fp[TP_PW_KEPT];
     pw_inputs in;
     if (!tp_dsp_grad_pointwise(p, in_shape) || !f->live) {
         tp_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
@@ -906,27 +911,27 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
     }
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
         uint32_t o = 0;
-        for (done = 0; done < live; done += nb) {
-            uint32_t at = y * iw * oc;
+        for (done = 0, b = 0; done < live; done += nb, b++) {
+            uint32_t at = y * iw * oc, k = b < TP_PW_KEPT ? b : 0u;
             int add = done != 0u;
             nb = live - done < TP_PW_BLOCK ? live - done : TP_PW_BLOCK;
-            if (y == 0u || live > TP_PW_BLOCK) { /* one block: prepared once */
+            if (y == 0u || live > TP_PW_KEPT * TP_PW_BLOCK) { /* the kept blocks: once */
                 if (pre) {
-                    pw_listed(&fp, w->live + 2u * done, nb);
+                    pw_listed(&fp[k], w->live + 2u * done, nb);
                 } else {
-                    pw_gather(&fp, zero, &o, nb);
+                    pw_gather(&fp[k], zero, &o, nb);
                 }
-                mode = pw_prepare(&fp, w, f, nb, dy->bytes == 1u, pre ? w->pairs + done * ic : NULL,
-                                  2u * ic);
+                mode[k] = pw_prepare(&fp[k], w, f, nb, dy->bytes == 1u,
+                                     pre ? w->pairs + done * ic : NULL, 2u * ic);
             }
             for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
-                n = pw_fold(t, &fp, mode, dy, at, oc, 4u, nb, lim);
+                n = pw_fold(t, &fp[k], mode[k], dy, at, oc, 4u, nb, lim);
                 if (n != 0u || !add) {
                     pw_mac4_runs(acc + x * ic, t, n, &in, ic, add, pre);
                 }
             }
             if (x < iw) { /* the last one to three pixels */
-                n = pw_fold(t, &fp, mode, dy, at, oc, iw - x, nb, lim);
+                n = pw_fold(t, &fp[k], mode[k], dy, at, oc, iw - x, nb, lim);
                 if (n != 0u || !add) {
                     pw_mac_last(acc + x * ic, t, n, &in, ic, add, iw - x, pre);
                 }
