@@ -360,7 +360,7 @@ static TP_NOINLINE void update_biases(const backward_ctx *c, const tp_update *u,
 static const uint32_t *channels_off_zp(uint32_t *live, const int8_t *x, const tp_shape *in,
                                        int32_t zp)
 {
-    uint32_t ic = (uint32_t)in->c, n = (uint32_t)in->h * (uint32_t)in->w, p, i;
+    uint32_t ic = (uint32_t)in->c, n = (uint32_t)in->h * (uint32_t)in->w, at, i;
     uint8_t bytes[4];
     uint32_t zp4 = ((uint32_t)zp & 0xFFu) * 0x01010101u;
     if (ic > TP_LIVE_INPUTS) {
@@ -370,12 +370,12 @@ static const uint32_t *channels_off_zp(uint32_t *live, const int8_t *x, const tp
     for (i = 0; ic % 4u == 0u && i < ic; i += 4u) {
         const int8_t *q = x + i;
         uint32_t o = 0u, v, w;
-        for (p = 0; p + 2u <= n; p += 2u, q += 2u * ic) { /* both loaded first */
+        for (at = 0; at + 2u <= n; at += 2u, q += 2u * ic) { /* both loaded first */
             memcpy(&v, q, 4u);
             memcpy(&w, q + ic, 4u);
             o |= (v ^ zp4) | (w ^ zp4);
         }
-        if (p < n) {
+        if (at < n) {
             memcpy(&v, q, 4u);
             o |= v ^ zp4;
         }
@@ -385,9 +385,9 @@ static const uint32_t *channels_off_zp(uint32_t *live, const int8_t *x, const tp
                         << (i & 31u);
     }
     for (i = ic % 4u == 0u ? ic : 0u; i < ic; i++) {
-        for (p = 0; p < n && x[p * ic + i] == (int8_t)zp; p++) {
+        for (at = 0; at < n && x[at * ic + i] == (int8_t)zp; at++) {
         }
-        live[i >> 5] |= (p < n ? 1u : 0u) << (i & 31u);
+        live[i >> 5] |= (at < n ? 1u : 0u) << (i & 31u);
     }
     return live;
 }
