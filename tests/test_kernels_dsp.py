@@ -93,6 +93,8 @@ BIAS_DRIVER = REPO / "tests" / "c" / "test_bias_sums_dsp.c"
 BIAS_SUMMARY = "bias sums 15405, mismatches 0"
 ROWS_DRIVER = REPO / "tests" / "c" / "test_gm_rows.c"
 ROWS_SUMMARY = "map rows, values 399456, mismatches 0"
+SUMS_DRIVER = REPO / "tests" / "c" / "test_fold_sums.c"
+SUMS_SUMMARY = "fold sums, maps 96, mismatches 0"
 UPDATE_DRIVER = REPO / "tests" / "c" / "test_update_rows.c"
 UPDATE_SUMMARY = "update rows, weights 576000, mismatches 0"
 MASK_DRIVER = REPO / "tests" / "c" / "test_relu_mask.c"
@@ -466,6 +468,21 @@ def test_update_rows_equal_the_definition():
 def test_update_rows_on_qemu_m4_equal_the_definition(tmp_path):
     """The same driver on qemu-m4: the Cortex-M4 FPU's fixed-point VCVT (saturating, NaN to 0)."""
     _board_check(UPDATE_DRIVER, "update_rows_main", UPDATE_SUMMARY, tmp_path)
+
+
+def test_fold_sums_equal_the_definition():
+    """The fold's scan with the channel sums (tp_gm_fold_sums_of) on this machine: without the
+    DSP extension it makes none, and its fold and masked map are tp_gm_fold_of's
+    (tests/c/test_fold_sums.c, under ASan and UBSan)."""
+    _host_summary(SUMS_DRIVER, SUMS_SUMMARY)
+
+
+@needs_qemu
+def test_fold_sums_on_qemu_m4_equal_the_definition(tmp_path):
+    """The same driver on qemu-m4: the scan's assembly makes every channel's sum of its masked
+    values (runs past the halfword lanes' 256 positions, values of -128 and 127), hands them
+    eight at a time in order, and leaves the fold and the map as tp_gm_fold_of does."""
+    _board_check(SUMS_DRIVER, "fold_sums_main", SUMS_SUMMARY, tmp_path)
 
 
 def test_relu_masks_equal_the_definition():

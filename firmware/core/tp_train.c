@@ -51,6 +51,8 @@ typedef struct {
     const uint8_t *sums; /* a sink's: its output's gradient as channel sums (REDUCED) */
     uint8_t *scratch;    /* the op's backward scratch (NULL: none) */
     const uint8_t *mask; /* the RELU mask the fold's scan applies (begin_weighted_q), or NULL */
+    const tp_update *u;  /* the op's update (update_of), for the biases its fold's scan sums */
+    uint32_t *biased;    /* set when the fold's scan updated the biases (begin_weighted_q) */
 } backward_ctx;
 
 /* Begin writing input pos's integer map from exact values at exponent e_v, the row shifts at the
@@ -94,13 +96,34 @@ static const int8_t *saved_input(const backward_ctx *c)
 
 /* ---- each op kind's gradients (tp_ops.h's row names them; the table follows) ---- */
 
+/* The biases of channels o .. o + n - 1 updated from their dY sums, made by the fold's scan
+ * (tp_gm_fold_sums_of): each as update_biases does it. */
+static void biases_of_sums(const void *ctx, uint32_t o, const int32_t *sums, uint32_t n)
+{
+    const backward_ctx *c = (const backward_ctx *)ctx;
+    uint32_t j;
+    for (j = 0; j < n; j++) {
+        if (sums[j] == 0 && c->u->velocity == NULL) {
+            continue; /* its gradient 0 (or NaN past float32's range): the update 0 */
+        }
+        tp_optim_update_bias(c->u, c->t.bias_params, o + j, tp_gm_to_f32(sums[j], c->dyq.e, 1.0f),
+                             tp_weights_scale(&c->w, o + j));
+    }
+}
+
 /* A weighted kind's integer input gradient begins: dY' folded for W^T dY' sums of at most
  * `terms` products (backward.fold_terms), then input pos's map at the fold's exponent; returns
  * the kernel's scratch. */
 static uint8_t *begin_weighted_q(const backward_ctx *c, uint32_t pos, tp_gm_writer *w,
                                  uint32_t terms, tp_gm_fold *f)
 {
-    tp_gm_fold_of(f, &c->dyq, tp_tensor_elems(&c->tout) / c->w.n_out, &c->w, terms, c->mask);
+    uint32_t positions = tp_tensor_elems(&c->tout) / c->w.n_out;
+    if (c->u != NULL && (c->t.flags & TP_TRAN_BIAS) && !*c->biased) {
+        *c->biased = (uint32_t)tp_gm_fold_sums_of(f, &c->dyq, positions, &c->w, terms, c->mask,
+                                                  biases_of_sums, c);
+    } else {
+        tp_gm_fold_of(f, &c->dyq, positions, &c->w, terms, c->mask);
+    }
     return begin_input(c, w, pos, f->e);
 }
 
@@ -392,29 +415,38 @@ static const uint32_t *channels_off_zp(uint32_t *live, const int8_t *x, const tp
     return live;
 }
 
-/* The op's bias and held weight rows, updated from dY. *v_end: velocities not yet handed out,
- * counted from the region's end (ops run descending, velocities are laid out ascending). */
-static void update(const backward_ctx *c, uint32_t key, uint32_t *v_end)
+/* The op's update (u): its learning rate, key and velocities. *v_end: velocities not yet handed
+ * out, counted from the region's end (ops run descending, velocities are laid out ascending). */
+static void update_of(const backward_ctx *c, uint32_t key, uint32_t *v_end, tp_update *u)
+{
+    tp_session *s = c->s;
+    u->params = s->params;
+    u->velocity = NULL;
+    u->lr = s->hp.lr;
+    u->momentum = s->hp.momentum;
+    u->scale_floor = c->t.scale_floor;
+    u->s_x = c->tin.scale;
+    u->key = key;
+    u->qas = (s->hp.flags & TP_HP_NO_QAS) == 0u;
+    if (s->b.req.optimizer != 0u) { /* counts checked by the loader */
+        *v_end -= ((c->t.flags & TP_TRAN_BIAS) ? c->w.n_out : 0u) +
+                  ((c->t.flags & TP_TRAN_WEIGHT) ? c->t.n_sel * c->w.row_len : 0u);
+        u->velocity = s->params + tp_param_bytes(&s->b) + 4u * *v_end;
+    }
+}
+
+/* The op's bias (unless its fold's scan updated it: *c->biased) and held weight rows, updated
+ * from dY by u (update_of). */
+static void update(const backward_ctx *c, const tp_update *up)
 {
     tp_session *s = c->s;
     const op_grads *g = &grads[c->op.kind]; /* a weighted kind: the loader checked */
     uint32_t n_out = c->w.n_out, row_len = c->w.row_len, o;
     uint32_t positions = tp_tensor_elems(&c->tout) / n_out;
-    tp_update u;
-    u.params = s->params;
-    u.velocity = NULL;
-    u.lr = s->hp.lr;
-    u.momentum = s->hp.momentum;
-    u.scale_floor = c->t.scale_floor;
-    u.s_x = c->tin.scale;
-    u.key = key;
-    u.qas = (s->hp.flags & TP_HP_NO_QAS) == 0u;
-    if (s->b.req.optimizer != 0u) { /* counts checked by the loader */
-        *v_end -= ((c->t.flags & TP_TRAN_BIAS) ? n_out : 0u) +
-                  ((c->t.flags & TP_TRAN_WEIGHT) ? c->t.n_sel * row_len : 0u);
-        u.velocity = s->params + tp_param_bytes(&s->b) + 4u * *v_end;
-    }
-    if ((c->t.flags & TP_TRAN_BIAS) && c->format == TP_GRAD_FLOAT32 && c->sums == NULL) {
+    tp_update u = *up;
+    if (*c->biased) {
+        /* the biases are done */
+    } else if ((c->t.flags & TP_TRAN_BIAS) && c->format == TP_GRAD_FLOAT32 && c->sums == NULL) {
         for (o = 0; o < n_out; o++) {
             float db;
             part(s, TP_PART_GRAD, c->op.index);
@@ -498,8 +530,10 @@ static void apply_mask(const backward_ctx *c, const uint8_t *mask, uint32_t n)
 static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_t *v_end)
 {
     backward_ctx c;
-    uint32_t n;
+    tp_update u;
+    uint32_t n, biased = 0u;
     memset(&c, 0, sizeof c);
+    c.biased = &biased;
     part(s, TP_PART_BACKWARD, tp_rd_u16(rec + TP_TRAN_OP_OP));
     c.s = s;
     c.k = (s->flags & TP_SESSION_REFERENCE_KERNELS) ? &tp_ref_gradient : &tp_target_gradient;
@@ -519,7 +553,8 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
         memcpy(&c.dyq.e, c.sums, 4u);
         tp_decode_tensor(s->b.tensors, c.op.inputs[1], &tw);
         tp_weights_of(s, &c.op, &tw, &c.w);
-        update(&c, key, v_end);
+        update_of(&c, key, v_end, &u);
+        update(&c, &u);
         return;
     }
     if (c.format == TP_GRAD_FLOAT32) {
@@ -548,13 +583,17 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
             apply_mask(&c, mask, n);
         }
     }
+    if (c.t.flags & (TP_TRAN_BIAS | TP_TRAN_WEIGHT)) {
+        update_of(&c, key, v_end, &u);
+        c.u = &u; /* the fold's scan may update the biases (begin_weighted_q) */
+    }
     if (c.format == TP_GRAD_FLOAT32) {
         input_grads(&c);
     } else {
         input_grads_q(&c);
     }
     if (c.t.flags & (TP_TRAN_BIAS | TP_TRAN_WEIGHT)) {
-        update(&c, key, v_end);
+        update(&c, &u);
     }
 }
 

@@ -230,6 +230,15 @@ void tp_add_input_grad_f32(uint32_t n, const float *dy, float *dx);
  * in the same scan (the mask's bit j for dY's value j). */
 void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
                    uint32_t n_terms, const uint8_t *mask);
+
+/* Channel sums of dY (after the mask) for channels o .. o + n - 1, made by a fold's scan. */
+typedef void (*tp_gm_sums_fn)(const void *ctx, uint32_t o, const int32_t *sums, uint32_t n);
+
+/* tp_gm_fold_of, and, where its scan can make them (an int8 map of 8k channels, the DSP
+ * extension), every channel's sum of dY after the mask, handed to done(ctx, ...) eight channels
+ * at a time as the scan goes; returns whether it made them (0: done was not called). */
+int tp_gm_fold_sums_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
+                       uint32_t n_terms, const uint8_t *mask, tp_gm_sums_fn done, const void *ctx);
 void tp_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                             const tp_shape *out_shape, const tp_weights *w, const tp_gm_fold *f,
                             const tp_gmap *dy, tp_gm_writer *dx, void *scratch);

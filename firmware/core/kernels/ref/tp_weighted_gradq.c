@@ -50,32 +50,146 @@ static inline uint32_t max4(uint32_t a, uint32_t b)
     return a;
 }
 #define CHANNEL_ACC(m, a) max4((m), (a))
+
+/* tp_fold_scan8(q, n, stride, mask, io): channel_or8's pass with sums over n >= 1 positions
+ * (n <= FOLD_SUM_RUN), Thumb-2 assembly (Cortex-M4, M7, M33; all 14 core registers, laid out by
+ * hand): per position, both words of the 8 channels loaded, masked by the mask's byte (mask
+ * NULL: none; else stride / 8 apart) with MSR APSR_g and SEL and stored back, SXTAB16 into the
+ * halfword lanes (channels 0 and 2 of a word, then 1 and 3), then each word's bytewise
+ * magnitude (USUB8, SSUB8, SEL) into its running maximum (USUB8, SEL). io: the maxima m0, m1 (in
+ * and out), then the lanes of w0 (0/2, 1/3) and w1 (out). */
+void tp_fold_scan8(int8_t *q, uint32_t n, uint32_t stride, const uint8_t *mask, uint32_t *io);
+#ifdef __thumb__
+#define FOLD_ISA ".thumb\n"
+#else
+#define FOLD_ISA ".arm\n"
+#endif
+/* clang-format off */
+__asm__(".pushsection .text.tp_fold_scan8,\"ax\",%progbits\n"
+        ".syntax unified\n"
+        ".thumb\n"
+        ".macro tp_fold_acc\n"
+        "    add r0, r0, r2\n"
+        "    sxtab16 r6, r6, r10\n"
+        "    sxtab16 r7, r7, r10, ror #8\n"
+        "    sxtab16 r8, r8, r11\n"
+        "    sxtab16 r9, r9, r11, ror #8\n"
+        "    usub8 lr, r12, r10\n"
+        "    ssub8 r10, r10, r12\n"
+        "    sel lr, r10, lr\n"
+        "    usub8 r10, r4, lr\n"
+        "    sel r4, r4, lr\n"
+        "    usub8 lr, r12, r11\n"
+        "    ssub8 r11, r11, r12\n"
+        "    sel lr, r11, lr\n"
+        "    usub8 r11, r5, lr\n"
+        "    sel r5, r5, lr\n"
+        "    subs r1, r1, #1\n"
+        ".endm\n"
+        ".p2align 2\n"
+        ".global tp_fold_scan8\n"
+        ".hidden tp_fold_scan8\n"
+        ".type tp_fold_scan8, %function\n"
+        ".thumb_func\n"
+        "tp_fold_scan8:\n"
+        "    push {r4-r11, lr}\n"
+        "    ldr r12, [sp, #36]\n"
+        "    ldrd r4, r5, [r12]\n"
+        "    movs r6, #0\n"
+        "    movs r7, #0\n"
+        "    movs r8, #0\n"
+        "    movs r9, #0\n"
+        "    movs r12, #0\n"
+        "    cbz r3, 2f\n"
+        "1:\n"
+        "    ldr r10, [r0]\n"
+        "    ldr r11, [r0, #4]\n"
+        "    ldrb lr, [r3]\n"
+        "    lsl lr, lr, #12\n"
+        "    msr APSR_g, lr\n"
+        "    sel r11, r11, r12\n"
+        "    lsl lr, lr, #4\n"
+        "    msr APSR_g, lr\n"
+        "    sel r10, r10, r12\n"
+        "    str r10, [r0]\n"
+        "    str r11, [r0, #4]\n"
+        "    add r3, r3, r2, lsr #3\n"
+        "    tp_fold_acc\n"
+        "    bne 1b\n"
+        "    b 3f\n"
+        "2:\n"
+        "    ldr r10, [r0]\n"
+        "    ldr r11, [r0, #4]\n"
+        "    tp_fold_acc\n"
+        "    bne 2b\n"
+        "3:\n"
+        "    ldr r12, [sp, #36]\n"
+        "    strd r4, r5, [r12]\n"
+        "    strd r6, r7, [r12, #8]\n"
+        "    strd r8, r9, [r12, #16]\n"
+        "    pop {r4-r11, pc}\n"
+        ".size tp_fold_scan8, .-tp_fold_scan8\n"
+        ".purgem tp_fold_acc\n"
+        ".popsection\n" FOLD_ISA);
+/* clang-format on */
 #else
 #define FOLD_EXACT8 0 /* channel_or8 finds the ORs of the magnitudes */
 #define CHANNEL_ACC(m, a) ((m) | (a))
 #endif
 
+/* Positions whose int8 sums a halfword lane holds (256 values of at most 128 in magnitude sum
+ * within [-32768, 32512]). */
+#define FOLD_SUM_RUN 256u
+
 /* The largest magnitude |dY| of each of the 8 int8 channels at q (o .. o + 7) over the
  * positions (FOLD_EXACT8), or else the OR of them, which has its bit length, into ors (abs4's
  * bytes: at most 128). With a mask (its byte for these channels at each position, mstride apart),
- * dY's values whose bit is 0 are zeroed first, in place. */
+ * dY's values whose bit is 0 are zeroed first, in place. With sums (FOLD_EXACT8 only; else
+ * NULL), the channels' sums of dY as well, after the mask: SXTAB16 into halfword lanes, added to
+ * the int32 sums every FOLD_SUM_RUN positions. */
 static void channel_or8(int8_t *q, uint32_t positions, uint32_t stride, uint32_t *ors,
-                        const uint8_t *mask, uint32_t mstride)
+                        const uint8_t *mask, uint32_t mstride, int32_t *sums)
 {
     uint32_t p, m0 = 0, m1 = 0, j;
     uint8_t b[8];
-    for (p = 0; p < positions; p++, q += stride) {
-        uint32_t w0, w1;
-        memcpy(&w0, q, 4u);
-        memcpy(&w1, q + 4, 4u);
-        if (mask != NULL) {
-            tp_gm_mask8(&w0, &w1, *mask);
-            memcpy(q, &w0, 4u);
-            memcpy(q + 4, &w1, 4u);
-            mask += mstride;
+#if FOLD_EXACT8
+    if (sums != NULL) {
+        uint32_t run, io[6];
+        io[0] = 0u;
+        io[1] = 0u;
+        for (j = 0; j < 8u; j++) {
+            sums[j] = 0;
         }
-        m0 = CHANNEL_ACC(m0, abs4(w0));
-        m1 = CHANNEL_ACC(m1, abs4(w1));
+        for (p = 0; p < positions; p += run) {
+            run = positions - p < FOLD_SUM_RUN ? positions - p : FOLD_SUM_RUN;
+            tp_fold_scan8(q, run, stride, mask, io);
+            q += run * stride;
+            mask = mask != NULL ? mask + run * mstride : NULL;
+            for (j = 0; j < 4u; j++) { /* lanes: channels 0/2, 1/3, 4/6, 5/7 */
+                uint32_t c = (j >> 1) * 4u + (j & 1u);
+                sums[c] += (int16_t)(io[2u + j] & 0xFFFFu);
+                sums[c + 2u] += (int16_t)(io[2u + j] >> 16);
+            }
+        }
+        m0 = io[0];
+        m1 = io[1];
+    } else
+#endif
+    {
+        (void)sums;
+        for (p = 0; p < positions; p++, q += stride) {
+            uint32_t w0, w1;
+            memcpy(&w0, q, 4u);
+            memcpy(&w1, q + 4, 4u);
+            if (mask != NULL) {
+                tp_gm_mask8(&w0, &w1, *mask);
+                memcpy(q, &w0, 4u);
+                memcpy(q + 4, &w1, 4u);
+                mask += mstride;
+            }
+            m0 = CHANNEL_ACC(m0, abs4(w0));
+            m1 = CHANNEL_ACC(m1, abs4(w1));
+        }
     }
     memcpy(b, &m0, 4u); /* back in memory order: channel o + j is byte j */
     memcpy(b + 4, &m1, 4u);
@@ -143,9 +257,11 @@ static uint32_t below_clamp(uint64_t b, int32_t k, int32_t top, uint32_t bits)
  * passes give the maxima, and no channel waits. f->no_clamp from the largest top_o m_o 2^k_o
  * (top_o the maximum or OR) over the channels whose class may be c (hi at least cur): only
  * they can round to 2^bits. */
-void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
-                   uint32_t n_terms, const uint8_t *mask)
+int tp_gm_fold_sums_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
+                       uint32_t n_terms, const uint8_t *mask, tp_gm_sums_fn done, const void *ctx)
 {
+    int summing = FOLD_EXACT8 && done != NULL && dy->bytes == 1u && w->n_out % 8u == 0u;
+    int32_t sums8[8];
     uint32_t o, m, live = 0, tops[8], eight = 0, n_wait = 0, i;
     uint16_t wait[FOLD_PENDING];
     int32_t k, cur = 0, hi_wait[FOLD_PENDING], bk = 0;
@@ -160,7 +276,11 @@ void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const t
             eight = dy->bytes == 1u && o + 8u <= w->n_out;
             if (eight) {
                 channel_or8((int8_t *)dy->q + o, positions, w->n_out, tops,
-                            mask != NULL ? mask + o / 8u : NULL, w->n_out / 8u);
+                            mask != NULL ? mask + o / 8u : NULL, w->n_out / 8u,
+                            summing ? sums8 : NULL);
+                if (summing) {
+                    done(ctx, o, sums8, 8u);
+                }
             }
         }
         top = eight ? tops[o & 7u] : channel_max(dy, o, positions, w->n_out);
@@ -217,6 +337,13 @@ void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const t
     }
     tp_gm_fold_init(f, dy->e, n_terms, cur, live);
     f->no_clamp = live ? below_clamp(bm, bk, f->top, f->bits) : 0u;
+    return summing;
+}
+
+void tp_gm_fold_of(tp_gm_fold *f, const tp_gmap *dy, uint32_t positions, const tp_weights *w,
+                   uint32_t n_terms, const uint8_t *mask)
+{
+    (void)tp_gm_fold_sums_of(f, dy, positions, w, n_terms, mask, NULL, NULL);
 }
 
 /* Pixel (oy, ox)'s dY' values, n_out of them, into fy. */
