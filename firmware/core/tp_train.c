@@ -3,9 +3,10 @@
  * Mirrors host/tinyprop/reference/backward.py op for op: the forward pass under the training
  * plan (with 1-bit masks of the RELUs of trained ops), the loss, then each op of the backward
  * pass in reverse order down to the earliest one updated: its input gradients, then its
- * update, right there (no gradient outlives its layer). Every buffer is at the offset the host
- * planned (TRAN section); nothing else is used. Gradient maps are float32, or integer maps
- * (tp_gradmap.h) when the blob says so: the same schedule, other kernels.
+ * update, right there (no gradient outlives its layer; with integer maps on DSP targets its
+ * biases as the fold's scan sums them, before the input gradients, which read no bias). Every
+ * buffer is at the offset the host planned (TRAN section); nothing else is used. Gradient maps are
+ * float32, or integer maps (tp_gradmap.h) when the blob says so: the same schedule, other kernels.
  */
 #include "tinyprop.h"
 #include <string.h>
