@@ -174,6 +174,37 @@ def test_blobs_whose_weights_do_not_train_have_pairs():
         assert (1 in paired_ops(blob)) == (name.split()[0] in PAIRED), name
 
 
+def test_pairs_stay_within_the_flash_limit(vww_model_path):
+    """PWIG copies weights the blob holds: within a room its ops are those of the largest maps
+    (the most multiply-accumulates a byte), in op order, their bytes what pairs_section writes;
+    the demo's blob keeps them all, far below blob.PWIG_FLASH_LIMIT."""
+    from tinyprop.compile.blob import (
+        PWIG_FLASH_LIMIT,
+        pairs_bytes,
+        pairs_ops,
+        pairs_section,
+        pairs_within,
+    )
+    from tinyprop.compile.build import build
+    from tinyprop.frontend.tflite_reader import read_tflite
+
+    g = read_tflite(vww_model_path)
+    tb = build(vww_model_path, "bias-only", None)
+    ops = pairs_ops(g, tb.program)
+    assert len(ops) >= 4
+    whole = len(pairs_section(g, ops))
+    assert whole == len(pairs_section(g, [])) + sum(pairs_bytes(g, k) for k in ops)
+    assert pairs_within(g, ops, PWIG_FLASH_LIMIT) == ops
+    assert paired_ops(tb.blob) == set(ops)
+    room = whole // 2
+    kept = pairs_within(g, ops, room)
+    assert kept == sorted(kept) and 0 < len(kept) < len(ops)
+    assert len(pairs_section(g, kept)) <= room
+    area = {k: int(np.prod(g.tensors[g.ops[k].outputs[0]].shape[1:-1])) for k in ops}
+    assert min(area[k] for k in kept) >= max(area[k] for k in ops if k not in kept)
+    assert pairs_within(g, ops, len(pairs_section(g, [])) - 1) == []
+
+
 @needs_qemu
 @pytest.mark.parametrize("variant", BUILDS)
 def test_pointwise_gradient_kernels_on_qemu_m4_equal_reference(variant, tmp_path):

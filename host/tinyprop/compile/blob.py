@@ -197,6 +197,35 @@ def pairs_ops(graph: Graph, train) -> list[int]:
     return out
 
 
+# The largest blob PWIG may make: the Arduino Nano 33 BLE keeps about 800 KB of its 1 MB flash for
+# the blob, qemu-m4 links the part's 1 MB with its firmware. PWIG copies weights the blob holds
+# already, so past this the ops that spare the most multiply-accumulates a byte keep theirs.
+PWIG_FLASH_LIMIT = 768 * 1024
+
+
+def pairs_bytes(graph: Graph, k: int) -> int:
+    """Bytes op k's record and rows take in the PWIG section (pairs_section's layout)."""
+    rows = np.asarray(graph.tensors[graph.ops[k].inputs[1]].data, np.int8)
+    rows = rows.reshape(rows.shape[0], -1)
+    live = int(np.count_nonzero(np.any(rows != 0, axis=1)))
+    pairs = (live + 1) // 2
+    return PWIG_OP.size + 4 * pairs + pairs * rows.shape[1] * 2
+
+
+def pairs_within(graph: Graph, ops: list[int], room: int) -> list[int]:
+    """The ops of `ops` whose PWIG rows fit `room` bytes (with the section's header), those that
+    spare the most multiply-accumulates a byte (their output positions) first; in op order."""
+    chosen, used = [], PWIG_HEADER.size
+    by_gain = sorted(ops, key=lambda k: -int(np.prod(graph.tensors[graph.ops[k].outputs[0]]
+                                                     .shape[1:-1])))
+    for k in by_gain:
+        n = pairs_bytes(graph, k)
+        if used + n <= room:
+            chosen.append(k)
+            used += n
+    return sorted(chosen)
+
+
 def pairs_section(graph: Graph, ops: list[int]) -> bytes:
     """The PWIG section: per op its output channels with a nonzero weight row (u16 each,
     padded to 4 bytes), then per pair of them (an odd last one with a row of zeros) a row of
@@ -316,7 +345,11 @@ def pack_blob(graph: Graph, model_id: int, train=None, meta: dict | None = None,
         sections.append((b"SCRA", scratch.pack()))
         arena_bytes, train_arena = scratch.infer_arena, scratch.train_arena
         pw_ops = pairs_ops(graph, train)
-        if pw_ops:  # the DSP kernels' 1x1 input gradient (flash, not RAM)
+        if pw_ops:  # the DSP kernels' 1x1 input gradient (flash, not RAM), within the limit
+            rest = HEADER.size + CRC.size + sum(SECTION.size + len(c) + 8 for _, c in sections)
+            rest += 0 if labels is None else 64 + sum(len(n.encode()) + 1 for n in labels)
+            pw_ops = pairs_within(graph, pw_ops, PWIG_FLASH_LIMIT - rest)
+        if pw_ops:
             sections.append((b"PWIG", pairs_section(graph, pw_ops)))
     logits = graph.logits_op().outputs[0]
     n_classes = graph.tensors[logits].size
