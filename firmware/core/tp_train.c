@@ -97,18 +97,26 @@ static const int8_t *saved_input(const backward_ctx *c)
 
 /* ---- each op kind's gradients (tp_ops.h's row names them; the table follows) ---- */
 
+/* Bias o updated by u from its exact sum of the integer map dY; a zero sum without a velocity
+ * not at all (its gradient 0, or NaN past float32's range: the update 0). */
+TP_ALWAYS_INLINE void update_bias_of_sum(const backward_ctx *c, const tp_update *u, uint32_t o,
+                                         int64_t sum)
+{
+    if (sum == 0 && u->velocity == NULL) {
+        return;
+    }
+    tp_optim_update_bias(u, c->t.bias_params, o, tp_gm_to_f32(sum, c->dyq.e, 1.0f),
+                         tp_weights_scale(&c->w, o));
+}
+
 /* The biases of channels o .. o + n - 1 updated from their dY sums, made by the fold's scan
- * (tp_gm_fold_sums_of): each as update_biases does it. */
+ * (tp_gm_fold_sums_of). */
 static void biases_of_sums(const void *ctx, uint32_t o, const int32_t *sums, uint32_t n)
 {
     const backward_ctx *c = (const backward_ctx *)ctx;
     uint32_t j;
     for (j = 0; j < n; j++) {
-        if (sums[j] == 0 && c->u->velocity == NULL) {
-            continue; /* its gradient 0 (or NaN past float32's range): the update 0 */
-        }
-        tp_optim_update_bias(c->u, c->t.bias_params, o + j, tp_gm_to_f32(sums[j], c->dyq.e, 1.0f),
-                             tp_weights_scale(&c->w, o + j));
+        update_bias_of_sum(c, c->u, o + j, sums[j]);
     }
 }
 
@@ -366,11 +374,7 @@ static TP_NOINLINE void update_biases(const backward_ctx *c, const tp_update *u,
         }
         part(c->s, TP_PART_UPDATE, c->op.index);
         for (j = 0; j < nc; j++) {
-            if (sums[j] == 0 && u->velocity == NULL) {
-                continue; /* its gradient 0 (or NaN past float32's range): the update 0 */
-            }
-            tp_optim_update_bias(u, c->t.bias_params, o + j, tp_gm_to_f32(sums[j], c->dyq.e, 1.0f),
-                                 tp_weights_scale(&c->w, o + j));
+            update_bias_of_sum(c, u, o + j, sums[j]);
         }
     }
 }
@@ -438,25 +442,24 @@ static void update_of(const backward_ctx *c, uint32_t key, uint32_t *v_end, tp_u
 
 /* The op's bias (unless its fold's scan updated it: *c->biased) and held weight rows, updated
  * from dY by u (update_of). */
-static void update(const backward_ctx *c, const tp_update *up)
+static void update(const backward_ctx *c, const tp_update *u)
 {
     tp_session *s = c->s;
     const op_grads *g = &grads[c->op.kind]; /* a weighted kind: the loader checked */
     uint32_t n_out = c->w.n_out, row_len = c->w.row_len, o;
     uint32_t positions = tp_tensor_elems(&c->tout) / n_out;
-    tp_update u = *up;
-    if (*c->biased) {
-        /* the biases are done */
-    } else if ((c->t.flags & TP_TRAN_BIAS) && c->format == TP_GRAD_FLOAT32 && c->sums == NULL) {
-        for (o = 0; o < n_out; o++) {
-            float db;
-            part(s, TP_PART_GRAD, c->op.index);
-            db = c->k->bias(c->dy, positions, n_out, o);
-            part(s, TP_PART_UPDATE, c->op.index);
-            tp_optim_update_bias(&u, c->t.bias_params, o, db, tp_weights_scale(&c->w, o));
+    if ((c->t.flags & TP_TRAN_BIAS) && !*c->biased) {
+        if (c->format == TP_GRAD_FLOAT32 && c->sums == NULL) {
+            for (o = 0; o < n_out; o++) {
+                float db;
+                part(s, TP_PART_GRAD, c->op.index);
+                db = c->k->bias(c->dy, positions, n_out, o);
+                part(s, TP_PART_UPDATE, c->op.index);
+                tp_optim_update_bias(u, c->t.bias_params, o, db, tp_weights_scale(&c->w, o));
+            }
+        } else {
+            update_biases(c, u, positions);
         }
-    } else if (c->t.flags & TP_TRAN_BIAS) {
-        update_biases(c, &u, positions);
     }
     if (c->t.flags & TP_TRAN_WEIGHT) {
         float *row = (float *)(void *)tp_arena_at(s, c->t.scratch_offset, 4u * row_len);
@@ -464,7 +467,8 @@ static void update(const backward_ctx *c, const tp_update *up)
         const int8_t *x = saved_input(c);
         uint32_t live[TP_LIVE_INPUTS / 32u];
         const uint32_t *x_live = NULL;
-        if (c->format != TP_GRAD_FLOAT32 && c->op.kind == TP_OP_CONV_2D) {
+        if (c->format != TP_GRAD_FLOAT32 && c->op.kind == TP_OP_CONV_2D &&
+            c->k->conv2d_weight_q != tp_conv2d_weight_grad_q) { /* the reference sums every input */
             part(s, TP_PART_GRAD, c->op.index);
             x_live = channels_off_zp(live, x, &c->in_shape, c->tin.zero_point);
         }
@@ -480,7 +484,7 @@ static void update(const backward_ctx *c, const tp_update *up)
                 g->weight_q(c, x, x_live, o, row);
             }
             part(s, TP_PART_UPDATE, c->op.index);
-            tp_optim_update_row(&u, c->op.held_params + r * row_len, v0 + r * row_len, row, row_len,
+            tp_optim_update_row(u, c->op.held_params + r * row_len, v0 + r * row_len, row, row_len,
                                 tp_weights_scale(&c->w, o));
         }
     }

@@ -221,7 +221,7 @@ void tp_add_input_grad_f32(uint32_t n, const float *dy, float *dx);
  * writer the caller began (and ends); weighted ops' scratch holds one row of int32 sums, then
  * (CONV_2D, FULLY_CONNECTED) one output pixel's dY'. Weight rows and biases: exact int64 sums
  * as float32 (tp_gm_to_f32). A CONV_2D weight row may take x_live (NULL: none), bit i of word
- * i / 32 clear for each input channel i at x_zp at every position (tp_channels_off_zp): its
+ * i / 32 clear for each input channel i at x_zp at every position (the training step's scan): its
  * terms dY (x - zp) are 0, so a kernel may leave them out (VWW's inputs from pruned channels);
  * a set bit says nothing. */
 

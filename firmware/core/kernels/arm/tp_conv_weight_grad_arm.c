@@ -83,22 +83,18 @@ static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, c
         const uint32_t *g = gp, *gend = gp + pairs;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         uint32_t live = x_live != NULL ? x_live[i >> 5] >> (i & 31u) & 15u : 15u;
+        if ((live & (live - 1u)) == 0u) { /* none or one of the four off zp */
+            for (j = 0; j < 4u; j++) {
+                int32_t a = add ? s[i + j] : 0;
+                s[i + j] = (live >> j & 1u) != 0u ? wg_one(a, xp + j, ic, gp, np) : a + zb;
+            }
+            continue;
+        }
         if (add) {
             a0 = s[i];
             a1 = s[i + 1u];
             a2 = s[i + 2u];
             a3 = s[i + 3u];
-        }
-        if ((live & (live - 1u)) == 0u) { /* none or one of the four off zp */
-            int32_t a[4];
-            a[0] = a0;
-            a[1] = a1;
-            a[2] = a2;
-            a[3] = a3;
-            for (j = 0; j < 4u; j++) {
-                s[i + j] = (live >> j & 1u) != 0u ? wg_one(a[j], xp + j, ic, gp, np) : a[j] + zb;
-            }
-            continue;
         }
         for (; g != gend; g++, xp += 2u * ic) {
             uint32_t v0 = tp_dsp_rd32(xp), v1 = tp_dsp_rd32(xp + ic), gg = *g;

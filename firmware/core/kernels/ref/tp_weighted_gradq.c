@@ -15,43 +15,10 @@ static void channel_scale(const tp_weights *w, uint32_t o, uint32_t *m, int32_t 
     tp_gm_scale_parts(tp_weights_scale(w, o), m, k);
 }
 
-/* SWAR on the 4 int8 values of a word: their magnitudes, bytewise (no carries: a byte's
- * magnitude is at most 128, the high bit set only for -128's). With the DSP extension (not in a
- * TP_KERNELS_REF_ONLY build) in three instructions: USUB8 makes -v mod 256 bytewise (128 for
- * -128), SSUB8 sets the GE flags of the bytes >= 0, SEL keeps v there. */
-static inline uint32_t abs4(uint32_t v)
-{
-#if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY)
-    uint32_t n, r, z = 0u;
-    __asm__("usub8 %0, %2, %3\n\t"
-            "ssub8 %1, %3, %2\n\t"
-            "sel %1, %3, %0"
-            : "=&r"(n), "=&r"(r)
-            : "r"(z), "r"(v));
-    return r;
-#else
-    uint32_t s = (v >> 7) & 0x01010101u; /* 1 in each negative byte */
-    return (v ^ ((s << 8) - s)) + s;     /* ~v + 1 there */
-#endif
-}
-
 #if defined(__ARM_FEATURE_DSP) && !defined(TP_KERNELS_REF_ONLY)
 #define FOLD_EXACT8 1 /* channel_or8 finds the largest magnitudes */
 
-/* The bytewise largest of a and b (unsigned): USUB8 flags the bytes where a's is at least
- * b's, SEL takes them. */
-static inline uint32_t max4(uint32_t a, uint32_t b)
-{
-    uint32_t t;
-    __asm__("usub8 %0, %1, %2\n\t"
-            "sel %1, %1, %2"
-            : "=&r"(t), "+r"(a)
-            : "r"(b));
-    return a;
-}
-#define CHANNEL_ACC(m, a) max4((m), (a))
-
-/* tp_fold_scan8(q, n, stride, mask, io): channel_or8's pass with sums over n >= 1 positions
+/* tp_fold_scan8(q, n, stride, mask, io): channel_or8's pass, with the sums, over n >= 1 positions
  * (n <= FOLD_SUM_RUN), Thumb-2 assembly (Cortex-M4, M7, M33; all 14 core registers, laid out by
  * hand): per position, both words of the 8 channels loaded, masked by the mask's byte (mask
  * NULL: none; else stride / 8 apart) with MSR APSR_g and SEL and stored back, SXTAB16 into the
@@ -134,7 +101,14 @@ __asm__(".pushsection .text.tp_fold_scan8,\"ax\",%progbits\n"
 /* clang-format on */
 #else
 #define FOLD_EXACT8 0 /* channel_or8 finds the ORs of the magnitudes */
-#define CHANNEL_ACC(m, a) ((m) | (a))
+
+/* SWAR on the 4 int8 values of a word: their magnitudes, bytewise (no carries: a byte's
+ * magnitude is at most 128, the high bit set only for -128's). */
+static inline uint32_t abs4(uint32_t v)
+{
+    uint32_t s = (v >> 7) & 0x01010101u; /* 1 in each negative byte */
+    return (v ^ ((s << 8) - s)) + s;     /* ~v + 1 there */
+}
 #endif
 
 /* Positions whose int8 sums a halfword lane holds (256 values of at most 128 in magnitude sum
@@ -142,10 +116,10 @@ __asm__(".pushsection .text.tp_fold_scan8,\"ax\",%progbits\n"
 #define FOLD_SUM_RUN 256u
 
 /* The largest magnitude |dY| of each of the 8 int8 channels at q (o .. o + 7) over the
- * positions (FOLD_EXACT8), or else the OR of them, which has its bit length, into ors (abs4's
- * bytes: at most 128). With a mask (its byte for these channels at each position, mstride apart),
+ * positions (FOLD_EXACT8: tp_fold_scan8), or else the OR of them, which has its bit length, into
+ * ors (at most 128). With a mask (its byte for these channels at each position, mstride apart),
  * dY's values whose bit is 0 are zeroed first, in place. With sums (FOLD_EXACT8 only; else
- * NULL), the channels' sums of dY as well, after the mask: SXTAB16 into halfword lanes, added to
+ * NULL), the channels' sums of dY as well, after the mask: the scan's halfword lanes, added to
  * the int32 sums every FOLD_SUM_RUN positions. */
 static void channel_or8(int8_t *q, uint32_t positions, uint32_t stride, uint32_t *ors,
                         const uint8_t *mask, uint32_t mstride, int32_t *sums)
@@ -153,44 +127,41 @@ static void channel_or8(int8_t *q, uint32_t positions, uint32_t stride, uint32_t
     uint32_t p, m0 = 0, m1 = 0, j;
     uint8_t b[8];
 #if FOLD_EXACT8
-    if (sums != NULL) {
-        uint32_t run, io[6];
-        io[0] = 0u;
-        io[1] = 0u;
-        for (j = 0; j < 8u; j++) {
-            sums[j] = 0;
-        }
-        for (p = 0; p < positions; p += run) {
-            run = positions - p < FOLD_SUM_RUN ? positions - p : FOLD_SUM_RUN;
-            tp_fold_scan8(q, run, stride, mask, io);
-            q += run * stride;
-            mask = mask != NULL ? mask + run * mstride : NULL;
-            for (j = 0; j < 4u; j++) { /* lanes: channels 0/2, 1/3, 4/6, 5/7 */
-                uint32_t c = (j >> 1) * 4u + (j & 1u);
-                sums[c] += (int16_t)(io[2u + j] & 0xFFFFu);
-                sums[c + 2u] += (int16_t)(io[2u + j] >> 16);
-            }
-        }
-        m0 = io[0];
-        m1 = io[1];
-    } else
-#endif
-    {
-        (void)sums;
-        for (p = 0; p < positions; p++, q += stride) {
-            uint32_t w0, w1;
-            memcpy(&w0, q, 4u);
-            memcpy(&w1, q + 4, 4u);
-            if (mask != NULL) {
-                tp_gm_mask8(&w0, &w1, *mask);
-                memcpy(q, &w0, 4u);
-                memcpy(q + 4, &w1, 4u);
-                mask += mstride;
-            }
-            m0 = CHANNEL_ACC(m0, abs4(w0));
-            m1 = CHANNEL_ACC(m1, abs4(w1));
+    uint32_t run, io[6];
+    io[0] = 0u;
+    io[1] = 0u;
+    for (j = 0; j < 8u && sums != NULL; j++) {
+        sums[j] = 0;
+    }
+    for (p = 0; p < positions; p += run) {
+        run = positions - p < FOLD_SUM_RUN ? positions - p : FOLD_SUM_RUN;
+        tp_fold_scan8(q, run, stride, mask, io);
+        q += run * stride;
+        mask = mask != NULL ? mask + run * mstride : NULL;
+        for (j = 0; j < 4u && sums != NULL; j++) { /* lanes: channels 0/2, 1/3, 4/6, 5/7 */
+            uint32_t c = (j >> 1) * 4u + (j & 1u);
+            sums[c] += (int16_t)(io[2u + j] & 0xFFFFu);
+            sums[c + 2u] += (int16_t)(io[2u + j] >> 16);
         }
     }
+    m0 = io[0];
+    m1 = io[1];
+#else
+    (void)sums;
+    for (p = 0; p < positions; p++, q += stride) {
+        uint32_t w0, w1;
+        memcpy(&w0, q, 4u);
+        memcpy(&w1, q + 4, 4u);
+        if (mask != NULL) {
+            tp_gm_mask8(&w0, &w1, *mask);
+            memcpy(q, &w0, 4u);
+            memcpy(q + 4, &w1, 4u);
+            mask += mstride;
+        }
+        m0 |= abs4(w0);
+        m1 |= abs4(w1);
+    }
+#endif
     memcpy(b, &m0, 4u); /* back in memory order: channel o + j is byte j */
     memcpy(b + 4, &m1, 4u);
     for (j = 0; j < 8u; j++) {
