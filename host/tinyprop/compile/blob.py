@@ -204,12 +204,8 @@ PWIG_FLASH_LIMIT = 768 * 1024
 
 
 def pairs_bytes(graph: Graph, k: int) -> int:
-    """Bytes op k's record and rows take in the PWIG section (pairs_section's layout)."""
-    rows = np.asarray(graph.tensors[graph.ops[k].inputs[1]].data, np.int8)
-    rows = rows.reshape(rows.shape[0], -1)
-    live = int(np.count_nonzero(np.any(rows != 0, axis=1)))
-    pairs = (live + 1) // 2
-    return PWIG_OP.size + 4 * pairs + pairs * rows.shape[1] * 2
+    """Bytes op k's record and rows take in the PWIG section."""
+    return len(pairs_section(graph, [k])) - PWIG_HEADER.size
 
 
 def pairs_within(graph: Graph, ops: list[int], room: int) -> list[int]:
