@@ -18,9 +18,10 @@
 
 /* Positions per block of packed dY pairs on the stack (even). */
 #define TP_WG_BLOCK 64u
-/* The bound on sum |dY| below which the int32 path is exact: sum |dY| * 255 < 2^31 (then the
- * sums, |x| <= 128, and the difference, |x - zp| <= 255, fit int32). */
-#define TP_WG_BOUND 8421505u
+/* The bound on sum |dY| below which the int32 path is exact: sum |dY| * 256 <= 2^31 (then the
+ * sums, |x| <= 128, the difference, |x - zp| <= 255, and a one-block row's sums started at
+ * -zp sum dY, within 256 sum |dY|, fit int32). */
+#define TP_WG_BOUND 8388608u
 
 /* dY[p, o] of positions [p0, p0 + np) packed in pairs (dY[p], dY[p + 1]) into gp (a last odd
  * one with 0); returns sum dY and adds sum |dY| to *bound. */
@@ -70,22 +71,24 @@ static inline int32_t wg_one(int32_t a, const int8_t *x, uint32_t ic, const uint
 }
 
 /* s[0..3] (+)= sum over positions p of the block of dY[p] x[p, i..i+3], for every quad i of
- * ic; x at the block's first position, np positions (np even, or odd with the last pair's
- * second dY 0: its x is not read). Per position pair: two words of x (four inputs each),
- * four SXTB16, eight SMLAxy with the pair's dY. An input x_live marks at zp adds zp bsum (bsum:
- * the block's dY sum), the same integer: a quad of them alone, one other input by wg_one. */
+ * ic, the sums starting at init where they start (!add); x at the block's first position, np
+ * positions (np even, or odd with the last pair's second dY 0: its x is not read). Per position
+ * pair: two words of x (four inputs each), four SXTB16, eight SMLAxy with the pair's dY. An
+ * input x_live marks at zp adds zp bsum (bsum: the block's dY sum), the same integer: a quad of
+ * them alone, one other input by wg_one. */
 static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, const uint32_t *gp,
-                                     uint32_t np, int add, const uint32_t *x_live, int32_t zb)
+                                     uint32_t np, int add, const uint32_t *x_live, int32_t zb,
+                                     int32_t init)
 {
     uint32_t i, j, pairs = np >> 1;
     for (i = 0; i < ic; i += 4u) {
         const int8_t *xp = x + i;
         const uint32_t *g = gp, *gend = gp + pairs;
-        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t a0 = init, a1 = init, a2 = init, a3 = init;
         uint32_t live = x_live != NULL ? x_live[i >> 5] >> (i & 31u) & 15u : 15u;
         if ((live & (live - 1u)) == 0u) { /* none or one of the four off zp */
             for (j = 0; j < 4u; j++) {
-                int32_t a = add ? s[i + j] : 0;
+                int32_t a = add ? s[i + j] : init;
                 s[i + j] = (live >> j & 1u) != 0u ? wg_one(a, xp + j, ic, gp, np) : a + zb;
             }
             continue;
@@ -120,12 +123,52 @@ static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, c
     }
 }
 
+/* row[i] = (float)acc[i] * c for n values in place (acc: the row's int32 words): eight a turn
+ * by VLDM, VCVT, VMUL and VSTM on the FPU (the conversion rounds to nearest even, as C's does),
+ * the rest (or all, without the FPU's registers) one at a time: the same conversion and product. */
+static void wg_to_f32(float *row, uint32_t n, float c)
+{
+    uint32_t i = 0u;
+#if defined(__ARM_FP) && (__ARM_FP & 4) && defined(__thumb2__) && !defined(TP_KERNELS_DSP_EMULATION)
+    float *r = row;
+    for (; i + 8u <= n; i += 8u) {
+        __asm__ volatile("vldmia %[r], {s8-s15}\n\t"
+                         "vcvt.f32.s32 s8, s8\n\t"
+                         "vcvt.f32.s32 s9, s9\n\t"
+                         "vcvt.f32.s32 s10, s10\n\t"
+                         "vcvt.f32.s32 s11, s11\n\t"
+                         "vcvt.f32.s32 s12, s12\n\t"
+                         "vcvt.f32.s32 s13, s13\n\t"
+                         "vcvt.f32.s32 s14, s14\n\t"
+                         "vcvt.f32.s32 s15, s15\n\t"
+                         "vmul.f32 s8, s8, %[c]\n\t"
+                         "vmul.f32 s9, s9, %[c]\n\t"
+                         "vmul.f32 s10, s10, %[c]\n\t"
+                         "vmul.f32 s11, s11, %[c]\n\t"
+                         "vmul.f32 s12, s12, %[c]\n\t"
+                         "vmul.f32 s13, s13, %[c]\n\t"
+                         "vmul.f32 s14, s14, %[c]\n\t"
+                         "vmul.f32 s15, s15, %[c]\n\t"
+                         "vstmia %[r]!, {s8-s15}"
+                         : [r] "+r"(r)
+                         : [c] "t"(c)
+                         : "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "memory");
+    }
+#endif
+    for (; i < n; i++) {
+        int32_t a;
+        __builtin_memcpy(&a, row + i, 4);
+        row[i] = (float)a * c;
+    }
+}
+
 /* dW[o, i] = sum_p dY[p, o] x[p, i] - zp sum_p dY[p, o] as float32: its int32 sums, made in the
  * row itself (int32 words, then each replaced by its float32), exact while sum |dY| is below
  * TP_WG_BOUND (else the reference's int64 sums, the same value), then one int32 -> float32
  * conversion (round to nearest even, as tp_gm_to_f32's) and one product with scale * 2^e (the
  * same float32 product). The row's sums are bounded as a whole, so positions go in blocks
- * (TP_WG_BLOCK) whatever their number. */
+ * (TP_WG_BLOCK) whatever their number; a row of one block (VWW's trained 6x6 and 3x3 maps)
+ * knows its dY sum before its sums start, and starts them at -zp sum dY. */
 void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_shape, const int8_t *x,
                                  int32_t x_zp, float x_scale, const tp_shape *out_shape,
                                  const tp_gmap *dy, uint32_t o, float *row, const uint32_t *x_live)
@@ -154,7 +197,8 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
             return;
         }
         if (bound != before) { /* a block of zero dY adds nothing (a dead channel: all) */
-            wg_block(acc, x + q * ic, ic, gp, np, summed, x_live, x_zp * bsum);
+            wg_block(acc, x + q * ic, ic, gp, np, summed, x_live, x_zp * bsum,
+                     np == n ? -x_zp * bsum : 0);
             summed = 1;
         }
     }
@@ -165,12 +209,11 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
             return; /* every (float)0 * c is +0.0f, whose bits are the int32 0's */
         }
     }
-    off = -x_zp * g_sum;
-    for (i = 0; i < ic; i++) {
-        int32_t a;
-        __builtin_memcpy(&a, acc + i, 4);
-        row[i] = (float)(a + off) * c;
+    off = n <= TP_WG_BLOCK ? 0 : -x_zp * g_sum; /* one block: in the sums already */
+    for (i = 0; off != 0 && i < ic; i++) {
+        acc[i] += off;
     }
+    wg_to_f32(row, ic, c);
 }
 
 /* Positions per run of the bias sums' halfword lanes: 256 values of at most 128 in magnitude sum
