@@ -54,6 +54,8 @@ typedef struct {
     const uint8_t *mask; /* the RELU mask the fold's scan applies (begin_weighted_q), or NULL */
     const tp_update *u;  /* the op's update (update_of), for the biases its fold's scan sums */
     uint32_t *biased;    /* set when the fold's scan updated the biases (begin_weighted_q) */
+    uint32_t *dead;      /* the fold's dead channels (tp_gm_fold.dead, begin_weighted_q's copy;
+                          * all clear before: a clear bit says nothing) */
 } backward_ctx;
 
 /* Begin writing input pos's integer map from exact values at exponent e_v, the row shifts at the
@@ -133,6 +135,7 @@ static uint8_t *begin_weighted_q(const backward_ctx *c, uint32_t pos, tp_gm_writ
     } else {
         tp_gm_fold_of(f, &c->dyq, positions, &c->w, terms, c->mask);
     }
+    memcpy(c->dead, f->dead, sizeof f->dead);
     return begin_input(c, w, pos, f->e);
 }
 
@@ -467,6 +470,12 @@ static void update(const backward_ctx *c, const tp_update *u)
         const int8_t *x = saved_input(c);
         uint32_t live[TP_LIVE_INPUTS / 32u];
         const uint32_t *x_live = NULL;
+        float k = c->tin.scale * tp_gm_pow2(c->dyq.e);
+        /* a dead channel's row (its dY zero everywhere after the mask) has the gradient +-0
+         * when x_scale 2^e is finite (every kernel's 0 times it), which changes no weight
+         * without a velocity (tp_optim_update_row): neither is made */
+        int zero_rows_stay = c->format != TP_GRAD_FLOAT32 && u->velocity == NULL &&
+                             k >= -3.4028235e38f && k <= 3.4028235e38f;
         if (c->format != TP_GRAD_FLOAT32 && c->op.kind == TP_OP_CONV_2D &&
             c->k->conv2d_weight_q != tp_conv2d_weight_grad_q) { /* the reference sums every input */
             part(s, TP_PART_GRAD, c->op.index);
@@ -474,7 +483,8 @@ static void update(const backward_ctx *c, const tp_update *u)
         }
         for (o = 0; o < n_out; o++) { /* held rows, in channel order */
             uint32_t r = tp_held_row(&s->b, &c->op, o);
-            if (r == TP_NONE16) {
+            if (r == TP_NONE16 ||
+                (o < TP_GM_DEAD_C && (c->dead[o >> 5] >> (o & 31u) & 1u) != 0u && zero_rows_stay)) {
                 continue;
             }
             part(s, TP_PART_GRAD, c->op.index);
@@ -536,9 +546,11 @@ static void backward_op(tp_session *s, const uint8_t *rec, uint32_t key, uint32_
 {
     backward_ctx c;
     tp_update u;
-    uint32_t n, biased = 0u;
+    uint32_t n, biased = 0u, dead[TP_GM_DEAD_C / 32u];
     memset(&c, 0, sizeof c);
+    memset(dead, 0, sizeof dead);
     c.biased = &biased;
+    c.dead = dead;
     part(s, TP_PART_BACKWARD, tp_rd_u16(rec + TP_TRAN_OP_OP));
     c.s = s;
     c.k = (s->flags & TP_SESSION_REFERENCE_KERNELS) ? &tp_ref_gradient : &tp_target_gradient;
