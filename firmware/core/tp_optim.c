@@ -191,24 +191,83 @@ static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, flo
     return fl + (r < frac ? 1 : 0);
 }
 
-/* update_row's four loops each specialized by its constant flags, whatever its size. */
-TP_ALWAYS_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
-                                 const float *grad, uint32_t n, float neg, int qas, int mom)
+/* Bits j of the (up to 32) weights w[0..n) that may be -128: each whose byte is 0x80, and
+ * maybe others (a word's zero-byte test of w ^ 0x80 flags the bytes above a true one too), a
+ * word's four flags gathered by one product (as tp_gradmap.c's gather8). */
+static uint32_t at_min(const int8_t *w, uint32_t n)
 {
-    uint32_t k, h = row_params * 0x9E3779B1u + u->key;
+    uint32_t j, bits = 0u, v, f;
+    for (j = 0; j + 4u <= n; j += 4u) {
+        memcpy(&v, w + j, 4u);
+        v ^= 0x80808080u;
+        f = (v - 0x01010101u) & ~v & 0x80808080u;
+        if (!tp_little_endian()) { /* byte j + b at bit 7 + 8 (3 - b) */
+            f = (f >> 24 | (f >> 8 & 0xFF00u) | (f << 8 & 0xFF0000u) | f << 24);
+        }
+        bits |= ((f >> 7) * 0x00204081u >> 21 & 0xFu) << j;
+    }
+    for (; j < n; j++) {
+        bits |= (w[j] == -128 ? 1u : 0u) << j;
+    }
+    return bits;
+}
+
+/* Whether the n weights w may hold a -128 (a word's zero-byte test of w ^ 0x80, ORed over the
+ * row: no false negative). */
+static int row_may_hold_min(const int8_t *w, uint32_t n)
+{
+    uint32_t j, v, f = 0u;
+    for (j = 0; j + 4u <= n; j += 4u) {
+        memcpy(&v, w + j, 4u);
+        v ^= 0x80808080u;
+        f |= (v - 0x01010101u) & ~v;
+    }
+    for (; j < n; j++) {
+        f |= w[j] == -128 ? 0x80u : 0u;
+    }
+    return (f & 0x80808080u) != 0u;
+}
+
+/* The weights of a row's block of 32 from k0 (n in all) update_row visits: every one, or,
+ * with live and no velocity, those whose gradient may be nonzero or (mins: the row may hold
+ * one) whose weight may be -128. */
+TP_ALWAYS_INLINE uint32_t visited(const int8_t *w, uint32_t k0, uint32_t n, const uint32_t *live,
+                                  int mom, int mins)
+{
+    uint32_t cnt = n - k0 < 32u ? n - k0 : 32u;
+    uint32_t all = cnt == 32u ? 0xFFFFFFFFu : (1u << cnt) - 1u, lw;
+    if (mom || live == NULL) {
+        return all;
+    }
+    lw = live[k0 >> 5] & all;
+    return lw == all || !mins ? lw : lw | at_min(w + k0, cnt);
+}
+
+/* update_row's four loops each specialized by its constant flags, whatever its size: the
+ * weights in blocks of 32, each the ones visited() names (a bit's index by CLZ of its reverse). */
+TP_ALWAYS_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
+                                 const float *grad, uint32_t n, float neg, int qas, int mom,
+                                 const uint32_t *live)
+{
+    uint32_t k0, h0 = row_params * 0x9E3779B1u + u->key;
     int8_t *w = (int8_t *)(u->params + row_params);
     uint8_t *vel = mom ? u->velocity + 4u * v0 : NULL;
     float lr = u->lr, mom_f = u->momentum, inv = qas ? 1.0f / neg : 0.0f;
-    for (k = 0; k < n; k++, h += 0x9E3779B1u) {
-        int32_t nv;
-        uint32_t gb;
-        memcpy(&gb, grad + k, 4u);
-        if (!mom && gb << 1 == 0u && w[k] != -128) {
-            continue; /* a +-0 gradient: delta +-0, whose update is 0 (a pruned input's) */
+    int mins = !mom && live != NULL && row_may_hold_min(w, n);
+    for (k0 = 0; k0 < n; k0 += 32u) {
+        uint32_t todo = visited(w, k0, n, live, mom, mins);
+        while (todo != 0u) {
+            uint32_t k = k0 + (uint32_t)__builtin_ctz(todo), gb;
+            int32_t nv;
+            todo &= todo - 1u;
+            memcpy(&gb, grad + k, 4u);
+            if (!mom && gb << 1 == 0u && w[k] != -128) {
+                continue; /* a +-0 gradient: delta +-0, whose update is 0 (a pruned input's) */
+            }
+            nv = (int32_t)w[k] + row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, inv,
+                                          h0 + k * 0x9E3779B1u, qas, mom);
+            w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
         }
-        nv = (int32_t)w[k] +
-             row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, inv, h, qas, mom);
-        w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
     }
 }
 
@@ -232,19 +291,19 @@ static int row_is_zero(const float *grad, uint32_t n)
 }
 
 void tp_optim_update_row(const tp_update *u, uint32_t row_params, uint32_t v0, const float *grad,
-                         uint32_t n, float sw)
+                         uint32_t n, float sw, const uint32_t *live)
 {
     float seff = sw > u->scale_floor ? sw : u->scale_floor;
     if (u->velocity == NULL && row_is_zero(grad, n)) {
         return; /* every delta +-0 (or NaN, taken as 0): every update 0 */
     }
     if (u->qas && u->velocity != NULL) {
-        update_row(u, row_params, v0, grad, n, -seff, 1, 1);
+        update_row(u, row_params, v0, grad, n, -seff, 1, 1, live);
     } else if (u->qas) {
-        update_row(u, row_params, v0, grad, n, -seff, 1, 0);
+        update_row(u, row_params, v0, grad, n, -seff, 1, 0, live);
     } else if (u->velocity != NULL) {
-        update_row(u, row_params, v0, grad, n, -sw, 0, 1);
+        update_row(u, row_params, v0, grad, n, -sw, 0, 1, live);
     } else {
-        update_row(u, row_params, v0, grad, n, -sw, 0, 0);
+        update_row(u, row_params, v0, grad, n, -sw, 0, 0, live);
     }
 }

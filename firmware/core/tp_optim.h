@@ -25,8 +25,10 @@ uint32_t tp_optim_step_key(uint32_t seed, uint32_t step);
 void tp_optim_update_bias(const tp_update *u, uint32_t bias_params, uint32_t o, float db, float sw);
 
 /* Update a held int8 weight row (n weights at params offset row_params, velocities from v0)
- * with its gradient; sw is the row's channel scale. */
+ * with its gradient; sw is the row's channel scale. live: NULL, or bit k of live[k / 32] clear
+ * where grad[k] is +-0 (a 1x1 conv's input at its zero point everywhere): without a velocity
+ * such a weight is read only to clamp a -128 to -127. */
 void tp_optim_update_row(const tp_update *u, uint32_t row_params, uint32_t v0, const float *grad,
-                         uint32_t n, float sw);
+                         uint32_t n, float sw, const uint32_t *live);
 
 #endif /* TP_OPTIM_H */

@@ -469,7 +469,7 @@ static void update(const backward_ctx *c, const tp_update *u)
         uint32_t v0 = (c->t.flags & TP_TRAN_BIAS) ? n_out : 0u; /* first weight velocity */
         const int8_t *x = saved_input(c);
         uint32_t live[TP_LIVE_INPUTS / 32u];
-        const uint32_t *x_live = NULL;
+        const uint32_t *x_live = NULL, *zeros;
         float k = c->tin.scale * tp_gm_pow2(c->dyq.e);
         /* a dead channel's row (its dY zero everywhere after the mask) has the gradient +-0
          * when x_scale 2^e is finite (every kernel's 0 times it), which changes no weight
@@ -481,6 +481,10 @@ static void update(const backward_ctx *c, const tp_update *u)
             part(s, TP_PART_GRAD, c->op.index);
             x_live = channels_off_zp(live, x, &c->in_shape, c->tin.zero_point);
         }
+        /* a 1x1 conv's input at zp everywhere has the weight gradient +-0 (every kernel's exact
+         * 0 times a finite x_scale 2^e) */
+        zeros = zero_rows_stay && x_live != NULL && row_len == (uint32_t)c->in_shape.c ? x_live
+                                                                                       : NULL;
         for (o = 0; o < n_out; o++) { /* held rows, in channel order */
             uint32_t r = tp_held_row(&s->b, &c->op, o);
             if (r == TP_NONE16 ||
@@ -495,7 +499,7 @@ static void update(const backward_ctx *c, const tp_update *u)
             }
             part(s, TP_PART_UPDATE, c->op.index);
             tp_optim_update_row(u, c->op.held_params + r * row_len, v0 + r * row_len, row, row_len,
-                                tp_weights_scale(&c->w, o));
+                                tp_weights_scale(&c->w, o), zeros);
         }
     }
 }

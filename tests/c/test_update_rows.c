@@ -13,10 +13,11 @@
  *
  * The cases, QAS with and without momentum and plain SGD: rows of 64 weights (-128 too), per row
  * a weight scale and a learning rate; gradients pseudo-random over 2^-40 .. 2^12 of both signs,
- * zeros (rows of mostly +-0: a pruned input's), infinities, NaN, and gradients aimed at the
- * update's thresholds (delta = n + r + j 2^-24 for j in -3..3, n in -70..69 or -1..0, r the
- * weight's own uniform): where a division and a multiplication by the reciprocal can round
- * differently and the update turns on it.
+ * zeros (rows of mostly +-0: a pruned input's), infinities, NaN, rows with a live bitmap (its
+ * clear bits' gradients +-0, -128 weights among them: a 1x1 conv's inputs at their zero point),
+ * and gradients aimed at the update's thresholds (delta = n + r + j 2^-24 for j in -3..3, n in
+ * -70..69 or -1..0, r the weight's own uniform): where a division and a multiplication by the
+ * reciprocal can round differently and the update turns on it.
  */
 #include <math.h>
 #include <string.h>
@@ -31,6 +32,7 @@ static uint8_t params[N + 8u];
 static uint8_t velocity[4u * N], velocity_def[4u * N];
 static int8_t want[N];
 static float grad[N];
+static uint32_t live[N / 32u];
 static uint32_t rng = 1013904223u;
 
 static uint32_t next(void)
@@ -159,8 +161,24 @@ int update_rows_main(void)
                     memcpy(velocity_def + 4u * k, &v0, 4u);
                 }
             }
+            if (kind != 1u && row % 4u == 1u) { /* a live bitmap: its clear bits' gradients +-0 */
+                for (k = 0; k < N / 32u; k++) {
+                    live[k] = next() & next(); /* about one in four set */
+                }
+                live[row % 3u == 0u ? 0u : 1u] = row % 9u == 1u ? 0u
+                                                                : live[row % 3u == 0u ? 0u : 1u];
+                for (k = 0; k < N; k++) {
+                    if ((live[k >> 5] >> (k & 31u) & 1u) == 0u) {
+                        grad[k] = (next() & 1u) ? 0.0f : -0.0f;
+                        if (next() % 8u == 0u) { /* -128 beside them, or alone */
+                            params[row_params + k] = 0x80u;
+                        }
+                    }
+                }
+            }
             define_row(&u, row_params, sw);
-            tp_optim_update_row(&u, row_params, 0u, grad, N, sw);
+            tp_optim_update_row(&u, row_params, 0u, grad, N, sw,
+                                kind != 1u && row % 4u == 1u ? live : NULL);
             for (k = 0; k < N; k++) {
                 cases++;
                 if ((int8_t)params[row_params + k] != want[k] ||
