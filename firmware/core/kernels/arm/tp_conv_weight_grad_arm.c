@@ -86,7 +86,18 @@ static TP_DSP_NOINLINE void wg_block(int32_t *s, const int8_t *x, uint32_t ic, c
         const uint32_t *g = gp, *gend = gp + pairs;
         int32_t a0 = init, a1 = init, a2 = init, a3 = init;
         uint32_t live = x_live != NULL ? x_live[i >> 5] >> (i & 31u) & 15u : 15u;
-        if ((live & (live - 1u)) == 0u) { /* none or one of the four off zp */
+        if (live == 0u) { /* all four at zp */
+            if (add) {
+                s[i] += zb;
+                s[i + 1u] += zb;
+                s[i + 2u] += zb;
+                s[i + 3u] += zb;
+            } else {
+                s[i] = s[i + 1u] = s[i + 2u] = s[i + 3u] = init + zb;
+            }
+            continue;
+        }
+        if ((live & (live - 1u)) == 0u) { /* one of the four off zp */
             for (j = 0; j < 4u; j++) {
                 int32_t a = add ? s[i + j] : init;
                 s[i + j] = (live >> j & 1u) != 0u ? wg_one(a, xp + j, ic, gp, np) : a + zb;
