@@ -7,8 +7,10 @@
  * columns split by phase mod the stride, so that a tap reads consecutive values), both on the
  * stack; a tap's sum is then the plane's dot product with a window of the input plane, two
  * products an SMLAD. Padding contributes zeros, as the reference's tap ranges leave those
- * positions out. Exact in int32 when sum |dY| * 255 is below 2^31 (|x - zp| <= 255); larger
- * planes or sums: the reference.
+ * positions out. Stride 1 with three taps a row (VWW's 6x6 and 3x3 maps) lays the dY plane out
+ * as wide as the input plane, zeros past its columns: each kernel row's three taps are then
+ * dot products over the whole planes, one loop. Exact in int32 when sum |dY| * 255 is below 2^31
+ * (|x - zp| <= 255); larger planes or sums: the reference.
  */
 #include "tinyprop.h"
 #include "tp_dsp.h"
@@ -51,7 +53,8 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
     uint32_t ih = (uint32_t)in_shape->h, iw = (uint32_t)in_shape->w, ic = (uint32_t)in_shape->c;
     uint32_t dw = (ow + 1u) & ~1u, pw = dw + (k1 - 1u) / (s1 ? s1 : 1u), rs = s1 * pw;
     uint32_t xh = (oh - 1u) * s0 + k0, ch = o / (uint32_t)p->depth_multiplier;
-    uint32_t i, j, r, ph, kh, kw, bound = 0, jr[2][2];
+    uint32_t i, j, r, ph, kh, kw, bound = 0, jr[2][2], ds;
+    int flat;
     float cf;
     int16_t d[TP_GRAD_DWW_D], xp[TP_GRAD_DWW_X];
     if (k0 < 1u || k0 > 3u || k1 < 1u || k1 > 3u || s0 < 1u || s0 > 2u || s1 < 1u || s1 > 2u ||
@@ -59,12 +62,17 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
         tp_depthwise_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row);
         return;
     }
+    /* flat: stride 1 with three taps a row, the dY plane as wide as the input plane (zeros past
+     * ow) and two more input values: a kernel row's taps are dot products over the whole planes */
+    flat = s0 == 1u && s1 == 1u && k1 == 3u && oh * pw <= TP_GRAD_DWW_D &&
+           xh * rs + 2u <= TP_GRAD_DWW_X;
+    ds = flat ? pw : dw;
     if (dww_at_zp(x + ch, ih * iw, ic, x_zp)) { /* every x - zp 0: every sum 0 */
         dww_zero_row(row, k0 * k1, x_scale, dy->e);
         return;
     }
     for (i = 0; i < oh; i++) {
-        int16_t *dr = d + i * dw;
+        int16_t *dr = d + i * ds;
         if (dy->bytes == 1u) {
             const int8_t *q = (const int8_t *)dy->q + i * ow * oc + o;
             for (j = 0; j < ow; j++, q += oc) {
@@ -80,8 +88,9 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
                 bound += (uint32_t)(g < 0 ? -g : g);
             }
         }
-        if (ow < dw) {
-            dr[ow] = 0;
+        for (j = ow; j < ds; j++) {
+            dr[j] = 0;
+            __asm__("" : "+r"(j)); /* short runs: no call to the C library's memset */
         }
     }
     if (bound >= (1u << 31) / 255u) { /* below 2^23 per value: no overflow on the way */
@@ -92,44 +101,78 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
         dww_zero_row(row, k0 * k1, x_scale, dy->e);
         return;
     }
-    for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
-        /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
-        uint32_t j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
-        uint32_t j1 = (iw + p->pad[1] - ph + s1 - 1u) / s1;
-        j1 = j1 < pw ? j1 : pw;
-        jr[ph][0] = j0 < j1 ? j0 : j1;
-        jr[ph][1] = j1;
-    }
-    for (r = 0; r < xh; r++) { /* padded row r is input row r - pad[0] */
-        int32_t iy = (int32_t)r - (int32_t)p->pad[0];
-        int live = iy >= 0 && (uint32_t)iy < ih;
-        for (ph = 0; ph < s1; ph++) {
-            int16_t *xr = xp + r * rs + ph * pw;
-            uint32_t j0 = live ? jr[ph][0] : 0u, j1 = live ? jr[ph][1] : 0u;
-            for (j = 0; j < j0; j++) { /* short runs: no call to the C library's memset */
-                xr[j] = 0;
-                __asm__("" : "+r"(j));
+    if (flat) { /* the plane zeroed, then each live row's columns within it */
+        uint32_t nx = iw < pw - p->pad[1] ? iw : pw - p->pad[1];
+        for (j = 0; j < xh * rs + 2u; j += 2u) {
+            xp[j] = 0;
+            xp[j + 1u] = 0;
+        }
+        for (r = p->pad[0]; r < xh && r - p->pad[0] < ih; r++) {
+            const int8_t *xs = x + (r - p->pad[0]) * iw * ic + ch;
+            int16_t *xr = xp + r * pw + p->pad[1];
+            for (j = 0; j < nx; j++, xs += ic) {
+                xr[j] = (int16_t)(*xs - x_zp);
             }
-            if (j0 < j1) {
-                const int8_t *xs = x + ((uint32_t)iy * iw + j0 * s1 + ph - p->pad[1]) * ic + ch;
-                uint32_t sx = s1 * ic;
-                for (; j + 1u < j1; j += 2u, xs += 2u * sx) {
-                    xr[j] = (int16_t)(xs[0] - x_zp);
-                    xr[j + 1u] = (int16_t)(xs[sx] - x_zp);
+        }
+    } else {
+        for (ph = 0; ph < s1; ph++) { /* padded column j s1 + ph: input column j s1 + ph - pad */
+            /* the first j with j s1 + ph >= pad, and the end of those with ix < iw */
+            uint32_t j0 = ph >= p->pad[1] ? 0u : (p->pad[1] - ph + s1 - 1u) / s1;
+            uint32_t j1 = (iw + p->pad[1] - ph + s1 - 1u) / s1;
+            j1 = j1 < pw ? j1 : pw;
+            jr[ph][0] = j0 < j1 ? j0 : j1;
+            jr[ph][1] = j1;
+        }
+        for (r = 0; r < xh; r++) { /* padded row r is input row r - pad[0] */
+            int32_t iy = (int32_t)r - (int32_t)p->pad[0];
+            int live = iy >= 0 && (uint32_t)iy < ih;
+            for (ph = 0; ph < s1; ph++) {
+                int16_t *xr = xp + r * rs + ph * pw;
+                uint32_t j0 = live ? jr[ph][0] : 0u, j1 = live ? jr[ph][1] : 0u;
+                for (j = 0; j < j0; j++) { /* short runs: no call to the C library's memset */
+                    xr[j] = 0;
+                    __asm__("" : "+r"(j));
                 }
-                if (j < j1) {
-                    xr[j++] = (int16_t)(xs[0] - x_zp);
+                if (j0 < j1) {
+                    const int8_t *xs = x + ((uint32_t)iy * iw + j0 * s1 + ph - p->pad[1]) * ic + ch;
+                    uint32_t sx = s1 * ic;
+                    for (; j + 1u < j1; j += 2u, xs += 2u * sx) {
+                        xr[j] = (int16_t)(xs[0] - x_zp);
+                        xr[j + 1u] = (int16_t)(xs[sx] - x_zp);
+                    }
+                    if (j < j1) {
+                        xr[j++] = (int16_t)(xs[0] - x_zp);
+                    }
                 }
-            }
-            for (; j < pw; j++) {
-                xr[j] = 0;
-                __asm__("" : "+r"(j));
+                for (; j < pw; j++) {
+                    xr[j] = 0;
+                    __asm__("" : "+r"(j));
+                }
             }
         }
     }
     /* tp_gm_to_f32 of an int32 sum: its float32 (rounded to nearest even, as i64_to_f32 does)
      * times the same float32 factor */
     cf = x_scale * tp_gm_pow2(dy->e);
+    if (flat) {
+        const int16_t *g, *gend = d + oh * pw;
+        xp[xh * rs] = 0;
+        xp[xh * rs + 1u] = 0;
+        for (kh = 0; kh < k0; kh++) { /* tap (kh, kw): sum_t d[t] xp[kh pw + kw + t] */
+            const int16_t *x0 = xp + kh * pw;
+            int32_t a0 = 0, a1 = 0, a2 = 0;
+            for (g = d; g != gend; g += 2, x0 += 2) {
+                uint32_t gj = tp_dsp_rd_pair(g);
+                a0 = tp_smlad(gj, tp_dsp_rd_pair(x0), a0);
+                a1 = tp_smlad(gj, tp_dsp_rd_pair(x0 + 1), a1);
+                a2 = tp_smlad(gj, tp_dsp_rd_pair(x0 + 2), a2);
+            }
+            row[kh * 3u] = (float)a0 * cf;
+            row[kh * 3u + 1u] = (float)a1 * cf;
+            row[kh * 3u + 2u] = (float)a2 * cf;
+        }
+        return;
+    }
     for (kh = 0; kh < k0; kh++) {
         if (k1 == 3u) { /* a kernel row's three taps from one read of each dY pair */
             const int16_t *x0 = xp + kh * rs, *x1 = x0 + (1u % s1) * pw + 1u / s1;
