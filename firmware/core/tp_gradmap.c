@@ -629,57 +629,79 @@ static inline uint32_t rshift4_i8(uint32_t v, uint32_t s, uint32_t mh, uint32_t 
 }
 
 #if TP_GM_DSP
-/* rshift4_i8 for 1 <= s <= 6 (a constant in each loop of end_words) with the DSP extension, in
- * s + 6 instructions: h = floor(q / 2^s) bytewise by s SHADD8s with 0; rounded up (half to even)
- * where the low s bits of q plus h's parity reach 2^(s-1) + 1 (no carry out of a byte: at most
- * 2^s), which USUB8 flags (GE: no borrow) for SEL to take 1 there, and SADD8 adds it. */
-TP_ALWAYS_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t s)
+/* rshift4_i8 for 1 <= s <= 6 (a constant in each loop of end_words) with the DSP extension:
+ * half to even is floor((q + k) / 2^s) with k = 2^(s-1) - 1 + p (rshift32_fast), p the parity
+ * bit s of q (in bit 0 of every byte: TP_GM_PARITY), k <= 2^(s-1) (no carry out of a byte).
+ * s <= 4: the halving SHADD8 of q and k (no overflow), then s - 1 SHADD8s with 0 (s + 2
+ * instructions with p's, s = 1: 2). s = 5, 6: the same in offset binary u = q ^ 0x80 (u's parity
+ * is q's for s < 7) by the halving UHADD8, every byte shifted by s - 1 (the next byte's bits
+ * masked off), less 2^(7-s) = 128 / 2^s by USUB8 (7 instructions). */
+TP_ALWAYS_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t p, uint32_t s)
 {
-    uint32_t h, t, k, z = 0u, one = 0x01010101u, thr = ((1u << (s - 1u)) + 1u) * one;
-    __asm__("shadd8 %0, %1, %2" : "=r"(h) : "r"(q), "r"(z));
-    for (k = 1u; k < s; k++) {
-        __asm__("shadd8 %0, %0, %1" : "+r"(h) : "r"(z));
+    uint32_t h, one = 0x01010101u, z = 0u, k = s > 1u ? p + ((1u << (s - 1u)) - 1u) * one : p;
+    if (s <= 4u) {
+        uint32_t i;
+        __asm__("shadd8 %0, %1, %2" : "=r"(h) : "r"(q), "r"(k));
+        for (i = 1u; i < s; i++) {
+            __asm__("shadd8 %0, %0, %1" : "+r"(h) : "r"(z));
+        }
+    } else {
+        uint32_t b = (0x80u >> s) * one;
+        __asm__("uhadd8 %0, %1, %2" : "=r"(h) : "r"(q ^ 0x80808080u), "r"(k));
+        h = (h >> (s - 1u)) & ((0xFFu >> (s - 1u)) * one);
+        __asm__("usub8 %0, %0, %1" : "+r"(h) : "r"(b));
     }
-    t = (q & (((1u << s) - 1u) * one)) + (h & one);
-    __asm__("usub8 %0, %0, %1\n\t"
-            "sel %0, %2, %3"
-            : "+r"(t)
-            : "r"(thr), "r"(one), "r"(z));
-    __asm__("sadd8 %0, %0, %1" : "+r"(h) : "r"(t));
     return h;
 }
 
-TP_ALWAYS_INLINE void end_words_s(int8_t *q, uint32_t n, uint32_t s)
-{
-    uint32_t j, v;
-    for (j = 0; j < n; j++, q += 4) {
-        memcpy(&v, q, 4u);
-        v = rshift4_dsp(v, s);
-        memcpy(q, &v, 4u);
-    }
-}
+/* p = bit S of every byte of q in its bit 0, S a literal: one AND of a shifted register (GCC
+ * makes the C a shift and an AND). */
+#define TP_GM_PARITY(p, q, one, S) __asm__("and %0, %1, %2, lsr #" #S : "=r"(p) : "r"(one), "r"(q))
+
+/* The first n words of an int8 row at q shifted by S (a literal) as rshift4_i8 does, two words
+ * a turn (their loads paired), then the odd one. */
+#define TP_GM_END_WORDS(q, n, S)                             \
+    do {                                                     \
+        uint32_t j_, v0_, v1_, p0_, p1_, one_ = 0x01010101u; \
+        for (j_ = 0; j_ + 2u <= (n); j_ += 2u, (q) += 8) {   \
+            memcpy(&v0_, (q), 4u);                           \
+            memcpy(&v1_, (q) + 4, 4u);                       \
+            TP_GM_PARITY(p0_, v0_, one_, S);                 \
+            TP_GM_PARITY(p1_, v1_, one_, S);                 \
+            v0_ = rshift4_dsp(v0_, p0_, S);                  \
+            v1_ = rshift4_dsp(v1_, p1_, S);                  \
+            memcpy((q), &v0_, 4u);                           \
+            memcpy((q) + 4, &v1_, 4u);                       \
+        }                                                    \
+        if (j_ < (n)) {                                      \
+            memcpy(&v0_, (q), 4u);                           \
+            TP_GM_PARITY(p0_, v0_, one_, S);                 \
+            v0_ = rshift4_dsp(v0_, p0_, S);                  \
+            memcpy((q), &v0_, 4u);                           \
+        }                                                    \
+    } while (0)
 
 /* The first n words of an int8 row shifted by s (1 to 6) as rshift4_i8 does. */
 static TP_NOINLINE void end_words(int8_t *q, uint32_t n, uint32_t s)
 {
     switch (s) {
     case 1u:
-        end_words_s(q, n, 1u);
+        TP_GM_END_WORDS(q, n, 1);
         break;
     case 2u:
-        end_words_s(q, n, 2u);
+        TP_GM_END_WORDS(q, n, 2);
         break;
     case 3u:
-        end_words_s(q, n, 3u);
+        TP_GM_END_WORDS(q, n, 3);
         break;
     case 4u:
-        end_words_s(q, n, 4u);
+        TP_GM_END_WORDS(q, n, 4);
         break;
     case 5u:
-        end_words_s(q, n, 5u);
+        TP_GM_END_WORDS(q, n, 5);
         break;
     default:
-        end_words_s(q, n, 6u);
+        TP_GM_END_WORDS(q, n, 6);
         break;
     }
 }

@@ -15,6 +15,7 @@
  * row; a row whose largest magnitude is -2^B with every other below 2^B (its length is B + 1, not
  * B), with and without a value that rounds to +-2^bits; values just below 2^B that round up to
  * 2^bits (saturated); exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes. Then a
+ * map of rows exact at their shifts, 1 to 7 below the map's, every int8 value in them. Then a
  * sink's channel sums (tp_gm_begin_sums: the values whose mask bit is set) of 8, 16 and 24
  * channels, rows of whole pixels (the two-channel passes) and rows that are not (the general
  * loop), values of every bit length and int32's extremes, each sum counted as a value.
@@ -113,6 +114,21 @@ static void fill(uint32_t k, uint32_t r, uint32_t elems)
     }
 }
 
+/* Row r's values for end case k (k >= 400; elems values): row 0 of shift 10 (its largest
+ * magnitude 127 2^10), the others of shift 10 - d, d = 1 to 7 by k, their values q 2^(10-d),
+ * exact at their own shift, the qs over rows 1 to 7 every int8 value -127 to 127 (and more): the
+ * map's re-rounding of every value by every shift tp_gm_end takes word by word. */
+static void fill_end(uint32_t k, uint32_t r, uint32_t elems)
+{
+    uint32_t j, d = 1u + (k - 400u) % 7u, sh = r == 0u ? 10u : 10u - d;
+    int32_t *v = vals[r];
+    for (j = 0; j < elems; j++) {
+        int32_t q = r == 0u ? random_len(7u) : (int32_t)(((r - 1u) * elems + j + k) % 255u) - 127;
+        v[j] = q * (int32_t)(1u << sh);
+    }
+    v[(k + r) % elems] = (k & 1u ? -127 : 127) * (int32_t)(1u << sh);
+}
+
 /* The sink cases: channel sums against int64 sums of the kept values; returns mismatches. */
 static uint32_t sink_cases(uint32_t *cases)
 {
@@ -174,7 +190,7 @@ int gm_rows_main(void)
     for (fmt = 0; fmt < 2u; fmt++) {
         uint32_t format = fmt == 0u ? TP_GRAD_INT8 : TP_GRAD_INT16, bits = tp_gm_bits(format);
         int32_t lim = ((int32_t)1 << bits) - 1;
-        for (k = 0; k < 400u; k++) {
+        for (k = 0; k < 400u + 42u; k++) {
             uint32_t elems = k % 3u == 0u ? 61u : k % 3u == 1u ? 64u : 60u, top = 0, rs[ROWS];
             int32_t e_v = (int32_t)(k % 7u) - 3;
             tp_gm_writer w;
@@ -183,7 +199,11 @@ int gm_rows_main(void)
             tp_gm_begin(&w, map_buf, format, ROWS, elems, 0u, shifts, e_v);
             for (r = 0; r < ROWS; r++) {
                 uint64_t m = 0;
-                fill(k, r, elems);
+                if (k < 400u) {
+                    fill(k, r, elems);
+                } else {
+                    fill_end(k, r, elems);
+                }
                 tp_gm_row_i32(&w, r, vals[r]);
                 for (j = 0; j < elems; j++) {
                     int64_t a = vals[r][j] < 0 ? -(int64_t)vals[r][j] : vals[r][j];
