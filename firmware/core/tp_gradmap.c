@@ -211,10 +211,28 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
 /* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM.
  * tp_gm_round_i8(q, v, n4, s): round_i8's loop over 4 n4 values (n4 >= 1, 1 <= s <= 23): per
  * value LSLS by 32 - s puts bit s (the parity) in the carry, ADC adds it and 2^31 + 2^(s-1) - 1,
- * LSR by s; BFI packs the word; two words a turn (after one when n4 is odd); returns the OR of
- * the words' 0x80-byte tests. */
+ * LSR by s; BFI packs the word; two words a turn (after one when n4 is odd); returns a word
+ * whose 0x80 bits flag the bytes 0x80 met: with the DSP extension, the words' bytewise signed
+ * minimum (SSUB8 and SEL: 2 instructions a word; 0x80, the least, is there if met) tested for it
+ * once, else the OR of every word's test (4 instructions a word). */
 uint32_t tp_gm_or_mag(const int32_t *v, uint32_t n8);
 uint32_t tp_gm_round_i8(uint8_t *q, const int32_t *v, uint32_t n4, uint32_t s);
+#if TP_GM_DSP
+#define TP_GM_HIT             \
+    "    ssub8 r9, r10, r4\n" \
+    "    sel r10, r4, r10\n"
+#define TP_GM_HIT_END                \
+    "    eor r8, r10, #0x80808080\n" \
+    "    sub r9, r8, #0x01010101\n"  \
+    "    bic r0, r9, r8\n"
+#else
+#define TP_GM_HIT                   \
+    "    eor r8, r4, #0x80808080\n" \
+    "    sub r9, r8, #0x01010101\n" \
+    "    bic r9, r9, r8\n"          \
+    "    orr r10, r10, r9\n"
+#define TP_GM_HIT_END "    mov r0, r10\n"
+#endif
 #ifdef __thumb__
 #define TP_GM_ISA ".thumb\n"
 #else
@@ -241,12 +259,7 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
         "    bfi r4, r6, #16, #8\n"
         "    tp_gm_rnd r7\n"
         "    bfi r4, r7, #24, #8\n"
-        "    str r4, [r0], #4\n"
-        "    eor r8, r4, #0x80808080\n"
-        "    sub r9, r8, #0x01010101\n"
-        "    bic r9, r9, r8\n"
-        "    orr r10, r10, r9\n"
-        ".endm\n"
+        "    str r4, [r0], #4\n" TP_GM_HIT ".endm\n"
         ".p2align 2\n"
         ".global tp_gm_or_mag\n"
         ".hidden tp_gm_or_mag\n"
@@ -295,9 +308,7 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
         "    tp_gm_rnd4\n"
         "    subs r2, r2, #1\n"
         "    bne 1b\n"
-        "2:\n"
-        "    mov r0, r10\n"
-        "    pop {r4-r11}\n"
+        "2:\n" TP_GM_HIT_END "    pop {r4-r11}\n"
         "    bx lr\n"
         ".size tp_gm_round_i8, .-tp_gm_round_i8\n"
         ".purgem tp_gm_mag\n"
