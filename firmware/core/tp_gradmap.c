@@ -208,13 +208,14 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
 #endif
 
 #if TP_GM_ASM
-/* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM.
+/* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM, two
+ * LDMs a turn (after one when n8 is odd).
  * tp_gm_round_i8(q, v, n4, s): round_i8's loop over 4 n4 values (n4 >= 1, 1 <= s <= 23): per
  * value LSLS by 32 - s puts bit s (the parity) in the carry, ADC adds it and 2^31 + 2^(s-1) - 1,
- * LSR by s; BFI packs the word; two words a turn (after one when n4 is odd); returns a word
- * whose 0x80 bits flag the bytes 0x80 met: with the DSP extension, the words' bytewise signed
- * minimum (SSUB8 and SEL: 2 instructions a word; 0x80, the least, is there if met) tested for it
- * once, else the OR of every word's test (4 instructions a word). */
+ * LSR by s; BFI packs the word; four words a turn (after one, two or three as n4's low bits say);
+ * returns a word whose 0x80 bits flag the bytes 0x80 met: with the DSP extension, the words'
+ * bytewise signed minimum (SSUB8 and SEL: 2 instructions a word; 0x80, the least, is there if met)
+ * tested for it once, else the OR of every word's test (4 instructions a word). */
 uint32_t tp_gm_or_mag(const int32_t *v, uint32_t n8);
 uint32_t tp_gm_round_i8(uint8_t *q, const int32_t *v, uint32_t n4, uint32_t s);
 #if TP_GM_DSP
@@ -245,6 +246,17 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
         "    eor \\r, \\r, \\r, asr #31\n"
         "    orr r2, r2, \\r\n"
         ".endm\n"
+        ".macro tp_gm_mag8\n"
+        "    ldm r0!, {r3-r10}\n"
+        "    tp_gm_mag r3\n"
+        "    tp_gm_mag r4\n"
+        "    tp_gm_mag r5\n"
+        "    tp_gm_mag r6\n"
+        "    tp_gm_mag r7\n"
+        "    tp_gm_mag r8\n"
+        "    tp_gm_mag r9\n"
+        "    tp_gm_mag r10\n"
+        ".endm\n"
         ".macro tp_gm_rnd r\n"
         "    lsls r8, \\r, r12\n"
         "    adc \\r, \\r, r11\n"
@@ -268,18 +280,17 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
         "tp_gm_or_mag:\n"
         "    push {r4-r10}\n"
         "    movs r2, #0\n"
+        "    lsrs r1, r1, #1\n"
+        "    bcc 1f\n"
+        "    tp_gm_mag8\n"
+        "    cmp r1, #0\n"
+        "    beq 2f\n"
         "1:\n"
-        "    ldm r0!, {r3-r10}\n"
-        "    tp_gm_mag r3\n"
-        "    tp_gm_mag r4\n"
-        "    tp_gm_mag r5\n"
-        "    tp_gm_mag r6\n"
-        "    tp_gm_mag r7\n"
-        "    tp_gm_mag r8\n"
-        "    tp_gm_mag r9\n"
-        "    tp_gm_mag r10\n"
+        "    tp_gm_mag8\n"
+        "    tp_gm_mag8\n"
         "    subs r1, r1, #1\n"
         "    bne 1b\n"
+        "2:\n"
         "    mov r0, r2\n"
         "    pop {r4-r10}\n"
         "    bx lr\n"
@@ -299,11 +310,19 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
         "    add r11, r11, #0x80000000\n"
         "    movs r10, #0\n"
         "    lsrs r2, r2, #1\n"
-        "    bcc 1f\n"
+        "    bcc 3f\n"
         "    tp_gm_rnd4\n"
+        "3:\n"
+        "    lsrs r2, r2, #1\n"
+        "    bcc 4f\n"
+        "    tp_gm_rnd4\n"
+        "    tp_gm_rnd4\n"
+        "4:\n"
         "    cmp r2, #0\n"
         "    beq 2f\n"
         "1:\n"
+        "    tp_gm_rnd4\n"
+        "    tp_gm_rnd4\n"
         "    tp_gm_rnd4\n"
         "    tp_gm_rnd4\n"
         "    subs r2, r2, #1\n"
@@ -312,6 +331,7 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
         "    bx lr\n"
         ".size tp_gm_round_i8, .-tp_gm_round_i8\n"
         ".purgem tp_gm_mag\n"
+        ".purgem tp_gm_mag8\n"
         ".purgem tp_gm_rnd\n"
         ".purgem tp_gm_rnd4\n"
         ".popsection\n" TP_GM_ISA);

@@ -10,10 +10,11 @@
  * Writes one summary line (on a board, on its link; here on stdout), the first mismatches
  * before it, and exits 1 when there are any.
  *
- * The cases, int8 and int16 maps, rows of 64 values (the assembly's whole passes), of 60 (the
- * rounding's odd word) and of 61 (a tail): pseudo-random values of every bit length 0 to 31 in a
- * row; a row whose largest magnitude is -2^B with every other below 2^B (its length is B + 1, not
- * B), with and without a value that rounds to +-2^bits; values just below 2^B that round up to
+ * The cases, int8 and int16 maps, rows of 8, 64 and 72 values (the OR's whole passes: an odd
+ * count of eights, an even one), of 8, 12, 60, 64, 68 and 72 (the rounding's: every count of
+ * words mod 4, fewer than 4) and of 61 (a tail): pseudo-random values of every bit length 0 to 31
+ * in a row; a row whose largest magnitude is -2^B with every other below 2^B (its length is B + 1,
+ * not B), with and without a value that rounds to +-2^bits; values just below 2^B that round up to
  * 2^bits (saturated); exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes. Then a
  * map of rows exact at their shifts, 1 to 7 below the map's, every int8 value in them. Then a
  * sink's channel sums (tp_gm_begin_sums: the values whose mask bit is set) of 8, 16 and 24
@@ -27,7 +28,8 @@
 #include "tp_test_out.h"
 
 #define ROWS 8u
-#define MAX_ELEMS 64u
+#define MAX_ELEMS 72u
+#define SINK_ELEMS 64u
 
 static uint8_t map_buf[TP_GM_HEADER + 2u * ROWS * MAX_ELEMS];
 static int32_t vals[ROWS][MAX_ELEMS];
@@ -116,8 +118,9 @@ static void fill(uint32_t k, uint32_t r, uint32_t elems)
 
 /* Row r's values for end case k (k >= 400; elems values): row 0 of shift 10 (its largest
  * magnitude 127 2^10), the others of shift 10 - d, d = 1 to 7 by k, their values q 2^(10-d),
- * exact at their own shift, the qs over rows 1 to 7 every int8 value -127 to 127 (and more): the
- * map's re-rounding of every value by every shift tp_gm_end takes word by word. */
+ * exact at their own shift, the qs over rows 1 to 7 every int8 value -127 to 127 in rows of 60
+ * values or more: the map's re-rounding of every value by every shift tp_gm_end takes word by
+ * word. */
 static void fill_end(uint32_t k, uint32_t r, uint32_t elems)
 {
     uint32_t j, d = 1u + (k - 400u) % 7u, sh = r == 0u ? 10u : 10u - d;
@@ -137,7 +140,7 @@ static uint32_t sink_cases(uint32_t *cases)
     uint32_t k, r, j, c, bad = 0;
     for (k = 0; k < 300u; k++) {
         uint32_t channels = 8u * (1u + k % 3u), whole = k % 4u != 3u;
-        uint32_t elems = whole ? channels * (MAX_ELEMS / channels - k % 2u) : 60u;
+        uint32_t elems = whole ? channels * (SINK_ELEMS / channels - k % 2u) : 60u;
         static int64_t buf8[TP_GM_HEADER / 8u + 24u]; /* the sums 8-byte aligned */
         uint8_t *buf = (uint8_t *)buf8;
         int64_t want[24];
@@ -182,6 +185,9 @@ int gm_rows_main(void);
 
 int gm_rows_main(void)
 {
+    /* rows of 8 n8 values, n8 odd and even (or_mag's passes), of 4 n4 values, n4 mod 4 each of
+     * 0 to 3 and n4 below 4 (round_i8's), a tail */
+    static const uint32_t sizes[10] = {61u, 64u, 60u, 72u, 68u, 8u, 12u, 61u, 64u, 60u};
     uint32_t k, r, j, fmt, cases = 0, bad = 0;
     uint8_t shifts[ROWS];
 #ifdef APP_ENTRY
@@ -190,8 +196,8 @@ int gm_rows_main(void)
     for (fmt = 0; fmt < 2u; fmt++) {
         uint32_t format = fmt == 0u ? TP_GRAD_INT8 : TP_GRAD_INT16, bits = tp_gm_bits(format);
         int32_t lim = ((int32_t)1 << bits) - 1;
-        for (k = 0; k < 400u + 42u; k++) {
-            uint32_t elems = k % 3u == 0u ? 61u : k % 3u == 1u ? 64u : 60u, top = 0, rs[ROWS];
+        for (k = 0; k < 400u + 70u; k++) {
+            uint32_t elems = sizes[k % 10u], top = 0, rs[ROWS];
             int32_t e_v = (int32_t)(k % 7u) - 3;
             tp_gm_writer w;
             tp_gmap map;
