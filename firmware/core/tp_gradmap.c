@@ -689,27 +689,49 @@ TP_ALWAYS_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t p, uint32_t s)
  * makes the C a shift and an AND). */
 #define TP_GM_PARITY(p, q, one, S) __asm__("and %0, %1, %2, lsr #" #S : "=r"(p) : "r"(one), "r"(q))
 
-/* The first n words of an int8 row at q shifted by S (a literal) as rshift4_i8 does, two words
- * a turn (their loads paired), then the odd one. */
-#define TP_GM_END_WORDS(q, n, S)                             \
-    do {                                                     \
-        uint32_t j_, v0_, v1_, p0_, p1_, one_ = 0x01010101u; \
-        for (j_ = 0; j_ + 2u <= (n); j_ += 2u, (q) += 8) {   \
-            memcpy(&v0_, (q), 4u);                           \
-            memcpy(&v1_, (q) + 4, 4u);                       \
-            TP_GM_PARITY(p0_, v0_, one_, S);                 \
-            TP_GM_PARITY(p1_, v1_, one_, S);                 \
-            v0_ = rshift4_dsp(v0_, p0_, S);                  \
-            v1_ = rshift4_dsp(v1_, p1_, S);                  \
-            memcpy((q), &v0_, 4u);                           \
-            memcpy((q) + 4, &v1_, 4u);                       \
-        }                                                    \
-        if (j_ < (n)) {                                      \
-            memcpy(&v0_, (q), 4u);                           \
-            TP_GM_PARITY(p0_, v0_, one_, S);                 \
-            v0_ = rshift4_dsp(v0_, p0_, S);                  \
-            memcpy((q), &v0_, 4u);                           \
-        }                                                    \
+/* The word v shifted by S (a literal) as rshift4_i8 does: rshift4_dsp; for S = 2 in 3
+ * instructions: -k = -(1 + p) = 0xFF - p in every byte by one ORN (0xFE | ~(q >> 2)), subtracted
+ * by the halving SHSUB8, then one SHADD8 with 0. */
+#define TP_GM_END_WORD(v, S)                                                   \
+    do {                                                                       \
+        uint32_t p_, h_, one_ = 0x01010101u, fe_ = 0xFEFEFEFEu, z_ = 0u;       \
+        if ((S) == 2) {                                                        \
+            __asm__("orn %0, %1, %2, lsr #" #S : "=r"(p_) : "r"(fe_), "r"(v)); \
+            __asm__("shsub8 %0, %1, %2\n\tshadd8 %0, %0, %3"                   \
+                    : "=&r"(h_)                                                \
+                    : "r"(v), "r"(p_), "r"(z_));                               \
+            (v) = h_;                                                          \
+        } else {                                                               \
+            TP_GM_PARITY(p_, v, one_, S);                                      \
+            (v) = rshift4_dsp((v), p_, (S));                                   \
+        }                                                                      \
+    } while (0)
+
+/* The first n words of an int8 row at q shifted by S (a literal) as rshift4_i8 does, four words
+ * a turn (their loads together), then one a turn. */
+#define TP_GM_END_WORDS(q, n, S)                                        \
+    do {                                                                \
+        uint32_t v0_, v1_, v2_, v3_;                                    \
+        int8_t *end4_ = (q) + 16u * ((n) / 4u), *end_ = (q) + 4u * (n); \
+        for (; (q) != end4_; (q) += 16) {                               \
+            memcpy(&v0_, (q), 4u);                                      \
+            memcpy(&v1_, (q) + 4, 4u);                                  \
+            memcpy(&v2_, (q) + 8, 4u);                                  \
+            memcpy(&v3_, (q) + 12, 4u);                                 \
+            TP_GM_END_WORD(v0_, S);                                     \
+            TP_GM_END_WORD(v1_, S);                                     \
+            TP_GM_END_WORD(v2_, S);                                     \
+            TP_GM_END_WORD(v3_, S);                                     \
+            memcpy((q), &v0_, 4u);                                      \
+            memcpy((q) + 4, &v1_, 4u);                                  \
+            memcpy((q) + 8, &v2_, 4u);                                  \
+            memcpy((q) + 12, &v3_, 4u);                                 \
+        }                                                               \
+        for (; (q) != end_; (q) += 4) {                                 \
+            memcpy(&v0_, (q), 4u);                                      \
+            TP_GM_END_WORD(v0_, S);                                     \
+            memcpy((q), &v0_, 4u);                                      \
+        }                                                               \
     } while (0)
 
 /* The first n words of an int8 row shifted by s (1 to 6) as rshift4_i8 does. */
