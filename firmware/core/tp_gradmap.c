@@ -707,54 +707,62 @@ TP_ALWAYS_INLINE uint32_t rshift4_dsp(uint32_t q, uint32_t p, uint32_t s)
         }                                                                      \
     } while (0)
 
-/* The first n words of an int8 row at q shifted by S (a literal) as rshift4_i8 does, four words
- * a turn (their loads together), then one a turn. */
-#define TP_GM_END_WORDS(q, n, S)                                        \
-    do {                                                                \
-        uint32_t v0_, v1_, v2_, v3_;                                    \
-        int8_t *end4_ = (q) + 16u * ((n) / 4u), *end_ = (q) + 4u * (n); \
-        for (; (q) != end4_; (q) += 16) {                               \
-            memcpy(&v0_, (q), 4u);                                      \
-            memcpy(&v1_, (q) + 4, 4u);                                  \
-            memcpy(&v2_, (q) + 8, 4u);                                  \
-            memcpy(&v3_, (q) + 12, 4u);                                 \
-            TP_GM_END_WORD(v0_, S);                                     \
-            TP_GM_END_WORD(v1_, S);                                     \
-            TP_GM_END_WORD(v2_, S);                                     \
-            TP_GM_END_WORD(v3_, S);                                     \
-            memcpy((q), &v0_, 4u);                                      \
-            memcpy((q) + 4, &v1_, 4u);                                  \
-            memcpy((q) + 8, &v2_, 4u);                                  \
-            memcpy((q) + 12, &v3_, 4u);                                 \
-        }                                                               \
-        for (; (q) != end_; (q) += 4) {                                 \
-            memcpy(&v0_, (q), 4u);                                      \
-            TP_GM_END_WORD(v0_, S);                                     \
-            memcpy((q), &v0_, 4u);                                      \
-        }                                                               \
+/* The first n words of an int8 row at q shifted by S (a literal) as rshift4_i8 does: one a turn;
+ * four a turn (their loads together), then one a turn. */
+#define TP_GM_END_WORDS1(q, n, S)       \
+    do {                                \
+        uint32_t v_;                    \
+        int8_t *end_ = (q) + 4u * (n);  \
+        for (; (q) != end_; (q) += 4) { \
+            memcpy(&v_, (q), 4u);       \
+            TP_GM_END_WORD(v_, S);      \
+            memcpy((q), &v_, 4u);       \
+        }                               \
     } while (0)
 
-/* The first n words of an int8 row shifted by s (1 to 6) as rshift4_i8 does. */
+#define TP_GM_END_WORDS4(q, n, S)               \
+    do {                                        \
+        uint32_t v0_, v1_, v2_, v3_;            \
+        int8_t *end4_ = (q) + 16u * ((n) / 4u); \
+        for (; (q) != end4_; (q) += 16) {       \
+            memcpy(&v0_, (q), 4u);              \
+            memcpy(&v1_, (q) + 4, 4u);          \
+            memcpy(&v2_, (q) + 8, 4u);          \
+            memcpy(&v3_, (q) + 12, 4u);         \
+            TP_GM_END_WORD(v0_, S);             \
+            TP_GM_END_WORD(v1_, S);             \
+            TP_GM_END_WORD(v2_, S);             \
+            TP_GM_END_WORD(v3_, S);             \
+            memcpy((q), &v0_, 4u);              \
+            memcpy((q) + 4, &v1_, 4u);          \
+            memcpy((q) + 8, &v2_, 4u);          \
+            memcpy((q) + 12, &v3_, 4u);         \
+        }                                       \
+        TP_GM_END_WORDS1(q, (n) % 4u, S);       \
+    } while (0)
+
+/* The first n words of an int8 row shifted by s (1 to 6) as rshift4_i8 does; four a turn for the
+ * shifts a map's rows mostly differ by, 1 to 4. */
 static TP_NOINLINE void end_words(int8_t *q, uint32_t n, uint32_t s)
 {
     switch (s) {
     case 1u:
-        TP_GM_END_WORDS(q, n, 1);
+        TP_GM_END_WORDS4(q, n, 1);
         break;
     case 2u:
-        TP_GM_END_WORDS(q, n, 2);
+        TP_GM_END_WORDS4(q, n, 2);
         break;
     case 3u:
-        TP_GM_END_WORDS(q, n, 3);
+        TP_GM_END_WORDS4(q, n, 3);
         break;
     case 4u:
-        TP_GM_END_WORDS(q, n, 4);
+        TP_GM_END_WORDS4(q, n, 4);
         break;
     case 5u:
-        TP_GM_END_WORDS(q, n, 5);
+        TP_GM_END_WORDS1(q, n, 5);
         break;
     default:
-        TP_GM_END_WORDS(q, n, 6);
+        TP_GM_END_WORDS1(q, n, 6);
         break;
     }
 }
