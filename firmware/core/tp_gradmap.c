@@ -208,8 +208,8 @@ static inline int32_t rshift32_fast(int32_t x, uint32_t s, uint32_t half_m1, uin
 #endif
 
 #if TP_GM_ASM
-/* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM, two
- * LDMs a turn (after one when n8 is odd).
+/* tp_gm_or_mag(v, n8): the OR of x ^ (x >> 31) over 8 n8 values (n8 >= 1), eight a LDM, four
+ * LDMs a turn (after one, two or three as n8's low bits say).
  * tp_gm_round_i8(q, v, n4, s): round_i8's loop over 4 n4 values (n4 >= 1, 1 <= s <= 23): per
  * value LSLS by 32 - s puts bit s (the parity) in the carry, ADC adds it and 2^31 + 2^(s-1) - 1,
  * LSR by s; BFI packs the word; four words a turn (after one, two or three as n4's low bits say);
@@ -281,11 +281,19 @@ __asm__(".pushsection .text.tp_gm_rows,\"ax\",%progbits\n"
         "    push {r4-r10}\n"
         "    movs r2, #0\n"
         "    lsrs r1, r1, #1\n"
-        "    bcc 1f\n"
+        "    bcc 3f\n"
         "    tp_gm_mag8\n"
+        "3:\n"
+        "    lsrs r1, r1, #1\n"
+        "    bcc 4f\n"
+        "    tp_gm_mag8\n"
+        "    tp_gm_mag8\n"
+        "4:\n"
         "    cmp r1, #0\n"
         "    beq 2f\n"
         "1:\n"
+        "    tp_gm_mag8\n"
+        "    tp_gm_mag8\n"
         "    tp_gm_mag8\n"
         "    tp_gm_mag8\n"
         "    subs r1, r1, #1\n"

@@ -10,15 +10,15 @@
  * Writes one summary line (on a board, on its link; here on stdout), the first mismatches
  * before it, and exits 1 when there are any.
  *
- * The cases, int8 and int16 maps, rows of 8, 64 and 72 values (the OR's whole passes: an odd
- * count of eights, an even one), of 8, 12, 60, 64, 68 and 72 (the rounding's: every count of
- * words mod 4, fewer than 4) and of 61 (a tail): pseudo-random values of every bit length 0 to 31
- * in a row; a row whose largest magnitude is -2^B with every other below 2^B (its length is B + 1,
- * not B), with and without a value that rounds to +-2^bits; values just below 2^B that round up to
- * 2^bits (saturated); exact ties (2k + 1) 2^(s-1) of both signs; int32's extremes. Then a
- * map of rows exact at their shifts, 1 to 7 below the map's, every int8 value in them. Then a
- * sink's channel sums (tp_gm_begin_sums: the values whose mask bit is set) of 8, 16 and 24
- * channels, rows of whole pixels (the two-channel passes) and rows that are not (the general
+ * The cases, int8 and int16 maps, rows of 8, 24, 48, 64 and 72 values (the OR's whole passes:
+ * every count of eights mod 4, fewer than 4), of 8, 12, 24, 48, 60, 64, 68 and 72 (the
+ * rounding's: every count of words mod 4, fewer than 4) and of 61 (a tail): pseudo-random values of
+ * every bit length 0 to 31 in a row; a row whose largest magnitude is -2^B with every other below
+ * 2^B (its length is B + 1, not B), with and without a value that rounds to +-2^bits; values just
+ * below 2^B that round up to 2^bits (saturated); exact ties (2k + 1) 2^(s-1) of both signs; int32's
+ * extremes. Then a map of rows exact at their shifts, 1 to 7 below the map's, every int8 value in
+ * them. Then a sink's channel sums (tp_gm_begin_sums: the values whose mask bit is set) of 8, 16
+ * and 24 channels, rows of whole pixels (the two-channel passes) and rows that are not (the general
  * loop), values of every bit length and int32's extremes, each sum counted as a value.
  */
 #include <string.h>
@@ -185,9 +185,9 @@ int gm_rows_main(void);
 
 int gm_rows_main(void)
 {
-    /* rows of 8 n8 values, n8 odd and even (or_mag's passes), of 4 n4 values, n4 mod 4 each of
-     * 0 to 3 and n4 below 4 (round_i8's), a tail */
-    static const uint32_t sizes[10] = {61u, 64u, 60u, 72u, 68u, 8u, 12u, 61u, 64u, 60u};
+    /* rows of 8 n8 values and of 4 n4 values, n8 and n4 mod 4 each of 0 to 3 and below 4 (or_mag's
+     * and round_i8's passes), a tail */
+    static const uint32_t sizes[10] = {61u, 64u, 60u, 72u, 68u, 8u, 12u, 61u, 24u, 48u};
     uint32_t k, r, j, fmt, cases = 0, bad = 0;
     uint8_t shifts[ROWS];
 #ifdef APP_ENTRY
