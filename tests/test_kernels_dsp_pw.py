@@ -148,11 +148,23 @@ def cases():
         pruned = [0, 1, 2, 3, 4, 5, 7, 8, 10, 12, 13, 14, 20, 21, 22, 23, 25, 26, 27, 29]
         out.append(_case("inputs-zp", 21, (9, 9, 32), 32, 12, [0, 3, 11], grad, pruned=pruned))
         out.append(_case("inputs-zp-all", 22, (3, 5, 8), 8, 6, [2, 5], grad, pruned=range(8)))
+        # rows of two and three pixels only (no four-pixel step), trained rows and PWIG's pairs,
+        # several blocks with an odd last one; blocks of one and two channels (one pair, no
+        # pair past a sum's first one), rows of five and six pixels
+        out.append(_case("narrow-2", 23, (5, 2, 16), 16, 37, [0, 9, 36], grad))
+        out.append(_case("narrow-3", 24, (4, 3, 8), 8, 41, [3, 40], grad))
+        out.append(_case("pairs-2", 25, (5, 2, 16), 16, 71, None, grad, zero=zero[:5]))
+        out.append(_case("pairs-3", 26, (4, 3, 12), 12, 37, None, grad, dead=[2, 5]))
+        out.append(_case("one-channel", 27, (3, 6, 8), 8, 1, [0], grad))
+        out.append(_case("pairs-one", 28, (3, 7, 8), 8, 1, None, grad))
+        out.append(_case("pairs-two", 29, (2, 5, 8), 8, 2, None, grad))
+        out.append(_case("pairs-small", 30, (3, 6, 12), 12, 7, None, grad, zero=[1, 4]))
     return out
 
 
 PAIRED = ("contiguous", "contiguous-blocks", "pairs-zero", "pairs-ties", "pairs-dead",
-          "columns-rows", "pairs-runs")
+          "columns-rows", "pairs-runs", "pairs-2", "pairs-3", "pairs-one", "pairs-two",
+          "pairs-small")
 
 
 def paired_ops(blob: bytes) -> set[int]:

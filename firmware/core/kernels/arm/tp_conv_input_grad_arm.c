@@ -746,79 +746,105 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
 }
 
 #if TP_DSP_ASM14
-/* The first pair of a sum's start: PW_Q4 with SMUAD, no accumulator read. */
+/* The first pair of a sum's start: PW_Q or PW_P with SMUAD, no accumulator read. */
 /* clang-format off */
 #define PW_MAC2F(p, q)                                                                         \
     "smuad %[" p "0], %[u], %[ga]\n\t"                                                          \
     "smuad %[" p "1], %[r], %[ga]\n\t"                                                          \
     "smuad %[" q "0], %[u], %[gb]\n\t"                                                          \
     "smuad %[" q "1], %[r], %[gb]\n\t"
+#define PW_MAC1F(p)                                                                            \
+    "smuad %[" p "0], %[u], %[ga]\n\t"                                                          \
+    "smuad %[" p "1], %[r], %[ga]\n\t"
 #define PW_Q4F PW_4(PW_W PW_G2 PW_X, PW_MAC2F)
+#define PW_Q3F PW_W PW_G2 PW_X PW_MAC2F("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1F("z")
+#define PW_Q2F PW_W PW_G2 PW_X PW_MAC2F("x", "y")
 #define PW_P4F PW_4(PW_WP(PW_WP2), PW_MAC2F)
-/* The four pixels' sums of inputs i, i + 1 at q, q + 1 and ic4 bytes on: loaded (op "ldr") or
- * stored ("str"), through r and u. */
-#define PW_SUMS8(op)                                                                           \
-    "ldr %[r], %[q]\n\t"                                                                        \
+#define PW_P3F PW_WP(PW_WP2) PW_MAC2F("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1F("z")
+#define PW_P2F PW_WP(PW_WP2) PW_MAC2F("x", "y")
+/* The np pixels' sums of inputs i, i + 1 at a + i and ic4 bytes apart: the pixels' addresses
+ * made first (r, ga, gb, e: none the instruction before a store's), then loaded (op "ldr") or
+ * stored ("str"). */
+#define PW_AT(op, p, b) op " %[" p "0], [%[" b "]]\n\t" op " %[" p "1], [%[" b "], #4]\n\t"
+#define PW_PTR2                                                                                \
+    "ldr %[r], %[a]\n\t"                                                                        \
     "ldr %[u], %[ic4]\n\t"                                                                      \
-    op " %[x0], [%[r]]\n\t" op " %[x1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
-    op " %[y0], [%[r]]\n\t" op " %[y1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
-    op " %[z0], [%[r]]\n\t" op " %[z1], [%[r], #4]\n\t" "add %[r], %[r], %[u]\n\t"             \
-    op " %[w0], [%[r]]\n\t" op " %[w1], [%[r], #4]\n\t"
-/* From e to end four pairs a step (Q4: PW_Q4 or PW_P4), then two where rem has bit 1, one where
- * bit 0. */
-#define PW_REST4(Q4)                                                                           \
-    "ldr %[r], %[end]\n\t"                                                                      \
-    "cmp %[e], %[r]\n\t"                                                                        \
-    "beq 2f\n\t"                                                                                \
-    "1:\n\t" Q4 Q4 Q4 Q4                                                                        \
-    "ldr %[r], %[end]\n\t"                                                                      \
-    "cmp %[e], %[r]\n\t"                                                                        \
-    "bne 1b\n\t"                                                                                \
-    "2:\n\t"                                                                                    \
-    "ldr %[r], %[rem]\n\t"                                                                      \
-    "tst %[r], #2\n\t"                                                                          \
-    "beq 3f\n\t" Q4 Q4                                                                          \
-    "3:\n\t"                                                                                    \
-    "ldr %[r], %[rem]\n\t"                                                                      \
-    "tst %[r], #1\n\t"                                                                          \
-    "beq 4f\n\t" Q4                                                                             \
-    "4:\n\t"
-#define PW_MAC4_OUT                                                                            \
-    [x0] "=&r"(x0), [x1] "=&r"(x1), [y0] "=&r"(y0), [y1] "=&r"(y1), [z0] "=&r"(z0),            \
-    [z1] "=&r"(z1), [w0] "=&r"(w0), [w1] "=&r"(w1), [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u),  \
-    [ga] "=&r"(ga), [gb] "=&r"(gb)
-#define PW_MAC4_IN                                                                             \
-    [i] "r"(i), [t] "m"(t0), [end] "m"(end4), [rem] "m"(rem), [q] "m"(q), [ic4] "m"(ic4)
-/* One pair of inputs: the sums started (START), the rest of the pairs (Q4), the sums stored. */
-#define PW_MAC4_ASM(START, Q4)                                                                 \
-    __asm__ volatile(START PW_REST4(Q4) PW_SUMS8("str")                                        \
-                     : PW_MAC4_OUT                                                             \
-                     : PW_MAC4_IN                                                              \
+    "add %[r], %[r], %[i], lsl #2\n\t"                                                          \
+    "add %[ga], %[r], %[u]\n\t"
+#define PW_PTR3 PW_PTR2 "add %[gb], %[ga], %[u]\n\t"
+#define PW_PTR4 PW_PTR3 "add %[e], %[gb], %[u]\n\t"
+#define PW_SUMS2(op) PW_PTR2 PW_AT(op, "x", "r") PW_AT(op, "y", "ga")
+#define PW_SUMS3(op) PW_PTR3 PW_AT(op, "x", "r") PW_AT(op, "y", "ga") PW_AT(op, "z", "gb")
+#define PW_SUMS4(op)                                                                           \
+    PW_PTR4 PW_AT(op, "x", "r") PW_AT(op, "y", "ga") PW_AT(op, "z", "gb") PW_AT(op, "w", "e")
+/* The entry into the loop of four pairs for the n pairs past a start's (n & 3 of them first):
+ * from code (n & 3, or 4 for n = 0: straight to the stores), the address (Thumb bit set) in
+ * its place, once a call. */
+#define PW_ENTRY                                                                               \
+    "ldr %[r], %[code]\n\t"                                                                     \
+    "adr.w %[u], 3f\n\t"                                                                        \
+    "cmp %[r], #0\n\t" "it eq\n\t" "adreq.w %[u], 1f\n\t"                                       \
+    "cmp %[r], #1\n\t" "it eq\n\t" "adreq.w %[u], 8f\n\t"                                       \
+    "cmp %[r], #2\n\t" "it eq\n\t" "adreq.w %[u], 7f\n\t"                                       \
+    "cmp %[r], #3\n\t" "it eq\n\t" "adreq.w %[u], 6f\n\t"                                       \
+    "orr %[u], %[u], #1\n\t"                                                                    \
+    "str %[u], %[code]\n\t"
+#define PW_SOUT2                                                                               \
+    [x0] "=&r"(x0), [x1] "=&r"(x1), [y0] "=&r"(y0), [y1] "=&r"(y1)
+#define PW_SOUT3 PW_SOUT2, [z0] "=&r"(z0), [z1] "=&r"(z1)
+#define PW_SOUT4 PW_SOUT3, [w0] "=&r"(w0), [w1] "=&r"(w1)
+/* Every pair of inputs i from i0 to i1 in one asm (np pixels): the sums started (START: a
+ * later block's loaded, else the first pair's products); the entry's jump into the unrolled
+ * loop (Q, four pairs a step, the end from memory); the sums stored; i on. Its state in
+ * memory: the pairs' asm holds all 14 registers at four pixels. */
+#define PW_MACN_ASM(np, START, Q)                                                              \
+    __asm__ volatile(PW_ENTRY                                                                  \
+                     "0:\n\t" START                                                            \
+                     "ldr pc, %[code]\n\t"                                                      \
+                     "1:\n\t" Q "6:\n\t" Q "7:\n\t" Q "8:\n\t" Q                                \
+                     "ldr %[r], %[end]\n\t"                                                     \
+                     "cmp %[e], %[r]\n\t"                                                       \
+                     "bne 1b\n\t"                                                               \
+                     "3:\n\t" PW_SUMS##np("str")                                               \
+                     "add %[i], %[i], #2\n\t"                                                   \
+                     "ldr %[r], %[i1]\n\t"                                                      \
+                     "cmp %[i], %[r]\n\t"                                                       \
+                     "bne 0b"                                                                   \
+                     : PW_SOUT##np, [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga),   \
+                       [gb] "=&r"(gb), [i] "+r"(i), [code] "+m"(code)                          \
+                     : [a] "m"(a), [t] "m"(t), [end] "m"(end), [ic4] "m"(ic4), [i1] "m"(i1)    \
                      : "cc", "memory")
+#define PW_MACN(np, pre, add)                                                                  \
+    do {                                                                                       \
+        if (pre && add) {                                                                      \
+            PW_MACN_ASM(np, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_P##np);                \
+        } else if (pre) {                                                                      \
+            PW_MACN_ASM(np, "ldr %[e], %[t]\n\t" PW_P##np##F, PW_P##np);                       \
+        } else if (add) {                                                                      \
+            PW_MACN_ASM(np, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_Q##np);                \
+        } else {                                                                               \
+            PW_MACN_ASM(np, "ldr %[e], %[t]\n\t" PW_Q##np##F, PW_Q##np);                       \
+        }                                                                                      \
+    } while (0)
 /* clang-format on */
 
-/* pw_mac for four pixels and npairs >= 1, each pair of inputs one asm: a later block's sums
- * loaded, else the first pair's products their start; the pairs (PW_REST4); the sums stored.
- * Its state between pairs of inputs in memory: the pairs' asm holds all 14 registers. */
-TP_DSP_INLINE void pw_mac4_asm(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0,
-                               uint32_t i1, uint32_t ic, int add, int pre)
+/* pw_mac for np (2 to 4, a constant) pixels and npairs >= 1, the inputs i0 to i1 (i0 < i1) in
+ * one asm: per pair of inputs a later block's sums loaded, else the first pair's products
+ * their start; the other pairs (the loop entered where n & 3 of them are left, no test a
+ * start); the sums stored. */
+TP_DSP_INLINE void pw_macn_asm(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0,
+                               uint32_t i1, uint32_t ic, int add, uint32_t np, int pre)
 {
-    const pw_pair *t0 = t, *end4;
-    uint32_t i, ic4 = 4u * ic, rem, e, r, u, ga, gb, n = add ? npairs : npairs - 1u;
+    const pw_pair *end = t + npairs;
+    uint32_t i = i0, ic4 = 4u * ic, n = add ? npairs : npairs - 1u, code = n == 0u ? 4u : n & 3u;
+    uint32_t e, r, u, ga, gb;
     int32_t x0, x1, y0, y1, z0, z1, w0, w1;
-    end4 = (add ? t : t + 1) + (n & ~3u);
-    rem = n & 3u;
-    for (i = i0; i < i1; i += 2u) {
-        int32_t *q = a + i;
-        if (pre && add) {
-            PW_MAC4_ASM(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t", PW_P4);
-        } else if (pre) {
-            PW_MAC4_ASM("ldr %[e], %[t]\n\t" PW_P4F, PW_P4);
-        } else if (add) {
-            PW_MAC4_ASM(PW_SUMS8("ldr") "ldr %[e], %[t]\n\t", PW_Q4);
-        } else {
-            PW_MAC4_ASM("ldr %[e], %[t]\n\t" PW_Q4F, PW_Q4);
-        }
+    if (np == 4u) {
+        PW_MACN(4, pre, add);
+    } else if (np == 3u) {
+        PW_MACN(3, pre, add);
+    } else {
+        PW_MACN(2, pre, add);
     }
 }
 #endif
@@ -831,9 +857,9 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac4(int32_t *a, const pw_pair *t, 
 #if TP_DSP_ASM14
     if (npairs != 0u) {
         if (pre) {
-            pw_mac4_asm(a, t, npairs, i0, i1, ic, add, 1);
+            pw_macn_asm(a, t, npairs, i0, i1, ic, add, 4u, 1);
         } else {
-            pw_mac4_asm(a, t, npairs, i0, i1, ic, add, 0);
+            pw_macn_asm(a, t, npairs, i0, i1, ic, add, 4u, 0);
         }
         return;
     }
@@ -849,6 +875,15 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac4(int32_t *a, const pw_pair *t, 
 TP_DSP_INLINE void pw_mac_np(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0,
                              uint32_t i1, uint32_t ic, int add, uint32_t np, int pre)
 {
+#if TP_DSP_ASM14
+    if (npairs != 0u && np == 3u) {
+        pw_macn_asm(a, t, npairs, i0, i1, ic, add, 3u, pre);
+        return;
+    } else if (npairs != 0u && np == 2u) {
+        pw_macn_asm(a, t, npairs, i0, i1, ic, add, 2u, pre);
+        return;
+    }
+#endif
     if (np == 3u) {
         pw_mac(a, t, npairs, i0, i1, ic, add, 3u, pre);
     } else if (np == 2u) {
