@@ -496,23 +496,41 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4_fast(pw_pair *t, cons
 }
 typedef char pw_chan2_layout[sizeof(pw_chan2) == 32u ? 1 : -1];
 
-/* pw_fold_smm_pairs for four pixels: a block without ties or clamp by pw_fold_smm4_fast, others
- * pair by pair, pw_fold4 for a pair without a tie. */
+/* pw_fold_smm_pairs for four pixels of a block with ties or clamp: without clamp, the runs of
+ * pairs without a tie by pw_fold_smm4_fast, those with one by pw_fold_tie_pair; with it, pair
+ * by pair, pw_fold4 for a pair without a tie. */
 static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
                                                            const int8_t *dq, uint32_t oc,
                                                            uint32_t nb)
 {
-    const pw_chan2 *c = fp->pair, *end = fp->pair + ((nb + 1u) >> 1);
-    uint32_t ties = fp->ties, any;
+    const pw_chan2 *c = fp->pair, *end = fp->pair + ((nb + 1u) >> 1), *stop;
+    uint32_t ties = fp->ties, any, k;
     pw_pair *e = t;
-    if (ties == 0u && !fp->clamp) {
-        return pw_fold_smm4_fast(t, c, end, dq, oc);
+    if (!fp->clamp) {
+        while (c != end) {
+            stop = ties != 0u ? fp->pair + ((uint32_t)__builtin_ctz(ties) >> 1) : end;
+            if (stop != c) {
+                e += pw_fold_smm4_fast(e, c, stop, dq, oc);
+                c = stop;
+            }
+            if (c != end) { /* a pair with a tie */
+                k = 2u * (uint32_t)(c - fp->pair);
+                any = pw_fold_tie_pair(e->g, fp, dq + c->ch[0], dq + c->ch[1], oc, 4u, k,
+                                       ties >> k & 3u);
+                e->row0 = c->row[0];
+                e->row1 = c->row[1];
+                e = any != 0u ? e + 1 : e;
+                ties &= ~(3u << k);
+                c++;
+            }
+        }
+        return (uint32_t)(e - t);
     }
     for (; c != end; c++, ties >>= 2) {
         const int8_t *d0 = dq + c->ch[0];
         if ((ties & 3u) == 0u) {
             any = pw_fold4(e, d0, (int32_t)c->ch[1] - (int32_t)c->ch[0], oc, c->m[0],
-                           (int32_t)c->s[0], c->m[1], (int32_t)c->s[1], fp->clamp);
+                           (int32_t)c->s[0], c->m[1], (int32_t)c->s[1], 1u);
         } else {
             any = pw_fold_tie_pair(e->g, fp, d0, dq + c->ch[1], oc, 4u,
                                    2u * (uint32_t)(c - fp->pair), ties & 3u);
@@ -530,7 +548,7 @@ static TP_DSP_NOINLINE uint32_t pw_fold_smm(pw_pair *t, const pw_fold_params *fp
 {
     if (np == 4u) {
 #if TP_DSP_ASM14
-        return pw_fold_smm4(t, fp, dq + at, oc, nb);
+        return pw_fold_smm4(t, fp, dq + at, oc, nb); /* a block with ties or clamp */
 #else
         return fp->clamp ? pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb, 1u)
                          : pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb, 0u);
@@ -562,10 +580,16 @@ static TP_DSP_NOINLINE uint32_t pw_fold8_any(pw_pair *t, const pw_fold_params *f
 }
 
 /* The block's pairs for np pixels at dY offset `at` (pw_fold_body); returns how many. */
-static uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy,
-                        uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
+TP_DSP_INLINE uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, const tp_gmap *dy,
+                               uint32_t at, uint32_t oc, uint32_t np, uint32_t nb, int32_t lim)
 {
     if (mode == PW_SMM) {
+#if TP_DSP_ASM14
+        if (np == 4u && fp->ties == 0u && !fp->clamp) { /* the common case: one call */
+            return pw_fold_smm4_fast(t, fp->pair, fp->pair + ((nb + 1u) >> 1),
+                                     (const int8_t *)dy->q + at, oc);
+        }
+#endif
         return pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
     } else if (mode == PW_ROUND8) {
         return pw_fold_r8(t, fp, (const int8_t *)dy->q, at, oc, np, nb, lim);
