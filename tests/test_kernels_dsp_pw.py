@@ -159,12 +159,15 @@ def cases():
         out.append(_case("pairs-one", 28, (3, 7, 8), 8, 1, None, grad))
         out.append(_case("pairs-two", 29, (2, 5, 8), 8, 2, None, grad))
         out.append(_case("pairs-small", 30, (3, 6, 12), 12, 7, None, grad, zero=[1, 4]))
+        # ties at the last pixels of three and two
+        out.append(_case("ties-7", 31, (3, 7, 16), 16, 43, [1, 2, 33], grad, coarse=True))
+        out.append(_case("pairs-ties-6", 32, (3, 6, 16), 16, 43, None, grad, coarse=True))
     return out
 
 
 PAIRED = ("contiguous", "contiguous-blocks", "pairs-zero", "pairs-ties", "pairs-dead",
           "columns-rows", "pairs-runs", "pairs-2", "pairs-3", "pairs-one", "pairs-two",
-          "pairs-small")
+          "pairs-small", "pairs-ties-6")
 
 
 def paired_ops(blob: bytes) -> set[int]:

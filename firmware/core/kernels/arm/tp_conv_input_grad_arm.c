@@ -47,7 +47,7 @@ typedef struct {
  * the shift (top - k, k its scale's exponent) for tp_dsp_fold; or, in a PW_ROUND8 block, s[i] =
  * sh | (2^(sh-1) - 1) << 8 with 1 <= sh <= 25 (m 0 for a channel whose dY' is 0); or, in a
  * PW_SMM block, m[i] = 2^sa and s[i] = m 2^sb (both 0 for a zero channel). Laid out for
- * pw_fold_smm4_fast's loads (offsets 0, 8, 16, 24). */
+ * pw_fold_smm_fast's loads (offsets 0, 8, 16, 24). */
 typedef struct {
     int32_t m[2];
     uint32_t s[2];
@@ -400,6 +400,12 @@ static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_para
     "qsub16 %[a], %[b], %[a]\n\t"                                                              \
     PW_FOLD_STORE(off)
 #define PW_FOLD1N(off) PW_FOLD_MUL "pkhbt %[a], %[a], %[b], lsl #16\n\t" PW_FOLD_STORE(off)
+/* PW_FOLD1N for a pair's first pixel: any its word (no MOVS of 0 before) */
+#define PW_FOLD1N0                                                                             \
+    PW_FOLD_MUL "pkhbt %[a], %[a], %[b], lsl #16\n\t"                                          \
+    "str %[a], [%[e], #8]\n\t"                                                                \
+    "add %[d], %[d], %[oc]\n\t"                                                               \
+    "mov %[any], %[a]\n\t"
 #define PW_FOLD4(one)                                                                          \
     __asm__(one("8") one("12") one("16") one("20")                                             \
             : [any] "+r"(any), [d] "+r"(d0), [a] "=&r"(a), [b] "=&r"(b)                        \
@@ -456,76 +462,93 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
 }
 
 #if TP_DSP_ASM14
-/* pw_fold_smm_pairs for four pixels of a block without ties or clamp, the pairs' records from c
- * to end: per pair its factors by two LDRDs, its channels by one LDR, pw_fold4's folds without
- * the clamp, its rows copied. */
-static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4_fast(pw_pair *t, const pw_chan2 *c,
-                                                                const pw_chan2 *end,
-                                                                const int8_t *dq, uint32_t oc)
+/* pw_fold_smm_pairs for np (1 to 4) pixels of a block without ties or clamp, the pairs' records
+ * from c to end (c < end): per pair its factors by two LDRDs, its channels by one LDR, pw_fold4's
+ * folds without the clamp, its rows copied. */
+/* clang-format off */
+#define PW_FOLD_FAST(FOLDS)                                                                    \
+    __asm__ volatile("1:\n\t"                                                                 \
+                     "ldrd %[q0], %[q1], [%[c]]\n\t"                                          \
+                     "ldr %[a], [%[c], #24]\n\t"                                              \
+                     "uxth %[d], %[a]\n\t"                                                    \
+                     "rsb %[dd], %[d], %[a], lsr #16\n\t"                                     \
+                     "add %[d], %[d], %[dq]\n\t"                                              \
+                     "ldrd %[s0], %[s1], [%[c], #8]\n\t"                                      \
+                     PW_FOLD1N0 FOLDS                                                          \
+                     "ldr %[a], [%[c], #16]\n\t"                                              \
+                     "ldr %[b], [%[c], #20]\n\t"                                              \
+                     "str %[a], [%[e]]\n\t"                                                   \
+                     "str %[b], [%[e], #4]\n\t"                                               \
+                     "adds %[c], %[c], #32\n\t"                                               \
+                     "cmp %[any], #0\n\t"                                                     \
+                     "it ne\n\t"                                                              \
+                     "addne %[e], %[e], #24\n\t"                                              \
+                     "cmp %[c], %[end]\n\t"                                                   \
+                     "bne 1b"                                                                  \
+                     : [e] "+r"(e), [c] "+r"(c), [a] "=&r"(a), [b] "=&r"(b), [d] "=&r"(d),     \
+                       [dd] "=&r"(dd), [q0] "=&r"(q0), [s0] "=&r"(s0), [q1] "=&r"(q1),         \
+                       [s1] "=&r"(s1), [any] "=&r"(any)                                        \
+                     : [dq] "r"(dq), [oc] "r"(oc), [end] "r"(end)                              \
+                     : "cc", "memory")
+/* clang-format on */
+static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm_fast(pw_pair *t, const pw_chan2 *c,
+                                                               const pw_chan2 *end,
+                                                               const int8_t *dq, uint32_t oc,
+                                                               uint32_t np)
 {
     pw_pair *e = t;
     uint32_t a, b, d, dd, q0, s0, q1, s1, any;
-    /* clang-format off */
-    __asm__ volatile("1:\n\t"
-                     "ldrd %[q0], %[q1], [%[c]]\n\t"
-                     "ldrd %[s0], %[s1], [%[c], #8]\n\t"
-                     "ldr %[a], [%[c], #24]\n\t"
-                     "uxth %[d], %[a]\n\t"
-                     "rsb %[dd], %[d], %[a], lsr #16\n\t"
-                     "add %[d], %[d], %[dq]\n\t"
-                     "movs %[any], #0\n\t"
-                     PW_FOLD1N("8") PW_FOLD1N("12") PW_FOLD1N("16") PW_FOLD1N("20")
-                     "ldr %[a], [%[c], #16]\n\t"
-                     "ldr %[b], [%[c], #20]\n\t"
-                     "str %[a], [%[e]]\n\t"
-                     "str %[b], [%[e], #4]\n\t"
-                     "adds %[c], %[c], #32\n\t"
-                     "cmp %[any], #0\n\t"
-                     "it ne\n\t"
-                     "addne %[e], %[e], #24\n\t"
-                     "ldr %[a], %[end]\n\t"
-                     "cmp %[c], %[a]\n\t"
-                     "bne 1b"
-                     : [e] "+r"(e), [c] "+r"(c), [a] "=&r"(a), [b] "=&r"(b), [d] "=&r"(d),
-                       [dd] "=&r"(dd), [q0] "=&r"(q0), [s0] "=&r"(s0), [q1] "=&r"(q1),
-                       [s1] "=&r"(s1), [any] "=&r"(any)
-                     : [dq] "r"(dq), [oc] "r"(oc), [end] "m"(end)
-                     : "cc", "memory");
-    /* clang-format on */
+    if (np == 4u) {
+        PW_FOLD_FAST(PW_FOLD1N("12") PW_FOLD1N("16") PW_FOLD1N("20"));
+    } else if (np == 3u) {
+        PW_FOLD_FAST(PW_FOLD1N("12") PW_FOLD1N("16"));
+    } else if (np == 2u) {
+        PW_FOLD_FAST(PW_FOLD1N("12"));
+    } else {
+        PW_FOLD_FAST("");
+    }
     return (uint32_t)(e - t);
 }
 typedef char pw_chan2_layout[sizeof(pw_chan2) == 32u ? 1 : -1];
 
-/* pw_fold_smm_pairs for four pixels of a block with ties or clamp: without clamp, the runs of
- * pairs without a tie by pw_fold_smm4_fast, those with one by pw_fold_tie_pair; with it, pair
- * by pair, pw_fold4 for a pair without a tie. */
-static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
-                                                           const int8_t *dq, uint32_t oc,
-                                                           uint32_t nb)
+/* pw_fold_smm_pairs for np pixels of a block with ties, without clamp: its runs of pairs without
+ * a tie by pw_fold_smm_fast, those with one by pw_fold_tie_pair. */
+static TP_DSP_NOINLINE uint32_t pw_fold_smm_ties(pw_pair *t, const pw_fold_params *fp,
+                                                 const int8_t *dq, uint32_t oc, uint32_t nb,
+                                                 uint32_t np)
 {
     const pw_chan2 *c = fp->pair, *end = fp->pair + ((nb + 1u) >> 1), *stop;
     uint32_t ties = fp->ties, any, k;
     pw_pair *e = t;
-    if (!fp->clamp) {
-        while (c != end) {
-            stop = ties != 0u ? fp->pair + ((uint32_t)__builtin_ctz(ties) >> 1) : end;
-            if (stop != c) {
-                e += pw_fold_smm4_fast(e, c, stop, dq, oc);
-                c = stop;
-            }
-            if (c != end) { /* a pair with a tie */
-                k = 2u * (uint32_t)(c - fp->pair);
-                any = pw_fold_tie_pair(e->g, fp, dq + c->ch[0], dq + c->ch[1], oc, 4u, k,
-                                       ties >> k & 3u);
-                e->row0 = c->row[0];
-                e->row1 = c->row[1];
-                e = any != 0u ? e + 1 : e;
-                ties &= ~(3u << k);
-                c++;
-            }
+    while (c != end) {
+        stop = ties != 0u ? fp->pair + ((uint32_t)__builtin_ctz(ties) >> 1) : end;
+        if (stop != c) {
+            e += pw_fold_smm_fast(e, c, stop, dq, oc, np);
+            c = stop;
         }
-        return (uint32_t)(e - t);
+        if (c != end) { /* a pair with a tie */
+            k = 2u * (uint32_t)(c - fp->pair);
+            any = pw_fold_tie_pair(e->g, fp, dq + c->ch[0], dq + c->ch[1], oc, np, k,
+                                   ties >> k & 3u);
+            e->row0 = c->row[0];
+            e->row1 = c->row[1];
+            e = any != 0u ? e + 1 : e;
+            ties &= ~(3u << k);
+            c++;
+        }
     }
+    return (uint32_t)(e - t);
+}
+
+/* pw_fold_smm_pairs for four pixels of a block with clamp: pair by pair, pw_fold4 for a pair
+ * without a tie. */
+static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4(pw_pair *t, const pw_fold_params *fp,
+                                                           const int8_t *dq, uint32_t oc,
+                                                           uint32_t nb)
+{
+    const pw_chan2 *c = fp->pair, *end = fp->pair + ((nb + 1u) >> 1);
+    uint32_t ties = fp->ties, any;
+    pw_pair *e = t;
     for (; c != end; c++, ties >>= 2) {
         const int8_t *d0 = dq + c->ch[0];
         if ((ties & 3u) == 0u) {
@@ -543,17 +566,17 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm4(pw_pair *t, const pw_
 }
 #endif
 
+/* The block's pairs for np pixels at dY offset `at` of a PW_SMM block. */
 static TP_DSP_NOINLINE uint32_t pw_fold_smm(pw_pair *t, const pw_fold_params *fp, const int8_t *dq,
                                             uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
 {
-    if (np == 4u) {
 #if TP_DSP_ASM14
-        return pw_fold_smm4(t, fp, dq + at, oc, nb); /* a block with ties or clamp */
-#else
-        return fp->clamp ? pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb, 1u)
-                         : pw_fold_smm_pairs(t, fp, dq, at, oc, 4u, nb, 0u);
-#endif
+    if (!fp->clamp) {
+        return pw_fold_smm_ties(t, fp, dq + at, oc, nb, np);
+    } else if (np == 4u) {
+        return pw_fold_smm4(t, fp, dq + at, oc, nb);
     }
+#endif
     return fp->clamp ? pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb, 1u)
                      : pw_fold_smm_pairs(t, fp, dq, at, oc, np, nb, 0u);
 }
@@ -585,9 +608,9 @@ TP_DSP_INLINE uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, c
 {
     if (mode == PW_SMM) {
 #if TP_DSP_ASM14
-        if (np == 4u && fp->ties == 0u && !fp->clamp) { /* the common case: one call */
-            return pw_fold_smm4_fast(t, fp->pair, fp->pair + ((nb + 1u) >> 1),
-                                     (const int8_t *)dy->q + at, oc);
+        if (fp->ties == 0u && !fp->clamp) { /* the common case: one call */
+            return pw_fold_smm_fast(t, fp->pair, fp->pair + ((nb + 1u) >> 1),
+                                    (const int8_t *)dy->q + at, oc, np);
         }
 #endif
         return pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
