@@ -844,33 +844,36 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
  * later block's loaded, else the first pair's products); the entry's jump into the unrolled
  * loop (Q, four pairs a step, the end from memory); the sums stored; i on. Its state in
  * memory: the pairs' asm holds all 14 registers at four pixels. */
-#define PW_MACN_ASM(np, START, Q)                                                              \
+#define PW_I1_m "ldr %[r], %[i1]\n\t" "cmp %[i], %[r]\n\t"
+#define PW_I1_r "cmp %[i], %[i1]\n\t"
+#define PW_MACN_ASM(np, kind, START, Q)                                                        \
     __asm__ volatile(PW_ENTRY                                                                  \
                      "0:\n\t" START                                                            \
                      "ldr pc, %[code]\n\t"                                                      \
                      "1:\n\t" Q "6:\n\t" Q "7:\n\t" Q "8:\n\t" Q                                \
-                     "ldr %[r], %[end]\n\t"                                                     \
-                     "cmp %[e], %[r]\n\t"                                                       \
+                     PW_END_##kind                                                             \
                      "bne 1b\n\t"                                                               \
                      "3:\n\t" PW_SUMS##np("str")                                               \
                      "add %[i], %[i], #2\n\t"                                                   \
-                     "ldr %[r], %[i1]\n\t"                                                      \
-                     "cmp %[i], %[r]\n\t"                                                       \
+                     PW_I1_##kind                                                              \
                      "bne 0b"                                                                   \
                      : PW_SOUT##np, [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga),   \
                        [gb] "=&r"(gb), [i] "+r"(i), [code] "+m"(code)                          \
-                     : [a] "m"(a), [t] "m"(t), [end] "m"(end), [ic4] "m"(ic4), [i1] "m"(i1)    \
+                     : [a] "m"(a), [t] "m"(t), [end] #kind(end), [ic4] "m"(ic4),               \
+                       [i1] #kind(i1)                                                          \
                      : "cc", "memory")
-#define PW_MACN(np, pre, add)                                                                  \
+/* np pixels, the end of the pairs and of the inputs from memory (kind m) or registers (r: at
+ * two and three pixels, the sums leave two free). */
+#define PW_MACN(np, kind, pre, add)                                                            \
     do {                                                                                       \
         if (pre && add) {                                                                      \
-            PW_MACN_ASM(np, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_P##np);                \
+            PW_MACN_ASM(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_P##np);          \
         } else if (pre) {                                                                      \
-            PW_MACN_ASM(np, "ldr %[e], %[t]\n\t" PW_P##np##F, PW_P##np);                       \
+            PW_MACN_ASM(np, kind, "ldr %[e], %[t]\n\t" PW_P##np##F, PW_P##np);                 \
         } else if (add) {                                                                      \
-            PW_MACN_ASM(np, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_Q##np);                \
+            PW_MACN_ASM(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_Q##np);          \
         } else {                                                                               \
-            PW_MACN_ASM(np, "ldr %[e], %[t]\n\t" PW_Q##np##F, PW_Q##np);                       \
+            PW_MACN_ASM(np, kind, "ldr %[e], %[t]\n\t" PW_Q##np##F, PW_Q##np);                 \
         }                                                                                      \
     } while (0)
 /* clang-format on */
@@ -887,11 +890,11 @@ TP_DSP_INLINE void pw_macn_asm(int32_t *a, const pw_pair *t, uint32_t npairs, ui
     uint32_t e, r, u, ga, gb;
     int32_t x0, x1, y0, y1, z0, z1, w0, w1;
     if (np == 4u) {
-        PW_MACN(4, pre, add);
+        PW_MACN(4, m, pre, add);
     } else if (np == 3u) {
-        PW_MACN(3, pre, add);
+        PW_MACN(3, r, pre, add);
     } else {
-        PW_MACN(2, pre, add);
+        PW_MACN(2, r, pre, add);
     }
 }
 #endif
