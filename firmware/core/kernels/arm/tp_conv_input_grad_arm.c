@@ -400,12 +400,6 @@ static TP_DSP_NOINLINE uint32_t pw_fold_tie_pair(uint32_t *g, const pw_fold_para
     "qsub16 %[a], %[b], %[a]\n\t"                                                              \
     PW_FOLD_STORE(off)
 #define PW_FOLD1N(off) PW_FOLD_MUL "pkhbt %[a], %[a], %[b], lsl #16\n\t" PW_FOLD_STORE(off)
-/* PW_FOLD1N for a pair's first pixel: any its word (no MOVS of 0 before) */
-#define PW_FOLD1N0                                                                             \
-    PW_FOLD_MUL "pkhbt %[a], %[a], %[b], lsl #16\n\t"                                          \
-    "str %[a], [%[e], #8]\n\t"                                                                \
-    "add %[d], %[d], %[oc]\n\t"                                                               \
-    "mov %[any], %[a]\n\t"
 #define PW_FOLD4(one)                                                                          \
     __asm__(one("8") one("12") one("16") one("20")                                             \
             : [any] "+r"(any), [d] "+r"(d0), [a] "=&r"(a), [b] "=&r"(b)                        \
@@ -464,17 +458,34 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
 #if TP_DSP_ASM14
 /* pw_fold_smm_pairs for np (1 to 4) pixels of a block without ties or clamp, the pairs' records
  * from c to end (c < end): per pair its factors by two LDRDs, its channels by one LDR, pw_fold4's
- * folds without the clamp, its rows copied. */
+ * folds without the clamp (PW_FF: channel j's dY at [d], j + 1's at [dd], or oc on for an odd
+ * pixel, d and dd two pixels on after the second: PW_FF_ON), its rows copied. */
 /* clang-format off */
+#define PW_FF(off, at, any)                                                                    \
+    "ldrsb %[a], [%[d]" at "]\n\t"                                                             \
+    "ldrsb %[b], [%[dd]" at "]\n\t"                                                            \
+    "mul %[a], %[a], %[q0]\n\t"                                                                \
+    "mul %[b], %[b], %[q1]\n\t"                                                                \
+    "smmulr %[a], %[a], %[s0]\n\t"                                                             \
+    "smmulr %[b], %[b], %[s1]\n\t"                                                             \
+    "pkhbt %[a], %[a], %[b], lsl #16\n\t"                                                      \
+    "str %[a], [%[e], #" off "]\n\t" any
+#define PW_FF_ANY0 "mov %[any], %[a]\n\t"
+#define PW_FF_ANY "orr %[any], %[any], %[a]\n\t"
+#define PW_FF_ON "add %[d], %[d], %[oc], lsl #1\n\t" "add %[dd], %[dd], %[oc], lsl #1\n\t"
+#define PW_FF1 PW_FF("8", "", PW_FF_ANY0)
+#define PW_FF2 PW_FF1 PW_FF("12", ", %[oc]", PW_FF_ANY)
+#define PW_FF3 PW_FF2 PW_FF_ON PW_FF("16", "", PW_FF_ANY)
+#define PW_FF4 PW_FF3 PW_FF("20", ", %[oc]", PW_FF_ANY)
 #define PW_FOLD_FAST(FOLDS)                                                                    \
     __asm__ volatile("1:\n\t"                                                                 \
                      "ldrd %[q0], %[q1], [%[c]]\n\t"                                          \
                      "ldr %[a], [%[c], #24]\n\t"                                              \
                      "uxth %[d], %[a]\n\t"                                                    \
-                     "rsb %[dd], %[d], %[a], lsr #16\n\t"                                     \
                      "add %[d], %[d], %[dq]\n\t"                                              \
+                     "add %[dd], %[dq], %[a], lsr #16\n\t"                                    \
                      "ldrd %[s0], %[s1], [%[c], #8]\n\t"                                      \
-                     PW_FOLD1N0 FOLDS                                                          \
+                     FOLDS                                                                     \
                      "ldr %[a], [%[c], #16]\n\t"                                              \
                      "ldr %[b], [%[c], #20]\n\t"                                              \
                      "str %[a], [%[e]]\n\t"                                                   \
@@ -499,13 +510,13 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm_fast(pw_pair *t, const
     pw_pair *e = t;
     uint32_t a, b, d, dd, q0, s0, q1, s1, any;
     if (np == 4u) {
-        PW_FOLD_FAST(PW_FOLD1N("12") PW_FOLD1N("16") PW_FOLD1N("20"));
+        PW_FOLD_FAST(PW_FF4);
     } else if (np == 3u) {
-        PW_FOLD_FAST(PW_FOLD1N("12") PW_FOLD1N("16"));
+        PW_FOLD_FAST(PW_FF3);
     } else if (np == 2u) {
-        PW_FOLD_FAST(PW_FOLD1N("12"));
+        PW_FOLD_FAST(PW_FF2);
     } else {
-        PW_FOLD_FAST("");
+        PW_FOLD_FAST(PW_FF1);
     }
     return (uint32_t)(e - t);
 }
