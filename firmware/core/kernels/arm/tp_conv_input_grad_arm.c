@@ -836,17 +836,20 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
 #define PW_SUMS4(op)                                                                           \
     PW_PTR4 PW_AT(op, "x", "r") PW_AT(op, "y", "ga") PW_AT(op, "z", "gb") PW_AT(op, "w", "e")
 /* The entry into the loop of four pairs for the n pairs past a start's (n & 3 of them first):
- * from code (n & 3, or 4 for n = 0: straight to the stores), the address (Thumb bit set) in
- * its place, once a call. */
+ * from code (n & 3, or 4 for n = 0: straight to the stores) by PW_TABLE's byte (halfwords past
+ * it; it lies after the start's jump, never run), the address (Thumb bit set) in its place,
+ * once a call. */
 #define PW_ENTRY                                                                               \
+    "adr %[u], 9f\n\t"                                                                          \
     "ldr %[r], %[code]\n\t"                                                                     \
-    "adr.w %[u], 3f\n\t"                                                                        \
-    "cmp %[r], #0\n\t" "it eq\n\t" "adreq.w %[u], 1f\n\t"                                       \
-    "cmp %[r], #1\n\t" "it eq\n\t" "adreq.w %[u], 8f\n\t"                                       \
-    "cmp %[r], #2\n\t" "it eq\n\t" "adreq.w %[u], 7f\n\t"                                       \
-    "cmp %[r], #3\n\t" "it eq\n\t" "adreq.w %[u], 6f\n\t"                                       \
+    "ldrb %[r], [%[u], %[r]]\n\t"                                                               \
+    "add %[u], %[u], %[r], lsl #1\n\t"                                                          \
     "orr %[u], %[u], #1\n\t"                                                                    \
     "str %[u], %[code]\n\t"
+#define PW_TABLE                                                                               \
+    "9:\n\t"                                                                                    \
+    ".byte (1f - 9b) / 2, (8f - 9b) / 2, (7f - 9b) / 2, (6f - 9b) / 2, (3f - 9b) / 2\n\t"       \
+    ".p2align 1\n\t"
 #define PW_SOUT2                                                                               \
     [x0] "=&r"(x0), [x1] "=&r"(x1), [y0] "=&r"(y0), [y1] "=&r"(y1)
 #define PW_SOUT3 PW_SOUT2, [z0] "=&r"(z0), [z1] "=&r"(z1)
@@ -860,7 +863,7 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
 #define PW_MACN_ASM(np, kind, START, Q)                                                        \
     __asm__ volatile(PW_ENTRY                                                                  \
                      "0:\n\t" START                                                            \
-                     "ldr pc, %[code]\n\t"                                                      \
+                     "ldr pc, %[code]\n\t" PW_TABLE                                             \
                      "1:\n\t" Q "6:\n\t" Q "7:\n\t" Q "8:\n\t" Q                                \
                      PW_END_##kind                                                             \
                      "bne 1b\n\t"                                                               \
