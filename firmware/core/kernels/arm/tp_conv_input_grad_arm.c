@@ -502,10 +502,8 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
                      : [dq] "r"(dq), [oc] "r"(oc), [end] "r"(end)                              \
                      : "cc", "memory")
 /* clang-format on */
-static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm_fast(pw_pair *t, const pw_chan2 *c,
-                                                               const pw_chan2 *end,
-                                                               const int8_t *dq, uint32_t oc,
-                                                               uint32_t np)
+TP_DSP_INLINE uint32_t pw_fold_fast(pw_pair *t, const pw_chan2 *c, const pw_chan2 *end,
+                                    const int8_t *dq, uint32_t oc, uint32_t np)
 {
     pw_pair *e = t;
     uint32_t a, b, d, dd, q0, s0, q1, s1, any;
@@ -519,6 +517,14 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm_fast(pw_pair *t, const
         PW_FOLD_FAST(PW_FF1);
     }
     return (uint32_t)(e - t);
+}
+
+static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_fold_smm_fast(pw_pair *t, const pw_chan2 *c,
+                                                               const pw_chan2 *end,
+                                                               const int8_t *dq, uint32_t oc,
+                                                               uint32_t np)
+{
+    return pw_fold_fast(t, c, end, dq, oc, np);
 }
 typedef char pw_chan2_layout[sizeof(pw_chan2) == 32u ? 1 : -1];
 
@@ -914,9 +920,8 @@ TP_DSP_INLINE void pw_macn_asm(int32_t *a, const pw_pair *t, uint32_t npairs, ui
 #endif
 
 /* pw_mac for four pixels, the inputs i0 to i1 (pre: the pairs' rows are PWIG's). */
-static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs,
-                                                  uint32_t i0, uint32_t i1, uint32_t ic, int add,
-                                                  int pre)
+TP_DSP_INLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0, uint32_t i1,
+                           uint32_t ic, int add, int pre)
 {
 #if TP_DSP_ASM14
     if (npairs != 0u) {
@@ -972,18 +977,37 @@ static TP_DSP_NOINLINE TP_DSP_REGS14 void pw_mac_last(int32_t *a, const pw_pair 
     }
 }
 
-/* pw_mac4 over the runs of inputs: one call for one run. */
-static inline void pw_mac4_runs(int32_t *a, const pw_pair *t, uint32_t npairs, const pw_inputs *in,
-                                uint32_t ic, int add, int pre)
+/* The block's four-pixel steps of a row from dY offset at (pw_fold, the SMMULR fold of a block
+ * without ties or clamp inline; then pw_mac4 over the runs of inputs), in one call; returns the
+ * pixels done. */
+static TP_DSP_NOINLINE TP_DSP_REGS14 uint32_t pw_row4(int32_t *acc, pw_pair *t,
+                                                      const pw_fold_params *fp, int mode,
+                                                      const tp_gmap *dy, uint32_t at, uint32_t oc,
+                                                      uint32_t iw, uint32_t nb, int32_t lim,
+                                                      const pw_inputs *in, uint32_t ic, int add,
+                                                      int pre)
 {
-    uint32_t r;
-    if (in->n == 1u) {
-        pw_mac4(a, t, npairs, in->run[0][0], in->run[0][1], ic, add, pre);
-        return;
+    uint32_t x, n, r;
+#if TP_DSP_ASM14
+    int fast = mode == PW_SMM && fp->ties == 0u && !fp->clamp;
+    const pw_chan2 *end = fp->pair + ((nb + 1u) >> 1);
+#endif
+    for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
+#if TP_DSP_ASM14
+        if (fast) {
+            n = pw_fold_fast(t, fp->pair, end, (const int8_t *)dy->q + at, oc, 4u);
+        } else
+#endif
+        {
+            n = pw_fold(t, fp, mode, dy, at, oc, 4u, nb, lim);
+        }
+        if (n != 0u || !add) {
+            for (r = 0; r < in->n; r++) {
+                pw_mac4(acc + x * ic, t, n, in->run[r][0], in->run[r][1], ic, add, pre);
+            }
+        }
     }
-    for (r = 0; r < in->n; r++) {
-        pw_mac4(a, t, npairs, in->run[r][0], in->run[r][1], ic, add, pre);
-    }
+    return x;
 }
 
 void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
@@ -1023,12 +1047,8 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
                 mode[k] = pw_prepare(&fp[k], w, f, nb, dy->bytes == 1u,
                                      pre ? w->pairs + done * ic : NULL, 2u * ic);
             }
-            for (x = 0; x + 4u <= iw; x += 4u, at += 4u * oc) {
-                n = pw_fold(t, &fp[k], mode[k], dy, at, oc, 4u, nb, lim);
-                if (n != 0u || !add) {
-                    pw_mac4_runs(acc + x * ic, t, n, &in, ic, add, pre);
-                }
-            }
+            x = pw_row4(acc, t, &fp[k], mode[k], dy, at, oc, iw, nb, lim, &in, ic, add, pre);
+            at += x * oc;
             if (x < iw) { /* the last one to three pixels */
                 n = pw_fold(t, &fp[k], mode[k], dy, at, oc, iw - x, nb, lim);
                 if (n != 0u || !add) {
