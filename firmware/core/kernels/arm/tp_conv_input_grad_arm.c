@@ -588,9 +588,7 @@ static TP_DSP_NOINLINE uint32_t pw_fold_smm(pw_pair *t, const pw_fold_params *fp
                                             uint32_t at, uint32_t oc, uint32_t np, uint32_t nb)
 {
 #if TP_DSP_ASM14
-    if (!fp->clamp) {
-        return pw_fold_smm_ties(t, fp, dq + at, oc, nb, np);
-    } else if (np == 4u) {
+    if (np == 4u && fp->clamp) {
         return pw_fold_smm4(t, fp, dq + at, oc, nb);
     }
 #endif
@@ -628,6 +626,8 @@ TP_DSP_INLINE uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, c
         if (fp->ties == 0u && !fp->clamp) { /* the common case: one call */
             return pw_fold_smm_fast(t, fp->pair, fp->pair + ((nb + 1u) >> 1),
                                     (const int8_t *)dy->q + at, oc, np);
+        } else if (!fp->clamp) {
+            return pw_fold_smm_ties(t, fp, (const int8_t *)dy->q + at, oc, nb, np);
         }
 #endif
         return pw_fold_smm(t, fp, (const int8_t *)dy->q, at, oc, np, nb);
