@@ -26,8 +26,8 @@
 /* Output channels per block: a block's table (pw_pair) and fold parameters live on the stack. */
 #define TP_PW_BLOCK 32u
 
-/* Blocks whose fold parameters are kept over the rows (an op of more prepares each block at
- * each row). */
+/* Blocks whose fold parameters are kept over the rows (an op of more keeps the first
+ * TP_PW_KEPT - 1 and prepares the others at each row in the last place). */
 #define TP_PW_KEPT 2u
 
 /* Output channels whose rows are checked for zeros (a bitmap on the stack); those past it are
@@ -1035,10 +1035,14 @@ void tp_arm_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shap
     for (y = 0; y < (uint32_t)in_shape->h; y++) {
         uint32_t o = 0;
         for (done = 0, b = 0; done < live; done += nb, b++) {
-            uint32_t at = y * iw * oc, k = b < TP_PW_KEPT ? b : 0u;
+            uint32_t at = y * iw * oc, k = b < TP_PW_KEPT ? b : TP_PW_KEPT - 1u;
             int add = done != 0u;
             nb = live - done < TP_PW_BLOCK ? live - done : TP_PW_BLOCK;
-            if (y == 0u || live > TP_PW_KEPT * TP_PW_BLOCK) { /* the kept blocks: once */
+            if (y != 0u && (k + 1u < TP_PW_KEPT || live <= TP_PW_KEPT * TP_PW_BLOCK)) {
+                if (!pre) { /* a kept block: the next gathers past its channels */
+                    o = PW_CH(&fp[k], nb - 1u) + 1u;
+                }
+            } else {
                 if (pre) {
                     pw_listed(&fp[k], w->live + 2u * done, nb);
                 } else {
