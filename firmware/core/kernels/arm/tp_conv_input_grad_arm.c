@@ -457,9 +457,10 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
 
 #if TP_DSP_ASM14
 /* pw_fold_smm_pairs for np (1 to 4) pixels of a block without ties or clamp, the pairs' records
- * from c to end (c < end): per pair its factors by two LDRDs, its channels by one LDR, pw_fold4's
- * folds without the clamp (PW_FF: channel j's dY at [d], j + 1's at [dd], or oc on for an odd
- * pixel, d and dd two pixels on after the second: PW_FF_ON), its rows copied. */
+ * from c to end (c < end): per pair its record by one LDM (factors, rows, channels and the pad:
+ * r4 to r11, in its order), its rows copied, pw_fold4's folds without the clamp (PW_FF: channel
+ * j's dY at [d], j + 1's at [dd], or oc on for an odd pixel, d and dd two pixels on after the
+ * second: PW_FF_ON). */
 /* clang-format off */
 #define PW_FF(off, at, any)                                                                    \
     "ldrsb %[a], [%[d]" at "]\n\t"                                                             \
@@ -479,18 +480,12 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
 #define PW_FF4 PW_FF3 PW_FF("20", ", %[oc]", PW_FF_ANY)
 #define PW_FOLD_FAST(FOLDS)                                                                    \
     __asm__ volatile("1:\n\t"                                                                 \
-                     "ldrd %[q0], %[q1], [%[c]]\n\t"                                          \
-                     "ldr %[a], [%[c], #24]\n\t"                                              \
-                     "uxth %[d], %[a]\n\t"                                                    \
-                     "add %[d], %[d], %[dq]\n\t"                                              \
+                     "ldmia %[c]!, {%[q0], %[q1], %[s0], %[s1], %[d], %[dd], %[a], %[b]}\n\t" \
+                     "str %[d], [%[e]]\n\t"                                                   \
+                     "str %[dd], [%[e], #4]\n\t"                                              \
+                     "uxtah %[d], %[dq], %[a]\n\t"                                            \
                      "add %[dd], %[dq], %[a], lsr #16\n\t"                                    \
-                     "ldrd %[s0], %[s1], [%[c], #8]\n\t"                                      \
                      FOLDS                                                                     \
-                     "ldr %[a], [%[c], #16]\n\t"                                              \
-                     "ldr %[b], [%[c], #20]\n\t"                                              \
-                     "str %[a], [%[e]]\n\t"                                                   \
-                     "str %[b], [%[e], #4]\n\t"                                               \
-                     "adds %[c], %[c], #32\n\t"                                               \
                      "cmp %[any], #0\n\t"                                                     \
                      "it ne\n\t"                                                              \
                      "addne %[e], %[e], #24\n\t"                                              \
@@ -506,7 +501,9 @@ TP_DSP_INLINE uint32_t pw_fold_fast(pw_pair *t, const pw_chan2 *c, const pw_chan
                                     const int8_t *dq, uint32_t oc, uint32_t np)
 {
     pw_pair *e = t;
-    uint32_t a, b, d, dd, q0, s0, q1, s1, any;
+    register uint32_t q0 __asm__("r4"), q1 __asm__("r5"), s0 __asm__("r6"), s1 __asm__("r7");
+    register uint32_t d __asm__("r8"), dd __asm__("r9"), a __asm__("r10"), b __asm__("r11");
+    uint32_t any;
     if (np == 4u) {
         PW_FOLD_FAST(PW_FF4);
     } else if (np == 3u) {
