@@ -921,6 +921,7 @@ TP_DSP_INLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32
                            uint32_t ic, int add, int pre)
 {
 #if TP_DSP_ASM14
+    uint32_t i, p;
     if (npairs != 0u) {
         if (pre) {
             pw_macn_asm(a, t, npairs, i0, i1, ic, add, 4u, 1);
@@ -929,12 +930,18 @@ TP_DSP_INLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32
         }
         return;
     }
-#endif
+    for (p = 0; p < 4u && !add; p++) { /* no pair (add: not called): the sums 0, no asm inline */
+        for (i = i0; i < i1; i++) {
+            a[p * ic + i] = 0;
+        }
+    }
+#else
     if (pre) {
         pw_mac(a, t, npairs, i0, i1, ic, add, 4u, 1);
     } else {
         pw_mac(a, t, npairs, i0, i1, ic, add, 4u, 0);
     }
+#endif
 }
 
 /* The last np (1 to 3) pixels of a row, np and pre constant in each call below. */
