@@ -162,12 +162,15 @@ def cases():
         # ties at the last pixels of three and two
         out.append(_case("ties-7", 31, (3, 7, 16), 16, 43, [1, 2, 33], grad, coarse=True))
         out.append(_case("pairs-ties-6", 32, (3, 6, 16), 16, 43, None, grad, coarse=True))
+        # one live channel, its dY zero at some four pixels (no pair at a step: the sums 0)
+        out.append(_case("pairs-no-pair", 33, (8, 8, 8), 8, 2, None, grad, dead=[1]))
+        out.append(_case("no-pair", 34, (8, 8, 8), 8, 2, [0, 1], grad, dead=[1]))
     return out
 
 
 PAIRED = ("contiguous", "contiguous-blocks", "pairs-zero", "pairs-ties", "pairs-dead",
           "columns-rows", "pairs-runs", "pairs-2", "pairs-3", "pairs-one", "pairs-two",
-          "pairs-small", "pairs-ties-6")
+          "pairs-small", "pairs-ties-6", "pairs-no-pair")
 
 
 def paired_ops(blob: bytes) -> set[int]:
