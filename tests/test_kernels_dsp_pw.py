@@ -21,7 +21,9 @@ kernel multiplies by): one block and several, an odd last channel, scattered zer
 channels, last pixels of one to three; each of those blobs has the section. Zero weight columns
 (inputs whose pairs the input gradient leaves out, in runs of the others): trained and not, more
 runs than the kernel keeps, every column zero. Inputs at their zero point everywhere (the first
-conv's pruned channels): quads of four, of one other, of more; every input.
+conv's pruned channels): quads of four, of one other, of more; every input. Rows of two and three
+pixels only (each path of the last pixels' asm), blocks of one, two and seven channels, ties at
+the last two and three pixels, four pixels where no pair is left (the sums 0).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ typedef struct {
  * the shift (top - k, k its scale's exponent) for tp_dsp_fold; or, in a PW_ROUND8 block, s[i] =
  * sh | (2^(sh-1) - 1) << 8 with 1 <= sh <= 25 (m 0 for a channel whose dY' is 0); or, in a
  * PW_SMM block, m[i] = 2^sa and s[i] = m 2^sb (both 0 for a zero channel). Laid out for
- * pw_fold_smm_fast's loads (offsets 0, 8, 16, 24). */
+ * pw_fold_fast's LDM (eight words, in the order of its registers). */
 typedef struct {
     int32_t m[2];
     uint32_t s[2];
@@ -859,8 +859,8 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
 #define PW_SOUT4 PW_SOUT3, [w0] "=&r"(w0), [w1] "=&r"(w1)
 /* Every pair of inputs i from i0 to i1 in one asm (np pixels): the sums started (START: a
  * later block's loaded, else the first pair's products); the entry's jump into the unrolled
- * loop (Q, four pairs a step, the end from memory); the sums stored; i on. Its state in
- * memory: the pairs' asm holds all 14 registers at four pixels. */
+ * loop (Q, four pairs a step); the sums stored; i on. Its state in memory: the pairs' asm holds
+ * all 14 registers at four pixels. */
 #define PW_I1_m "ldr %[r], %[i1]\n\t" "cmp %[i], %[r]\n\t"
 #define PW_I1_r "cmp %[i], %[i1]\n\t"
 #define PW_MACN_ASM(np, kind, START, Q)                                                        \
