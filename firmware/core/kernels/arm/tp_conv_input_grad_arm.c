@@ -474,10 +474,11 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
 #define PW_FF_ANY0 "mov %[any], %[a]\n\t"
 #define PW_FF_ANY "orr %[any], %[any], %[a]\n\t"
 #define PW_FF_ON "add %[d], %[d], %[oc], lsl #1\n\t" "add %[dd], %[dd], %[oc], lsl #1\n\t"
-#define PW_FF1 PW_FF("8", "", PW_FF_ANY0)
-#define PW_FF2 PW_FF1 PW_FF("12", ", %[oc]", PW_FF_ANY)
-#define PW_FF3 PW_FF2 PW_FF_ON PW_FF("16", "", PW_FF_ANY)
-#define PW_FF4 PW_FF3 PW_FF("20", ", %[oc]", PW_FF_ANY)
+/* np pixels, the last's any (the flags set by it: Z for a pair whose words are all 0) */
+#define PW_FF1(any) PW_FF("8", "", any)
+#define PW_FF2(any) PW_FF1(PW_FF_ANY0) PW_FF("12", ", %[oc]", any)
+#define PW_FF3(any) PW_FF2(PW_FF_ANY) PW_FF_ON PW_FF("16", "", any)
+#define PW_FF4(any) PW_FF3(PW_FF_ANY) PW_FF("20", ", %[oc]", any)
 #define PW_FOLD_FAST(FOLDS)                                                                    \
     __asm__ volatile("1:\n\t"                                                                 \
                      "ldmia %[c]!, {%[q0], %[q1], %[s0], %[s1], %[d], %[dd], %[a], %[b]}\n\t" \
@@ -486,7 +487,6 @@ TP_DSP_INLINE uint32_t pw_fold_smm_pairs(pw_pair *t, const pw_fold_params *fp, c
                      "uxtah %[d], %[dq], %[a]\n\t"                                            \
                      "add %[dd], %[dq], %[a], lsr #16\n\t"                                    \
                      FOLDS                                                                     \
-                     "cmp %[any], #0\n\t"                                                     \
                      "it ne\n\t"                                                              \
                      "addne %[e], %[e], #24\n\t"                                              \
                      "cmp %[c], %[end]\n\t"                                                   \
@@ -505,13 +505,13 @@ TP_DSP_INLINE uint32_t pw_fold_fast(pw_pair *t, const pw_chan2 *c, const pw_chan
     register uint32_t d __asm__("r8"), dd __asm__("r9"), a __asm__("r10"), b __asm__("r11");
     uint32_t any;
     if (np == 4u) {
-        PW_FOLD_FAST(PW_FF4);
+        PW_FOLD_FAST(PW_FF4("orrs %[any], %[any], %[a]\n\t"));
     } else if (np == 3u) {
-        PW_FOLD_FAST(PW_FF3);
+        PW_FOLD_FAST(PW_FF3("orrs %[any], %[any], %[a]\n\t"));
     } else if (np == 2u) {
-        PW_FOLD_FAST(PW_FF2);
+        PW_FOLD_FAST(PW_FF2("orrs %[any], %[any], %[a]\n\t"));
     } else {
-        PW_FOLD_FAST(PW_FF1);
+        PW_FOLD_FAST(PW_FF1("movs %[any], %[a]\n\t"));
     }
     return (uint32_t)(e - t);
 }
