@@ -167,12 +167,15 @@ def cases():
         # one live channel, its dY zero at some four pixels (no pair at a step: the sums 0)
         out.append(_case("pairs-no-pair", 33, (8, 8, 8), 8, 2, None, grad, dead=[1]))
         out.append(_case("no-pair", 34, (8, 8, 8), 8, 2, [0, 1], grad, dead=[1]))
+        # two full blocks: a later block's sixteen pairs at a step (every pair unrolled)
+        out.append(_case("pairs-full", 35, (4, 4, 8), 8, 64, None, grad))
+        out.append(_case("full", 36, (4, 4, 8), 8, 64, [0, 40], grad))
     return out
 
 
 PAIRED = ("contiguous", "contiguous-blocks", "pairs-zero", "pairs-ties", "pairs-dead",
           "columns-rows", "pairs-runs", "pairs-2", "pairs-3", "pairs-one", "pairs-two",
-          "pairs-small", "pairs-ties-6", "pairs-no-pair")
+          "pairs-small", "pairs-ties-6", "pairs-no-pair", "pairs-full")
 
 
 def paired_ops(blob: bytes) -> set[int]:

@@ -879,63 +879,57 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
                      : [a] "m"(a), [t] "m"(t), [end] #kind(end), [ic4] "m"(ic4),               \
                        [i1] #kind(i1)                                                          \
                      : "cc", "memory")
-/* At four pixels the same with eight pairs a step (a start's pairs past its first are 0 to 16:
- * mostly one pass), the entry's table of halfwords from code = n & 7, or 8 for n = 0. */
-#define PW_ENTRY8                                                                              \
+/* At four pixels the pairs past a start's first (n: 0 to 16, TP_PW_BLOCK / 2 at most) all
+ * unrolled, no loop: the entry's table of halfwords from code = n, the pairs' code n before the
+ * stores (its label 30 + n). */
+#define PW_ENTRY16                                                                             \
     "adr %[u], 9f\n\t"                                                                          \
     "ldr %[r], %[code]\n\t"                                                                     \
     "ldrh %[r], [%[u], %[r], lsl #1]\n\t"                                                       \
     "add %[u], %[u], %[r], lsl #1\n\t"                                                          \
     "orr %[u], %[u], #1\n\t"                                                                    \
     "str %[u], %[code]\n\t"
-#define PW_TABLE8                                                                              \
+#define PW_TABLE16                                                                             \
     "9:\n\t"                                                                                    \
-    ".hword (1f - 9b) / 2, (11f - 9b) / 2, (12f - 9b) / 2, (13f - 9b) / 2, (14f - 9b) / 2\n\t"  \
-    ".hword (15f - 9b) / 2, (16f - 9b) / 2, (17f - 9b) / 2, (3f - 9b) / 2\n\t"
-#define PW_MACN_ASM8(np, kind, START, Q)                                                       \
-    __asm__ volatile(PW_ENTRY8                                                                 \
+    ".hword (3f - 9b) / 2, (31f - 9b) / 2, (32f - 9b) / 2, (33f - 9b) / 2, (34f - 9b) / 2\n\t"  \
+    ".hword (35f - 9b) / 2, (36f - 9b) / 2, (37f - 9b) / 2, (38f - 9b) / 2, (39f - 9b) / 2\n\t" \
+    ".hword (40f - 9b) / 2, (41f - 9b) / 2, (42f - 9b) / 2, (43f - 9b) / 2, (44f - 9b) / 2\n\t" \
+    ".hword (45f - 9b) / 2, (46f - 9b) / 2\n\t"
+#define PW_Q16(Q)                                                                              \
+    "46:\n\t" Q "45:\n\t" Q "44:\n\t" Q "43:\n\t" Q                                             \
+    "42:\n\t" Q "41:\n\t" Q "40:\n\t" Q "39:\n\t" Q                                             \
+    "38:\n\t" Q "37:\n\t" Q "36:\n\t" Q "35:\n\t" Q                                             \
+    "34:\n\t" Q "33:\n\t" Q "32:\n\t" Q "31:\n\t" Q
+#define PW_MACN_ASM16(np, kind, START, Q)                                                      \
+    __asm__ volatile(PW_ENTRY16                                                                \
                      "0:\n\t" START                                                            \
-                     "ldr pc, %[code]\n\t" PW_TABLE8                                            \
-                     "1:\n\t" Q "17:\n\t" Q "16:\n\t" Q "15:\n\t" Q "14:\n\t" Q "13:\n\t" Q     \
-                     "12:\n\t" Q "11:\n\t" Q                                                   \
-                     PW_END_##kind                                                             \
-                     "bne 1b\n\t"                                                               \
+                     "ldr pc, %[code]\n\t" PW_TABLE16                                           \
+                     PW_Q16(Q)                                                                 \
                      "3:\n\t" PW_SUMS##np("str")                                               \
                      "add %[i], %[i], #2\n\t"                                                   \
                      PW_I1_##kind                                                              \
                      "bne 0b"                                                                   \
                      : PW_SOUT##np, [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga),   \
                        [gb] "=&r"(gb), [i] "+r"(i), [code] "+m"(code)                          \
-                     : [a] "m"(a), [t] "m"(t), [end] #kind(end), [ic4] "m"(ic4),               \
-                       [i1] #kind(i1)                                                          \
+                     : [a] "m"(a), [t] "m"(t), [ic4] "m"(ic4), [i1] #kind(i1)                  \
                      : "cc", "memory")
-#define PW_MACN8(np, kind, pre, add)                                                           \
+/* np pixels by ASM (PW_MACN_ASM, or PW_MACN_ASM16 at four), the end of the pairs and of the
+ * inputs from memory (kind m) or registers (r: at two and three pixels, the sums leave two
+ * free). */
+#define PW_MACN(ASM, np, kind, pre, add)                                                       \
     do {                                                                                       \
         if (pre && add) {                                                                      \
-            PW_MACN_ASM8(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_P##np);         \
+            ASM(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_P##np);                  \
         } else if (pre) {                                                                      \
-            PW_MACN_ASM8(np, kind, "ldr %[e], %[t]\n\t" PW_P##np##F, PW_P##np);                \
+            ASM(np, kind, "ldr %[e], %[t]\n\t" PW_P##np##F, PW_P##np);                         \
         } else if (add) {                                                                      \
-            PW_MACN_ASM8(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_Q##np);         \
+            ASM(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_Q##np);                  \
         } else {                                                                               \
-            PW_MACN_ASM8(np, kind, "ldr %[e], %[t]\n\t" PW_Q##np##F, PW_Q##np);                \
-        }                                                                                      \
-    } while (0)
-/* np pixels, the end of the pairs and of the inputs from memory (kind m) or registers (r: at
- * two and three pixels, the sums leave two free). */
-#define PW_MACN(np, kind, pre, add)                                                            \
-    do {                                                                                       \
-        if (pre && add) {                                                                      \
-            PW_MACN_ASM(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_P##np);          \
-        } else if (pre) {                                                                      \
-            PW_MACN_ASM(np, kind, "ldr %[e], %[t]\n\t" PW_P##np##F, PW_P##np);                 \
-        } else if (add) {                                                                      \
-            PW_MACN_ASM(np, kind, PW_SUMS##np("ldr") "ldr %[e], %[t]\n\t", PW_Q##np);          \
-        } else {                                                                               \
-            PW_MACN_ASM(np, kind, "ldr %[e], %[t]\n\t" PW_Q##np##F, PW_Q##np);                 \
+            ASM(np, kind, "ldr %[e], %[t]\n\t" PW_Q##np##F, PW_Q##np);                         \
         }                                                                                      \
     } while (0)
 /* clang-format on */
+typedef char pw_pairs_unrolled[TP_PW_BLOCK / 2u <= 16u ? 1 : -1];
 
 /* pw_mac for np (2 to 4, a constant) pixels and npairs >= 1, the inputs i0 to i1 (i0 < i1) in
  * one asm: per pair of inputs a later block's sums loaded, else the first pair's products
@@ -946,15 +940,15 @@ TP_DSP_INLINE void pw_macn_asm(int32_t *a, const pw_pair *t, uint32_t npairs, ui
 {
     const pw_pair *end = t + npairs;
     uint32_t i = i0, ic4 = 4u * ic, n = add ? npairs : npairs - 1u;
-    uint32_t code = np == 4u ? (n == 0u ? 8u : n & 7u) : n == 0u ? 4u : n & 3u;
+    uint32_t code = np == 4u ? n : n == 0u ? 4u : n & 3u;
     uint32_t e, r, u, ga, gb;
     int32_t x0, x1, y0, y1, z0, z1, w0, w1;
     if (np == 4u) {
-        PW_MACN8(4, m, pre, add);
+        PW_MACN(PW_MACN_ASM16, 4, m, pre, add);
     } else if (np == 3u) {
-        PW_MACN(3, r, pre, add);
+        PW_MACN(PW_MACN_ASM, 3, r, pre, add);
     } else {
-        PW_MACN(2, r, pre, add);
+        PW_MACN(PW_MACN_ASM, 2, r, pre, add);
     }
 }
 #endif
