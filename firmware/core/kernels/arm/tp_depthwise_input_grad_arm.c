@@ -92,10 +92,24 @@ static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t 
         }
     }
 }
+
+/* A band of stride 1 both ways for dw_chan_s1: plane r holds dY row y + 1 + pad - r (zero
+ * outside the map; src[0] that of plane lo), dX row y + t (acc[t], 0 for a row without dY)
+ * its three planes from plane 1 - t, with kernel rows 0, 1, 2: every band one path. */
+typedef struct {
+    int16_t (*plane)[TP_GRAD_DW_PLANE];
+    const uint8_t *const *src;
+    int32_t *acc[2];
+    const tp_weights *w;
+    const tp_gm_fold *f;
+    uint32_t c, ow, iw, pad, nu, lo, bytes, by_map;
+    int32_t lim;
+} dw_s1;
+
 /* Stride-1 columns: a channel's dX row (c apart in a) from n planes (rows of pl, TP_GRAD_DW_PLANE
  * apart, pl[x] the first of output x's three dY': plane F[j] = dY'[j - 2] advanced by the left
- * padding). Per plane, wa = (w2, w1) and wb = (w1, w0), its kernel row's weights. Two outputs
- * share two words a plane: A = (F[b], F[b + 1]), B = (F[b + 2], F[b + 3]);
+ * padding). Per plane r, w[2r] = wa = (w2, w1) and w[2r + 1] = wb = (w1, w0), its kernel row's
+ * weights. Two outputs share two words a plane: A = (F[b], F[b + 1]), B = (F[b + 2], F[b + 3]);
  * out(b) = A.(w2, w1) + w0 B.lo, out(b + 1) = w2 A.hi + B.(w1, w0). */
 #if TP_DSP_ASM14
 /* The byte offsets of a plane's words A and B after the first load's post-increment. */
@@ -114,16 +128,15 @@ typedef char dw_plane_offsets[2u * TP_GRAD_DW_PLANE == 252u ? 1 : -1];
 #define DW_END "cmp %[pl], %[pend]\n\t"
 #define DW_END_IN(x) "r"(x)
 #endif
-/* dw_out_s1's pairs of outputs from three planes, pl to pend (pl[x], x even): per plane its
+/* dw_chan_s1's pairs of outputs from three planes, pl to pend (pl[x], x even; w the six weight
+ * words, loaded before the loop): per plane its
  * two words by single loads, the second pipelined after the first, and four multiplies (the
  * first plane's two without an accumulator); 14 registers (TP_DSP_ASM14, its callers
  * TP_DSP_REGS14). */
 static TP_DSP_NOINLINE TP_DSP_REGS14 void dw_out_s1_3(int32_t *a, uint32_t c4, const int16_t *pl,
-                                                      const int16_t *pend, uint32_t u0, uint32_t v0,
-                                                      uint32_t u1, uint32_t v1, uint32_t u2,
-                                                      uint32_t v2)
+                                                      const int16_t *pend, const uint32_t *w)
 {
-    uint32_t A, B;
+    uint32_t A, B, u0 = w[0], v0 = w[1], u1 = w[2], v1 = w[3], u2 = w[4], v2 = w[5];
     int32_t a0, a1;
     __asm__ volatile(
         "1:\n\t"
@@ -196,19 +209,16 @@ TP_DSP_INLINE void dw_out_s2_pairs(int32_t *a, uint32_t c4, const int16_t *q, co
 }
 #endif
 
-TP_DSP_INLINE void dw_out_s1(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
-                             const uint32_t *wb, uint32_t n, uint32_t iw)
+TP_DSP_INLINE void dw_out_s1(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *w,
+                             uint32_t n, uint32_t iw)
 {
-    uint32_t x = 0, r, wa0 = wa[0], wb0 = wb[0], wa1 = n > 1u ? wa[1] : 0u;
-    uint32_t wb1 = n > 1u ? wb[1] : 0u, wa2 = n > 2u ? wa[2] : 0u, wb2 = n > 2u ? wb[2] : 0u;
-#if TP_DSP_ASM14
-    if (n == 3u && iw >= 2u) {
-        x = iw & ~1u;
-        dw_out_s1_3(a, 4u * c, pl, pl + x, wa0, wb0, wa1, wb1, wa2, wb2);
-        pl += x;
-        a += x * c;
-    }
-#endif
+    uint32_t x = 0, r, wa0, wb0, wa1, wb1, wa2, wb2;
+    wa0 = w[0];
+    wb0 = w[1];
+    wa1 = n > 1u ? w[2] : 0u;
+    wb1 = n > 1u ? w[3] : 0u;
+    wa2 = n > 2u ? w[4] : 0u;
+    wb2 = n > 2u ? w[5] : 0u;
     for (; x + 1u < iw; x += 2u, pl += 2, a += 2u * c) {
         int32_t a0 = 0, a1 = 0;
         for (r = 0; r < n; r++) {
@@ -237,11 +247,11 @@ TP_DSP_INLINE void dw_out_s1(int32_t *a, uint32_t c, const int16_t *pl, const ui
 /* Stride-2 columns: plane F[j] = dY'[j - 1]; output x at b = x + pad (pl = F) takes
  * F[b / 2].w2 + F[b / 2 + 1].w0 when b is even, F[(b + 1) / 2].w1 when odd: one word a plane
  * for two outputs. wa = (w2, w0), wb = (w1, 0). */
-TP_DSP_INLINE void dw_out_s2(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
-                             const uint32_t *wb, uint32_t n, uint32_t iw, uint32_t pad)
+TP_DSP_INLINE void dw_out_s2(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *w,
+                             uint32_t n, uint32_t iw, uint32_t pad)
 {
-    uint32_t b = pad, end = pad + iw, r, wa0 = wa[0], wb0 = wb[0], wa1 = n > 1u ? wa[1] : 0u;
-    uint32_t wb1 = n > 1u ? wb[1] : 0u, wa2 = n > 2u ? wa[2] : 0u, wb2 = n > 2u ? wb[2] : 0u;
+    uint32_t b = pad, end = pad + iw, r, wa0 = w[0], wb0 = w[1], wa1 = n > 1u ? w[2] : 0u;
+    uint32_t wb1 = n > 1u ? w[3] : 0u, wa2 = n > 2u ? w[4] : 0u, wb2 = n > 2u ? w[5] : 0u;
     if (b & 1u) {
         int32_t a0 = 0;
         for (r = 0; r < n; r++) {
@@ -283,25 +293,24 @@ TP_DSP_INLINE void dw_out_s2(int32_t *a, uint32_t c, const int16_t *pl, const ui
 }
 
 /* One channel's dX row from n (1 to 3) live planes. */
-TP_DSP_INLINE void dw_out_row(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *wa,
-                              const uint32_t *wb, uint32_t n, uint32_t iw, uint32_t s1,
-                              uint32_t pad)
+TP_DSP_INLINE void dw_out_row(int32_t *a, uint32_t c, const int16_t *pl, const uint32_t *w,
+                              uint32_t n, uint32_t iw, uint32_t s1, uint32_t pad)
 {
     if (s1 == 1u) {
         pl += pad;
         if (n == 3u) {
-            dw_out_s1(a, c, pl, wa, wb, 3u, iw);
+            dw_out_s1(a, c, pl, w, 3u, iw);
         } else if (n == 2u) {
-            dw_out_s1(a, c, pl, wa, wb, 2u, iw);
+            dw_out_s1(a, c, pl, w, 2u, iw);
         } else {
-            dw_out_s1(a, c, pl, wa, wb, 1u, iw);
+            dw_out_s1(a, c, pl, w, 1u, iw);
         }
     } else if (n == 2u) {
-        dw_out_s2(a, c, pl, wa, wb, 2u, iw, pad);
+        dw_out_s2(a, c, pl, w, 2u, iw, pad);
     } else if (n == 1u) {
-        dw_out_s2(a, c, pl, wa, wb, 1u, iw, pad);
+        dw_out_s2(a, c, pl, w, 1u, iw, pad);
     } else {
-        dw_out_s2(a, c, pl, wa, wb, 3u, iw, pad);
+        dw_out_s2(a, c, pl, w, 3u, iw, pad);
     }
 }
 
@@ -409,7 +418,7 @@ static TP_DSP_NOINLINE int dw_rows_zero(const uint8_t *const *src, uint32_t n, u
  * of its run (at), how many (n, 0: none) and their kernel rows (kh, two bits each). */
 typedef struct {
     const uint8_t *src[4];
-    uint32_t nu, rows, at[2], n[2], kh[2];
+    uint32_t nu, rows, top, at[2], n[2], kh[2];
 } dw_band;
 
 /* The band of dX rows y (and y + 1 when rows is 2). */
@@ -436,6 +445,7 @@ static void dw_band_of(dw_band *bd, const tp_conv_params *p, const tp_shape *out
         }
     }
     bd->nu = any != 0u ? top - bottom + 1u : 0u;
+    bd->top = top;
     for (t = 0; t < rows; t++) {
         bd->at[t] = top - first[t];
     }
@@ -444,14 +454,14 @@ static void dw_band_of(dw_band *bd, const tp_conv_params *p, const tp_shape *out
     }
 }
 
-/* A kernel row's weight words (its taps w0, w1, w2 at e, step apart) for dw_out_s1 (wa =
- * (w2, w1), wb = (w1, w0)) or dw_out_s2 (wa = (w2, w0), wb = (w1, 0)). */
-TP_DSP_INLINE void dw_weight_words(const int8_t *e, uint32_t step, uint32_t s1, uint32_t *wa,
-                                   uint32_t *wb)
+/* A kernel row's weight words w[0] = wa, w[1] = wb (its taps w0, w1, w2 at e, step apart) for
+ * dw_out_s1 (wa = (w2, w1), wb = (w1, w0)) or dw_out_s2 (wa = (w2, w0), wb = (w1, 0)), a PKHBT
+ * each. */
+TP_DSP_INLINE void dw_weight_words(const int8_t *e, uint32_t step, uint32_t s1, uint32_t *w)
 {
-    int32_t w0 = e[0], w1 = e[step], w2 = e[2u * step];
-    *wa = s1 == 1u ? tp_dsp_pack16(w2, w1) : tp_dsp_pack16(w2, w0);
-    *wb = s1 == 1u ? tp_dsp_pack16(w1, w0) : tp_dsp_pack16(w1, 0);
+    uint32_t w0 = (uint32_t)e[0], w1 = (uint32_t)e[step], w2 = (uint32_t)e[2u * step];
+    w[0] = s1 == 1u ? tp_pkhbt16(w2, w1) : tp_pkhbt16(w2, w0);
+    w[1] = s1 == 1u ? tp_pkhbt16(w1, w0) : tp_pkhbt16(w1, 0u);
 }
 
 /* The band's dX rows of channel ch (kernel row weights wo, step apart), each from its live
@@ -462,21 +472,76 @@ static TP_DSP_NOINLINE void dw_out_band(int32_t *const *acc, uint32_t ch, uint32
                                         const int8_t *wo, uint32_t step, uint32_t iw, uint32_t s1,
                                         uint32_t pad)
 {
-    uint32_t t, r, n, wa[3], wb[3];
+    uint32_t t, r, n, wv[6];
     for (t = 0; t < bd->rows; t++) {
         for (n = bd->n[t], r = 0; r < n; r++) {
-            dw_weight_words(wo + 3u * ((bd->kh[t] >> (2u * r)) & 3u) * step, step, s1, &wa[r],
-                            &wb[r]);
+            dw_weight_words(wo + 3u * ((bd->kh[t] >> (2u * r)) & 3u) * step, step, s1, &wv[2u * r]);
         }
         if (n != 0u) {
-            dw_out_row(acc[t] + ch, c, plane[bd->at[t]], wa, wb, n, iw, s1, pad);
+            dw_out_row(acc[t] + ch, c, plane[bd->at[t]], wv, n, iw, s1, pad);
+        }
+    }
+}
+
+/* Channel ch's dX rows of a dw_s1 band: its weight words first (nothing but the band and ch
+ * live across the fold), its dY rows folded into planes lo to lo + nu - 1, then each row. */
+static TP_DSP_NOINLINE void dw_chan_s1(const dw_s1 *k, uint32_t ch)
+{
+    uint32_t r, x = 0, t, step, m, wv[6], c = k->c;
+    const int8_t *wo = tp_weights_row(k->w, ch, &step);
+    int32_t e, sh, qs = 0, b = 0;
+    int smm;
+    tp_gm_scale_parts(tp_weights_scale(k->w, ch), &m, &e);
+    sh = k->f->top - e;
+    if (m == 0u || (k->bytes == 1u && sh >= 32) || sh > 40 ||
+        (!k->by_map && dw_rows_zero(k->src, k->nu, ch, c, k->ow, k->bytes))) {
+        for (t = 0; t < 2u; t++) { /* every dY' is zero (dw_fold_of) */
+            for (x = 0; k->acc[t] != 0 && x < k->iw; x++) {
+                k->acc[t][x * c + ch] = 0;
+            }
+        }
+        return;
+    }
+    for (r = 0; r < 3u; r++, wo += 3u * step) {
+        dw_weight_words(wo, step, 1u, &wv[2u * r]);
+    }
+    smm = k->bytes == 1u ? dw_smm_of(k->f, m, sh, k->lim, &qs, &b) : 0;
+    if (smm == 1) { /* dw_fold_smm_rows without its call */
+        dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b, 0, 0);
+    } else if (smm != 0) {
+        dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b, 1, k->lim);
+    } else {
+        dw_fold d;
+        dw_fold_of(&d, k->bytes, m, sh, k->lim);
+        for (r = 0; r < k->nu; r++) {
+            dw_fold_row(&k->plane[k->lo + r][2], k->src[r] + ch * k->bytes, k->bytes, c, k->ow, &d);
+        }
+    }
+#if TP_DSP_ASM14
+    if (k->iw >= 2u) { /* the pairs of each row, an odd end below */
+        const int16_t *p1 = k->plane[1] + k->pad;
+        x = k->iw & ~1u;
+        if (k->acc[0] != 0) {
+            dw_out_s1_3(k->acc[0] + ch, 4u * c, p1, p1 + x, wv);
+        }
+        if (k->acc[1] != 0) {
+            p1 -= TP_GRAD_DW_PLANE;
+            dw_out_s1_3(k->acc[1] + ch, 4u * c, p1, p1 + x, wv);
+        }
+    }
+#endif
+    for (t = 0; t < 2u && x < k->iw; t++) {
+        if (k->acc[t] != 0) {
+            dw_out_s1(k->acc[t] + ch + x * c, c, k->plane[1u - t] + k->pad + x, wv, 3u, k->iw - x);
         }
     }
 }
 
 /* Per band of two dX rows (one at an odd end): the dY rows they meet (dw_band_of); per
  * channel, its dY' of each of those rows folded once into a zero-padded plane (compact:
- * stride-2 columns take one dY' a plane per two outputs), then its dX values of each row. */
+ * stride-2 columns take one dY' a plane per two outputs), then its dX values of each row; with
+ * stride 1 both ways, dw_chan_s1 a channel (the map's edge bands too: zero planes for the
+ * missing rows). */
 void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                           const tp_shape *out_shape, const tp_weights *w,
                                           const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
@@ -485,10 +550,12 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
     uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, ch, r, t, x, m, step;
     uint32_t bytes = dy->bytes, off = s1 == 1u ? 2u : 1u, any_dead = 0u;
-    int by_map = c <= TP_GM_DEAD_C; /* f->dead holds every channel's */
+    int rows1 = p->stride[0] == 1u && s1 == 1u; /* every band by dw_chan_s1 */
+    int by_map = c <= TP_GM_DEAD_C;             /* f->dead holds every channel's */
     int32_t *acc[2], lim = ((int32_t)1 << f->bits) - 1, k;
     int16_t plane[4][TP_GRAD_DW_PLANE];
     dw_band bd;
+    dw_s1 k1;
     if (!dw_covered(p, in_shape, out_shape) || !f->live) {
         tp_depthwise_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
@@ -505,6 +572,17 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             plane[r][x] = 0;
         }
     }
+    k1.plane = plane;
+    k1.src = bd.src;
+    k1.w = w;
+    k1.f = f;
+    k1.c = c;
+    k1.ow = ow;
+    k1.iw = iw;
+    k1.pad = p->pad[1];
+    k1.bytes = bytes;
+    k1.by_map = (uint32_t)by_map;
+    k1.lim = lim;
     for (y = 0; y < h; y += bd.rows) {
         dw_band_of(&bd, p, out_shape, dy, y, h - y >= 2u ? 2u : 1u, c);
         for (t = 0; t < bd.rows; t++) {
@@ -512,12 +590,27 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 tp_dsp_zero32(acc[t], iw * c);
             }
         }
+        if (rows1 && bd.nu != 0u) { /* plane r: dY row y + 1 + pad - r, zero outside the map */
+            k1.lo = y + 1u + p->pad[0] - bd.top;
+            k1.nu = bd.nu;
+            for (t = 0; t < 2u; t++) {
+                k1.acc[t] = t < bd.rows && bd.n[t] != 0u ? acc[t] : 0;
+            }
+            for (r = 0; r < 4u; r++) {
+                for (x = 0; (r < k1.lo || r >= k1.lo + bd.nu) && x < iw + 6u; x++) {
+                    plane[r][x] = 0;
+                }
+            }
+        }
         for (ch = 0; ch < c && bd.nu != 0u; ch++) {
             const int8_t *wo;
-            uint32_t wa[3], wb[3];
             int32_t qs = 0, b = 0, sh;
             int smm;
             if (any_dead && (f->dead[ch >> 5] >> (ch & 31u) & 1u) != 0u) {
+                continue;
+            }
+            if (rows1) {
+                dw_chan_s1(&k1, ch);
                 continue;
             }
             wo = tp_weights_row(w, ch, &step);
@@ -533,23 +626,6 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 continue;
             }
             smm = bytes == 1u ? dw_smm_of(f, m, sh, lim, &qs, &b) : 0;
-            if (smm != 0 && bd.nu == 4u && s1 == 1u) { /* the common case: two rows of three */
-                const int8_t *q0 = (const int8_t *)bd.src[0] + ch;
-                const int8_t *q1 = (const int8_t *)bd.src[1] + ch;
-                const int8_t *q2 = (const int8_t *)bd.src[2] + ch;
-                const int8_t *q3 = (const int8_t *)bd.src[3] + ch;
-                if (smm == 1) { /* here, not by dw_fold_smm_rows: fewer calls a step */
-                    dw_fold_smmk(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 0, 0, 4u);
-                } else {
-                    dw_fold_smmk(&plane[0][2], q0, q1, q2, q3, c, ow, qs, b, 1, lim, 4u);
-                }
-                for (r = 0; r < 3u; r++, wo += 3u * step) {
-                    dw_weight_words(wo, step, 1u, &wa[r], &wb[r]);
-                }
-                dw_out_s1(acc[0] + ch, c, plane[1] + p->pad[1], wa, wb, 3u, iw);
-                dw_out_s1(acc[1] + ch, c, plane[0] + p->pad[1], wa, wb, 3u, iw);
-                continue;
-            }
             if (smm != 0) {
                 dw_fold_smm_rows(&plane[0][off], bd.src, ch, c, ow, bd.nu, smm, qs, b, lim);
             } else {
