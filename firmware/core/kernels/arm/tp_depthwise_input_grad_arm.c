@@ -117,6 +117,7 @@ typedef struct {
 #define DW_P1B "252"
 #define DW_P2A "500"
 #define DW_P2B "504"
+#define DW_P3B "756"
 #define DW_P1B2 "250" /* the second plane's word after a post-increment of 2 */
 typedef char dw_plane_offsets[2u * TP_GRAD_DW_PLANE == 252u ? 1 : -1];
 /* The loop's end compared from a register, or at -Os (the nRF and MicroPython builds, whose
@@ -363,6 +364,57 @@ TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, 
     }
 }
 
+/* dw_fold_smmk of four consecutive int8 rows without the clamp, q the lowest's (plane 3's)
+ * first dY value, rs the rows' distance, qs = 2^sa: one pointer and three offsets; in asm, the
+ * four loads pipelined, 13 registers (TP_DSP_ASM14). */
+#if TP_DSP_ASM14
+static TP_DSP_NOINLINE TP_DSP_REGS14 void dw_fold_smm4(int16_t *d, const int8_t *q, uint32_t rs,
+                                                       uint32_t c, uint32_t n, uint32_t sa,
+                                                       int32_t b)
+{
+    const int8_t *end = q + n * c;
+    uint32_t r2 = 2u * rs, r3 = 3u * rs;
+    int32_t v0, v1, v2, v3;
+    __asm__ volatile(
+        "1:\n\t"
+        "ldrsb %[v3], [%[q]]\n\t"
+        "ldrsb %[v2], [%[q], %[rs]]\n\t"
+        "ldrsb %[v1], [%[q], %[r2]]\n\t"
+        "ldrsb %[v0], [%[q], %[r3]]\n\t"
+        "add %[q], %[q], %[c]\n\t"
+        "lsl %[v0], %[v0], %[sa]\n\t"
+        "lsl %[v1], %[v1], %[sa]\n\t"
+        "lsl %[v2], %[v2], %[sa]\n\t"
+        "lsl %[v3], %[v3], %[sa]\n\t"
+        "smmulr %[v0], %[v0], %[b]\n\t"
+        "smmulr %[v1], %[v1], %[b]\n\t"
+        "smmulr %[v2], %[v2], %[b]\n\t"
+        "smmulr %[v3], %[v3], %[b]\n\t"
+        "strh %[v1], [%[d], #" DW_P1B "]\n\t"
+        "strh %[v2], [%[d], #" DW_P2B "]\n\t"
+        "strh %[v3], [%[d], #" DW_P3B "]\n\t"
+        "strh %[v0], [%[d]], #2\n\t"
+        "cmp %[q], %[end]\n\t"
+        "bne 1b"
+        : [q] "+r"(q), [d] "+r"(d), [v0] "=&r"(v0), [v1] "=&r"(v1), [v2] "=&r"(v2), [v3] "=&r"(v3)
+        : [rs] "r"(rs), [r2] "r"(r2), [r3] "r"(r3), [c] "r"(c), [end] "r"(end), [sa] "r"(sa),
+          [b] "r"(b)
+        : "cc", "memory");
+}
+#else
+static void dw_fold_smm4(int16_t *d, const int8_t *q, uint32_t rs, uint32_t c, uint32_t n,
+                         uint32_t sa, int32_t b)
+{
+    uint32_t x;
+    for (x = 0; x < n; x++, q += c) {
+        d[x] = (int16_t)dw_smm_one(q[3u * rs], (int32_t)(1u << sa), b, 0, 0);
+        d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[2u * rs], (int32_t)(1u << sa), b, 0, 0);
+        d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[rs], (int32_t)(1u << sa), b, 0, 0);
+        d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[0], (int32_t)(1u << sa), b, 0, 0);
+    }
+}
+#endif
+
 /* The n (1 to 4) dY rows src[] of channel ch folded by SMMULR (smm: dw_smm_of's 1 or 2, sat:
  * the clamp, constant in each call below) into planes from d. */
 TP_DSP_INLINE void dw_fold_smm_n(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
@@ -506,7 +558,10 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_s1 *k, uint32_t ch)
         dw_weight_words(wo, step, 1u, &wv[2u * r]);
     }
     smm = k->bytes == 1u ? dw_smm_of(k->f, m, sh, k->lim, &qs, &b) : 0;
-    if (smm == 1) { /* dw_fold_smm_rows without its call */
+    if (smm == 1 && k->nu == 4u) { /* the common case: rows src[3] + 3 ow c to src[3] */
+        dw_fold_smm4(&k->plane[0][2], (const int8_t *)k->src[3] + ch, k->ow * c, c, k->ow,
+                     (uint32_t)__builtin_ctz((uint32_t)qs), b);
+    } else if (smm == 1) { /* dw_fold_smm_rows without its call */
         dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b, 0, 0);
     } else if (smm != 0) {
         dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b, 1, k->lim);
@@ -596,8 +651,10 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             for (t = 0; t < 2u; t++) {
                 k1.acc[t] = t < bd.rows && bd.n[t] != 0u ? acc[t] : 0;
             }
-            for (r = 0; r < 4u; r++) {
-                for (x = 0; (r < k1.lo || r >= k1.lo + bd.nu) && x < iw + 6u; x++) {
+            /* zero: the planes of rows past the map's end (those past lo + nu, rows before its
+             * start, only in the first band, whose planes are still zero) */
+            for (r = 0; r < k1.lo; r++) {
+                for (x = 0; x < iw + 6u; x++) {
                     plane[r][x] = 0;
                 }
             }
