@@ -121,51 +121,63 @@ typedef struct {
 #define DW_P1B2 "250" /* the second plane's word after a post-increment of 2 */
 typedef char dw_plane_offsets[2u * TP_GRAD_DW_PLANE == 252u ? 1 : -1];
 /* The loop's end compared from a register, or at -Os (the nRF and MicroPython builds, whose
- * callers keep one register more) from memory. */
+ * callers keep one register more) from memory; DW_END_UP moves it a plane up. */
 #ifdef __OPTIMIZE_SIZE__
 #define DW_END "ldr %[A], %[pend]\n\tcmp %[pl], %[A]\n\t"
-#define DW_END_IN(x) "m"(x)
+#define DW_END_UP "ldr %[A], %[pend]\n\tsub %[A], %[A], #" DW_P1B "\n\tstr %[A], %[pend]\n\t"
+#define DW_END_IO(x) "+m"(x)
 #else
 #define DW_END "cmp %[pl], %[pend]\n\t"
-#define DW_END_IN(x) "r"(x)
+#define DW_END_UP "sub %[pend], %[pend], #" DW_P1B "\n\t"
+#define DW_END_IO(x) "+r"(x)
 #endif
+/* One pair of dw_out_s1_3's loop. */
+#define DW_S1_PAIR                         \
+    "ldr %[A], [%[pl]], #4\n\t"            \
+    "ldr %[B], [%[pl]]\n\t"                \
+    "smuad %[a0], %[A], %[u0]\n\t"         \
+    "smulbt %[a1], %[u0], %[A]\n\t"        \
+    "smlatb %[a0], %[v0], %[B], %[a0]\n\t" \
+    "smlad %[a1], %[B], %[v0], %[a1]\n\t"  \
+    "ldr %[A], [%[pl], #" DW_P1A "]\n\t"   \
+    "ldr %[B], [%[pl], #" DW_P1B "]\n\t"   \
+    "smlad %[a0], %[A], %[u1], %[a0]\n\t"  \
+    "smlabt %[a1], %[u1], %[A], %[a1]\n\t" \
+    "smlatb %[a0], %[v1], %[B], %[a0]\n\t" \
+    "smlad %[a1], %[B], %[v1], %[a1]\n\t"  \
+    "ldr %[A], [%[pl], #" DW_P2A "]\n\t"   \
+    "ldr %[B], [%[pl], #" DW_P2B "]\n\t"   \
+    "smlad %[a0], %[A], %[u2], %[a0]\n\t"  \
+    "smlabt %[a1], %[u2], %[A], %[a1]\n\t" \
+    "smlatb %[a0], %[v2], %[B], %[a0]\n\t" \
+    "smlad %[a1], %[B], %[v2], %[a1]\n\t"  \
+    "str %[a0], [%[a]]\n\t"                \
+    "str %[a1], [%[a], %[c4]]\n\t"         \
+    "add %[a], %[a], %[c4], lsl #1\n\t" DW_END
 /* dw_chan_s1's pairs of outputs from three planes, pl to pend (pl[x], x even; w the six weight
- * words, loaded before the loop): per plane its
- * two words by single loads, the second pipelined after the first, and four multiplies (the
- * first plane's two without an accumulator); 14 registers (TP_DSP_ASM14, its callers
- * TP_DSP_REGS14). */
+ * words, loaded before the loop), then, unless a1 is 0, those of the row whose planes are one
+ * up (output a1, from pl - TP_GRAD_DW_PLANE): one call a channel and band. Per plane its two
+ * words by single loads, the second pipelined after the first, and four multiplies (the first
+ * plane's two without an accumulator); 14 registers (TP_DSP_ASM14, its callers TP_DSP_REGS14). */
 static TP_DSP_NOINLINE TP_DSP_REGS14 void dw_out_s1_3(int32_t *a, uint32_t c4, const int16_t *pl,
-                                                      const int16_t *pend, const uint32_t *w)
+                                                      const int16_t *pend, const uint32_t *w,
+                                                      int32_t *a1)
 {
     uint32_t A, B, u0 = w[0], v0 = w[1], u1 = w[2], v1 = w[3], u2 = w[4], v2 = w[5];
-    int32_t a0, a1;
-    __asm__ volatile(
-        "1:\n\t"
-        "ldr %[A], [%[pl]], #4\n\t"
-        "ldr %[B], [%[pl]]\n\t"
-        "smuad %[a0], %[A], %[u0]\n\t"
-        "smulbt %[a1], %[u0], %[A]\n\t"
-        "smlatb %[a0], %[v0], %[B], %[a0]\n\t"
-        "smlad %[a1], %[B], %[v0], %[a1]\n\t"
-        "ldr %[A], [%[pl], #" DW_P1A "]\n\t"
-        "ldr %[B], [%[pl], #" DW_P1B "]\n\t"
-        "smlad %[a0], %[A], %[u1], %[a0]\n\t"
-        "smlabt %[a1], %[u1], %[A], %[a1]\n\t"
-        "smlatb %[a0], %[v1], %[B], %[a0]\n\t"
-        "smlad %[a1], %[B], %[v1], %[a1]\n\t"
-        "ldr %[A], [%[pl], #" DW_P2A "]\n\t"
-        "ldr %[B], [%[pl], #" DW_P2B "]\n\t"
-        "smlad %[a0], %[A], %[u2], %[a0]\n\t"
-        "smlabt %[a1], %[u2], %[A], %[a1]\n\t"
-        "smlatb %[a0], %[v2], %[B], %[a0]\n\t"
-        "smlad %[a1], %[B], %[v2], %[a1]\n\t"
-        "str %[a0], [%[a]]\n\t"
-        "str %[a1], [%[a], %[c4]]\n\t"
-        "add %[a], %[a], %[c4], lsl #1\n\t" DW_END "bne 1b"
-        : [a] "+r"(a), [pl] "+r"(pl), [A] "=&r"(A), [B] "=&r"(B), [a0] "=&r"(a0), [a1] "=&r"(a1)
-        : [c4] "r"(c4), [pend] DW_END_IN(pend), [u0] "r"(u0), [v0] "r"(v0), [u1] "r"(u1),
-          [v1] "r"(v1), [u2] "r"(u2), [v2] "r"(v2)
-        : "cc", "memory");
+    uint32_t back = 2u * (uint32_t)(pend - pl) + 2u * TP_GRAD_DW_PLANE; /* bytes */
+    int32_t a0, a2;
+    __asm__ volatile("1:\n\t" DW_S1_PAIR "bne 1b\n\t"
+                     "ldr %[a], %[next]\n\t"
+                     "cmp %[a], #0\n\t"
+                     "beq 3f\n\t"
+                     "ldr %[A], %[back]\n\t"
+                     "sub %[pl], %[pl], %[A]\n\t" DW_END_UP "2:\n\t" DW_S1_PAIR "bne 2b\n\t"
+                     "3:"
+                     : [a] "+r"(a), [pl] "+r"(pl), [pend] DW_END_IO(pend), [A] "=&r"(A),
+                       [B] "=&r"(B), [a0] "=&r"(a0), [a1] "=&r"(a2)
+                     : [c4] "r"(c4), [u0] "r"(u0), [v0] "r"(v0), [u1] "r"(u1), [v1] "r"(v1),
+                       [u2] "r"(u2), [v2] "r"(v2), [next] "m"(a1), [back] "m"(back)
+                     : "cc", "memory");
 }
 
 /* dw_out_s2's pairs of outputs from one or two planes (n), q to qend (q the pair's word, two
@@ -573,15 +585,15 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_s1 *k, uint32_t ch)
         }
     }
 #if TP_DSP_ASM14
-    if (k->iw >= 2u) { /* the pairs of each row, an odd end below */
+    if (k->iw >= 2u) { /* the pairs of both rows in one call, an odd end below */
         const int16_t *p1 = k->plane[1] + k->pad;
         x = k->iw & ~1u;
+        int32_t *a1 = k->acc[1] != 0 ? k->acc[1] + ch : 0;
         if (k->acc[0] != 0) {
-            dw_out_s1_3(k->acc[0] + ch, 4u * c, p1, p1 + x, wv);
-        }
-        if (k->acc[1] != 0) {
+            dw_out_s1_3(k->acc[0] + ch, 4u * c, p1, p1 + x, wv, a1);
+        } else if (a1 != 0) {
             p1 -= TP_GRAD_DW_PLANE;
-            dw_out_s1_3(k->acc[1] + ch, 4u * c, p1, p1 + x, wv);
+            dw_out_s1_3(a1, 4u * c, p1, p1 + x, wv, 0);
         }
     }
 #endif
