@@ -615,7 +615,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                                           void *scratch)
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
-    uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, ch, r, t, x, m, step;
+    uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, cw, ch, r, t, x, m, step;
     uint32_t bytes = dy->bytes, off = s1 == 1u ? 2u : 1u, any_dead = 0u;
     int rows1 = p->stride[0] == 1u && s1 == 1u; /* every band by dw_chan_s1 */
     int by_map = c <= TP_GM_DEAD_C;             /* f->dead holds every channel's */
@@ -671,40 +671,43 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 }
             }
         }
-        for (ch = 0; ch < c && bd.nu != 0u; ch++) {
-            const int8_t *wo;
-            int32_t qs = 0, b = 0, sh;
-            int smm;
-            if (any_dead && (f->dead[ch >> 5] >> (ch & 31u) & 1u) != 0u) {
-                continue;
-            }
-            if (rows1) {
-                dw_chan_s1(&k1, ch);
-                continue;
-            }
-            wo = tp_weights_row(w, ch, &step);
-            tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
-            sh = f->top - k;
-            if (m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
-                (!by_map && dw_rows_zero(bd.src, bd.nu, ch, c, ow, bytes))) {
-                for (t = 0; t < bd.rows; t++) { /* every dY' is zero (dw_fold_of) */
-                    for (x = 0; x < iw; x++) {
-                        acc[t][x * c + ch] = 0;
+        for (cw = 0; cw < c && bd.nu != 0u; cw += 32u) {
+            /* the live channels of 32 (dead ones zeroed above), by their bits */
+            uint32_t live = (any_dead ? ~f->dead[cw >> 5] : ~0u) &
+                            (c - cw >= 32u ? ~0u : (1u << (c - cw)) - 1u);
+            for (; live != 0u; live &= live - 1u) {
+                const int8_t *wo;
+                int32_t qs = 0, b = 0, sh;
+                int smm;
+                ch = cw + (uint32_t)__builtin_ctz(live);
+                if (rows1) {
+                    dw_chan_s1(&k1, ch);
+                    continue;
+                }
+                wo = tp_weights_row(w, ch, &step);
+                tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
+                sh = f->top - k;
+                if (m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
+                    (!by_map && dw_rows_zero(bd.src, bd.nu, ch, c, ow, bytes))) {
+                    for (t = 0; t < bd.rows; t++) { /* every dY' is zero (dw_fold_of) */
+                        for (x = 0; x < iw; x++) {
+                            acc[t][x * c + ch] = 0;
+                        }
+                    }
+                    continue;
+                }
+                smm = bytes == 1u ? dw_smm_of(f, m, sh, lim, &qs, &b) : 0;
+                if (smm != 0) {
+                    dw_fold_smm_rows(&plane[0][off], bd.src, ch, c, ow, bd.nu, smm, qs, b, lim);
+                } else {
+                    dw_fold d;
+                    dw_fold_of(&d, bytes, m, sh, lim);
+                    for (r = 0; r < bd.nu; r++) {
+                        dw_fold_row(&plane[r][off], bd.src[r] + ch * bytes, bytes, c, ow, &d);
                     }
                 }
-                continue;
+                dw_out_band(acc, ch, c, plane, &bd, wo, step, iw, s1, p->pad[1]);
             }
-            smm = bytes == 1u ? dw_smm_of(f, m, sh, lim, &qs, &b) : 0;
-            if (smm != 0) {
-                dw_fold_smm_rows(&plane[0][off], bd.src, ch, c, ow, bd.nu, smm, qs, b, lim);
-            } else {
-                dw_fold d;
-                dw_fold_of(&d, bytes, m, sh, lim);
-                for (r = 0; r < bd.nu; r++) {
-                    dw_fold_row(&plane[r][off], bd.src[r] + ch * bytes, bytes, c, ow, &d);
-                }
-            }
-            dw_out_band(acc, ch, c, plane, &bd, wo, step, iw, s1, p->pad[1]);
         }
         for (t = 0; t < bd.rows; t++) {
             tp_gm_row_i32(dx, y + t, acc[t]);
