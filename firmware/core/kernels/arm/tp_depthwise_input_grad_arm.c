@@ -653,7 +653,9 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
     for (y = 0; y < h; y += bd.rows) {
         dw_band_of(&bd, p, out_shape, dy, y, h - y >= 2u ? 2u : 1u, c);
         for (t = 0; t < bd.rows; t++) {
-            if (bd.n[t] == 0u || any_dead) { /* dead channels' dX (or all of it) zero at once */
+            /* a row without dY zero at once; dead channels' dX once an op: no band writes their
+             * columns (a live channel writes all of its; tp_gm_row_i32 only reads) */
+            if (bd.n[t] == 0u || (any_dead && y == 0u)) {
                 tp_dsp_zero32(acc[t], iw * c);
             }
         }
