@@ -94,8 +94,9 @@ static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t 
 }
 
 /* A band of stride 1 both ways for dw_chan_s1: plane r holds dY row y + 1 + pad - r (zero
- * outside the map; src[0] that of plane lo), dX row y + t (acc[t], 0 for a row without dY)
- * its three planes from plane 1 - t, with kernel rows 0, 1, 2: every band one path. */
+ * outside the map; src[0] that of plane lo), dX row y + t (acc[t], 0 for a row without dY:
+ * never row y, whose dY rows y + pad - 2 to y + pad end no later than row y + 1's) its three
+ * planes from plane 1 - t, with kernel rows 0, 1, 2: every band one path. */
 typedef struct {
     int16_t (*plane)[TP_GRAD_DW_PLANE];
     const uint8_t *const *src;
@@ -588,13 +589,7 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_s1 *k, uint32_t ch)
     if (k->iw >= 2u) { /* the pairs of both rows in one call, an odd end below */
         const int16_t *p1 = k->plane[1] + k->pad;
         x = k->iw & ~1u;
-        int32_t *a1 = k->acc[1] != 0 ? k->acc[1] + ch : 0;
-        if (k->acc[0] != 0) {
-            dw_out_s1_3(k->acc[0] + ch, 4u * c, p1, p1 + x, wv, a1);
-        } else if (a1 != 0) {
-            p1 -= TP_GRAD_DW_PLANE;
-            dw_out_s1_3(a1, 4u * c, p1, p1 + x, wv, 0);
-        }
+        dw_out_s1_3(k->acc[0] + ch, 4u * c, p1, p1 + x, wv, k->acc[1] != 0 ? k->acc[1] + ch : 0);
     }
 #endif
     for (t = 0; t < 2u && x < k->iw; t++) {
