@@ -96,16 +96,19 @@ static TP_DSP_NOINLINE void dw_fold_row(int16_t *dst, const void *src, uint32_t 
 /* A band of stride 1 both ways for dw_chan_s1: plane r holds dY row y + 1 + pad - r (zero
  * outside the map; src[0] that of plane lo), dX row y + t (acc[t], 0 for a row without dY:
  * never row y, whose dY rows y + pad - 2 to y + pad end no later than row y + 1's) its three
- * planes from plane 1 - t, with kernel rows 0, 1, 2: every band one path. */
+ * planes from plane 1 - t, with kernel rows 0, 1, 2: every band one path. Of stride 2 both
+ * ways for dw_chan_s2: plane r holds dY row (y + 1 + pad) / 2 - r, dX row y + t reads from
+ * plane pk[t], two planes (kernel rows 0 and 2) when y + t + pad is even (t + par: y is),
+ * else one (kernel row 1). */
 typedef struct {
     int16_t (*plane)[TP_GRAD_DW_PLANE];
     const uint8_t *const *src;
     int32_t *acc[2];
     const tp_weights *w;
     const tp_gm_fold *f;
-    uint32_t c, ow, iw, pad, nu, lo, bytes, by_map;
+    uint32_t c, ow, iw, pad, nu, lo, bytes, by_map, par, pk[2];
     int32_t lim;
-} dw_s1;
+} dw_cb;
 
 /* Stride-1 columns: a channel's dX row (c apart in a) from n planes (rows of pl, TP_GRAD_DW_PLANE
  * apart, pl[x] the first of output x's three dY': plane F[j] = dY'[j - 2] advanced by the left
@@ -331,8 +334,8 @@ TP_DSP_INLINE void dw_out_row(int32_t *a, uint32_t c, const int16_t *pl, const u
 /* A channel's SMMULR fold from an int8 map: m its scale's mantissa, sh = top - k. Returns 0 when
  * the fold does not apply (m 0, sh outside 1..31, or a tie possible: tp_dsp_fold_may_tie), else
  * its factors (tp_dsp_smm_factors) in qs and b and 1 when no dY' needs the clamp to +-lim (the
- * fold's no_clamp, or q = -128's stays within), 2 when some may (SMMULR's 64-bit product holds
- * any q m). */
+ * fold's no_clamp, or q = -128's stays within), 2 when some may (then the workers take
+ * dw_fold_row's DW_I8_SAT: one SMMULR loop less each). */
 static inline int dw_smm_of(const tp_gm_fold *f, uint32_t m, int32_t sh, int32_t lim, int32_t *qs,
                             int32_t *b)
 {
@@ -343,18 +346,17 @@ static inline int dw_smm_of(const tp_gm_fold *f, uint32_t m, int32_t sh, int32_t
     return f->no_clamp || tp_smmulr(-128 * *qs, *b) >= -lim ? 1 : 2;
 }
 
-/* One dY' by SMMULR (dw_smm_of's qs, b), clamped to +-lim when sat. */
-TP_DSP_INLINE int32_t dw_smm_one(int32_t q, int32_t qs, int32_t b, int sat, int32_t lim)
+/* One dY' by SMMULR (dw_smm_of's qs, b; its 1: no clamp). */
+TP_DSP_INLINE int32_t dw_smm_one(int32_t q, int32_t qs, int32_t b)
 {
-    int32_t r = tp_smmulr(q * qs, b);
-    return sat ? tp_dsp_sat(r, lim) : r;
+    return tp_smmulr(q * qs, b);
 }
 
 /* n dY' of each of k (1 to 4, a constant) int8 rows (q0 to q3, c apart) folded by SMMULR into
  * planes d, d + TP_GRAD_DW_PLANE, ...: one loop for the k. */
 TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, const int8_t *q2,
                                 const int8_t *q3, uint32_t c, uint32_t n, int32_t qs, int32_t b,
-                                int sat, int32_t lim, uint32_t k)
+                                uint32_t k)
 {
     uint32_t x;
     for (x = 0; x < n; x++, q0 += c, q1 += c, q2 += c, q3 += c) {
@@ -364,20 +366,20 @@ TP_DSP_INLINE void dw_fold_smmk(int16_t *d, const int8_t *q0, const int8_t *q1, 
             __asm__("" : "+r"(v0), "+r"(v1), "+r"(v2), "+r"(v3));
         }
 #endif
-        d[x] = (int16_t)dw_smm_one(v0, qs, b, sat, lim);
+        d[x] = (int16_t)dw_smm_one(v0, qs, b);
         if (k > 1u) {
-            d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v1, qs, b, sat, lim);
+            d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v1, qs, b);
         }
         if (k > 2u) {
-            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v2, qs, b, sat, lim);
+            d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v2, qs, b);
         }
         if (k > 3u) {
-            d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v3, qs, b, sat, lim);
+            d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(v3, qs, b);
         }
     }
 }
 
-/* dw_fold_smmk of four consecutive int8 rows without the clamp, q the lowest's (plane 3's)
+/* dw_fold_smmk of four consecutive int8 rows, q the lowest's (plane 3's)
  * first dY value, rs the rows' distance, qs = 2^sa: one pointer and three offsets; in asm, the
  * four loads pipelined, 13 registers (TP_DSP_ASM14). */
 #if TP_DSP_ASM14
@@ -420,43 +422,31 @@ static void dw_fold_smm4(int16_t *d, const int8_t *q, uint32_t rs, uint32_t c, u
 {
     uint32_t x;
     for (x = 0; x < n; x++, q += c) {
-        d[x] = (int16_t)dw_smm_one(q[3u * rs], (int32_t)(1u << sa), b, 0, 0);
-        d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[2u * rs], (int32_t)(1u << sa), b, 0, 0);
-        d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[rs], (int32_t)(1u << sa), b, 0, 0);
-        d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[0], (int32_t)(1u << sa), b, 0, 0);
+        d[x] = (int16_t)dw_smm_one(q[3u * rs], (int32_t)(1u << sa), b);
+        d[x + TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[2u * rs], (int32_t)(1u << sa), b);
+        d[x + 2u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[rs], (int32_t)(1u << sa), b);
+        d[x + 3u * TP_GRAD_DW_PLANE] = (int16_t)dw_smm_one(q[0], (int32_t)(1u << sa), b);
     }
 }
 #endif
 
-/* The n (1 to 4) dY rows src[] of channel ch folded by SMMULR (smm: dw_smm_of's 1 or 2, sat:
- * the clamp, constant in each call below) into planes from d. */
+/* The n (1 to 4) dY rows src[] of channel ch folded by SMMULR (dw_smm_of's 1) into planes
+ * from d. */
 TP_DSP_INLINE void dw_fold_smm_n(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
-                                 uint32_t ow, uint32_t n, int32_t qs, int32_t b, int sat,
-                                 int32_t lim)
+                                 uint32_t ow, uint32_t n, int32_t qs, int32_t b)
 {
     const int8_t *q0 = (const int8_t *)src[0] + ch; /* rows past n: q0, never read */
     const int8_t *q1 = n > 1u ? (const int8_t *)src[1] + ch : q0;
     const int8_t *q2 = n > 2u ? (const int8_t *)src[2] + ch : q0;
     const int8_t *q3 = n > 3u ? (const int8_t *)src[3] + ch : q0;
     if (n == 4u) {
-        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 4u);
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, 4u);
     } else if (n == 3u) {
-        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 3u);
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, 3u);
     } else if (n == 2u) {
-        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 2u);
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, 2u);
     } else {
-        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, sat, lim, 1u);
-    }
-}
-
-/* dw_fold_smm_n, its clamp chosen once (smm 2: clamped). */
-static void dw_fold_smm_rows(int16_t *d, const uint8_t *const *src, uint32_t ch, uint32_t c,
-                             uint32_t ow, uint32_t n, int smm, int32_t qs, int32_t b, int32_t lim)
-{
-    if (smm == 1) {
-        dw_fold_smm_n(d, src, ch, c, ow, n, qs, b, 0, 0);
-    } else {
-        dw_fold_smm_n(d, src, ch, c, ow, n, qs, b, 1, lim);
+        dw_fold_smmk(d, q0, q1, q2, q3, c, ow, qs, b, 1u);
     }
 }
 
@@ -548,9 +538,9 @@ static TP_DSP_NOINLINE void dw_out_band(int32_t *const *acc, uint32_t ch, uint32
     }
 }
 
-/* Channel ch's dX rows of a dw_s1 band: its weight words first (nothing but the band and ch
+/* Channel ch's dX rows of a dw_cb band: its weight words first (nothing but the band and ch
  * live across the fold), its dY rows folded into planes lo to lo + nu - 1, then each row. */
-static TP_DSP_NOINLINE void dw_chan_s1(const dw_s1 *k, uint32_t ch)
+static TP_DSP_NOINLINE void dw_chan_s1(const dw_cb *k, uint32_t ch)
 {
     uint32_t r, x = 0, t, step, m, wv[6], c = k->c;
     const int8_t *wo = tp_weights_row(k->w, ch, &step);
@@ -574,11 +564,9 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_s1 *k, uint32_t ch)
     if (smm == 1 && k->nu == 4u) { /* the common case: rows src[3] + 3 ow c to src[3] */
         dw_fold_smm4(&k->plane[0][2], (const int8_t *)k->src[3] + ch, k->ow * c, c, k->ow,
                      (uint32_t)__builtin_ctz((uint32_t)qs), b);
-    } else if (smm == 1) { /* dw_fold_smm_rows without its call */
-        dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b, 0, 0);
-    } else if (smm != 0) {
-        dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b, 1, k->lim);
-    } else {
+    } else if (smm == 1) {
+        dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b);
+    } else { /* and SMMULR's clamped fold (code size) */
         dw_fold d;
         dw_fold_of(&d, k->bytes, m, sh, k->lim);
         for (r = 0; r < k->nu; r++) {
@@ -599,11 +587,55 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_s1 *k, uint32_t ch)
     }
 }
 
+/* Channel ch's dX rows of a dw_cb band of stride 2 both ways, as dw_chan_s1 (planes from
+ * column 1: stride-2 columns); its weight words in the order of kernel rows 0, 2, 1. */
+static TP_DSP_NOINLINE void dw_chan_s2(const dw_cb *k, uint32_t ch)
+{
+    uint32_t r, x, t, step, m, wv[6], c = k->c;
+    const int8_t *wo = tp_weights_row(k->w, ch, &step);
+    int32_t e, sh, qs = 0, b = 0;
+    int smm;
+    tp_gm_scale_parts(tp_weights_scale(k->w, ch), &m, &e);
+    sh = k->f->top - e;
+    if (m == 0u || (k->bytes == 1u && sh >= 32) || sh > 40 ||
+        (!k->by_map && dw_rows_zero(k->src, k->nu, ch, c, k->ow, k->bytes))) {
+        for (t = 0; t < 2u; t++) { /* every dY' is zero (dw_fold_of) */
+            for (x = 0; k->acc[t] != 0 && x < k->iw; x++) {
+                k->acc[t][x * c + ch] = 0;
+            }
+        }
+        return;
+    }
+    dw_weight_words(wo, step, 2u, &wv[0]);
+    dw_weight_words(wo + 6u * step, step, 2u, &wv[2]);
+    dw_weight_words(wo + 3u * step, step, 2u, &wv[4]);
+    smm = k->bytes == 1u ? dw_smm_of(k->f, m, sh, k->lim, &qs, &b) : 0;
+    if (smm == 1) {
+        dw_fold_smm_n(&k->plane[k->lo][1], k->src, ch, c, k->ow, k->nu, qs, b);
+    } else { /* and SMMULR's clamped fold (code size) */
+        dw_fold d;
+        dw_fold_of(&d, k->bytes, m, sh, k->lim);
+        for (r = 0; r < k->nu; r++) {
+            dw_fold_row(&k->plane[k->lo + r][1], k->src[r] + ch * k->bytes, k->bytes, c, k->ow, &d);
+        }
+    }
+    for (t = 0; t < 2u; t++) {
+        if (k->acc[t] == 0) {
+            continue;
+        }
+        if (((t + k->par) & 1u) == 0u) {
+            dw_out_s2(k->acc[t] + ch, c, k->plane[k->pk[t]], wv, 2u, k->iw, k->pad);
+        } else {
+            dw_out_s2(k->acc[t] + ch, c, k->plane[k->pk[t]], &wv[4], 1u, k->iw, k->pad);
+        }
+    }
+}
+
 /* Per band of two dX rows (one at an odd end): the dY rows they meet (dw_band_of); per
  * channel, its dY' of each of those rows folded once into a zero-padded plane (compact:
  * stride-2 columns take one dY' a plane per two outputs), then its dX values of each row; with
- * stride 1 both ways, dw_chan_s1 a channel (the map's edge bands too: zero planes for the
- * missing rows). */
+ * stride 1 both ways, dw_chan_s1 a channel, with stride 2 both ways dw_chan_s2 (the map's edge
+ * bands too: zero planes for the missing rows). */
 void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shape *in_shape,
                                           const tp_shape *out_shape, const tp_weights *w,
                                           const tp_gm_fold *f, const tp_gmap *dy, tp_gm_writer *dx,
@@ -613,11 +645,12 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
     uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, cw, ch, r, t, x, m, step;
     uint32_t bytes = dy->bytes, off = s1 == 1u ? 2u : 1u, any_dead = 0u;
     int rows1 = p->stride[0] == 1u && s1 == 1u; /* every band by dw_chan_s1 */
+    int rows2 = p->stride[0] == 2u && s1 == 2u; /* by dw_chan_s2 */
     int by_map = c <= TP_GM_DEAD_C;             /* f->dead holds every channel's */
     int32_t *acc[2], lim = ((int32_t)1 << f->bits) - 1, k;
     int16_t plane[4][TP_GRAD_DW_PLANE];
     dw_band bd;
-    dw_s1 k1;
+    dw_cb k1;
     if (!dw_covered(p, in_shape, out_shape) || !f->live) {
         tp_depthwise_conv2d_input_grad_q(p, in_shape, out_shape, w, f, dy, dx, scratch);
         return;
@@ -644,6 +677,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
     k1.pad = p->pad[1];
     k1.bytes = bytes;
     k1.by_map = (uint32_t)by_map;
+    k1.par = p->pad[0] & 1u;
     k1.lim = lim;
     for (y = 0; y < h; y += bd.rows) {
         dw_band_of(&bd, p, out_shape, dy, y, h - y >= 2u ? 2u : 1u, c);
@@ -668,17 +702,36 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 }
             }
         }
+        if (rows2 && bd.nu != 0u) { /* plane r: dY row (y + 1 + pad) / 2 - r */
+            uint32_t top = (y + 1u + p->pad[0]) >> 1;
+            k1.lo = top - bd.top;
+            k1.nu = bd.nu;
+            for (t = 0; t < 2u; t++) {
+                k1.acc[t] = t < bd.rows && bd.n[t] != 0u ? acc[t] : 0;
+                k1.pk[t] = top - ((y + t + p->pad[0]) >> 1);
+            }
+            /* zero: as for stride 1 (rows before the map's start read in the first band only) */
+            for (r = 0; r < k1.lo; r++) {
+                for (x = 0; x < iw + 6u; x++) {
+                    plane[r][x] = 0;
+                }
+            }
+        }
         for (cw = 0; cw < c && bd.nu != 0u; cw += 32u) {
             /* the live channels of 32 (dead ones zeroed above), by their bits */
             uint32_t live = (any_dead ? ~f->dead[cw >> 5] : ~0u) &
                             (c - cw >= 32u ? ~0u : (1u << (c - cw)) - 1u);
             for (; live != 0u; live &= live - 1u) {
                 const int8_t *wo;
-                int32_t qs = 0, b = 0, sh;
-                int smm;
+                int32_t sh;
+                dw_fold d;
                 ch = cw + (uint32_t)__builtin_ctz(live);
                 if (rows1) {
                     dw_chan_s1(&k1, ch);
+                    continue;
+                }
+                if (rows2) {
+                    dw_chan_s2(&k1, ch);
                     continue;
                 }
                 wo = tp_weights_row(w, ch, &step);
@@ -693,15 +746,9 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                     }
                     continue;
                 }
-                smm = bytes == 1u ? dw_smm_of(f, m, sh, lim, &qs, &b) : 0;
-                if (smm != 0) {
-                    dw_fold_smm_rows(&plane[0][off], bd.src, ch, c, ow, bd.nu, smm, qs, b, lim);
-                } else {
-                    dw_fold d;
-                    dw_fold_of(&d, bytes, m, sh, lim);
-                    for (r = 0; r < bd.nu; r++) {
-                        dw_fold_row(&plane[r][off], bd.src[r] + ch * bytes, bytes, c, ow, &d);
-                    }
+                dw_fold_of(&d, bytes, m, sh, lim); /* mixed strides: no SMMULR fold (code size) */
+                for (r = 0; r < bd.nu; r++) {
+                    dw_fold_row(&plane[r][off], bd.src[r] + ch * bytes, bytes, c, ow, &d);
                 }
                 dw_out_band(acc, ch, c, plane, &bd, wo, step, iw, s1, p->pad[1]);
             }
