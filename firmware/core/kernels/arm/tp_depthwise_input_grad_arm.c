@@ -557,9 +557,9 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_cb *k, uint32_t ch)
         }
         return;
     }
-    for (r = 0; r < 3u; r++, wo += 3u * step) {
-        dw_weight_words(wo, step, 1u, &wv[2u * r]);
-    }
+    dw_weight_words(wo, step, 1u, &wv[0]);
+    dw_weight_words(wo + 3u * step, step, 1u, &wv[2]);
+    dw_weight_words(wo + 6u * step, step, 1u, &wv[4]);
     smm = k->bytes == 1u ? dw_smm_of(k->f, m, sh, k->lim, &qs, &b) : 0;
     if (smm == 1 && k->nu == 4u) { /* the common case: rows src[3] + 3 ow c to src[3] */
         dw_fold_smm4(&k->plane[0][2], (const int8_t *)k->src[3] + ch, k->ow * c, c, k->ow,
