@@ -863,19 +863,20 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
  * all 14 registers at four pixels. */
 #define PW_I1_m "ldr %[r], %[i1]\n\t" "cmp %[i], %[r]\n\t"
 #define PW_I1_r "cmp %[i], %[i1]\n\t"
+/* A pair of inputs ends (label 3): its sums stored, i on, back to the start (0) until i1. */
+#define PW_NEXT_I(np, kind)                                                                    \
+    "3:\n\t" PW_SUMS##np("str") "add %[i], %[i], #2\n\t" PW_I1_##kind "bne 0b"
+#define PW_MACN_OUT(np)                                                                        \
+    PW_SOUT##np, [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga), [gb] "=&r"(gb),     \
+        [i] "+r"(i), [code] "+m"(code)
 #define PW_MACN_ASM(np, kind, START, Q)                                                        \
     __asm__ volatile(PW_ENTRY                                                                  \
                      "0:\n\t" START                                                            \
                      "ldr pc, %[code]\n\t" PW_TABLE                                             \
                      "1:\n\t" Q "6:\n\t" Q "7:\n\t" Q "8:\n\t" Q                                \
                      PW_END_##kind                                                             \
-                     "bne 1b\n\t"                                                               \
-                     "3:\n\t" PW_SUMS##np("str")                                               \
-                     "add %[i], %[i], #2\n\t"                                                   \
-                     PW_I1_##kind                                                              \
-                     "bne 0b"                                                                   \
-                     : PW_SOUT##np, [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga),   \
-                       [gb] "=&r"(gb), [i] "+r"(i), [code] "+m"(code)                          \
+                     "bne 1b\n\t" PW_NEXT_I(np, kind)                                            \
+                     : PW_MACN_OUT(np)                                                         \
                      : [a] "m"(a), [t] "m"(t), [end] #kind(end), [ic4] "m"(ic4),               \
                        [i1] #kind(i1)                                                          \
                      : "cc", "memory")
@@ -904,13 +905,8 @@ TP_DSP_INLINE void pw_mac(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_
     __asm__ volatile(PW_ENTRY16                                                                \
                      "0:\n\t" START                                                            \
                      "ldr pc, %[code]\n\t" PW_TABLE16                                           \
-                     PW_Q16(Q)                                                                 \
-                     "3:\n\t" PW_SUMS##np("str")                                               \
-                     "add %[i], %[i], #2\n\t"                                                   \
-                     PW_I1_##kind                                                              \
-                     "bne 0b"                                                                   \
-                     : PW_SOUT##np, [e] "=&r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga),   \
-                       [gb] "=&r"(gb), [i] "+r"(i), [code] "+m"(code)                          \
+                     PW_Q16(Q) PW_NEXT_I(np, kind)                                             \
+                     : PW_MACN_OUT(np)                                                         \
                      : [a] "m"(a), [t] "m"(t), [ic4] "m"(ic4), [i1] #kind(i1)                  \
                      : "cc", "memory")
 /* np pixels by ASM (PW_MACN_ASM, or PW_MACN_ASM16 at four), the end of the pairs and of the

@@ -538,23 +538,50 @@ static TP_DSP_NOINLINE void dw_out_band(int32_t *const *acc, uint32_t ch, uint32
     }
 }
 
-/* Channel ch's dX rows of a dw_cb band: its weight words first (nothing but the band and ch
- * live across the fold), its dY rows folded into planes lo to lo + nu - 1, then each row. */
-static TP_DSP_NOINLINE void dw_chan_s1(const dw_cb *k, uint32_t ch)
+/* Channel ch's weight row (*wo, *step), scale mantissa (*m) and shift (*sh) for dw_chan_s1 and
+ * dw_chan_s2; 0, its dX columns of the band zeroed, when every dY' is zero (dw_fold_of). */
+TP_DSP_INLINE int dw_chan_live(const dw_cb *k, uint32_t ch, const int8_t **wo, uint32_t *step,
+                               uint32_t *m, int32_t *sh)
 {
-    uint32_t r, x = 0, t, step, m, wv[6], c = k->c;
-    const int8_t *wo = tp_weights_row(k->w, ch, &step);
-    int32_t e, sh, qs = 0, b = 0;
-    int smm;
-    tp_gm_scale_parts(tp_weights_scale(k->w, ch), &m, &e);
-    sh = k->f->top - e;
-    if (m == 0u || (k->bytes == 1u && sh >= 32) || sh > 40 ||
+    uint32_t t, x, c = k->c;
+    int32_t e;
+    *wo = tp_weights_row(k->w, ch, step);
+    tp_gm_scale_parts(tp_weights_scale(k->w, ch), m, &e);
+    *sh = k->f->top - e;
+    if (*m == 0u || (k->bytes == 1u && *sh >= 32) || *sh > 40 ||
         (!k->by_map && dw_rows_zero(k->src, k->nu, ch, c, k->ow, k->bytes))) {
-        for (t = 0; t < 2u; t++) { /* every dY' is zero (dw_fold_of) */
+        for (t = 0; t < 2u; t++) {
             for (x = 0; k->acc[t] != 0 && x < k->iw; x++) {
                 k->acc[t][x * c + ch] = 0;
             }
         }
+        return 0;
+    }
+    return 1;
+}
+
+/* Channel ch's dY rows of a dw_cb band folded by dw_fold_row into planes lo on, from column
+ * col (the general fold; inlined: a call here costs the workers' registers elsewhere). */
+TP_DSP_INLINE void dw_fold_rows(const dw_cb *k, uint32_t ch, uint32_t m, int32_t sh, uint32_t col)
+{
+    uint32_t r;
+    dw_fold d;
+    dw_fold_of(&d, k->bytes, m, sh, k->lim);
+    for (r = 0; r < k->nu; r++) {
+        dw_fold_row(&k->plane[k->lo + r][col], k->src[r] + ch * k->bytes, k->bytes, k->c, k->ow,
+                    &d);
+    }
+}
+
+/* Channel ch's dX rows of a dw_cb band: its weight words first (nothing but the band and ch
+ * live across the fold), its dY rows folded into planes lo to lo + nu - 1, then each row. */
+static TP_DSP_NOINLINE void dw_chan_s1(const dw_cb *k, uint32_t ch)
+{
+    uint32_t x = 0, t, step, m, wv[6], c = k->c;
+    const int8_t *wo;
+    int32_t sh, qs = 0, b = 0;
+    int smm;
+    if (!dw_chan_live(k, ch, &wo, &step, &m, &sh)) {
         return;
     }
     dw_weight_words(wo, step, 1u, &wv[0]);
@@ -567,11 +594,7 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_cb *k, uint32_t ch)
     } else if (smm == 1) {
         dw_fold_smm_n(&k->plane[k->lo][2], k->src, ch, c, k->ow, k->nu, qs, b);
     } else { /* and SMMULR's clamped fold (code size) */
-        dw_fold d;
-        dw_fold_of(&d, k->bytes, m, sh, k->lim);
-        for (r = 0; r < k->nu; r++) {
-            dw_fold_row(&k->plane[k->lo + r][2], k->src[r] + ch * k->bytes, k->bytes, c, k->ow, &d);
-        }
+        dw_fold_rows(k, ch, m, sh, 2u);
     }
 #if TP_DSP_ASM14
     if (k->iw >= 2u) { /* the pairs of both rows in one call, an odd end below */
@@ -591,19 +614,11 @@ static TP_DSP_NOINLINE void dw_chan_s1(const dw_cb *k, uint32_t ch)
  * column 1: stride-2 columns); its weight words in the order of kernel rows 0, 2, 1. */
 static TP_DSP_NOINLINE void dw_chan_s2(const dw_cb *k, uint32_t ch)
 {
-    uint32_t r, x, t, step, m, wv[6], c = k->c;
-    const int8_t *wo = tp_weights_row(k->w, ch, &step);
-    int32_t e, sh, qs = 0, b = 0;
+    uint32_t t, step, m, wv[6], c = k->c;
+    const int8_t *wo;
+    int32_t sh, qs = 0, b = 0;
     int smm;
-    tp_gm_scale_parts(tp_weights_scale(k->w, ch), &m, &e);
-    sh = k->f->top - e;
-    if (m == 0u || (k->bytes == 1u && sh >= 32) || sh > 40 ||
-        (!k->by_map && dw_rows_zero(k->src, k->nu, ch, c, k->ow, k->bytes))) {
-        for (t = 0; t < 2u; t++) { /* every dY' is zero (dw_fold_of) */
-            for (x = 0; k->acc[t] != 0 && x < k->iw; x++) {
-                k->acc[t][x * c + ch] = 0;
-            }
-        }
+    if (!dw_chan_live(k, ch, &wo, &step, &m, &sh)) {
         return;
     }
     dw_weight_words(wo, step, 2u, &wv[0]);
@@ -613,11 +628,7 @@ static TP_DSP_NOINLINE void dw_chan_s2(const dw_cb *k, uint32_t ch)
     if (smm == 1) {
         dw_fold_smm_n(&k->plane[k->lo][1], k->src, ch, c, k->ow, k->nu, qs, b);
     } else { /* and SMMULR's clamped fold (code size) */
-        dw_fold d;
-        dw_fold_of(&d, k->bytes, m, sh, k->lim);
-        for (r = 0; r < k->nu; r++) {
-            dw_fold_row(&k->plane[k->lo + r][1], k->src[r] + ch * k->bytes, k->bytes, c, k->ow, &d);
-        }
+        dw_fold_rows(k, ch, m, sh, 1u);
     }
     for (t = 0; t < 2u; t++) {
         if (k->acc[t] == 0) {
