@@ -859,6 +859,85 @@ static inline uint32_t gather8(uint32_t k0, uint32_t k1)
     return (((k0 >> 7) | (k1 >> 3)) * 0x00204081u) >> 21 & 0xFFu;
 }
 
+#if TP_GM_DSP && TP_GM_ASM
+/* tp_gm_mask_ge(y, mask, turns, lo4) and tp_gm_mask_in(y, mask, turns, lo4, s4): mask bytes of
+ * 32 values a turn (turns >= 1; y and mask word-aligned), Thumb-2 assembly (Cortex-M4, M7, M33;
+ * all 14 core registers): a word's GE flags ARE its 4 bits, kept where y >= lo bytewise signed
+ * (SSUB8 with lo4: _ge, for hi = 128) or where (y - lo) mod 256 <= span - 1 (USUB8 with lo4, then
+ * s4 = span - 1 in every byte less that: _in); MRS copies them to bits 16-19 of a word, and the
+ * eight words' nibbles are placed by a shifted ADD each and stored as one word. MRS reads the
+ * flags as well (bits 27-31): MSR sets them to C alone first, as the loop's SUBS leaves them (its
+ * count stays positive), so their shifted copies add the constant 0x22222000, taken off by the
+ * first ADD's 0xDDDDE000. */
+void tp_gm_mask_ge(const int8_t *y, uint8_t *mask, uint32_t turns, uint32_t lo4);
+void tp_gm_mask_in(const int8_t *y, uint8_t *mask, uint32_t turns, uint32_t lo4, uint32_t s4);
+/* clang-format off */
+__asm__(".pushsection .text.tp_gm_mask,\"ax\",%progbits\n"
+        ".syntax unified\n"
+        ".thumb\n"
+        ".macro tp_gm_ge r\n"
+        "    ssub8 \\r, \\r, r3\n"
+        "    mrs \\r, APSR\n"
+        ".endm\n"
+        ".macro tp_gm_in r\n"
+        "    usub8 \\r, \\r, r3\n"
+        "    usub8 \\r, r12, \\r\n"
+        "    mrs \\r, APSR\n"
+        ".endm\n"
+        ".macro tp_gm_mask32 cmp\n"
+        "    mov r4, #0x20000000\n"
+        "    msr APSR_nzcvq, r4\n"
+        "    movw lr, #0xE000\n"
+        "    movt lr, #0xDDDD\n"
+        "1:\n"
+        "    ldm r0!, {r4-r11}\n"
+        "    \\cmp r4\n"
+        "    \\cmp r5\n"
+        "    \\cmp r6\n"
+        "    \\cmp r7\n"
+        "    \\cmp r8\n"
+        "    \\cmp r9\n"
+        "    \\cmp r10\n"
+        "    \\cmp r11\n"
+        "    add r4, lr, r4, lsr #16\n"
+        "    add r4, r4, r5, lsr #12\n"
+        "    add r4, r4, r6, lsr #8\n"
+        "    add r4, r4, r7, lsr #4\n"
+        "    add r4, r4, r8\n"
+        "    add r4, r4, r9, lsl #4\n"
+        "    add r4, r4, r10, lsl #8\n"
+        "    add r4, r4, r11, lsl #12\n"
+        "    str r4, [r1], #4\n"
+        "    subs r2, r2, #1\n"
+        "    bne 1b\n"
+        "    pop {r4-r11, pc}\n"
+        ".endm\n"
+        ".p2align 2\n"
+        ".global tp_gm_mask_ge\n"
+        ".hidden tp_gm_mask_ge\n"
+        ".type tp_gm_mask_ge, %function\n"
+        ".thumb_func\n"
+        "tp_gm_mask_ge:\n"
+        "    push {r4-r11, lr}\n"
+        "    tp_gm_mask32 tp_gm_ge\n"
+        ".size tp_gm_mask_ge, .-tp_gm_mask_ge\n"
+        ".p2align 2\n"
+        ".global tp_gm_mask_in\n"
+        ".hidden tp_gm_mask_in\n"
+        ".type tp_gm_mask_in, %function\n"
+        ".thumb_func\n"
+        "tp_gm_mask_in:\n"
+        "    push {r4-r11, lr}\n"
+        "    ldr r12, [sp, #36]\n"
+        "    tp_gm_mask32 tp_gm_in\n"
+        ".size tp_gm_mask_in, .-tp_gm_mask_in\n"
+        ".purgem tp_gm_ge\n"
+        ".purgem tp_gm_in\n"
+        ".purgem tp_gm_mask32\n"
+        ".popsection\n" TP_GM_ISA);
+/* clang-format on */
+#endif
+
 #if TP_GM_DSP
 /* 0x80 in the bytes of y (4 int8 values) where (y - lo) mod 256 >= span, for any span up to 128
  * (lo4, span4: lo's and span's byte in every byte), in three instructions (Cortex-M4, M7, M33):
@@ -933,6 +1012,19 @@ static void mask_groups(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t
     if (span == 255u) { /* kept: y != lo - 1 */
         mask_bytes_ne(y, mask, groups, (uint32_t)(lo - 1));
         return;
+    }
+#endif
+#if TP_GM_DSP && TP_GM_ASM
+    if (groups >= 4u && span - 1u < 256u && (((uintptr_t)y | (uintptr_t)mask) & 3u) == 0u) {
+        uint32_t turns = groups / 4u, lo4 = ((uint32_t)lo & 0xFFu) * 0x01010101u;
+        if (hi == 128) {
+            tp_gm_mask_ge(y, mask, turns, lo4);
+        } else {
+            tp_gm_mask_in(y, mask, turns, lo4, (span - 1u) * 0x01010101u);
+        }
+        y += turns * 32u;
+        mask += turns * 4u;
+        groups -= turns * 4u;
     }
 #endif
     if (span < 128u) {
