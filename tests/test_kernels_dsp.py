@@ -94,7 +94,8 @@ BIAS_SUMMARY = "bias sums 15405, mismatches 0"
 ROWS_DRIVER = REPO / "tests" / "c" / "test_gm_rows.c"
 ROWS_SUMMARY = "map rows, values 364256, mismatches 0"
 SUMS_DRIVER = REPO / "tests" / "c" / "test_fold_sums.c"
-SUMS_SUMMARY = "fold sums, maps 96, mismatches 0"
+SUMS_SUMMARY = "fold sums, maps 128, mismatches 0"
+SUMS_SUMMARY_M4 = "fold sums and scans, maps 640, mismatches 0"  # 4 direct scans a map
 UPDATE_DRIVER = REPO / "tests" / "c" / "test_update_rows.c"
 UPDATE_SUMMARY = "update rows, weights 576000, mismatches 0"
 MASK_DRIVER = REPO / "tests" / "c" / "test_relu_mask.c"
@@ -481,8 +482,11 @@ def test_fold_sums_equal_the_definition():
 def test_fold_sums_on_qemu_m4_equal_the_definition(tmp_path):
     """The same driver on qemu-m4: the scan's assembly makes every channel's sum of its masked
     values (runs past the halfword lanes' 256 positions, values of -128 and 127), hands them
-    eight at a time in order, and leaves the fold and the map as tp_gm_fold_of does."""
-    _board_check(SUMS_DRIVER, "fold_sums_main", SUMS_SUMMARY, tmp_path)
+    eight at a time in order, and leaves the fold and the map as tp_gm_fold_of does; and
+    tp_fold_scan8 itself, called directly (masks of the map's, 0xFF, 0x00 and none; every
+    channel equal; running maxima from nonzero starts), leaves each channel's largest magnitude
+    (-128's 128), halfword sum and masked values as their definitions."""
+    _board_check(SUMS_DRIVER, "fold_sums_main", SUMS_SUMMARY_M4, tmp_path)
 
 
 def test_relu_masks_equal_the_definition():
