@@ -868,7 +868,7 @@ static inline uint32_t gather8(uint32_t k0, uint32_t k1)
  * eight words' nibbles are placed by a shifted ADD each and stored as one word. MRS reads the
  * flags as well (bits 27-31): MSR sets them to C alone first, as the loop's SUBS leaves them (its
  * count stays positive), so their shifted copies add the constant 0x22222000, taken off by the
- * first ADD's 0xDDDDE000. */
+ * first ADD's 0xDDDDE000. Two turns a loop, the first entered at the second when turns is odd. */
 void tp_gm_mask_ge(const int8_t *y, uint8_t *mask, uint32_t turns, uint32_t lo4);
 void tp_gm_mask_in(const int8_t *y, uint8_t *mask, uint32_t turns, uint32_t lo4, uint32_t s4);
 /* clang-format off */
@@ -884,12 +884,7 @@ __asm__(".pushsection .text.tp_gm_mask,\"ax\",%progbits\n"
         "    usub8 \\r, r12, \\r\n"
         "    mrs \\r, APSR\n"
         ".endm\n"
-        ".macro tp_gm_mask32 cmp\n"
-        "    mov r4, #0x20000000\n"
-        "    msr APSR_nzcvq, r4\n"
-        "    movw lr, #0xE000\n"
-        "    movt lr, #0xDDDD\n"
-        "1:\n"
+        ".macro tp_gm_turn cmp\n"
         "    ldm r0!, {r4-r11}\n"
         "    \\cmp r4\n"
         "    \\cmp r5\n"
@@ -908,9 +903,25 @@ __asm__(".pushsection .text.tp_gm_mask,\"ax\",%progbits\n"
         "    add r4, r4, r10, lsl #8\n"
         "    add r4, r4, r11, lsl #12\n"
         "    str r4, [r1], #4\n"
+        ".endm\n"
+        ".macro tp_gm_mask32 cmp\n"
+        "    mov r4, #0x20000000\n"
+        "    movw lr, #0xE000\n"
+        "    movt lr, #0xDDDD\n"
+        "    lsrs r2, r2, #1\n"
+        "    bcs 2f\n"
+        "    msr APSR_nzcvq, r4\n"
+        "1:\n"
+        "    tp_gm_turn \\cmp\n"
+        "3:\n"
+        "    tp_gm_turn \\cmp\n"
         "    subs r2, r2, #1\n"
         "    bne 1b\n"
         "    pop {r4-r11, pc}\n"
+        "2:\n"
+        "    add r2, r2, #1\n"
+        "    msr APSR_nzcvq, r4\n"
+        "    b 3b\n"
         ".endm\n"
         ".p2align 2\n"
         ".global tp_gm_mask_ge\n"
@@ -933,6 +944,7 @@ __asm__(".pushsection .text.tp_gm_mask,\"ax\",%progbits\n"
         ".size tp_gm_mask_in, .-tp_gm_mask_in\n"
         ".purgem tp_gm_ge\n"
         ".purgem tp_gm_in\n"
+        ".purgem tp_gm_turn\n"
         ".purgem tp_gm_mask32\n"
         ".popsection\n" TP_GM_ISA);
 /* clang-format on */
