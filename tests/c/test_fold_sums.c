@@ -5,16 +5,16 @@
  *   make -C boards/qemu-m4 APP=$PWD/tests/c/test_fold_sums.c APP_ENTRY=fold_sums_main
  *                     (the Cortex-M4's scan in assembly: SXTAB16 lanes, MSR APSR_g and SEL)
  *
- * Per case an int8 map of 8, 16, 24 or 64 channels over 1, 2, 5, 6, 255, 256, 257 or 600 positions
- * (a run of the lanes' 256 and past it; every count mod 4, the masked scan's turns), values of
- * every magnitude (runs of +-127 and -128, whose sums pass a halfword), with a RELU mask or none.
- * Where the sums are made, each channel's equals the sum of its masked values, every channel is
- * handed once, in order, eight at a time; the masked map and the fold (its exponent, bits, no_clamp
- * and dead channels) equal tp_gm_fold_of's on a copy. With the DSP extension, tp_fold_scan8 as
- * well, called directly on each case's first 256 positions (masked by its mask, by 0xFF, by 0x00,
- * unmasked; every channel equal), against the definitions of the masked map, maxima and sums.
- * Writes one summary line (on a board, on its link; here on stdout), the first mismatches before
- * it, and exits 1 when there are any.
+ * Per case an int8 map of 8, 16, 24 or 64 channels over 1, 2, 5, 6, 11, 12, 255, 256, 257 or 600
+ * positions (a run of the lanes' 256 and past it; every count mod 8, the masked scan's turns),
+ * values of every magnitude (runs of +-127 and -128, whose sums pass a halfword), with a RELU mask
+ * or none. Where the sums are made, each channel's equals the sum of its masked values, every
+ * channel is handed once, in order, eight at a time; the masked map and the fold (its exponent,
+ * bits, no_clamp and dead channels) equal tp_gm_fold_of's on a copy. With the DSP extension,
+ * tp_fold_scan8 as well, called directly on each case's first 256 positions (masked by its mask, by
+ * 0xFF, by 0x00, unmasked; every channel equal), against the definitions of the masked map, maxima
+ * and sums. Writes one summary line (on a board, on its link; here on stdout), the first mismatches
+ * before it, and exits 1 when there are any.
  */
 #include <string.h>
 
@@ -123,14 +123,14 @@ int fold_sums_main(void);
 int fold_sums_main(void)
 {
     static const uint32_t chans[] = {8u, 16u, 24u, 64u},
-                          poss[] = {1u, 5u, 255u, 256u, 257u, 600u, 2u, 6u};
+                          poss[] = {1u, 5u, 255u, 256u, 257u, 600u, 2u, 6u, 11u, 12u};
     uint32_t k, i, o, cases = 0u, bad = 0u, scans = 0u, scan_bad_n = 0u;
 #ifdef APP_ENTRY
     (void)tp_board_init();
 #endif
-    for (k = 0; k < 128u; k++) {
-        uint32_t c = chans[k % 4u], n = poss[(k / 4u) % 8u], with_mask = k % 3u != 2u, made;
-        uint32_t kind = (k / 32u) % 4u;
+    for (k = 0; k < 160u; k++) {
+        uint32_t c = chans[k % 4u], n = poss[(k / 4u) % 10u], with_mask = k % 3u != 2u, made;
+        uint32_t kind = (k / 40u) % 4u;
         tp_weights w;
         tp_gmap ma, mb;
         tp_gm_fold fa, fb;

@@ -24,8 +24,8 @@ static void channel_scale(const tp_weights *w, uint32_t o, uint32_t *m, int32_t 
  * NULL: none; else stride / 8 apart) with MSR APSR_g and SEL and stored back, SXTAB16 into the
  * halfword lanes (channels 0 and 2 of a word, then 1 and 3), then each word's bytewise
  * magnitude (SSUB8 from 0 sets GE where v <= 0, SEL takes -v there: -128's is 0x80, 128
- * unsigned) into its running maximum (USUB8, SEL). Masked: four positions a turn, the first turn
- * entered by TBB so that it takes n mod 4 (4 when 0). io: the maxima m0, m1 (in and out), then
+ * unsigned) into its running maximum (USUB8, SEL). Masked: eight positions a turn, the first turn
+ * entered by TBH so that it takes n mod 8 (8 when 0). io: the maxima m0, m1 (in and out), then
  * the lanes of w0 (0/2, 1/3) and w1 (out). */
 void tp_fold_scan8(int8_t *q, uint32_t n, uint32_t stride, const uint8_t *mask, uint32_t *io);
 #ifdef __thumb__
@@ -90,12 +90,13 @@ __asm__(".pushsection .text.tp_fold_scan8,\"ax\",%progbits\n"
         "    bne 2b\n"
         "    b 3f\n"
         "4:\n"
-        "    and lr, r1, #3\n"
-        "    adds r1, r1, #3\n"
-        "    lsrs r1, r1, #2\n"
-        "    tbb [pc, lr]\n"
+        "    and lr, r1, #7\n"
+        "    adds r1, r1, #7\n"
+        "    lsrs r1, r1, #3\n"
+        "    tbh [pc, lr, lsl #1]\n"
         "5:\n"
-        "    .byte (1f - 5b) / 2, (13f - 5b) / 2, (12f - 5b) / 2, (11f - 5b) / 2\n"
+        "    .hword (1f - 5b) / 2, (17f - 5b) / 2, (16f - 5b) / 2, (15f - 5b) / 2\n"
+        "    .hword (14f - 5b) / 2, (13f - 5b) / 2, (12f - 5b) / 2, (11f - 5b) / 2\n"
         "1:\n"
         "    tp_fold_masked\n"
         "11:\n"
@@ -103,6 +104,14 @@ __asm__(".pushsection .text.tp_fold_scan8,\"ax\",%progbits\n"
         "12:\n"
         "    tp_fold_masked\n"
         "13:\n"
+        "    tp_fold_masked\n"
+        "14:\n"
+        "    tp_fold_masked\n"
+        "15:\n"
+        "    tp_fold_masked\n"
+        "16:\n"
+        "    tp_fold_masked\n"
+        "17:\n"
         "    tp_fold_masked\n"
         "    subs r1, r1, #1\n"
         "    bne 1b\n"
