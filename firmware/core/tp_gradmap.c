@@ -1016,7 +1016,9 @@ static void mask_bytes(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t 
 
 /* The mask bytes of `groups` groups of 8 values (little-endian targets; span 128 only with
  * TP_GM_DSP: mask_bytes' flags are gathered in that byte order). Kept: (y - lo) mod 256 < span; for
- * span >= 128, not (y - hi) mod 256 < 256 - span. */
+ * span >= 128, not (y - hi) mod 256 < 256 - span. The assembly (TP_GM_DSP and TP_GM_ASM) takes
+ * the whole turns of 4 groups first when y and mask are word-aligned and 1 <= span <= 256 (hi <=
+ * 128: kept is y >= lo for hi = 128, else (y - lo) mod 256 <= span - 1); the rest goes below. */
 static void mask_groups(const int8_t *y, uint8_t *mask, uint32_t groups, int32_t lo, int32_t hi,
                         uint32_t span)
 {
