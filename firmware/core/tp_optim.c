@@ -228,45 +228,59 @@ static int row_may_hold_min(const int8_t *w, uint32_t n)
     return (f & 0x80808080u) != 0u;
 }
 
-/* The weights of a row's block of 32 from k0 (n in all) update_row visits: every one, or,
- * with live and no velocity, those whose gradient may be nonzero or (mins: the row may hold
- * one) whose weight may be -128. */
+/* The weights of a row's block of 32 from k0 (n in all) update_row visits with live and no
+ * velocity: those whose gradient may be nonzero and (mins: the row may hold one) those whose
+ * weight may be -128. */
 TP_ALWAYS_INLINE uint32_t visited(const int8_t *w, uint32_t k0, uint32_t n, const uint32_t *live,
-                                  int mom, int mins)
+                                  int mins)
 {
     uint32_t cnt = n - k0 < 32u ? n - k0 : 32u;
-    uint32_t all = cnt == 32u ? 0xFFFFFFFFu : (1u << cnt) - 1u, lw;
-    if (mom || live == NULL) {
-        return all;
-    }
-    lw = live[k0 >> 5] & all;
+    uint32_t all = cnt == 32u ? 0xFFFFFFFFu : (1u << cnt) - 1u, lw = live[k0 >> 5] & all;
     return lw == all || !mins ? lw : lw | at_min(w + k0, cnt);
 }
 
-/* update_row's four loops each specialized by its constant flags, whatever its size: the
- * weights in blocks of 32, each the ones visited() names (a bit's index by CLZ of its reverse). */
+/* Weight k of update_row's row: left as it is when its gradient is +-0 without a velocity
+ * (delta +-0, whose update is 0: a pruned input's) unless it is -128 (clamped to -127). */
+TP_ALWAYS_INLINE void update_one(int8_t *w, uint8_t *vel, const float *grad, uint32_t k,
+                                 uint32_t h0, float lr, float mom_f, float neg, float inv, int qas,
+                                 int mom)
+{
+    uint32_t gb;
+    int32_t nv;
+    memcpy(&gb, grad + k, 4u);
+    if (!mom && gb << 1 == 0u && w[k] != -128) {
+        return;
+    }
+    nv = (int32_t)w[k] + row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, inv,
+                                  h0 + k * 0x9E3779B1u, qas, mom);
+    w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
+}
+
+/* update_row's four loops each specialized by its constant flags, whatever its size: every
+ * weight in order, or (live, no velocity) in blocks of 32 the ones visited() names, a bit's
+ * index by count-trailing-zeros (RBIT and CLZ on Thumb-2). */
 TP_ALWAYS_INLINE void update_row(const tp_update *u, uint32_t row_params, uint32_t v0,
                                  const float *grad, uint32_t n, float neg, int qas, int mom,
                                  const uint32_t *live)
 {
-    uint32_t k0, h0 = row_params * 0x9E3779B1u + u->key;
+    uint32_t k, k0, h0 = row_params * 0x9E3779B1u + u->key;
     int8_t *w = (int8_t *)(u->params + row_params);
     uint8_t *vel = mom ? u->velocity + 4u * v0 : NULL;
     float lr = u->lr, mom_f = u->momentum, inv = qas ? 1.0f / neg : 0.0f;
-    int mins = !mom && live != NULL && row_may_hold_min(w, n);
+    int mins;
+    if (mom || live == NULL) {
+        for (k = 0; k < n; k++) {
+            update_one(w, vel, grad, k, h0, lr, mom_f, neg, inv, qas, mom);
+        }
+        return;
+    }
+    mins = row_may_hold_min(w, n);
     for (k0 = 0; k0 < n; k0 += 32u) {
-        uint32_t todo = visited(w, k0, n, live, mom, mins);
+        uint32_t todo = visited(w, k0, n, live, mins);
         while (todo != 0u) {
-            uint32_t k = k0 + (uint32_t)__builtin_ctz(todo), gb;
-            int32_t nv;
+            k = k0 + (uint32_t)__builtin_ctz(todo);
             todo &= todo - 1u;
-            memcpy(&gb, grad + k, 4u);
-            if (!mom && gb << 1 == 0u && w[k] != -128) {
-                continue; /* a +-0 gradient: delta +-0, whose update is 0 (a pruned input's) */
-            }
-            nv = (int32_t)w[k] + row_step(mom ? vel + 4u * k : NULL, lr, mom_f, grad[k], neg, inv,
-                                          h0 + k * 0x9E3779B1u, qas, mom);
-            w[k] = (int8_t)(nv > 127 ? 127 : (nv < -127 ? -127 : nv));
+            update_one(w, vel, grad, k, h0, lr, mom_f, neg, inv, qas, 0);
         }
     }
 }
