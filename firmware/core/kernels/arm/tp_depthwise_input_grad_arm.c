@@ -538,8 +538,20 @@ static TP_DSP_NOINLINE void dw_out_band(int32_t *const *acc, uint32_t ch, uint32
     }
 }
 
-/* Channel ch's weight row (*wo, *step), scale mantissa (*m) and shift (*sh) for dw_chan_s1 and
- * dw_chan_s2; 0, its dX columns of the band zeroed, when every dY' is zero (dw_fold_of). */
+/* Planes 0 to n - 1 zeroed over the columns a row of iw outputs reads. */
+static void dw_zero_planes(int16_t (*plane)[TP_GRAD_DW_PLANE], uint32_t n, uint32_t iw)
+{
+    uint32_t r, x;
+    for (r = 0; r < n; r++) {
+        for (x = 0; x < iw + 6u; x++) {
+            plane[r][x] = 0;
+        }
+    }
+}
+
+/* Channel ch's weight row (*wo, *step), scale mantissa (*m) and shift (*sh) for a band's
+ * channel (dw_chan_s1, dw_chan_s2, the driver's mixed strides); 0, its dX columns of the band
+ * zeroed, when every dY' is zero (dw_fold_of). */
 TP_DSP_INLINE int dw_chan_live(const dw_cb *k, uint32_t ch, const int8_t **wo, uint32_t *step,
                                uint32_t *m, int32_t *sh)
 {
@@ -653,12 +665,12 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                                           void *scratch)
 {
     uint32_t c = (uint32_t)in_shape->c, iw = (uint32_t)in_shape->w, ow = (uint32_t)out_shape->w;
-    uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, cw, ch, r, t, x, m, step;
+    uint32_t h = (uint32_t)in_shape->h, s1 = p->stride[1], y, cw, ch, t, m, step;
     uint32_t bytes = dy->bytes, off = s1 == 1u ? 2u : 1u, any_dead = 0u;
     int rows1 = p->stride[0] == 1u && s1 == 1u; /* every band by dw_chan_s1 */
     int rows2 = p->stride[0] == 2u && s1 == 2u; /* by dw_chan_s2 */
     int by_map = c <= TP_GM_DEAD_C;             /* f->dead holds every channel's */
-    int32_t *acc[2], lim = ((int32_t)1 << f->bits) - 1, k;
+    int32_t *acc[2], lim = ((int32_t)1 << f->bits) - 1;
     int16_t plane[4][TP_GRAD_DW_PLANE];
     dw_band bd;
     dw_cb k1;
@@ -673,11 +685,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             any_dead |= f->dead[ch >> 5];
         }
     }
-    for (r = 0; r < 4u; r++) {
-        for (x = 0; x < iw + 6u; x++) {
-            plane[r][x] = 0;
-        }
-    }
+    dw_zero_planes(plane, 4u, iw);
     k1.plane = plane;
     k1.src = bd.src;
     k1.w = w;
@@ -690,6 +698,7 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
     k1.by_map = (uint32_t)by_map;
     k1.par = p->pad[0] & 1u;
     k1.lim = lim;
+    k1.lo = 0u; /* mixed strides: planes from 0 */
     for (y = 0; y < h; y += bd.rows) {
         dw_band_of(&bd, p, out_shape, dy, y, h - y >= 2u ? 2u : 1u, c);
         for (t = 0; t < bd.rows; t++) {
@@ -699,34 +708,20 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
                 tp_dsp_zero32(acc[t], iw * c);
             }
         }
-        if (rows1 && bd.nu != 0u) { /* plane r: dY row y + 1 + pad - r, zero outside the map */
-            k1.lo = y + 1u + p->pad[0] - bd.top;
-            k1.nu = bd.nu;
-            for (t = 0; t < 2u; t++) {
-                k1.acc[t] = t < bd.rows && bd.n[t] != 0u ? acc[t] : 0;
+        k1.nu = bd.nu;
+        for (t = 0; t < 2u; t++) {
+            k1.acc[t] = t < bd.rows && bd.n[t] != 0u ? acc[t] : 0;
+        }
+        if ((rows1 || rows2) && bd.nu != 0u) {
+            /* plane r: dY row top - r, zero outside the map (dw_cb) */
+            uint32_t top = rows1 ? y + 1u + p->pad[0] : (y + 1u + p->pad[0]) >> 1;
+            k1.lo = top - bd.top;
+            for (t = 0; t < 2u && rows2; t++) {
+                k1.pk[t] = top - ((y + t + p->pad[0]) >> 1);
             }
             /* zero: the planes of rows past the map's end (those past lo + nu, rows before its
              * start, only in the first band, whose planes are still zero) */
-            for (r = 0; r < k1.lo; r++) {
-                for (x = 0; x < iw + 6u; x++) {
-                    plane[r][x] = 0;
-                }
-            }
-        }
-        if (rows2 && bd.nu != 0u) { /* plane r: dY row (y + 1 + pad) / 2 - r */
-            uint32_t top = (y + 1u + p->pad[0]) >> 1;
-            k1.lo = top - bd.top;
-            k1.nu = bd.nu;
-            for (t = 0; t < 2u; t++) {
-                k1.acc[t] = t < bd.rows && bd.n[t] != 0u ? acc[t] : 0;
-                k1.pk[t] = top - ((y + t + p->pad[0]) >> 1);
-            }
-            /* zero: as for stride 1 (rows before the map's start read in the first band only) */
-            for (r = 0; r < k1.lo; r++) {
-                for (x = 0; x < iw + 6u; x++) {
-                    plane[r][x] = 0;
-                }
-            }
+            dw_zero_planes(plane, k1.lo, iw);
         }
         for (cw = 0; cw < c && bd.nu != 0u; cw += 32u) {
             /* the live channels of 32 (dead ones zeroed above), by their bits */
@@ -735,33 +730,16 @@ void tp_arm_depthwise_conv2d_input_grad_q(const tp_conv_params *p, const tp_shap
             for (; live != 0u; live &= live - 1u) {
                 const int8_t *wo;
                 int32_t sh;
-                dw_fold d;
                 ch = cw + (uint32_t)__builtin_ctz(live);
                 if (rows1) {
                     dw_chan_s1(&k1, ch);
-                    continue;
-                }
-                if (rows2) {
+                } else if (rows2) {
                     dw_chan_s2(&k1, ch);
-                    continue;
+                } else if (dw_chan_live(&k1, ch, &wo, &step, &m, &sh)) {
+                    /* mixed strides: planes from 0, no SMMULR fold (code size) */
+                    dw_fold_rows(&k1, ch, m, sh, off);
+                    dw_out_band(acc, ch, c, plane, &bd, wo, step, iw, s1, p->pad[1]);
                 }
-                wo = tp_weights_row(w, ch, &step);
-                tp_gm_scale_parts(tp_weights_scale(w, ch), &m, &k);
-                sh = f->top - k;
-                if (m == 0u || (bytes == 1u && sh >= 32) || sh > 40 ||
-                    (!by_map && dw_rows_zero(bd.src, bd.nu, ch, c, ow, bytes))) {
-                    for (t = 0; t < bd.rows; t++) { /* every dY' is zero (dw_fold_of) */
-                        for (x = 0; x < iw; x++) {
-                            acc[t][x * c + ch] = 0;
-                        }
-                    }
-                    continue;
-                }
-                dw_fold_of(&d, bytes, m, sh, lim); /* mixed strides: no SMMULR fold (code size) */
-                for (r = 0; r < bd.nu; r++) {
-                    dw_fold_row(&plane[r][off], bd.src[r] + ch * bytes, bytes, c, ow, &d);
-                }
-                dw_out_band(acc, ch, c, plane, &bd, wo, step, iw, s1, p->pad[1]);
             }
         }
         for (t = 0; t < bd.rows; t++) {
