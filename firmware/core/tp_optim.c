@@ -191,16 +191,23 @@ static inline int32_t row_step(uint8_t *vel, float lr, float mom_f, float g, flo
     return fl + (r < frac ? 1 : 0);
 }
 
-/* Bits j of the (up to 32) weights w[0..n) that may be -128: each whose byte is 0x80, and
- * maybe others (a word's zero-byte test of w ^ 0x80 flags the bytes above a true one too), a
- * word's four flags gathered by one product (as tp_gradmap.c's gather8). */
+/* The 0x80 bits of the word of 4 weights at w flag those that may be -128: the zero-byte test
+ * of w ^ 0x80 (exact for the lowest, maybe set above a true one too; never a miss). */
+static inline uint32_t min_flags(const int8_t *w)
+{
+    uint32_t v;
+    memcpy(&v, w, 4u);
+    v ^= 0x80808080u;
+    return (v - 0x01010101u) & ~v & 0x80808080u;
+}
+
+/* Bits j of the (up to 32) weights w[0..n) that may be -128 (min_flags'), a word's four flags
+ * gathered by one product (as tp_gradmap.c's gather8). */
 static uint32_t at_min(const int8_t *w, uint32_t n)
 {
-    uint32_t j, bits = 0u, v, f;
+    uint32_t j, bits = 0u, f;
     for (j = 0; j + 4u <= n; j += 4u) {
-        memcpy(&v, w + j, 4u);
-        v ^= 0x80808080u;
-        f = (v - 0x01010101u) & ~v & 0x80808080u;
+        f = min_flags(w + j);
         if (!tp_little_endian()) { /* byte j + b at bit 7 + 8 (3 - b) */
             f = (f >> 24 | (f >> 8 & 0xFF00u) | (f << 8 & 0xFF0000u) | f << 24);
         }
@@ -212,20 +219,17 @@ static uint32_t at_min(const int8_t *w, uint32_t n)
     return bits;
 }
 
-/* Whether the n weights w may hold a -128 (a word's zero-byte test of w ^ 0x80, ORed over the
- * row: no false negative). */
+/* Whether the n weights w may hold a -128 (min_flags' over the row). */
 static int row_may_hold_min(const int8_t *w, uint32_t n)
 {
-    uint32_t j, v, f = 0u;
+    uint32_t j, f = 0u;
     for (j = 0; j + 4u <= n; j += 4u) {
-        memcpy(&v, w + j, 4u);
-        v ^= 0x80808080u;
-        f |= (v - 0x01010101u) & ~v;
+        f |= min_flags(w + j);
     }
     for (; j < n; j++) {
         f |= w[j] == -128 ? 0x80u : 0u;
     }
-    return (f & 0x80808080u) != 0u;
+    return f != 0u;
 }
 
 /* The weights of a row's block of 32 from k0 (n in all) update_row visits with live and no

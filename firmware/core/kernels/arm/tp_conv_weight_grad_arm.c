@@ -186,10 +186,11 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
 {
     uint32_t ic = (uint32_t)in_shape->c, oc = (uint32_t)out_shape->c, n, q, i, np, bound = 0u;
     int32_t *acc = (int32_t *)(void *)row, g_sum = 0, off;
-    int summed = 0;
+    int summed = 0, one; /* one: a row of one block, its sums started at -zp sum dY */
     uint32_t gp[TP_WG_BLOCK / 2u];
     float c;
     n = (uint32_t)in_shape->h * (uint32_t)in_shape->w;
+    one = n <= TP_WG_BLOCK;
     if (!tp_dsp_grad_pointwise(p, in_shape)) {
         tp_conv2d_weight_grad_q(p, in_shape, x, x_zp, x_scale, out_shape, dy, o, row, x_live);
         return;
@@ -209,7 +210,7 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
         }
         if (bound != before) { /* a block of zero dY adds nothing (a dead channel: all) */
             wg_block(acc, x + q * ic, ic, gp, np, summed, x_live, x_zp * bsum,
-                     np == n ? -x_zp * bsum : 0);
+                     one ? -x_zp * bsum : 0);
             summed = 1;
         }
     }
@@ -220,7 +221,7 @@ void tp_arm_conv2d_weight_grad_q(const tp_conv_params *p, const tp_shape *in_sha
             return; /* every (float)0 * c is +0.0f, whose bits are the int32 0's */
         }
     }
-    off = n <= TP_WG_BLOCK ? 0 : -x_zp * g_sum; /* one block: in the sums already */
+    off = one ? 0 : -x_zp * g_sum; /* one block: in the sums already */
     for (i = 0; off != 0 && i < ic; i++) {
         acc[i] += off;
     }

@@ -101,7 +101,7 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
         dww_zero_row(row, k0 * k1, x_scale, dy->e);
         return;
     }
-    if (flat) { /* the plane zeroed, then each live row's columns within it */
+    if (flat) { /* the plane and the two values past it zeroed, then each live row's columns */
         uint32_t nx = iw < pw - p->pad[1] ? iw : pw - p->pad[1];
         for (j = 0; j < xh * rs + 2u; j += 2u) {
             xp[j] = 0;
@@ -156,8 +156,6 @@ void tp_arm_depthwise_conv2d_weight_grad_q(const tp_conv_params *p, const tp_sha
     cf = x_scale * tp_gm_pow2(dy->e);
     if (flat) {
         const int16_t *g, *gend = d + oh * pw;
-        xp[xh * rs] = 0;
-        xp[xh * rs + 1u] = 0;
         for (kh = 0; kh < k0; kh++) { /* tap (kh, kw): sum_t d[t] xp[kh pw + kw + t] */
             const int16_t *x0 = xp + kh * pw;
             int32_t a0 = 0, a1 = 0, a2 = 0;
