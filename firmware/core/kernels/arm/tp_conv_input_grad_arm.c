@@ -686,67 +686,33 @@ TP_DSP_INLINE uint32_t pw_fold(pw_pair *t, const pw_fold_params *fp, int mode, c
 #define PW_P3 PW_WP(PW_WP2) PW_MAC2("x", "y") "ldr %[ga], [%[e], #-8]\n\t" PW_MAC1("z")
 #define PW_P2 PW_WP(PW_WP2) PW_MAC2("x", "y")
 #define PW_P1 PW_WP(PW_WP1) PW_MAC1("x")
-/* the sums of pixel p: s0[p] (input i) and s1[p] (input i + 1) */
-#define PW_ACC1 [x0] "+r"(s0[0]), [x1] "+r"(s1[0])
-#define PW_ACC2 PW_ACC1, [y0] "+r"(s0[1]), [y1] "+r"(s1[1])
-#define PW_ACC3 PW_ACC2, [z0] "+r"(s0[2]), [z1] "+r"(s1[2])
-#define PW_ACC4 PW_ACC3, [w0] "+r"(s0[3]), [w1] "+r"(s1[3])
-#define PW_GB1
-#define PW_GB2 , [gb] "=&r"(gb)
-#define PW_GB3 PW_GB2
-#define PW_GB4 PW_GB2
-#define PW_OUT(np)                                                                             \
-    PW_ACC##np, [e] "+r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga) PW_GB##np
+/* One pixel's sums s0[0] (input i) and s1[0] (input i + 1), and the asm's other registers. */
+#define PW_OUT1                                                                                \
+    [x0] "+r"(s0[0]), [x1] "+r"(s1[0]), [e] "+r"(e), [r] "=&r"(r), [u] "=&r"(u), [ga] "=&r"(ga)
 /* The loop's end compared from memory (end: "m") or from a register ("r"): for three and four
  * pixels, at -Os (the nRF and MicroPython builds) GCC has no register left for it. */
 #define PW_END_m "ldr %[r], %[end]\n\t" "cmp %[e], %[r]\n\t"
 #define PW_END_r "cmp %[e], %[end]\n\t"
-/* pw_pairs for np pixels (Q: PW_Q, or PW_P for PWIG's pairs): pairs four a step (the loop's end
- * test, from memory at three and four pixels, once per four), then two, then one. */
-#define PW_PAIRS(Q, np, kind)                                                                  \
+/* pw_pairs for one pixel (Q1: PW_Q1, or PW_P1 for PWIG's pairs): pairs four a step, then two,
+ * then one. */
+#define PW_PAIRS1(Q1)                                                                          \
     do {                                                                                       \
         if (e != end4) {                                                                       \
-            __asm__ volatile("1:\n\t" Q##np Q##np Q##np Q##np PW_END_##kind "bne 1b"             \
-                             : PW_OUT(np)                                                      \
-                             : [end] #kind(end4), [i] "r"(i)                                   \
+            __asm__ volatile("1:\n\t" Q1 Q1 Q1 Q1 PW_END_r "bne 1b"                              \
+                             : PW_OUT1                                                         \
+                             : [end] "r"(end4), [i] "r"(i)                                     \
                              : "cc", "memory");                                                \
         }                                                                                      \
         if (npairs & 2u) {                                                                     \
-            __asm__ volatile(Q##np Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                \
+            __asm__ volatile(Q1 Q1 : PW_OUT1 : [i] "r"(i) : "memory");                         \
         }                                                                                      \
         if (npairs & 1u) {                                                                     \
-            __asm__ volatile(Q##np : PW_OUT(np) : [i] "r"(i) : "memory");                      \
+            __asm__ volatile(Q1 : PW_OUT1 : [i] "r"(i) : "memory");                            \
         }                                                                                      \
     } while (0)
 /* clang-format on */
+#endif
 
-/* s0[p], s1[p] += sum over the npairs pairs of t of SMLAD of the pair's weights of inputs i and
- * i + 1 and g[p], for np (1 to 4, a constant) pixels; pre (a constant): the pairs' rows are
- * PWIG's. */
-TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs, uint32_t i,
-                            uint32_t np, int pre)
-{
-    const pw_pair *e = t, *end4 = t + (npairs & ~3u);
-    uint32_t r, u, ga, gb;
-    if (pre && np == 4u) {
-        PW_PAIRS(PW_P, 4, m);
-    } else if (pre && np == 3u) {
-        PW_PAIRS(PW_P, 3, m);
-    } else if (pre && np == 2u) {
-        PW_PAIRS(PW_P, 2, r);
-    } else if (pre) {
-        PW_PAIRS(PW_P, 1, r);
-    } else if (np == 4u) {
-        PW_PAIRS(PW_Q, 4, m);
-    } else if (np == 3u) {
-        PW_PAIRS(PW_Q, 3, m);
-    } else if (np == 2u) {
-        PW_PAIRS(PW_Q, 2, r);
-    } else {
-        PW_PAIRS(PW_Q, 1, r);
-    }
-}
-#else
 /* A pair's weights of inputs i, i + 1: (W[o, i], W[o + 1, i]) and (W[o, i + 1], W[o + 1, i + 1]),
  * from two halfwords, or (pre) PWIG's word. */
 static inline uint32_t pw_w2(const pw_pair *e, uint32_t i, uint32_t *od, int pre)
@@ -764,11 +730,28 @@ static inline uint32_t pw_w2(const pw_pair *e, uint32_t i, uint32_t *od, int pre
     return tp_sxtb16(v);
 }
 
+/* s0[p], s1[p] += sum over the npairs pairs of t of SMLAD of the pair's weights of inputs i and
+ * i + 1 and g[p], for np (1 to 4, a constant) pixels; pre (a constant): the pairs' rows are
+ * PWIG's. With TP_DSP_ASM14 one pixel by PW_PAIRS1 (two to four pixels take pw_macn_asm
+ * there), else the C loop. */
 TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t npairs, uint32_t i,
                             uint32_t np, int pre)
 {
     const pw_pair *e;
     uint32_t p;
+#if TP_DSP_ASM14
+    if (np == 1u) {
+        const pw_pair *end4 = t + (npairs & ~3u);
+        uint32_t r, u, ga;
+        e = t;
+        if (pre) {
+            PW_PAIRS1(PW_P1);
+        } else {
+            PW_PAIRS1(PW_Q1);
+        }
+        return;
+    }
+#endif
     for (e = t; e != t + npairs; e++) {
         uint32_t od, ev = pw_w2(e, i, &od, pre);
         for (p = 0; p < np; p++) {
@@ -777,7 +760,6 @@ TP_DSP_INLINE void pw_pairs(int32_t *s0, int32_t *s1, const pw_pair *t, uint32_t
         }
     }
 }
-#endif
 
 /* dX[p, i], dX[p, i + 1] (+)= sum over the block's channel pairs of SMLAD of the pair's
  * weights and g[p], for the np (1 to 4, a constant) pixels p whose sums start at a + p ic,
@@ -949,51 +931,55 @@ TP_DSP_INLINE void pw_macn_asm(int32_t *a, const pw_pair *t, uint32_t npairs, ui
 }
 #endif
 
-/* pw_mac for four pixels, the inputs i0 to i1 (pre: the pairs' rows are PWIG's). */
-TP_DSP_INLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0, uint32_t i1,
-                           uint32_t ic, int add, int pre)
-{
 #if TP_DSP_ASM14
+/* np pixels' sums of the inputs i0 to i1 zero: a block's first with no pair (a later block
+ * without one is not called), in C, so that no 14-register asm is inlined there. */
+static void pw_zero_sums(int32_t *a, uint32_t np, uint32_t i0, uint32_t i1, uint32_t ic)
+{
     uint32_t i, p;
-    if (npairs != 0u) {
-        if (pre) {
-            pw_macn_asm(a, t, npairs, i0, i1, ic, add, 4u, 1);
-        } else {
-            pw_macn_asm(a, t, npairs, i0, i1, ic, add, 4u, 0);
-        }
-        return;
-    }
-    for (p = 0; p < 4u && !add; p++) { /* no pair (add: not called): the sums 0, no asm inline */
+    for (p = 0; p < np; p++) {
         for (i = i0; i < i1; i++) {
             a[p * ic + i] = 0;
         }
     }
-#else
-    if (pre) {
-        pw_mac(a, t, npairs, i0, i1, ic, add, 4u, 1);
-    } else {
-        pw_mac(a, t, npairs, i0, i1, ic, add, 4u, 0);
-    }
+}
 #endif
+
+/* pw_mac for np (2 to 4, a constant) pixels: pw_macn_asm where TP_DSP_ASM14 (no pair:
+ * pw_zero_sums), else the C loops. */
+TP_DSP_INLINE void pw_mac_n(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0, uint32_t i1,
+                            uint32_t ic, int add, uint32_t np, int pre)
+{
+#if TP_DSP_ASM14
+    if (npairs == 0u) {
+        pw_zero_sums(a, np, i0, i1, ic);
+    } else {
+        pw_macn_asm(a, t, npairs, i0, i1, ic, add, np, pre);
+    }
+#else
+    pw_mac(a, t, npairs, i0, i1, ic, add, np, pre);
+#endif
+}
+
+/* pw_mac for four pixels, the inputs i0 to i1 (pre: the pairs' rows are PWIG's). */
+TP_DSP_INLINE void pw_mac4(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0, uint32_t i1,
+                           uint32_t ic, int add, int pre)
+{
+    if (pre) {
+        pw_mac_n(a, t, npairs, i0, i1, ic, add, 4u, 1);
+    } else {
+        pw_mac_n(a, t, npairs, i0, i1, ic, add, 4u, 0);
+    }
 }
 
 /* The last np (1 to 3) pixels of a row, np and pre constant in each call below. */
 TP_DSP_INLINE void pw_mac_np(int32_t *a, const pw_pair *t, uint32_t npairs, uint32_t i0,
                              uint32_t i1, uint32_t ic, int add, uint32_t np, int pre)
 {
-#if TP_DSP_ASM14
-    if (npairs != 0u && np == 3u) {
-        pw_macn_asm(a, t, npairs, i0, i1, ic, add, 3u, pre);
-        return;
-    } else if (npairs != 0u && np == 2u) {
-        pw_macn_asm(a, t, npairs, i0, i1, ic, add, 2u, pre);
-        return;
-    }
-#endif
     if (np == 3u) {
-        pw_mac(a, t, npairs, i0, i1, ic, add, 3u, pre);
+        pw_mac_n(a, t, npairs, i0, i1, ic, add, 3u, pre);
     } else if (np == 2u) {
-        pw_mac(a, t, npairs, i0, i1, ic, add, 2u, pre);
+        pw_mac_n(a, t, npairs, i0, i1, ic, add, 2u, pre);
     } else {
         pw_mac(a, t, npairs, i0, i1, ic, add, 1u, pre);
     }
